@@ -1,0 +1,87 @@
+-- idemd schema, version 1.
+-- Migrations follow expand/contract: a later version only adds (nullable or
+-- defaulted) columns, tables and indexes while binaries of the previous version
+-- still run, and drops only what no running binary reads any more.
+
+CREATE TABLE tenants (
+    -- An identity never hands out the same id twice, so a revoked tenant's
+    -- operations can never surface under a new tenant of the same name.
+    tenant_id  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name       TEXT COLLATE "C" NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    revoked_at TIMESTAMPTZ
+);
+CREATE UNIQUE INDEX tenants_active_name ON tenants (name) WHERE revoked_at IS NULL;
+
+CREATE TABLE tenant_tokens (
+    -- SHA-256 of the bearer token; the token itself is never stored.
+    token_sha256 BYTEA PRIMARY KEY CHECK (length(token_sha256) = 32),
+    tenant_id    BIGINT NOT NULL REFERENCES tenants (tenant_id),
+    created_at   TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    revoked_at   TIMESTAMPTZ
+);
+
+-- Every owner draws its fence from this one ever-growing sequence.
+CREATE SEQUENCE operation_fence AS BIGINT MINVALUE 1;
+
+CREATE TABLE operations (
+    operation_id            UUID PRIMARY KEY,
+    tenant_id               BIGINT NOT NULL REFERENCES tenants (tenant_id),
+    operation               TEXT COLLATE "C" NOT NULL,
+    idempotency_key         TEXT COLLATE "C" NOT NULL,
+    fingerprint             BYTEA NOT NULL CHECK (length(fingerprint) = 32),
+    state                   TEXT NOT NULL CHECK (state IN
+                              ('in_progress', 'succeeded', 'failed', 'retry_wait', 'unknown', 'expired')),
+    fence                   BIGINT NOT NULL,
+    attempt                 INTEGER NOT NULL CHECK (attempt >= 1),
+    max_attempts            INTEGER NOT NULL CHECK (max_attempts >= 1),
+    claim_token             BYTEA NOT NULL DEFAULT '\x',
+    taken_over_state        TEXT,
+    taken_over_fence        BIGINT,
+    lease_ms                BIGINT NOT NULL,
+    max_attempt_duration_ms BIGINT NOT NULL,
+    retention_ms            BIGINT NOT NULL,
+    lease_expires_at        TIMESTAMPTZ,
+    attempt_deadline_at     TIMESTAMPTZ,
+    retry_at                TIMESTAMPTZ,
+    operation_deadline_at   TIMESTAMPTZ,
+    outcome_state           TEXT CHECK (outcome_state IN ('succeeded', 'failed')),
+    result_body             BYTEA,
+    result_content_type     TEXT,
+    result_metadata         JSONB,
+    failure_reason          TEXT,
+    error_code              TEXT,
+    error_message           TEXT,
+    error_metadata          JSONB,
+    last_write_fence        BIGINT,
+    last_write_digest       BYTEA,
+    created_at              TIMESTAMPTZ NOT NULL,
+    updated_at              TIMESTAMPTZ NOT NULL,
+    completed_at            TIMESTAMPTZ,
+    retain_until            TIMESTAMPTZ,
+    -- One row per scope: concurrent first claims are settled here.
+    CONSTRAINT operations_scope UNIQUE (tenant_id, operation, idempotency_key),
+    CONSTRAINT terminal_has_outcome CHECK (state NOT IN ('succeeded', 'failed') OR outcome_state = state)
+) WITH (fillfactor = 70); -- room for in-place (HOT) updates of the hot row
+
+-- Feeds ListUnresolved and the unresolved gauge: unresolved candidates only.
+CREATE INDEX operations_unresolved ON operations (tenant_id, created_at, operation_id)
+    WHERE state IN ('in_progress', 'unknown');
+-- Feeds the retention sweeper: terminal rows and tombstones only.
+CREATE INDEX operations_retention ON operations (retain_until)
+    WHERE state IN ('succeeded', 'failed', 'expired');
+
+CREATE TABLE operation_history (
+    operation_id UUID NOT NULL REFERENCES operations (operation_id) ON DELETE CASCADE,
+    sequence     INTEGER NOT NULL,
+    event        TEXT NOT NULL,
+    from_state   TEXT,
+    to_state     TEXT NOT NULL,
+    fence        BIGINT NOT NULL,
+    attempt      INTEGER NOT NULL,
+    detail       TEXT NOT NULL DEFAULT '',
+    count        INTEGER NOT NULL DEFAULT 1,
+    first_at     TIMESTAMPTZ NOT NULL,
+    last_at      TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (operation_id, sequence)
+);

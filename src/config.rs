@@ -1,0 +1,165 @@
+//! Configuration: clap flags, each with an environment variable, so that Helm
+//! values map to env vars one to one.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::domain::Limits;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "idemd",
+    version,
+    about = "At most one business effect per logical request"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+
+    /// Log output: `text` for people, `json` for collectors.
+    #[arg(long, env = "IDEMD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the gRPC API.
+    Serve(Box<ServeArgs>),
+    /// Apply database migrations and exit (safe to run from several places at once).
+    Migrate,
+    /// Manage tenants and their bearer tokens.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant; prints its bearer token, alone, on stdout.
+    Create { name: String },
+    /// Revoke a tenant and all its tokens. Its id is never reused.
+    Revoke { name: String },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// Postgres URL, e.g. postgres://user@host:5432/idemd.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Connections in the pool.
+    #[arg(
+        long,
+        env = "IDEMD_DB_MAX_CONNECTIONS",
+        default_value_t = 16,
+        global = true
+    )]
+    pub db_max_connections: u32,
+
+    /// How long a call waits for a free connection before answering UNAVAILABLE.
+    #[arg(long, env = "IDEMD_DB_ACQUIRE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
+    pub db_acquire_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// gRPC listen address.
+    #[arg(long, env = "IDEMD_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Apply migrations at start-up (creating the database if it is missing).
+    /// Turn off when a separate job migrates.
+    #[arg(long, env = "IDEMD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate_on_start: bool,
+
+    /// On SIGTERM, how long in-flight calls may take to finish.
+    #[arg(long, env = "IDEMD_DRAIN_TIMEOUT", default_value = "25s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// How long a verified token is trusted before the store is asked again;
+    /// a revocation takes effect within it.
+    #[arg(long, env = "IDEMD_AUTH_CACHE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub auth_cache_ttl: Duration,
+
+    /// How often the store is checked for the readiness probe.
+    #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub readiness_interval: Duration,
+
+    #[command(flatten)]
+    pub bounds: BoundsArgs,
+}
+
+/// The bounds of DESIGN.md. Tests lower the minimum lease to milliseconds.
+#[derive(Debug, Clone, Args)]
+pub struct BoundsArgs {
+    #[arg(long, env = "IDEMD_MIN_LEASE", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub min_lease: Duration,
+    #[arg(long, env = "IDEMD_MAX_LEASE", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub max_lease: Duration,
+    #[arg(long, env = "IDEMD_DEFAULT_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub default_lease: Duration,
+    #[arg(long, env = "IDEMD_DEFAULT_ATTEMPT_DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub default_attempt_duration: Duration,
+    #[arg(long, env = "IDEMD_MAX_ATTEMPT_DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub max_attempt_duration: Duration,
+    #[arg(long, env = "IDEMD_DEFAULT_MAX_ATTEMPTS", default_value_t = 5)]
+    pub default_max_attempts: u32,
+    #[arg(long, env = "IDEMD_DEFAULT_RETENTION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub default_retention: Duration,
+    #[arg(long, env = "IDEMD_MAX_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
+    pub max_retention: Duration,
+    #[arg(long, env = "IDEMD_MAX_RETRY_AFTER", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub max_retry_after: Duration,
+    #[arg(long, env = "IDEMD_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_result_bytes: usize,
+    /// Longest a Claim may wait for a pending operation (also capped by the call's deadline).
+    #[arg(long, env = "IDEMD_MAX_WAIT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub max_wait: Duration,
+}
+
+fn delta(duration: Duration) -> Result<TimeDelta, String> {
+    TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
+}
+
+impl BoundsArgs {
+    pub fn limits(&self) -> Result<Limits, String> {
+        let limits = Limits {
+            min_lease: delta(self.min_lease)?,
+            max_lease: delta(self.max_lease)?,
+            default_lease: delta(self.default_lease)?,
+            default_max_attempt_duration: delta(self.default_attempt_duration)?,
+            max_attempt_duration: delta(self.max_attempt_duration)?,
+            default_max_attempts: self.default_max_attempts,
+            default_retention: delta(self.default_retention)?,
+            max_retention: delta(self.max_retention)?,
+            max_retry_after: delta(self.max_retry_after)?,
+            max_result_bytes: self.max_result_bytes,
+            max_wait: delta(self.max_wait)?,
+            ..Limits::default()
+        };
+        if !(limits.min_lease <= limits.default_lease && limits.default_lease <= limits.max_lease) {
+            return Err("leases need min <= default <= max".into());
+        }
+        if limits.default_max_attempts == 0 || limits.default_max_attempts > limits.max_attempts {
+            return Err(format!(
+                "default max attempts must be 1-{}",
+                limits.max_attempts
+            ));
+        }
+        if limits.default_retention > limits.max_retention {
+            return Err("default retention exceeds the maximum".into());
+        }
+        Ok(limits)
+    }
+}

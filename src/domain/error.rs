@@ -1,0 +1,102 @@
+//! Every error the API can answer with. Each variant except `Internal` is
+//! something the caller can act on; `grpc::status` maps them, exhaustively.
+
+use std::time::Duration;
+
+use super::model::{Fence, OperationId, State};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// The request field, as named in the proto (`scope.key`).
+    pub field: String,
+    pub description: String,
+}
+
+impl FieldViolation {
+    pub fn new(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            description: description.into(),
+        }
+    }
+}
+
+/// Why a write that carried the current fence (or none) was still refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The operation already ended; terminal records never change.
+    OperationTerminal,
+    /// The same fence was re-sent with a different request.
+    RequestMismatch,
+    /// Reconcile while an owner still holds a live lease.
+    LeaseStillLive,
+    /// NOT_APPLIED before the last attempt's deadline: its effect may still be in flight.
+    AttemptStillRunning,
+    /// The owner's attempt deadline has passed; it must not write any more.
+    AttemptDeadlinePassed,
+    /// Any other write the state does not allow.
+    StateForbids,
+}
+
+impl Refusal {
+    /// The ErrorInfo reason: API, stable, documented in the proto.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::OperationTerminal => "OPERATION_TERMINAL",
+            Refusal::RequestMismatch => "REQUEST_MISMATCH",
+            Refusal::LeaseStillLive => "LEASE_STILL_LIVE",
+            Refusal::AttemptStillRunning => "ATTEMPT_STILL_RUNNING",
+            Refusal::AttemptDeadlinePassed => "ATTEMPT_DEADLINE_PASSED",
+            Refusal::StateForbids => "STATE_FORBIDS",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("invalid argument: {}", .0.iter().map(|v| format!("{}: {}", v.field, v.description)).collect::<Vec<_>>().join("; "))]
+    InvalidArgument(Vec<FieldViolation>),
+    #[error("missing or invalid credentials")]
+    Unauthenticated,
+    /// Unknown scope or id, or another tenant's: indistinguishable on purpose.
+    #[error("operation not found")]
+    NotFound,
+    #[error("idempotency key reused with a different request")]
+    KeyReused { operation_id: OperationId },
+    #[error("the result of this operation has expired")]
+    ResultExpired { operation_id: OperationId },
+    #[error("lease lost: the fence is stale")]
+    LeaseLost {
+        operation_id: OperationId,
+        current_fence: Fence,
+        state: State,
+    },
+    #[error("refused in state {state:?}: {}", refusal.reason())]
+    Refused {
+        refusal: Refusal,
+        operation_id: OperationId,
+        state: State,
+    },
+    #[error("temporarily unavailable: {reason}")]
+    Unavailable {
+        reason: String,
+        retry_after: Duration,
+    },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        Error::InvalidArgument(vec![FieldViolation::new(field, description)])
+    }
+
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Error::Unavailable {
+            reason: reason.into(),
+            retry_after: Duration::from_millis(200),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

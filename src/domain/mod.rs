@@ -1,0 +1,18 @@
+//! The product's own logic: states, transitions, fingerprints, bounds and
+//! errors. Pure: no tonic, no sqlx, no clock but the one it is handed.
+
+pub mod command;
+pub mod error;
+pub mod fingerprint;
+pub mod limits;
+pub mod model;
+pub mod transition;
+
+#[cfg(test)]
+mod transition_tests;
+
+pub use command::*;
+pub use error::{Error, FieldViolation, Refusal, Result};
+pub use limits::Limits;
+pub use model::*;
+pub use transition::{Answer, ClaimAnswer, Decision, Effects, PendingReason, Update};

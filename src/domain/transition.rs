@@ -1,0 +1,610 @@
+//! The state machine of DESIGN.md, as pure functions.
+//!
+//! Each `decide_*` takes the locked record, the validated command and the
+//! database's clock, and returns a [`Decision`]: the write to make (if any),
+//! the history entry to append (if any) and the answer. It performs no I/O;
+//! the stores apply the decision inside the transaction that holds the lock.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::command::{
+    ClaimCommand, CompleteCommand, FailCommand, FailDisposition, ReconcileCommand, RenewCommand,
+    Resolution,
+};
+use super::error::{Error, Refusal};
+use super::model::{
+    ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationRecord, Outcome,
+    PreviousAttempt, RequestDigest, State, WriteReceipt,
+};
+
+/// What a Claim answers, besides errors. The ownership details (fence,
+/// attempt, lease) are read from the record as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimAnswer {
+    Acquired,
+    ReconcileFirst(PreviousAttempt),
+    Pending {
+        reason: PendingReason,
+        retry_after: TimeDelta,
+    },
+    Completed,
+    NeedsReconciliation,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingReason {
+    InProgress,
+    RetryScheduled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Claim(ClaimAnswer),
+    /// A write (Renew, Complete, Fail, Reconcile) took effect now or earlier;
+    /// its answer is read from the record.
+    Written,
+}
+
+/// The record as it is to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    pub next: OperationRecord,
+    /// A new owner or a reconciler: the store draws the next fence from the
+    /// sequence and hands it to [`Effects::with_fence`].
+    pub takes_new_fence: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Effects {
+    pub update: Option<Update>,
+    pub history: Option<NewHistoryEntry>,
+}
+
+impl Effects {
+    pub fn is_empty(&self) -> bool {
+        self.update.is_none() && self.history.is_none()
+    }
+
+    pub fn takes_new_fence(&self) -> bool {
+        self.update
+            .as_ref()
+            .is_some_and(|update| update.takes_new_fence)
+    }
+
+    /// Stamps the fence the store drew onto the record and its history entry.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        if let Some(update) = self.update.as_mut().filter(|update| update.takes_new_fence) {
+            update.next.fence = fence;
+            if let Some(history) = self.history.as_mut() {
+                history.fence = fence;
+            }
+        }
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub effects: Effects,
+    pub answer: Result<Answer, Error>,
+}
+
+impl Decision {
+    fn answer(answer: Answer) -> Self {
+        Self {
+            effects: Effects::default(),
+            answer: Ok(answer),
+        }
+    }
+
+    fn refuse(error: Error) -> Self {
+        Self {
+            effects: Effects::default(),
+            answer: Err(error),
+        }
+    }
+
+    fn refuse_and_record(error: Error, history: NewHistoryEntry) -> Self {
+        Self {
+            effects: Effects {
+                update: None,
+                history: Some(history),
+            },
+            answer: Err(error),
+        }
+    }
+
+    fn transition(
+        record: &OperationRecord,
+        next: OperationRecord,
+        takes_new_fence: bool,
+        event: HistoryEvent,
+        detail: impl Into<String>,
+        answer: Answer,
+    ) -> Self {
+        let history = NewHistoryEntry {
+            event,
+            from_state: Some(record.state),
+            to_state: next.state,
+            fence: next.fence,
+            attempt: next.attempt,
+            detail: detail.into(),
+        };
+        Self {
+            effects: Effects {
+                update: Some(Update {
+                    next,
+                    takes_new_fence,
+                }),
+                history: Some(history),
+            },
+            answer: Ok(answer),
+        }
+    }
+}
+
+pub fn decide_claim(
+    record: &OperationRecord,
+    command: &ClaimCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let operation_id = record.operation_id;
+    if record.fingerprint != command.fingerprint {
+        return Decision::refuse(Error::KeyReused { operation_id });
+    }
+    match record.state {
+        State::Expired => Decision::refuse(Error::ResultExpired { operation_id }),
+        State::Succeeded | State::Failed => Decision::answer(Answer::Claim(ClaimAnswer::Completed)),
+        State::InProgress if !record.lease_expired(now) => {
+            let resent_by_owner =
+                !command.claim_token.is_empty() && command.claim_token == record.claim_token;
+            if resent_by_owner {
+                // The same answer again; the attempt is not counted twice.
+                let answer = match record.taken_over_from {
+                    Some(previous) => ClaimAnswer::ReconcileFirst(previous),
+                    None => ClaimAnswer::Acquired,
+                };
+                return Decision::answer(Answer::Claim(answer));
+            }
+            Decision::answer(Answer::Claim(ClaimAnswer::Pending {
+                reason: PendingReason::InProgress,
+                retry_after: until(record.lease_expires_at, now),
+            }))
+        }
+        State::InProgress | State::Unknown => take_over_or_escalate(record, command, now),
+        State::RetryWait => {
+            let due = record.retry_at.is_none_or(|retry_at| retry_at <= now);
+            if !due {
+                return Decision::answer(Answer::Claim(ClaimAnswer::Pending {
+                    reason: PendingReason::RetryScheduled,
+                    retry_after: until(record.retry_at, now),
+                }));
+            }
+            // The last attempt certainly had no effect, so ending here is safe.
+            if operation_deadline_passed(record, now) {
+                return end_without_new_attempt(record, FailureReason::DeadlineExceeded, now);
+            }
+            if record.attempt >= record.max_attempts {
+                return end_without_new_attempt(record, FailureReason::AttemptsExhausted, now);
+            }
+            let next = start_attempt(record, command, now, None);
+            Decision::transition(
+                record,
+                next,
+                true,
+                HistoryEvent::RetryStarted,
+                "",
+                Answer::Claim(ClaimAnswer::Acquired),
+            )
+        }
+    }
+}
+
+/// An attempt of unknown outcome: the next owner must reconcile first, or, with
+/// no budget or time left, only a reconciler may resolve it.
+fn take_over_or_escalate(
+    record: &OperationRecord,
+    command: &ClaimCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let previous = PreviousAttempt {
+        state: record.state,
+        fence: record.fence,
+    };
+    let budget_left = record.attempt < record.max_attempts;
+    if budget_left && !operation_deadline_passed(record, now) {
+        let next = start_attempt(record, command, now, Some(previous));
+        let why = match record.state {
+            State::InProgress => "lease expired",
+            _ => "outcome unknown",
+        };
+        return Decision::transition(
+            record,
+            next,
+            true,
+            HistoryEvent::TakenOver,
+            why,
+            Answer::Claim(ClaimAnswer::ReconcileFirst(previous)),
+        );
+    }
+    if record.state == State::Unknown {
+        return Decision::answer(Answer::Claim(ClaimAnswer::NeedsReconciliation));
+    }
+    let why = if budget_left {
+        "operation deadline passed"
+    } else {
+        "attempt budget spent"
+    };
+    let next = OperationRecord {
+        state: State::Unknown,
+        updated_at: now,
+        ..record.clone()
+    };
+    Decision::transition(
+        record,
+        next,
+        false,
+        HistoryEvent::MarkedUnknown,
+        why,
+        Answer::Claim(ClaimAnswer::NeedsReconciliation),
+    )
+}
+
+fn start_attempt(
+    record: &OperationRecord,
+    command: &ClaimCommand,
+    now: DateTime<Utc>,
+    taken_over_from: Option<PreviousAttempt>,
+) -> OperationRecord {
+    let attempt_deadline_at = now + record.max_attempt_duration;
+    OperationRecord {
+        state: State::InProgress,
+        attempt: record.attempt + 1,
+        claim_token: command.claim_token.clone(),
+        taken_over_from,
+        lease_duration: command.lease,
+        lease_expires_at: Some((now + command.lease).min(attempt_deadline_at)),
+        attempt_deadline_at: Some(attempt_deadline_at),
+        retry_at: None,
+        updated_at: now,
+        ..record.clone()
+    }
+}
+
+fn end_without_new_attempt(
+    record: &OperationRecord,
+    reason: FailureReason,
+    now: DateTime<Utc>,
+) -> Decision {
+    let error = ErrorReport {
+        code: reason.as_str().to_owned(),
+        message: match reason {
+            FailureReason::DeadlineExceeded => {
+                "the operation deadline passed before a retry".into()
+            }
+            _ => "the attempt budget is spent".into(),
+        },
+        ..ErrorReport::default()
+    };
+    let next = finish(record, Outcome::Failed { reason, error }, now);
+    let event = match reason {
+        FailureReason::DeadlineExceeded => HistoryEvent::DeadlineExceeded,
+        _ => HistoryEvent::Failed,
+    };
+    Decision::transition(
+        record,
+        next,
+        false,
+        event,
+        reason.as_str(),
+        Answer::Claim(ClaimAnswer::Completed),
+    )
+}
+
+fn finish(record: &OperationRecord, outcome: Outcome, now: DateTime<Utc>) -> OperationRecord {
+    let state = match outcome {
+        Outcome::Succeeded(_) => State::Succeeded,
+        Outcome::Failed { .. } => State::Failed,
+    };
+    OperationRecord {
+        state,
+        outcome: Some(outcome),
+        outcome_kind: Some(state),
+        lease_expires_at: None,
+        retry_at: None,
+        completed_at: Some(now),
+        retain_until: Some(now + record.retention),
+        updated_at: now,
+        ..record.clone()
+    }
+}
+
+/// The checks every owner write (Renew, Complete, Fail) passes through, in
+/// order. `Some` carries the decision to return instead of writing.
+fn refuse_owner_write(
+    record: &OperationRecord,
+    fence: Fence,
+    digest: Option<RequestDigest>,
+    rpc: &'static str,
+    now: DateTime<Utc>,
+) -> Option<Decision> {
+    let receipt_for_fence = record.last_write.filter(|receipt| receipt.fence == fence);
+    if let (Some(receipt), Some(digest)) = (receipt_for_fence, digest)
+        && receipt.digest == digest
+    {
+        // A re-sent write whose reply was lost: the original answer.
+        return Some(Decision::answer(Answer::Written));
+    }
+    if fence != record.fence {
+        return Some(refuse_stale(record, fence, rpc));
+    }
+    if digest.is_some() && receipt_for_fence.is_some() {
+        return Some(refuse(Refusal::RequestMismatch, record));
+    }
+    if record.state.is_terminal() {
+        return Some(refuse(Refusal::OperationTerminal, record));
+    }
+    // UNKNOWN with the owner's own fence was marked by a Claim, not reported
+    // by the owner (that would have left a receipt): nobody replaced the owner.
+    if !matches!(record.state, State::InProgress | State::Unknown) {
+        return Some(refuse(Refusal::StateForbids, record));
+    }
+    if record.attempt_deadline_passed(now) {
+        let history = refusal_history(record, HistoryEvent::LateWriteRefused, fence, rpc);
+        return Some(Decision::refuse_and_record(
+            refused(Refusal::AttemptDeadlinePassed, record),
+            history,
+        ));
+    }
+    None
+}
+
+pub fn decide_renew(
+    record: &OperationRecord,
+    command: &RenewCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    if let Some(decision) = refuse_owner_write(record, command.fence, None, "renew", now) {
+        return decision;
+    }
+    if record.state != State::InProgress {
+        return refuse(Refusal::StateForbids, record);
+    }
+    let lease = command.lease.unwrap_or(record.lease_duration);
+    let deadline = record.attempt_deadline_at.unwrap_or(now);
+    let next = OperationRecord {
+        lease_expires_at: Some((now + lease).min(deadline)),
+        updated_at: now,
+        ..record.clone()
+    };
+    Decision::transition(
+        record,
+        next,
+        false,
+        HistoryEvent::Renewed,
+        "",
+        Answer::Written,
+    )
+}
+
+pub fn decide_complete(
+    record: &OperationRecord,
+    command: &CompleteCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let digest = command.digest();
+    if let Some(decision) = refuse_owner_write(record, command.fence, Some(digest), "complete", now)
+    {
+        return decision;
+    }
+    let mut next = finish(record, Outcome::Succeeded(command.result.clone()), now);
+    next.last_write = Some(WriteReceipt {
+        fence: command.fence,
+        digest,
+    });
+    Decision::transition(
+        record,
+        next,
+        false,
+        HistoryEvent::Completed,
+        "",
+        Answer::Written,
+    )
+}
+
+pub fn decide_fail(
+    record: &OperationRecord,
+    command: &FailCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let digest = command.digest();
+    if let Some(decision) = refuse_owner_write(record, command.fence, Some(digest), "fail", now) {
+        return decision;
+    }
+    let receipt = Some(WriteReceipt {
+        fence: command.fence,
+        digest,
+    });
+    let failed = |reason| Outcome::Failed {
+        reason,
+        error: command.error.clone(),
+    };
+    let (next, event) = match command.disposition {
+        FailDisposition::Terminal => (
+            finish(record, failed(FailureReason::Terminal), now),
+            HistoryEvent::Failed,
+        ),
+        FailDisposition::Retryable if record.attempt >= record.max_attempts => (
+            finish(record, failed(FailureReason::AttemptsExhausted), now),
+            HistoryEvent::Failed,
+        ),
+        FailDisposition::Retryable
+            if record
+                .operation_deadline_at
+                .is_some_and(|deadline| deadline <= now + command.retry_after) =>
+        {
+            (
+                finish(record, failed(FailureReason::DeadlineExceeded), now),
+                HistoryEvent::DeadlineExceeded,
+            )
+        }
+        FailDisposition::Retryable => (
+            OperationRecord {
+                state: State::RetryWait,
+                retry_at: Some(now + command.retry_after),
+                lease_expires_at: None,
+                updated_at: now,
+                ..record.clone()
+            },
+            HistoryEvent::RetryScheduled,
+        ),
+        FailDisposition::Unknown => (
+            OperationRecord {
+                state: State::Unknown,
+                lease_expires_at: None,
+                updated_at: now,
+                ..record.clone()
+            },
+            HistoryEvent::OutcomeUnknown,
+        ),
+    };
+    let next = OperationRecord {
+        last_write: receipt,
+        ..next
+    };
+    Decision::transition(
+        record,
+        next,
+        false,
+        event,
+        command.error.code.clone(),
+        Answer::Written,
+    )
+}
+
+pub fn decide_reconcile(
+    record: &OperationRecord,
+    command: &ReconcileCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let digest = command.digest();
+    let same_request_again = record
+        .last_write
+        .is_some_and(|receipt| receipt.fence == command.expected_fence && receipt.digest == digest);
+    if same_request_again {
+        return Decision::answer(Answer::Written);
+    }
+    if command.expected_fence != record.fence {
+        return refuse_stale(record, command.expected_fence, "reconcile");
+    }
+    if record.state.is_terminal() {
+        return refuse(Refusal::OperationTerminal, record);
+    }
+    if record.state == State::InProgress && !record.lease_expired(now) {
+        return refuse(Refusal::LeaseStillLive, record);
+    }
+    let receipt = Some(WriteReceipt {
+        fence: command.expected_fence,
+        digest,
+    });
+    let (next, detail) = match &command.resolution {
+        Resolution::Succeeded(result) => (
+            finish(record, Outcome::Succeeded(result.clone()), now),
+            "succeeded",
+        ),
+        Resolution::Failed(error) => (
+            finish(
+                record,
+                Outcome::Failed {
+                    reason: FailureReason::Terminal,
+                    error: error.clone(),
+                },
+                now,
+            ),
+            "failed",
+        ),
+        Resolution::NotApplied => {
+            // A RETRY_WAIT attempt certainly had no effect; any other may still
+            // be in flight until its deadline.
+            let attempt_may_be_running =
+                record.state != State::RetryWait && !record.attempt_deadline_passed(now);
+            if attempt_may_be_running {
+                return refuse(Refusal::AttemptStillRunning, record);
+            }
+            // Due now; the next Claim decides whether budget and deadline allow
+            // a new attempt, exactly as for a retryable failure.
+            let next = OperationRecord {
+                state: State::RetryWait,
+                retry_at: Some(now),
+                lease_expires_at: None,
+                updated_at: now,
+                ..record.clone()
+            };
+            (next, "not_applied")
+        }
+    };
+    let next = OperationRecord {
+        last_write: receipt,
+        ..next
+    };
+    Decision::transition(
+        record,
+        next,
+        true,
+        HistoryEvent::Reconciled,
+        detail,
+        Answer::Written,
+    )
+}
+
+fn refuse_stale(record: &OperationRecord, stale_fence: Fence, rpc: &'static str) -> Decision {
+    let history = refusal_history(record, HistoryEvent::StaleWriteRefused, stale_fence, rpc);
+    Decision::refuse_and_record(
+        Error::LeaseLost {
+            operation_id: record.operation_id,
+            current_fence: record.fence,
+            state: record.state,
+        },
+        history,
+    )
+}
+
+fn refusal_history(
+    record: &OperationRecord,
+    event: HistoryEvent,
+    fence: Fence,
+    rpc: &'static str,
+) -> NewHistoryEntry {
+    NewHistoryEntry {
+        event,
+        from_state: Some(record.state),
+        to_state: record.state,
+        fence,
+        attempt: record.attempt,
+        detail: rpc.to_owned(),
+    }
+}
+
+fn refused(refusal: Refusal, record: &OperationRecord) -> Error {
+    Error::Refused {
+        refusal,
+        operation_id: record.operation_id,
+        state: record.state,
+    }
+}
+
+fn refuse(refusal: Refusal, record: &OperationRecord) -> Decision {
+    Decision::refuse(refused(refusal, record))
+}
+
+fn operation_deadline_passed(record: &OperationRecord, now: DateTime<Utc>) -> bool {
+    record
+        .operation_deadline_at
+        .is_some_and(|deadline| deadline <= now)
+}
+
+fn until(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
+    moment.map_or(TimeDelta::zero(), |moment| {
+        (moment - now).max(TimeDelta::zero())
+    })
+}

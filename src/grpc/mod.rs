@@ -1,0 +1,5 @@
+//! The gRPC surface: thin handlers, proto conversion, the error mapping.
+
+pub mod convert;
+pub mod server;
+pub mod status;

@@ -1,0 +1,243 @@
+//! Thin handlers: authenticate, convert, call the service, convert back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tonic::metadata::MetadataMap;
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+use tonic_health::server::HealthReporter;
+
+use super::convert;
+use crate::auth::Authenticator;
+use crate::domain::{Limits, TenantId};
+use crate::proto;
+use crate::proto::idempotency_server::{Idempotency, IdempotencyServer};
+use crate::service::IdempotencyService;
+
+/// What is left of the caller's deadline is not all ours to wait: the answer
+/// must still travel back. At least this much is kept for it.
+const MIN_DEADLINE_MARGIN: Duration = Duration::from_millis(100);
+
+#[derive(Clone)]
+pub struct IdempotencyApi {
+    service: IdempotencyService,
+    authenticator: Authenticator,
+    limits: Arc<Limits>,
+}
+
+impl IdempotencyApi {
+    pub fn new(
+        service: IdempotencyService,
+        authenticator: Authenticator,
+        limits: Arc<Limits>,
+    ) -> Self {
+        Self {
+            service,
+            authenticator,
+            limits,
+        }
+    }
+
+    async fn tenant(&self, metadata: &MetadataMap) -> Result<TenantId, Status> {
+        let authorization = metadata
+            .get("authorization")
+            .and_then(|value| value.to_str().ok());
+        Ok(self.authenticator.tenant(authorization).await?)
+    }
+}
+
+/// The longest a Claim may wait given the call's own gRPC deadline.
+fn wait_within_deadline(requested: TimeDelta, metadata: &MetadataMap) -> Duration {
+    let requested = requested.to_std().unwrap_or_default();
+    let Some(deadline) = metadata
+        .get("grpc-timeout")
+        .and_then(|value| value.to_str().ok())
+        .and_then(parse_grpc_timeout)
+    else {
+        return requested;
+    };
+    let margin = (deadline / 10).max(MIN_DEADLINE_MARGIN);
+    requested.min(deadline.saturating_sub(margin))
+}
+
+/// `grpc-timeout` is digits and a unit: H, M, S, m (milli), u (micro), n (nano).
+fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let split = value.len().checked_sub(1)?;
+    let (digits, unit) = value.split_at(split);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+#[tonic::async_trait]
+impl Idempotency for IdempotencyApi {
+    async fn claim(
+        &self,
+        request: Request<proto::ClaimRequest>,
+    ) -> Result<Response<proto::ClaimResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let (command, wait) = convert::claim_command(request.get_ref(), &self.limits)?;
+        let wait = wait_within_deadline(wait, request.metadata());
+        let reply = self.service.claim(tenant, &command, wait).await?;
+        Ok(Response::new(convert::claim_response(&reply)))
+    }
+
+    async fn renew(
+        &self,
+        request: Request<proto::RenewRequest>,
+    ) -> Result<Response<proto::RenewResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let command = convert::renew_command(request.get_ref(), &self.limits)?;
+        let reply = self.service.renew(tenant, &command).await?;
+        Ok(Response::new(convert::renew_response(&reply)))
+    }
+
+    async fn complete(
+        &self,
+        request: Request<proto::CompleteRequest>,
+    ) -> Result<Response<proto::CompleteResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let command = convert::complete_command(request.get_ref(), &self.limits)?;
+        let reply = self.service.complete(tenant, &command).await?;
+        Ok(Response::new(convert::complete_response(&reply)))
+    }
+
+    async fn fail(
+        &self,
+        request: Request<proto::FailRequest>,
+    ) -> Result<Response<proto::FailResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let command = convert::fail_command(request.get_ref(), &self.limits)?;
+        let reply = self.service.fail(tenant, &command).await?;
+        Ok(Response::new(convert::fail_response(&reply)))
+    }
+
+    async fn lookup(
+        &self,
+        request: Request<proto::LookupRequest>,
+    ) -> Result<Response<proto::LookupResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let target = convert::lookup_target(request.get_ref(), &self.limits)?;
+        let reply = self
+            .service
+            .lookup(tenant, &target, request.get_ref().include_history)
+            .await?;
+        Ok(Response::new(convert::lookup_response(&reply)))
+    }
+
+    async fn reconcile(
+        &self,
+        request: Request<proto::ReconcileRequest>,
+    ) -> Result<Response<proto::ReconcileResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let command = convert::reconcile_command(request.get_ref(), &self.limits)?;
+        let reply = self.service.reconcile(tenant, &command).await?;
+        Ok(Response::new(convert::reconcile_response(&reply)))
+    }
+
+    async fn list_unresolved(
+        &self,
+        request: Request<proto::ListUnresolvedRequest>,
+    ) -> Result<Response<proto::ListUnresolvedResponse>, Status> {
+        let tenant = self.tenant(request.metadata()).await?;
+        let query = convert::unresolved_query(request.get_ref(), &self.limits)?;
+        let page = self.service.list_unresolved(tenant, &query).await?;
+        Ok(Response::new(convert::unresolved_response(
+            &page,
+            query.limit,
+        )))
+    }
+}
+
+/// The served gRPC services: the API, health (no credentials: Kubernetes
+/// probes send none) and reflection (so grpcurl works out of the box).
+pub fn routes(
+    api: IdempotencyApi,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+) -> Result<Routes, tonic_reflection::server::Error> {
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    Ok(Routes::new(IdempotencyServer::new(api))
+        .add_service(health)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?))
+}
+
+/// Readiness of the API follows the store: NOT_SERVING while it is unreachable.
+pub async fn report_readiness(
+    reporter: HealthReporter,
+    service: IdempotencyService,
+    interval: Duration,
+    mut shutting_down: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutting_down.changed() => {}
+        }
+        if *shutting_down.borrow() {
+            return;
+        }
+        match service.store().check_ready().await {
+            Ok(()) => {
+                reporter
+                    .set_serving::<IdempotencyServer<IdempotencyApi>>()
+                    .await
+            }
+            Err(error) => {
+                tracing::warn!(%error, "store not ready");
+                reporter
+                    .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
+                    .await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_units_parse() {
+        assert_eq!(parse_grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_grpc_timeout("S"), None);
+        assert_eq!(parse_grpc_timeout("5x"), None);
+    }
+
+    #[test]
+    fn wait_keeps_a_margin_of_the_callers_deadline() {
+        let mut metadata = MetadataMap::new();
+        assert_eq!(
+            wait_within_deadline(TimeDelta::seconds(3), &metadata),
+            Duration::from_secs(3)
+        );
+        metadata.insert("grpc-timeout", "2S".parse().expect("valid header"));
+        assert_eq!(
+            wait_within_deadline(TimeDelta::seconds(3), &metadata),
+            Duration::from_millis(1800)
+        );
+        metadata.insert("grpc-timeout", "50m".parse().expect("valid header"));
+        assert_eq!(
+            wait_within_deadline(TimeDelta::seconds(3), &metadata),
+            Duration::ZERO
+        );
+    }
+}

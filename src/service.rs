@@ -1,0 +1,281 @@
+//! The operations of the API, between the thin gRPC handlers and the store:
+//! the claim loop, waiting for pending operations, and change notification.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio::sync::{broadcast, watch};
+use tracing::{debug, info};
+
+use crate::domain::transition::{
+    decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
+};
+use crate::domain::{
+    Answer, ClaimAnswer, ClaimCommand, CompleteCommand, Error, FailCommand, HistoryEntry,
+    OperationId, OperationRecord, ReconcileCommand, RenewCommand, Result, TenantId,
+};
+use crate::store::{Applied, Decide, Store, Target, UnresolvedPage, UnresolvedQuery};
+
+/// A claim that finds the scope neither insertable nor present (it was swept
+/// in between) tries again, this many times in all.
+const CLAIM_ROUNDS: usize = 3;
+/// Waiters poll at least this often, since another replica's change reaches
+/// this one only through the database.
+const WAIT_POLL_START: Duration = Duration::from_millis(25);
+const WAIT_POLL_MAX: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone)]
+pub struct ClaimReply {
+    pub answer: ClaimAnswer,
+    pub record: OperationRecord,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct WriteReply {
+    pub record: OperationRecord,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LookupReply {
+    pub record: OperationRecord,
+    pub history: Vec<HistoryEntry>,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone)]
+pub struct IdempotencyService {
+    store: Arc<dyn Store>,
+    /// Operations that changed on this replica, for waiting Claims.
+    changes: broadcast::Sender<OperationId>,
+    shutting_down: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for IdempotencyService {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("IdempotencyService")
+            .field("store", &self.store.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyService {
+    pub fn new(store: Arc<dyn Store>, shutting_down: watch::Receiver<bool>) -> Self {
+        let (changes, _) = broadcast::channel(1024);
+        Self {
+            store,
+            changes,
+            shutting_down,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Claims, and while the answer is Pending and `wait` allows, waits for
+    /// the operation to change and claims again. Waiting holds no connection.
+    pub async fn claim(
+        &self,
+        tenant: TenantId,
+        command: &ClaimCommand,
+        wait: Duration,
+    ) -> Result<ClaimReply> {
+        let give_up_at = tokio::time::Instant::now() + wait;
+        let mut poll = WAIT_POLL_START;
+        let mut shutting_down = self.shutting_down.clone();
+        loop {
+            let mut changes = self.changes.subscribe();
+            let reply = self.claim_once(tenant, command).await?;
+            let ClaimAnswer::Pending { retry_after, .. } = reply.answer else {
+                return Ok(reply);
+            };
+            let now = tokio::time::Instant::now();
+            if now >= give_up_at || *shutting_down.borrow() {
+                return Ok(reply);
+            }
+            let due = retry_after.to_std().unwrap_or_default();
+            let nap = poll.min(due.max(Duration::from_millis(1)));
+            let wake_at = (now + nap).min(give_up_at);
+            let operation_id = reply.record.operation_id;
+            tokio::select! {
+                () = wait_for_change(&mut changes, operation_id) => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+                _ = shutting_down.changed() => {}
+            }
+            poll = (poll * 2).min(WAIT_POLL_MAX);
+        }
+    }
+
+    async fn claim_once(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
+        let target = Target::Scope(command.scope.clone());
+        let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
+        for _ in 0..CLAIM_ROUNDS {
+            let operation_id = OperationId::generate();
+            if let Some(record) = self.store.insert_new(tenant, operation_id, command).await? {
+                debug!(%operation_id, fence = record.fence, "operation acquired");
+                return Ok(ClaimReply {
+                    answer: ClaimAnswer::Acquired,
+                    now: record.created_at,
+                    record,
+                });
+            }
+            let Some(applied) = self.store.transition(tenant, &target, &decide).await? else {
+                continue;
+            };
+            let record = self.announce(&applied);
+            return match applied.answer {
+                Ok(Answer::Claim(answer)) => {
+                    log_claim_answer(&record, &answer);
+                    Ok(ClaimReply {
+                        answer,
+                        record,
+                        now: applied.now,
+                    })
+                }
+                Ok(Answer::Written) => Err(Error::Internal("claim decided a write".into())),
+                Err(error) => {
+                    if let Error::KeyReused { operation_id } = &error {
+                        info!(%operation_id, "claim refused: idempotency key reused with a different request");
+                    }
+                    Err(error)
+                }
+            };
+        }
+        Err(Error::unavailable(
+            "the scope changed repeatedly during the claim",
+        ))
+    }
+
+    pub async fn renew(&self, tenant: TenantId, command: &RenewCommand) -> Result<WriteReply> {
+        let decide = |record: &OperationRecord, now| decide_renew(record, command, now);
+        self.write(tenant, command.operation_id, &decide).await
+    }
+
+    pub async fn complete(
+        &self,
+        tenant: TenantId,
+        command: &CompleteCommand,
+    ) -> Result<WriteReply> {
+        let decide = |record: &OperationRecord, now| decide_complete(record, command, now);
+        self.write(tenant, command.operation_id, &decide).await
+    }
+
+    pub async fn fail(&self, tenant: TenantId, command: &FailCommand) -> Result<WriteReply> {
+        let decide = |record: &OperationRecord, now| decide_fail(record, command, now);
+        self.write(tenant, command.operation_id, &decide).await
+    }
+
+    pub async fn reconcile(
+        &self,
+        tenant: TenantId,
+        command: &ReconcileCommand,
+    ) -> Result<WriteReply> {
+        let decide = |record: &OperationRecord, now| decide_reconcile(record, command, now);
+        let reply = self.write(tenant, command.operation_id, &decide).await?;
+        info!(operation_id = %command.operation_id, state = reply.record.state.as_str(), fence = reply.record.fence, "operation reconciled");
+        Ok(reply)
+    }
+
+    pub async fn lookup(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        include_history: bool,
+    ) -> Result<LookupReply> {
+        let found = self
+            .store
+            .find(tenant, target, include_history)
+            .await?
+            .ok_or(Error::NotFound)?;
+        Ok(LookupReply {
+            record: found.record,
+            history: found.history,
+            now: found.now,
+        })
+    }
+
+    pub async fn list_unresolved(
+        &self,
+        tenant: TenantId,
+        query: &UnresolvedQuery,
+    ) -> Result<UnresolvedPage> {
+        self.store.list_unresolved(tenant, query).await
+    }
+
+    async fn write(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        decide: &Decide<'_>,
+    ) -> Result<WriteReply> {
+        let applied = self
+            .store
+            .transition(tenant, &Target::Id(operation_id), decide)
+            .await?
+            .ok_or(Error::NotFound)?;
+        let record = self.announce(&applied);
+        if let Err(Error::LeaseLost { current_fence, .. }) = &applied.answer {
+            info!(%operation_id, current_fence, "stale write refused");
+        }
+        applied.answer?;
+        Ok(WriteReply {
+            record,
+            now: applied.now,
+        })
+    }
+
+    /// Wakes this replica's waiters when the record changed.
+    fn announce(&self, applied: &Applied) -> OperationRecord {
+        if applied.record_changed {
+            // No receiver is fine: nobody waits.
+            let _ = self.changes.send(applied.record.operation_id);
+        }
+        applied.record.clone()
+    }
+}
+
+async fn wait_for_change(
+    changes: &mut broadcast::Receiver<OperationId>,
+    operation_id: OperationId,
+) {
+    loop {
+        match changes.recv().await {
+            Ok(changed) if changed == operation_id => return,
+            Ok(_) => {}
+            // Missed some: ours may be among them.
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+fn log_claim_answer(record: &OperationRecord, answer: &ClaimAnswer) {
+    let operation_id = record.operation_id;
+    match answer {
+        ClaimAnswer::ReconcileFirst(previous) => info!(
+            %operation_id,
+            fence = record.fence,
+            previous_fence = previous.fence,
+            previous_state = previous.state.as_str(),
+            attempt = record.attempt,
+            "operation taken over: the new owner must reconcile first"
+        ),
+        ClaimAnswer::NeedsReconciliation => info!(
+            %operation_id,
+            attempt = record.attempt,
+            "operation needs reconciliation: attempt budget or deadline spent"
+        ),
+        _ => {}
+    }
+}
+
+/// Time left until `moment`, never negative.
+pub fn remaining(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
+    moment.map_or(TimeDelta::zero(), |moment| {
+        (moment - now).max(TimeDelta::zero())
+    })
+}

@@ -1,0 +1,114 @@
+//! One narrow storage interface, implemented by each store. The stores settle
+//! races (unique constraint, row locks, guarded updates); the decisions come
+//! from the pure [`crate::domain::transition`] module.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::domain::{
+    Answer, ClaimCommand, Decision, HistoryEntry, OperationId, OperationRecord, Result, Scope,
+    TenantId,
+};
+
+pub mod postgres;
+mod row;
+
+/// Which operation a read or a transition addresses, always within a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Scope(Scope),
+    Id(OperationId),
+}
+
+/// The pure decision, handed the locked record and the database's clock.
+pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;
+
+/// What a transition did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The record as it stands after the transaction.
+    pub record: OperationRecord,
+    pub answer: Result<Answer>,
+    /// The database clock the decision was made with.
+    pub now: DateTime<Utc>,
+    /// Whether the record changed (history-only refusals do not count).
+    pub record_changed: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub record: OperationRecord,
+    pub history: Vec<HistoryEntry>,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedQuery {
+    pub operation: Option<String>,
+    pub limit: u32,
+    /// Strictly after this (created_at, operation_id), oldest first.
+    pub after: Option<(DateTime<Utc>, OperationId)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UnresolvedPage {
+    pub records: Vec<OperationRecord>,
+    pub now: DateTime<Utc>,
+}
+
+/// Called by a store between reading the locked record and writing; tests use
+/// it to hold a transaction open while a racing call arrives.
+pub type PauseHook =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `postgres` or `sqlite`, for logs.
+    fn kind(&self) -> &'static str;
+
+    /// Inserts a fresh IN_PROGRESS record (attempt 1, new fence, CLAIMED in
+    /// history) unless the scope already has one. `None`: it exists.
+    async fn insert_new(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> Result<Option<OperationRecord>>;
+
+    /// Locks the record, asks `decide` with the database clock, applies the
+    /// decision and its history entry, commits. `None`: no such record.
+    async fn transition(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>>;
+
+    async fn find(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        include_history: bool,
+    ) -> Result<Option<Found>>;
+
+    async fn list_unresolved(
+        &self,
+        tenant: TenantId,
+        query: &UnresolvedQuery,
+    ) -> Result<UnresolvedPage>;
+
+    /// The tenant of an active token, by the token's SHA-256.
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>>;
+
+    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId>;
+
+    /// Revokes the active tenant of that name and all its tokens.
+    async fn revoke_tenant(&self, name: &str) -> Result<bool>;
+
+    /// Whether the store answers; feeds the readiness probe.
+    async fn check_ready(&self) -> Result<()>;
+
+    async fn close(&self);
+}

@@ -1,0 +1,592 @@
+//! The production store. Races are settled by Postgres: the unique scope
+//! constraint for first claims, `SELECT … FOR UPDATE` for every other
+//! transition, and an UPDATE guarded by the fence and state it read.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+use tracing::{instrument, warn};
+
+use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
+use super::{Applied, Decide, Found, PauseHook, Store, Target, UnresolvedPage, UnresolvedQuery};
+use crate::domain::{
+    ClaimCommand, Effects, Error, HistoryEntry, NewHistoryEntry, OperationId, OperationRecord,
+    Result, TenantId,
+};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Serialization failures and deadlocks are retried this many times in all.
+const TRANSACTION_ATTEMPTS: usize = 5;
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    pause_before_write: Option<PauseHook>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PostgresStore")
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    pub url: String,
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl PostgresStore {
+    pub async fn connect(options: &PostgresOptions) -> Result<Self> {
+        let connect_options: PgConnectOptions = options
+            .url
+            .parse()
+            .map_err(|error| Error::Internal(format!("invalid DATABASE_URL: {error}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_with(connect_options.application_name("idemd"))
+            .await
+            .map_err(map_error)?;
+        Ok(Self::from_pool(pool))
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self {
+            pool,
+            pause_before_write: None,
+        }
+    }
+
+    /// The same store, pausing in every transition between read and write.
+    pub fn with_pause_before_write(&self, hook: PauseHook) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            pause_before_write: Some(hook),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Applies pending migrations. sqlx holds an advisory lock meanwhile, so
+    /// replicas starting together migrate once.
+    pub async fn migrate(&self) -> Result<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|error| Error::Internal(format!("migration failed: {error}")))
+    }
+
+    /// Acknowledged results must survive a crash; with asynchronous commit
+    /// they may not.
+    pub async fn warn_if_commits_are_asynchronous(&self) -> Result<()> {
+        let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_error)?;
+        if setting == "off" {
+            warn!(
+                synchronous_commit = %setting,
+                "postgres synchronous_commit is off: a database crash can lose results that \
+                 idemd already acknowledged, and a retry would then execute the effect again"
+            );
+        }
+        Ok(())
+    }
+
+    async fn try_transition(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>, sqlx::Error> {
+        let mut transaction = self.pool.begin().await?;
+        let Some(row) = lock(&mut transaction, tenant, target).await? else {
+            return Ok(None);
+        };
+        // Read after the lock is held: the clock of the moment we decide.
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&mut *transaction)
+            .await?;
+        let record = OperationRecord::try_from(row).map_err(decode_error)?;
+        if let Some(pause) = &self.pause_before_write {
+            pause().await;
+        }
+        let decision = decide(&record, now);
+        if decision.effects.is_empty() {
+            transaction.commit().await?;
+            return Ok(Some(Applied {
+                record,
+                answer: decision.answer,
+                now,
+                record_changed: false,
+            }));
+        }
+        let record_after = apply(&mut transaction, &record, decision.effects, now).await?;
+        transaction.commit().await?;
+        Ok(Some(Applied {
+            record_changed: record_after != record,
+            record: record_after,
+            answer: decision.answer,
+            now,
+        }))
+    }
+}
+
+async fn lock(
+    transaction: &mut Transaction<'_, Postgres>,
+    tenant: TenantId,
+    target: &Target,
+) -> Result<Option<OperationRow>, sqlx::Error> {
+    match target {
+        Target::Scope(scope) => {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                operation_columns!(),
+                " FROM operations WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3 \
+                 FOR UPDATE"
+            ))
+            .bind(tenant.0)
+            .bind(&scope.operation)
+            .bind(&scope.key)
+            .fetch_optional(&mut **transaction)
+            .await
+        }
+        Target::Id(operation_id) => {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                operation_columns!(),
+                " FROM operations WHERE tenant_id = $1 AND operation_id = $2 FOR UPDATE"
+            ))
+            .bind(tenant.0)
+            .bind(operation_id.0)
+            .fetch_optional(&mut **transaction)
+            .await
+        }
+    }
+}
+
+/// Writes the decided record, guarded by the fence and state it was decided
+/// from, then appends its history entry. Returns the record as written.
+async fn apply(
+    transaction: &mut Transaction<'_, Postgres>,
+    before: &OperationRecord,
+    effects: Effects,
+    now: DateTime<Utc>,
+) -> Result<OperationRecord, sqlx::Error> {
+    let mut effects = effects;
+    let mut after = before.clone();
+    if let Some(update) = &effects.update {
+        let write = OperationWrite::of(&update.next).map_err(decode_error)?;
+        let written_fence: Option<i64> = sqlx::query_scalar(
+            "UPDATE operations SET \
+                 state = $3, \
+                 fence = CASE WHEN $4 THEN nextval('operation_fence') ELSE fence END, \
+                 attempt = $5, claim_token = $6, taken_over_state = $7, taken_over_fence = $8, \
+                 lease_ms = $9, lease_expires_at = $10, attempt_deadline_at = $11, retry_at = $12, \
+                 outcome_state = $13, result_body = $14, result_content_type = $15, \
+                 result_metadata = $16, failure_reason = $17, error_code = $18, \
+                 error_message = $19, error_metadata = $20, last_write_fence = $21, \
+                 last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25 \
+             WHERE operation_id = $1 AND fence = $2 AND state = $26 \
+             RETURNING fence",
+        )
+        .bind(before.operation_id.0)
+        .bind(signed(before.fence).map_err(decode_error)?)
+        .bind(write.state)
+        .bind(update.takes_new_fence)
+        .bind(write.attempt)
+        .bind(write.claim_token)
+        .bind(write.taken_over_state)
+        .bind(write.taken_over_fence)
+        .bind(write.lease_ms)
+        .bind(write.lease_expires_at)
+        .bind(write.attempt_deadline_at)
+        .bind(write.retry_at)
+        .bind(write.outcome_state)
+        .bind(write.result_body)
+        .bind(write.result_content_type)
+        .bind(write.result_metadata)
+        .bind(write.failure_reason)
+        .bind(write.error_code)
+        .bind(write.error_message)
+        .bind(write.error_metadata)
+        .bind(write.last_write_fence)
+        .bind(write.last_write_digest)
+        .bind(write.updated_at)
+        .bind(write.completed_at)
+        .bind(write.retain_until)
+        .bind(before.state.as_str())
+        .fetch_optional(&mut **transaction)
+        .await?;
+        // The row is locked, so the guard cannot fail; if it does, something
+        // other than idemd wrote the row, and nothing must be assumed.
+        let written_fence = written_fence.ok_or_else(|| {
+            decode_error(Error::Internal(
+                "guarded update matched no row while holding its lock".into(),
+            ))
+        })?;
+        let written_fence = u64::try_from(written_fence)
+            .map_err(|_| decode_error(Error::Internal("negative fence".into())))?;
+        effects = effects.with_fence(written_fence);
+        if let Some(update) = &effects.update {
+            after = update.next.clone();
+        }
+    }
+    if let Some(history) = &effects.history {
+        append_history(transaction, before.operation_id, history, now).await?;
+    }
+    Ok(after)
+}
+
+/// Appends a history entry, or counts it into the last one when it repeats a
+/// coalescing event (the same refusal of the same fence, or another renewal).
+async fn append_history(
+    transaction: &mut Transaction<'_, Postgres>,
+    operation_id: OperationId,
+    entry: &NewHistoryEntry,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "WITH last AS ( \
+             SELECT sequence, event, fence, detail, to_state FROM operation_history \
+             WHERE operation_id = $1 ORDER BY sequence DESC LIMIT 1 \
+         ), coalesced AS ( \
+             UPDATE operation_history AS history SET count = history.count + 1, last_at = $8 \
+             FROM last \
+             WHERE $9 AND history.operation_id = $1 AND history.sequence = last.sequence \
+               AND last.event = $2 AND last.fence = $5 AND last.detail = $7 AND last.to_state = $4 \
+             RETURNING history.sequence \
+         ) \
+         INSERT INTO operation_history \
+             (operation_id, sequence, event, from_state, to_state, fence, attempt, detail, \
+              count, first_at, last_at) \
+         SELECT $1, COALESCE((SELECT sequence FROM last), 0) + 1, $2, $3, $4, $5, $6, $7, 1, $8, $8 \
+         WHERE NOT EXISTS (SELECT 1 FROM coalesced)",
+    )
+    .bind(operation_id.0)
+    .bind(entry.event.as_str())
+    .bind(entry.from_state.map(|state| state.as_str()))
+    .bind(entry.to_state.as_str())
+    .bind(signed(entry.fence).map_err(decode_error)?)
+    .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
+    .bind(&entry.detail)
+    .bind(now)
+    .bind(entry.event.coalesces())
+    .execute(&mut **transaction)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    #[instrument(name = "store.postgres.insert_new", skip_all)]
+    async fn insert_new(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> Result<Option<OperationRecord>> {
+        // One statement: the insert settles concurrent first claims on the
+        // unique scope, and its history entry lands atomically with it.
+        let row: Option<OperationRow> = sqlx::query_as(concat!(
+            "WITH clock AS (SELECT clock_timestamp() AS now), inserted AS ( \
+                 INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
+                     fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
+                     max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
+                     operation_deadline_at, created_at, updated_at) \
+                 SELECT $1, $2, $3, $4, $5, 'in_progress', nextval('operation_fence'), 1, $6, $7, \
+                     $8, $9, $10, \
+                     now + make_interval(secs => LEAST($8, $9) / 1000.0), \
+                     now + make_interval(secs => $9 / 1000.0), \
+                     now + make_interval(secs => $11 / 1000.0), now, now \
+                 FROM clock \
+                 ON CONFLICT ON CONSTRAINT operations_scope DO NOTHING \
+                 RETURNING * \
+             ), history AS ( \
+                 INSERT INTO operation_history (operation_id, sequence, event, from_state, \
+                     to_state, fence, attempt, detail, count, first_at, last_at) \
+                 SELECT operation_id, 1, 'CLAIMED', NULL, 'in_progress', fence, 1, '', 1, \
+                     created_at, created_at FROM inserted \
+             ) SELECT ",
+            operation_columns!(),
+            " FROM inserted"
+        ))
+        .bind(operation_id.0)
+        .bind(tenant.0)
+        .bind(&command.scope.operation)
+        .bind(&command.scope.key)
+        .bind(&command.fingerprint.0[..])
+        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
+        .bind(&command.claim_token)
+        .bind(command.lease.num_milliseconds())
+        .bind(command.max_attempt_duration.num_milliseconds())
+        .bind(command.retention.num_milliseconds())
+        .bind(
+            command
+                .operation_deadline
+                .map(|deadline| deadline.num_milliseconds()),
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_error)?;
+        row.map(OperationRecord::try_from).transpose()
+    }
+
+    #[instrument(name = "store.postgres.transition", skip_all)]
+    async fn transition(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>> {
+        let mut attempt = 1;
+        loop {
+            match self.try_transition(tenant, target, decide).await {
+                Err(error) if attempt < TRANSACTION_ATTEMPTS && is_transient_conflict(&error) => {
+                    attempt += 1;
+                }
+                result => return result.map_err(map_error),
+            }
+        }
+    }
+
+    #[instrument(name = "store.postgres.find", skip_all)]
+    async fn find(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        include_history: bool,
+    ) -> Result<Option<Found>> {
+        let mut transaction = self.pool.begin().await.map_err(map_error)?;
+        let row: Option<OperationRow> = match target {
+            Target::Scope(scope) => sqlx::query_as(concat!(
+                "SELECT ",
+                operation_columns!(),
+                " FROM operations WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3"
+            ))
+            .bind(tenant.0)
+            .bind(&scope.operation)
+            .bind(&scope.key)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(map_error)?,
+            Target::Id(operation_id) => sqlx::query_as(concat!(
+                "SELECT ",
+                operation_columns!(),
+                " FROM operations WHERE tenant_id = $1 AND operation_id = $2"
+            ))
+            .bind(tenant.0)
+            .bind(operation_id.0)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(map_error)?,
+        };
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let record = OperationRecord::try_from(row)?;
+        let history = if include_history {
+            let rows: Vec<HistoryRow> = sqlx::query_as(
+                "SELECT sequence, event, from_state, to_state, fence, attempt, detail, count, \
+                     first_at, last_at \
+                 FROM operation_history WHERE operation_id = $1 ORDER BY sequence",
+            )
+            .bind(record.operation_id.0)
+            .fetch_all(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+            rows.into_iter()
+                .map(HistoryEntry::try_from)
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+        transaction.commit().await.map_err(map_error)?;
+        Ok(Some(Found {
+            record,
+            history,
+            now,
+        }))
+    }
+
+    #[instrument(name = "store.postgres.list_unresolved", skip_all)]
+    async fn list_unresolved(
+        &self,
+        tenant: TenantId,
+        query: &UnresolvedQuery,
+    ) -> Result<UnresolvedPage> {
+        let mut transaction = self.pool.begin().await.map_err(map_error)?;
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+        let (after_created, after_id) = match query.after {
+            Some((created_at, operation_id)) => (Some(created_at), Some(operation_id.0)),
+            None => (None, None),
+        };
+        let rows: Vec<OperationRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            operation_columns!(),
+            " FROM operations \
+              WHERE tenant_id = $1 AND state IN ('in_progress', 'unknown') \
+                AND (state = 'unknown' OR lease_expires_at <= $2) \
+                AND ($3::text IS NULL OR operation = $3) \
+                AND ($4::timestamptz IS NULL OR (created_at, operation_id) > ($4, $5)) \
+              ORDER BY created_at, operation_id LIMIT $6"
+        ))
+        .bind(tenant.0)
+        .bind(now)
+        .bind(query.operation.as_deref())
+        .bind(after_created)
+        .bind(after_id)
+        .bind(i64::from(query.limit))
+        .fetch_all(&mut *transaction)
+        .await
+        .map_err(map_error)?;
+        transaction.commit().await.map_err(map_error)?;
+        let records = rows
+            .into_iter()
+            .map(OperationRecord::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(UnresolvedPage { records, now })
+    }
+
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
+        let tenant: Option<i64> = sqlx::query_scalar(
+            "SELECT tenants.tenant_id FROM tenant_tokens JOIN tenants USING (tenant_id) \
+             WHERE token_sha256 = $1 AND tenant_tokens.revoked_at IS NULL \
+               AND tenants.revoked_at IS NULL",
+        )
+        .bind(&token_sha256[..])
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(map_error)?;
+        Ok(tenant.map(TenantId))
+    }
+
+    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
+        let mut transaction = self.pool.begin().await.map_err(map_error)?;
+        let tenant: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO tenants (name) VALUES ($1) \
+             ON CONFLICT (name) WHERE revoked_at IS NULL DO NOTHING RETURNING tenant_id",
+        )
+        .bind(name)
+        .fetch_optional(&mut *transaction)
+        .await
+        .map_err(map_error)?;
+        let tenant =
+            tenant.ok_or_else(|| Error::invalid("name", "an active tenant has this name"))?;
+        sqlx::query("INSERT INTO tenant_tokens (token_sha256, tenant_id) VALUES ($1, $2)")
+            .bind(&token_sha256[..])
+            .bind(tenant)
+            .execute(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+        transaction.commit().await.map_err(map_error)?;
+        Ok(TenantId(tenant))
+    }
+
+    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
+        let mut transaction = self.pool.begin().await.map_err(map_error)?;
+        let tenant: Option<i64> = sqlx::query_scalar(
+            "UPDATE tenants SET revoked_at = clock_timestamp() \
+             WHERE name = $1 AND revoked_at IS NULL RETURNING tenant_id",
+        )
+        .bind(name)
+        .fetch_optional(&mut *transaction)
+        .await
+        .map_err(map_error)?;
+        if let Some(tenant) = tenant {
+            sqlx::query(
+                "UPDATE tenant_tokens SET revoked_at = clock_timestamp() \
+                 WHERE tenant_id = $1 AND revoked_at IS NULL",
+            )
+            .bind(tenant)
+            .execute(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+        }
+        transaction.commit().await.map_err(map_error)?;
+        Ok(tenant.is_some())
+    }
+
+    async fn check_ready(&self) -> Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(map_error)?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// A domain error raised inside a transaction, carried out through sqlx's type.
+fn decode_error(error: Error) -> sqlx::Error {
+    sqlx::Error::Decode(Box::new(error))
+}
+
+fn sqlstate(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(database_error) => {
+            database_error.code().map(|code| code.into_owned())
+        }
+        _ => None,
+    }
+}
+
+/// Serialization failure or deadlock: the transaction may simply be re-run.
+fn is_transient_conflict(error: &sqlx::Error) -> bool {
+    matches!(sqlstate(error).as_deref(), Some("40001" | "40P01"))
+}
+
+pub(crate) fn map_error(error: sqlx::Error) -> Error {
+    if let sqlx::Error::Decode(source) = &error
+        && let Some(domain_error) = source.downcast_ref::<Error>()
+    {
+        return domain_error.clone();
+    }
+    let unavailable = match &error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        // Connection exceptions, resources, operator intervention, and
+        // conflicts that survived their retries.
+        sqlx::Error::Database(_) => sqlstate(&error).is_some_and(|code| {
+            code.starts_with("08")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || code == "40001"
+                || code == "40P01"
+        }),
+        _ => false,
+    };
+    if unavailable {
+        warn!(error = %error, "database unavailable");
+        Error::unavailable("the database is unavailable")
+    } else {
+        Error::Internal(format!("database error: {error}"))
+    }
+}

@@ -1,0 +1,156 @@
+//! Retrying the API itself: lost replies of Claim, Complete and Fail.
+
+use idemd::proto;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tonic::Code;
+
+use crate::harness::*;
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_resent_claim_with_its_token_gets_the_same_acquired_answer(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let request = proto::ClaimRequest {
+        claim_token: b"attempt-7f3a".to_vec(),
+        ..claim_json("payments.charge", "k", r#"{"amount":1}"#)
+    };
+    world.server.faults.arm("Claim", Fault::LoseReply);
+
+    let lost = client
+        .claim(authorized(token, request.clone()))
+        .await
+        .expect_err("reply lost");
+    assert_eq!(lost.code(), Code::Unavailable);
+    let resent = client
+        .claim(authorized(token, request.clone()))
+        .await
+        .expect("resent")
+        .into_inner();
+    let again = client
+        .claim(authorized(token, request))
+        .await
+        .expect("resent")
+        .into_inner();
+
+    assert_eq!(outcome_name(&resent), "acquired");
+    let first = ownership(&resent).expect("ownership");
+    let second = ownership(&again).expect("ownership");
+    assert_eq!((first.fence, first.attempt), (second.fence, second.attempt));
+    assert_eq!(first.attempt, 1, "the attempt is counted once");
+    let history = history(&mut client, token, &first.operation_id).await;
+    assert_eq!(events(&history), ["CLAIMED"]);
+
+    // Without the token the same Claim is somebody else's: Pending.
+    let other = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k", r#"{"amount":1}"#),
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(outcome_name(&other), "pending");
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_resent_complete_gets_the_original_ok_and_records_once(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claimed = client
+        .claim(authorized(token, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&claimed).expect("acquired").clone();
+    let complete = |body: &str| proto::CompleteRequest {
+        operation_id: owner.operation_id.clone(),
+        fence: owner.fence,
+        result: result(body),
+    };
+    world.server.faults.arm("Complete", Fault::LoseReply);
+
+    let lost = client
+        .complete(authorized(token, complete("ok")))
+        .await
+        .expect_err("reply lost");
+    assert_eq!(lost.code(), Code::Unavailable);
+    let resent = client
+        .complete(authorized(token, complete("ok")))
+        .await
+        .expect("original OK")
+        .into_inner();
+    assert_eq!(resent.state, proto::OperationState::Succeeded as i32);
+
+    let different = client
+        .complete(authorized(token, complete("something else")))
+        .await
+        .expect_err("same fence, another request");
+    assert_status(&different, Code::FailedPrecondition, "REQUEST_MISMATCH");
+    let history = history(&mut client, token, &owner.operation_id).await;
+    assert_eq!(events(&history), ["CLAIMED", "COMPLETED"]);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_resent_fail_gets_the_original_ok_and_records_once(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claimed = client
+        .claim(authorized(token, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&claimed).expect("acquired").clone();
+    let fail = proto::FailRequest {
+        operation_id: owner.operation_id.clone(),
+        fence: owner.fence,
+        disposition: proto::FailDisposition::Terminal as i32,
+        error: Some(proto::OperationError {
+            code: "card_declined".into(),
+            message: "insufficient funds".into(),
+            ..Default::default()
+        }),
+        retry_after: None,
+    };
+    world.server.faults.arm("Fail", Fault::LoseReply);
+
+    let lost = client
+        .fail(authorized(token, fail.clone()))
+        .await
+        .expect_err("reply lost");
+    assert_eq!(lost.code(), Code::Unavailable);
+    let resent = client
+        .fail(authorized(token, fail))
+        .await
+        .expect("original OK")
+        .into_inner();
+    assert_eq!(resent.state, proto::OperationState::Failed as i32);
+    assert_eq!(resent.reason, proto::FailureReason::Terminal as i32);
+
+    // Complete after FAILED is refused.
+    let complete = client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: owner.operation_id.clone(),
+                fence: owner.fence,
+                result: result("too late"),
+            },
+        ))
+        .await
+        .expect_err("terminal");
+    assert_eq!(complete.code(), Code::FailedPrecondition);
+    let history = history(&mut client, token, &owner.operation_id).await;
+    assert_eq!(events(&history), ["CLAIMED", "FAILED"]);
+}

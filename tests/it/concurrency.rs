@@ -1,0 +1,115 @@
+//! Concurrent duplicates of one scope.
+
+use std::sync::Arc;
+
+use idemd::proto;
+use idemd::proto::claim_response::Outcome;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::sync::Barrier;
+
+use crate::harness::*;
+
+const CONCURRENT_CLAIMS: usize = 64;
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn sixty_four_concurrent_claims_acquire_once_and_execute_once(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let provider = Provider::default();
+    // Everyone claims before the owner completes, so no one may see a replay.
+    let all_claimed = Arc::new(Barrier::new(CONCURRENT_CLAIMS));
+    let mut tasks = Vec::new();
+    for _ in 0..CONCURRENT_CLAIMS {
+        let mut client = world.client().await;
+        let token = world.tenant_a.clone();
+        let provider = provider.clone();
+        let all_claimed = all_claimed.clone();
+        tasks.push(tokio::spawn(async move {
+            let response = client
+                .claim(authorized(
+                    &token,
+                    claim_json("orders.create", "order-42", r#"{"sku":"A1","qty":2}"#),
+                ))
+                .await
+                .expect("claim answers")
+                .into_inner();
+            all_claimed.wait().await;
+            if let Some(Outcome::Acquired(acquired)) = &response.outcome {
+                let ownership = acquired.ownership.clone().expect("ownership");
+                let body = provider.charge(&ownership.operation_id);
+                client
+                    .complete(authorized(
+                        &token,
+                        proto::CompleteRequest {
+                            operation_id: ownership.operation_id,
+                            fence: ownership.fence,
+                            result: result(&body),
+                        },
+                    ))
+                    .await
+                    .expect("owner completes");
+            }
+            outcome_name(&response)
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.expect("task"));
+    }
+
+    let acquired = outcomes
+        .iter()
+        .filter(|outcome| **outcome == "acquired")
+        .count();
+    let pending = outcomes
+        .iter()
+        .filter(|outcome| **outcome == "pending")
+        .count();
+    assert_eq!(acquired, 1, "outcomes: {outcomes:?}");
+    assert_eq!(pending, CONCURRENT_CLAIMS - 1, "outcomes: {outcomes:?}");
+    assert_eq!(provider.effects(), 1);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_waiting_claim_receives_the_result_when_the_owner_completes(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let mut owner = world.client().await;
+    let mut waiter = world.client().await;
+    let request = claim_json("orders.create", "order-7", r#"{"sku":"B2"}"#);
+    let acquired = owner
+        .claim(authorized(&world.tenant_a, request.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let ownership = ownership(&acquired).expect("acquired").clone();
+
+    let token = world.tenant_a.clone();
+    let waiting = tokio::spawn(async move {
+        let request = proto::ClaimRequest {
+            wait: millis(10_000),
+            ..request
+        };
+        waiter.claim(authorized(&token, request)).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the waiter must wait for the owner");
+    owner
+        .complete(authorized(
+            &world.tenant_a,
+            proto::CompleteRequest {
+                operation_id: ownership.operation_id,
+                fence: ownership.fence,
+                result: result("done"),
+            },
+        ))
+        .await
+        .expect("complete");
+
+    let answer = waiting.await.expect("task").expect("claim").into_inner();
+    assert_eq!(outcome_name(&answer), "completed");
+}

@@ -1,0 +1,362 @@
+//! Every error row of DESIGN.md: code, google.rpc details, and no change.
+
+use idemd::proto;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tonic::{Code, Request};
+use tonic_types::StatusExt;
+
+use crate::harness::*;
+
+fn lookup_scope(operation: &str, key: &str) -> proto::LookupRequest {
+    proto::LookupRequest {
+        target: Some(proto::lookup_request::Target::Scope(
+            scope(operation, key).expect("scope"),
+        )),
+        include_history: true,
+    }
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn missing_unknown_or_revoked_credentials_are_unauthenticated(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let mut client = world.client().await;
+    let claim = claim_json("payments.charge", "k", "{}");
+
+    let none = client
+        .claim(Request::new(claim.clone()))
+        .await
+        .expect_err("no token");
+    assert_eq!(none.code(), Code::Unauthenticated);
+    let unknown = client
+        .claim(authorized("idem_not-a-real-token", claim.clone()))
+        .await
+        .expect_err("unknown token");
+    assert_eq!(unknown.code(), Code::Unauthenticated);
+
+    let revoked = create_tenant(&world.store, "short-lived").await;
+    use idemd::store::Store;
+    assert!(
+        world
+            .store
+            .revoke_tenant("short-lived")
+            .await
+            .expect("revoke")
+    );
+    let refused = client
+        .claim(authorized(&revoked, claim))
+        .await
+        .expect_err("revoked");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+
+    let nothing = client
+        .lookup(authorized(
+            &world.tenant_a,
+            lookup_scope("payments.charge", "k"),
+        ))
+        .await
+        .expect_err("nothing was stored");
+    assert_eq!(nothing.code(), Code::NotFound);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_nothing(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let bad = proto::ClaimRequest {
+        scope: Some(proto::Scope {
+            operation: "payments charge!".into(),
+            key: "k".repeat(256),
+        }),
+        request_identity: Some(proto::claim_request::RequestIdentity::Fingerprint(vec![
+            0;
+            31
+        ])),
+        claim_token: vec![0; 65],
+        lease: millis(2 * 3600 * 1000),
+        max_attempts: 1000,
+        ..Default::default()
+    };
+    let status = client
+        .claim(authorized(token, bad))
+        .await
+        .expect_err("invalid");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let violations = status
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations;
+    let fields: Vec<&str> = violations
+        .iter()
+        .map(|violation| violation.field.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "scope.operation",
+            "scope.key",
+            "fingerprint",
+            "claim_token",
+            "lease",
+            "max_attempts"
+        ]
+    );
+
+    for (json, why) in [
+        (r#"{"amount":1,"amount":2}"#, "duplicate key"),
+        (r#"{"amount":9007199254740993}"#, "integer beyond 2^53"),
+        (r#"{"note":"\ud800"}"#, "lone surrogate"),
+        ("{not json", "malformed"),
+    ] {
+        let status = client
+            .claim(authorized(token, claim_json("payments.charge", "k", json)))
+            .await
+            .expect_err(why);
+        assert_eq!(status.code(), Code::InvalidArgument, "{why}");
+        let violations = status
+            .get_details_bad_request()
+            .expect("BadRequest")
+            .field_violations;
+        assert_eq!(violations[0].field, "json_payload", "{why}");
+    }
+    let missing = client
+        .claim(authorized(
+            token,
+            proto::ClaimRequest {
+                scope: scope("payments.charge", "k"),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err("no identity");
+    assert_eq!(
+        missing
+            .get_details_bad_request()
+            .expect("BadRequest")
+            .field_violations[0]
+            .field,
+        "request_identity"
+    );
+    let bad_id = client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: "not-a-uuid".into(),
+                fence: 0,
+                result: None,
+            },
+        ))
+        .await
+        .expect_err("invalid");
+    let fields: Vec<String> = bad_id
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect();
+    assert_eq!(fields, ["operation_id", "fence", "result"]);
+
+    let nothing = client
+        .lookup(authorized(token, lookup_scope("payments.charge", "k")))
+        .await
+        .expect_err("bad input changed nothing");
+    assert_eq!(nothing.code(), Code::NotFound);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn key_reuse_is_failed_precondition_with_the_operation_id(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let first = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k", r#"{"amount":1}"#),
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    let operation_id = ownership(&first).expect("acquired").operation_id.clone();
+
+    let status = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k", r#"{"amount":2}"#),
+        ))
+        .await
+        .expect_err("conflict");
+    assert_status(&status, Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(error_info(&status).1["operation_id"], operation_id);
+    // The same document written differently is the same request: no conflict.
+    let same = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k", r#"{ "amount" : 1.0 }"#),
+        ))
+        .await
+        .expect("same request")
+        .into_inner();
+    assert_eq!(outcome_name(&same), "pending");
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_tombstone_refuses_claims_with_result_expired(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let provider = Provider::default();
+    let request = claim_json("payments.charge", "k", "{}");
+    attempt(&mut client, token, request.clone(), &provider).await;
+    // What the retention sweeper writes: the result goes, the scope stays.
+    sqlx::query(
+        "UPDATE operations SET state = 'expired', result_body = NULL, result_content_type = NULL, \
+         result_metadata = NULL",
+    )
+    .execute(&world.pool)
+    .await
+    .expect("tombstone");
+
+    let status = client
+        .claim(authorized(token, request))
+        .await
+        .expect_err("expired");
+    assert_status(&status, Code::FailedPrecondition, "RESULT_EXPIRED");
+    let other = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k", r#"{"x":1}"#),
+        ))
+        .await
+        .expect_err("conflict");
+    assert_status(&other, Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(provider.effects(), 1);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn reconcile_on_a_live_lease_is_refused(_: PgPoolOptions, connect: PgConnectOptions) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claimed = client
+        .claim(authorized(token, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&claimed).expect("acquired").clone();
+    let status = client
+        .reconcile(authorized(
+            token,
+            proto::ReconcileRequest {
+                operation_id: owner.operation_id.clone(),
+                expected_fence: owner.fence,
+                resolution: Some(proto::reconcile_request::Resolution::Succeeded(
+                    result("x").expect("result"),
+                )),
+            },
+        ))
+        .await
+        .expect_err("live lease");
+    assert_status(&status, Code::FailedPrecondition, "LEASE_STILL_LIVE");
+    assert_eq!(error_info(&status).1["state"], "IN_PROGRESS");
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let mut client = world.client().await;
+    let claimed = client
+        .claim(authorized(
+            &world.tenant_a,
+            claim_json("payments.charge", "k", "{}"),
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&claimed).expect("acquired").clone();
+    let by_id = |operation_id: &str| proto::LookupRequest {
+        target: Some(proto::lookup_request::Target::OperationId(
+            operation_id.into(),
+        )),
+        include_history: false,
+    };
+
+    let foreign = client
+        .lookup(authorized(&world.tenant_b, by_id(&owner.operation_id)))
+        .await
+        .expect_err("another tenant's");
+    let missing = client
+        .lookup(authorized(
+            &world.tenant_b,
+            by_id(&uuid::Uuid::now_v7().to_string()),
+        ))
+        .await
+        .expect_err("missing");
+    assert_eq!(foreign.code(), Code::NotFound);
+    assert_eq!(
+        (foreign.code(), foreign.message()),
+        (missing.code(), missing.message())
+    );
+    assert_eq!(foreign.details(), missing.details());
+
+    // Nor can tenant B write to it, even with the right fence.
+    let write = client
+        .complete(authorized(
+            &world.tenant_b,
+            proto::CompleteRequest {
+                operation_id: owner.operation_id.clone(),
+                fence: owner.fence,
+                result: result("x"),
+            },
+        ))
+        .await
+        .expect_err("another tenant's");
+    assert_eq!(write.code(), Code::NotFound);
+    let still = client
+        .lookup(authorized(&world.tenant_a, by_id(&owner.operation_id)))
+        .await
+        .expect("lookup")
+        .into_inner();
+    assert_eq!(
+        still.operation.expect("operation").state,
+        proto::OperationState::InProgress as i32
+    );
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn an_unreachable_database_is_unavailable_with_retry_info(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let mut client = world.client().await;
+    world.pool.close().await;
+
+    let status = client
+        .claim(authorized(
+            &world.tenant_a,
+            claim_json("payments.charge", "k", "{}"),
+        ))
+        .await
+        .expect_err("database gone");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(
+        status.get_details_retry_info().is_some(),
+        "RetryInfo expected: {status:?}"
+    );
+}

@@ -1,0 +1,428 @@
+//! A real idemd server on 127.0.0.1:0 over a fresh Postgres database, real
+//! tonic clients, a fault layer that loses requests or replies, and a
+//! provider that counts business effects.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use idemd::domain::Limits;
+use idemd::proto::idempotency_client::IdempotencyClient;
+use idemd::proto::{self, claim_response::Outcome};
+use idemd::store::Store;
+use idemd::store::postgres::PostgresStore;
+use idemd::{Application, auth};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::codegen::http;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+pub type Client = IdempotencyClient<Channel>;
+
+/// Short leases so expiry tests need no long sleeps.
+pub fn test_limits() -> Limits {
+    Limits {
+        min_lease: TimeDelta::milliseconds(10),
+        ..Limits::default()
+    }
+}
+
+pub async fn pool(connect: PgConnectOptions) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(20)
+        .connect_with(connect)
+        .await
+        .expect("test database reachable")
+}
+
+// ---- fault injection -----------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The request never reaches idemd (lost on the way, connection reset).
+    LoseRequest,
+    /// idemd handles and commits, then the reply is lost on the way back.
+    LoseReply,
+}
+
+/// Faults armed per RPC method name (`Claim`, `Complete`, …), each used once.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Arc<Mutex<HashMap<&'static str, Vec<Fault>>>>);
+
+impl Faults {
+    pub fn arm(&self, method: &'static str, fault: Fault) {
+        self.0
+            .lock()
+            .expect("faults lock")
+            .entry(method)
+            .or_default()
+            .push(fault);
+    }
+
+    fn take(&self, path: &str) -> Option<Fault> {
+        let method = path.rsplit('/').next()?;
+        let mut faults = self.0.lock().expect("faults lock");
+        let armed = faults.get_mut(method)?;
+        (!armed.is_empty()).then(|| armed.remove(0))
+    }
+}
+
+#[derive(Clone)]
+struct FaultLayer(Faults);
+
+impl<S> tower::Layer<S> for FaultLayer {
+    type Service = FaultService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        FaultService {
+            inner,
+            faults: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct FaultService<S> {
+    inner: S,
+    faults: Faults,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for FaultService<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let fault = self.faults.take(request.uri().path());
+        let lost = || Status::unavailable("connection reset (injected by the test)").into_http();
+        match fault {
+            None => Box::pin(self.inner.call(request)),
+            Some(Fault::LoseRequest) => Box::pin(async move { Ok(lost()) }),
+            Some(Fault::LoseReply) => {
+                let call = self.inner.call(request);
+                Box::pin(async move {
+                    // A unary response is complete once the handler returned:
+                    // the transaction has committed. Then the reply is lost.
+                    let _committed = call.await?;
+                    Ok(lost())
+                })
+            }
+        }
+    }
+}
+
+// ---- the server ----------------------------------------------------------
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub faults: Faults,
+    pub application: Arc<Application>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    pub async fn start(store: Arc<dyn Store>, limits: Limits) -> Self {
+        let application = Arc::new(
+            Application::new(store, limits, Duration::from_secs(5))
+                .await
+                .expect("application builds"),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let faults = Faults::default();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let routes = application.routes.clone();
+        let layer = FaultLayer(faults.clone());
+        let task = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .layer(layer)
+                .add_routes(routes)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("server runs");
+        });
+        Self {
+            addr,
+            faults,
+            application,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect")
+    }
+
+    pub async fn client(&self) -> Client {
+        IdempotencyClient::new(self.channel().await)
+    }
+
+    /// Graceful stop, as on SIGTERM.
+    pub async fn stop(mut self) {
+        self.application.begin_drain().await;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task");
+        }
+    }
+}
+
+/// A server over a fresh database, with two tenants.
+pub struct World {
+    pub pool: PgPool,
+    pub store: PostgresStore,
+    pub server: TestServer,
+    pub tenant_a: String,
+    pub tenant_b: String,
+}
+
+impl World {
+    pub async fn start(connect: PgConnectOptions) -> Self {
+        Self::start_with(connect, test_limits()).await
+    }
+
+    pub async fn start_with(connect: PgConnectOptions, limits: Limits) -> Self {
+        let pool = pool(connect).await;
+        let store = PostgresStore::from_pool(pool.clone());
+        let tenant_a = create_tenant(&store, "tenant-a").await;
+        let tenant_b = create_tenant(&store, "tenant-b").await;
+        let server = TestServer::start(Arc::new(store.clone()), limits).await;
+        Self {
+            pool,
+            store,
+            server,
+            tenant_a,
+            tenant_b,
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        self.server.client().await
+    }
+}
+
+pub async fn create_tenant(store: &PostgresStore, name: &str) -> String {
+    let token = auth::generate_token().expect("token");
+    store
+        .create_tenant(name, &auth::token_sha256(&token))
+        .await
+        .expect("tenant created");
+    token
+}
+
+// ---- requests ------------------------------------------------------------
+
+pub fn authorized<T>(token: &str, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("ascii token"),
+    );
+    request
+}
+
+pub fn scope(operation: &str, key: &str) -> Option<proto::Scope> {
+    Some(proto::Scope {
+        operation: operation.into(),
+        key: key.into(),
+    })
+}
+
+pub fn millis(millis: u64) -> Option<prost_types::Duration> {
+    let duration = Duration::from_millis(millis);
+    Some(prost_types::Duration {
+        seconds: duration.as_secs() as i64,
+        nanos: duration.subsec_nanos() as i32,
+    })
+}
+
+pub fn claim_json(operation: &str, key: &str, json: &str) -> proto::ClaimRequest {
+    proto::ClaimRequest {
+        scope: scope(operation, key),
+        request_identity: Some(proto::claim_request::RequestIdentity::JsonPayload(
+            json.into(),
+        )),
+        ..Default::default()
+    }
+}
+
+pub fn result(body: &str) -> Option<proto::Result> {
+    Some(proto::Result {
+        body: body.as_bytes().to_vec(),
+        content_type: "application/json".into(),
+        metadata: HashMap::from([("provider".to_owned(), "test".to_owned())]),
+    })
+}
+
+pub fn ownership(response: &proto::ClaimResponse) -> Option<&proto::Ownership> {
+    match response.outcome.as_ref()? {
+        Outcome::Acquired(acquired) => acquired.ownership.as_ref(),
+        Outcome::ReconcileFirst(reconcile) => reconcile.ownership.as_ref(),
+        _ => None,
+    }
+}
+
+pub fn outcome_name(response: &proto::ClaimResponse) -> &'static str {
+    match response.outcome {
+        Some(Outcome::Acquired(_)) => "acquired",
+        Some(Outcome::ReconcileFirst(_)) => "reconcile_first",
+        Some(Outcome::Pending(_)) => "pending",
+        Some(Outcome::Completed(_)) => "completed",
+        Some(Outcome::NeedsReconciliation(_)) => "needs_reconciliation",
+        None => "none",
+    }
+}
+
+/// The ErrorInfo reason and metadata of a status.
+pub fn error_info(status: &Status) -> (String, HashMap<String, String>) {
+    use tonic_types::StatusExt;
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("status {status:?} has no ErrorInfo"));
+    assert_eq!(info.domain, "idem.v1");
+    (info.reason, info.metadata)
+}
+
+pub fn assert_status(status: &Status, code: Code, reason: &str) {
+    assert_eq!(status.code(), code, "unexpected status: {status:?}");
+    assert_eq!(
+        error_info(status).0,
+        reason,
+        "unexpected reason: {status:?}"
+    );
+}
+
+pub async fn history(
+    client: &mut Client,
+    token: &str,
+    operation_id: &str,
+) -> Vec<proto::HistoryEntry> {
+    client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.into(),
+                )),
+                include_history: true,
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner()
+        .history
+}
+
+pub fn events(history: &[proto::HistoryEntry]) -> Vec<String> {
+    history.iter().map(|entry| entry.event.clone()).collect()
+}
+
+// ---- the provider and the client protocol ----------------------------------
+
+/// The downstream system whose effects must happen at most once. It counts
+/// what actually happened, whatever the responses said.
+#[derive(Debug, Clone, Default)]
+pub struct Provider {
+    effects: Arc<Mutex<Vec<String>>>,
+}
+
+impl Provider {
+    pub fn charge(&self, reference: &str) -> String {
+        let mut effects = self.effects.lock().expect("provider lock");
+        effects.push(reference.to_owned());
+        format!("{{\"charge\":{}}}", effects.len())
+    }
+
+    pub fn effects(&self) -> usize {
+        self.effects.lock().expect("provider lock").len()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// This attempt executed the effect and recorded it.
+    Executed,
+    /// The stored result was replayed; nothing executed.
+    Replayed,
+    /// Same key, different request: refused.
+    Conflict,
+    /// Another attempt holds it; nothing executed.
+    Pending,
+    /// Only a reconciler can resolve it; nothing executed.
+    NeedsReconciliation,
+    /// The call failed in transport; the caller does not know what happened.
+    Unavailable,
+}
+
+/// One attempt of the documented client protocol: Claim; execute only on
+/// Acquired; Complete; replay on Completed; never execute otherwise.
+pub async fn attempt(
+    client: &mut Client,
+    token: &str,
+    request: proto::ClaimRequest,
+    provider: &Provider,
+) -> Attempt {
+    let response = match client.claim(authorized(token, request)).await {
+        Ok(response) => response.into_inner(),
+        Err(status) if status.code() == Code::Unavailable => return Attempt::Unavailable,
+        Err(status) if status.code() == Code::FailedPrecondition => {
+            assert_eq!(error_info(&status).0, "IDEMPOTENCY_KEY_REUSED");
+            return Attempt::Conflict;
+        }
+        Err(status) => panic!("unexpected claim error: {status:?}"),
+    };
+    match response.outcome {
+        Some(Outcome::Acquired(acquired)) => {
+            let ownership = acquired.ownership.expect("ownership");
+            let body = provider.charge(&ownership.operation_id);
+            let completed = client
+                .complete(authorized(
+                    token,
+                    proto::CompleteRequest {
+                        operation_id: ownership.operation_id,
+                        fence: ownership.fence,
+                        result: result(&body),
+                    },
+                ))
+                .await;
+            match completed {
+                Ok(_) => Attempt::Executed,
+                Err(status) if status.code() == Code::Unavailable => Attempt::Unavailable,
+                Err(status) => panic!("unexpected complete error: {status:?}"),
+            }
+        }
+        Some(Outcome::Completed(_)) => Attempt::Replayed,
+        Some(Outcome::Pending(_)) => Attempt::Pending,
+        Some(Outcome::NeedsReconciliation(_)) => Attempt::NeedsReconciliation,
+        other => panic!("unexpected claim outcome: {other:?}"),
+    }
+}
