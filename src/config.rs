@@ -96,8 +96,31 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub readiness_interval: Duration,
 
+    /// How often the retention sweeper runs on this replica.
+    #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub sweep_interval: Duration,
+
+    /// Records of each kind one sweep transaction handles.
+    #[arg(long, env = "IDEMD_SWEEP_BATCH", default_value_t = 500)]
+    pub sweep_batch: u32,
+
+    /// How long a tombstone (scope, fingerprint, outcome; no result) refuses
+    /// new Claims after the result expired, before the scope is free again.
+    #[arg(long, env = "IDEMD_TOMBSTONE_RETENTION", default_value = "7days", value_parser = humantime::parse_duration)]
+    pub tombstone_retention: Duration,
+
     #[command(flatten)]
     pub bounds: BoundsArgs,
+}
+
+impl ServeArgs {
+    pub fn sweeper(&self) -> Result<crate::sweeper::SweeperSettings, String> {
+        Ok(crate::sweeper::SweeperSettings {
+            interval: self.sweep_interval,
+            batch: self.sweep_batch.max(1),
+            tombstone_retention: delta(self.tombstone_retention)?,
+        })
+    }
 }
 
 /// The bounds of DESIGN.md. Tests lower the minimum lease to milliseconds.

@@ -8,6 +8,7 @@ pub mod grpc;
 pub mod service;
 pub mod shutdown;
 pub mod store;
+pub mod sweeper;
 pub mod telemetry;
 
 pub mod proto {
@@ -167,6 +168,11 @@ pub async fn serve(
         args.readiness_interval,
         application.shutting_down.subscribe(),
     ));
+    let sweeper = tokio::spawn(sweeper::run(
+        store.clone(),
+        args.sweeper()?,
+        application.shutting_down.subscribe(),
+    ));
     let (drain_sender, drain) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         .add_routes(application.routes.clone())
@@ -190,6 +196,7 @@ pub async fn serve(
         }
     }
     readiness.abort();
+    sweeper.abort();
     store.close().await;
     info!("idemd stopped");
     Ok(())

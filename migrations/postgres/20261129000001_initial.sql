@@ -55,6 +55,7 @@ CREATE TABLE operations (
     error_metadata          JSONB,
     last_write_fence        BIGINT,
     last_write_digest       BYTEA,
+    last_write_by           TEXT CHECK (last_write_by IN ('owner', 'reconciler')),
     created_at              TIMESTAMPTZ NOT NULL,
     updated_at              TIMESTAMPTZ NOT NULL,
     completed_at            TIMESTAMPTZ,
@@ -67,9 +68,11 @@ CREATE TABLE operations (
 -- Feeds ListUnresolved and the unresolved gauge: unresolved candidates only.
 CREATE INDEX operations_unresolved ON operations (tenant_id, created_at, operation_id)
     WHERE state IN ('in_progress', 'unknown');
--- Feeds the retention sweeper: terminal rows and tombstones only.
+-- Feed the sweeper: terminal rows and tombstones by retention, retries by deadline.
 CREATE INDEX operations_retention ON operations (retain_until)
     WHERE state IN ('succeeded', 'failed', 'expired');
+CREATE INDEX operations_retry_deadline ON operations (operation_deadline_at)
+    WHERE state = 'retry_wait' AND operation_deadline_at IS NOT NULL;
 
 CREATE TABLE operation_history (
     operation_id UUID NOT NULL REFERENCES operations (operation_id) ON DELETE CASCADE,

@@ -146,6 +146,32 @@ pub enum Outcome {
 pub struct WriteReceipt {
     pub fence: Fence,
     pub digest: RequestDigest,
+    pub writer: Writer,
+}
+
+/// Who made the write a receipt stands for. A reconciler's write takes a new
+/// fence, so only this tells its re-sent (or changed) request from an owner's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Writer {
+    Owner,
+    Reconciler,
+}
+
+impl Writer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Writer::Owner => "owner",
+            Writer::Reconciler => "reconciler",
+        }
+    }
+
+    pub fn parse(stored: &str) -> Option<Self> {
+        Some(match stored {
+            "owner" => Writer::Owner,
+            "reconciler" => Writer::Reconciler,
+            _ => return None,
+        })
+    }
 }
 
 /// SHA-256 over a canonical encoding of a write request; see [`RequestDigest::of`].

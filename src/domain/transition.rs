@@ -14,7 +14,7 @@ use super::command::{
 use super::error::{Error, Refusal};
 use super::model::{
     ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationRecord, Outcome,
-    PreviousAttempt, RequestDigest, State, WriteReceipt,
+    PreviousAttempt, RequestDigest, State, WriteReceipt, Writer,
 };
 
 /// What a Claim answers, besides errors. The ownership details (fence,
@@ -328,7 +328,9 @@ fn refuse_owner_write(
     rpc: &'static str,
     now: DateTime<Utc>,
 ) -> Option<Decision> {
-    let receipt_for_fence = record.last_write.filter(|receipt| receipt.fence == fence);
+    let receipt_for_fence = record
+        .last_write
+        .filter(|receipt| receipt.writer == Writer::Owner && receipt.fence == fence);
     if let (Some(receipt), Some(digest)) = (receipt_for_fence, digest)
         && receipt.digest == digest
     {
@@ -401,6 +403,7 @@ pub fn decide_complete(
     next.last_write = Some(WriteReceipt {
         fence: command.fence,
         digest,
+        writer: Writer::Owner,
     });
     Decision::transition(
         record,
@@ -424,6 +427,7 @@ pub fn decide_fail(
     let receipt = Some(WriteReceipt {
         fence: command.fence,
         digest,
+        writer: Writer::Owner,
     });
     let failed = |reason| Outcome::Failed {
         reason,
@@ -488,11 +492,16 @@ pub fn decide_reconcile(
     now: DateTime<Utc>,
 ) -> Decision {
     let digest = command.digest();
-    let same_request_again = record
-        .last_write
-        .is_some_and(|receipt| receipt.fence == command.expected_fence && receipt.digest == digest);
-    if same_request_again {
-        return Decision::answer(Answer::Written);
+    let reconciled_with_this_fence = record.last_write.filter(|receipt| {
+        receipt.writer == Writer::Reconciler && receipt.fence == command.expected_fence
+    });
+    if let Some(receipt) = reconciled_with_this_fence {
+        // The same reconciliation again: its original answer. Another one
+        // with the same fence contradicts it.
+        if receipt.digest == digest {
+            return Decision::answer(Answer::Written);
+        }
+        return refuse(Refusal::RequestMismatch, record);
     }
     if command.expected_fence != record.fence {
         return refuse_stale(record, command.expected_fence, "reconcile");
@@ -506,6 +515,7 @@ pub fn decide_reconcile(
     let receipt = Some(WriteReceipt {
         fence: command.expected_fence,
         digest,
+        writer: Writer::Reconciler,
     });
     let (next, detail) = match &command.resolution {
         Resolution::Succeeded(result) => (
@@ -607,4 +617,40 @@ fn until(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
     moment.map_or(TimeDelta::zero(), |moment| {
         (moment - now).max(TimeDelta::zero())
     })
+}
+
+/// Retention, for one record the sweeper found due: a terminal record past
+/// its retention becomes a tombstone (scope, fingerprint, outcome kind; no
+/// result), and a retry past the operation deadline ends as FAILED
+/// (DEADLINE_EXCEEDED) so that it, too, can expire. Unresolved records are
+/// never swept: `None`.
+pub fn decide_sweep(
+    record: &OperationRecord,
+    now: DateTime<Utc>,
+    tombstone_retention: TimeDelta,
+) -> Option<Decision> {
+    let retention_passed = record.retain_until.is_some_and(|until| until <= now);
+    match record.state {
+        State::Succeeded | State::Failed if retention_passed => {
+            let next = OperationRecord {
+                state: State::Expired,
+                outcome: None,
+                retain_until: Some(now + tombstone_retention),
+                updated_at: now,
+                ..record.clone()
+            };
+            Some(Decision::transition(
+                record,
+                next,
+                false,
+                HistoryEvent::Expired,
+                "retention passed",
+                Answer::Written,
+            ))
+        }
+        State::RetryWait if operation_deadline_passed(record, now) => Some(
+            end_without_new_attempt(record, FailureReason::DeadlineExceeded, now),
+        ),
+        _ => None,
+    }
 }

@@ -17,6 +17,7 @@ use super::command::{
     Resolution,
 };
 use super::error::{Error, Refusal};
+use super::model::Writer;
 use super::model::{
     ErrorReport, FailureReason, Fence, Fingerprint, HistoryEvent, NewHistoryEntry, OperationId,
     OperationRecord, Outcome, PreviousAttempt, RequestDigest, Scope, State, SuccessResult,
@@ -24,7 +25,7 @@ use super::model::{
 };
 use super::transition::{
     Answer, ClaimAnswer, Decision, Effects, PendingReason, decide_claim, decide_complete,
-    decide_fail, decide_reconcile, decide_renew,
+    decide_fail, decide_reconcile, decide_renew, decide_sweep,
 };
 
 // ---------------------------------------------------------------------------
@@ -133,14 +134,9 @@ fn fresh() -> OperationRecord {
     inserted_record(&claim_as(OWNER), FIRST_FENCE, t0())
 }
 
-/// What the sweeper makes of a terminal record past retention (emulated: the
-/// sweeper is not part of `transition.rs`).
-fn tombstone(record: &OperationRecord) -> OperationRecord {
-    OperationRecord {
-        state: State::Expired,
-        outcome: None,
-        ..record.clone()
-    }
+/// How long a tombstone is kept before the store deletes it.
+fn tombstone_retention() -> TimeDelta {
+    TimeDelta::days(7)
 }
 
 fn result(body: &str) -> SuccessResult {
@@ -332,6 +328,12 @@ impl Sim {
         let command = reconcile_cmd(expected_fence, resolution);
         self.step(|record, now| decide_reconcile(record, &command, now))
     }
+
+    /// The sweeper's decision, applied; `None` when it leaves the record alone.
+    fn sweep(&mut self) -> Option<Step> {
+        let decision = decide_sweep(&self.record, self.now, tombstone_retention())?;
+        Some(self.step(|_, _| decision))
+    }
 }
 
 impl Step {
@@ -403,7 +405,7 @@ fn assert_pending(step: &Step, reason: PendingReason, retry_after: TimeDelta) {
 }
 
 /// Every state a record can be in, each reached by real transitions from the
-/// fresh record (the tombstone by the emulated sweeper), with a `now` that
+/// fresh record (the tombstone by the sweeper), with a `now` that
 /// makes the state what its name says.
 fn every_state() -> Vec<(&'static str, Sim)> {
     let mut states = Vec::new();
@@ -460,7 +462,8 @@ fn every_state() -> Vec<(&'static str, Sim)> {
 
     let mut swept = succeeded;
     swept.now = at(1) + retention() + secs(1);
-    swept.record = tombstone(&swept.record);
+    swept.sweep().expect("past retention");
+    assert_eq!(swept.record.state, State::Expired);
     states.push(("tombstone", swept));
 
     states
@@ -1110,7 +1113,8 @@ fn complete_with_the_current_fence_succeeds_and_keeps_a_receipt() {
         next.last_write,
         Some(WriteReceipt {
             fence: FIRST_FENCE,
-            digest: command.digest()
+            digest: command.digest(),
+            writer: Writer::Owner,
         })
     );
     assert_eq!(
@@ -1324,7 +1328,8 @@ fn fail_terminal_ends_failed_with_the_callers_error() {
         next.last_write,
         Some(WriteReceipt {
             fence: FIRST_FENCE,
-            digest: command.digest()
+            digest: command.digest(),
+            writer: Writer::Owner,
         })
     );
     assert_eq!(
@@ -1628,7 +1633,8 @@ fn reconcile_succeeded_or_failed_resolves_every_unresolved_state_with_a_new_fenc
                 next.last_write,
                 Some(WriteReceipt {
                     fence: before.fence,
-                    digest: command.digest()
+                    digest: command.digest(),
+                    writer: Writer::Reconciler,
                 }),
                 "the receipt names the fence the reconciler expected"
             );
@@ -1777,7 +1783,6 @@ fn resent_reconcile_is_written_without_effects_even_after_the_record_moved_on() 
 }
 
 #[test]
-#[ignore = "suspected bug: a Reconcile re-sent with the same expected_fence but another resolution gets ABORTED LEASE_LOST, not FAILED_PRECONDITION as DESIGN 'Retrying the API itself' says"]
 fn reconcile_resent_with_another_resolution_is_request_mismatch() {
     let mut sim = Sim::new();
     sim.now = at(31);
@@ -1835,6 +1840,138 @@ fn reconcile_on_a_terminal_record_is_refused_operation_terminal() {
             step.assert_no_effects();
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Sweeper: terminal past retention → tombstone; tombstone → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn sweeper_turns_a_terminal_record_past_retention_into_a_tombstone() {
+    let mut succeeded = Sim::new();
+    succeeded.now = at(1);
+    succeeded.complete(FIRST_FENCE, "ok").written();
+    let mut failed = Sim::new();
+    failed.now = at(1);
+    failed
+        .fail(FIRST_FENCE, FailDisposition::Terminal, secs(0))
+        .written();
+    for (mut sim, kind) in [(succeeded, State::Succeeded), (failed, State::Failed)] {
+        let retain_until = at(1) + retention();
+        assert_eq!(sim.record.retain_until, Some(retain_until));
+        sim.now = retain_until - TimeDelta::milliseconds(1);
+        assert!(sim.sweep().is_none(), "{kind:?} swept before retention");
+
+        sim.now = retain_until;
+        let before = sim.record.clone();
+        let step = sim.sweep().expect("retention passed");
+        assert_eq!(step.drawn_fence, None);
+        let next = step.next();
+        assert_eq!(next.state, State::Expired);
+        assert_eq!(next.outcome, None, "a tombstone keeps no result");
+        assert_eq!(
+            next.outcome_kind,
+            Some(kind),
+            "but says which outcome it had"
+        );
+        assert_eq!(next.fingerprint, before.fingerprint);
+        assert_eq!(next.operation_id, before.operation_id);
+        assert_eq!(next.scope, before.scope);
+        assert_eq!(
+            next.retain_until,
+            Some(retain_until + tombstone_retention())
+        );
+        assert_eq!(
+            step.history(),
+            &entry(
+                HistoryEvent::Expired,
+                kind,
+                State::Expired,
+                FIRST_FENCE,
+                1,
+                "retention passed"
+            )
+        );
+
+        // Tombstone → Claim: never a new execution.
+        let claim = sim.claim_as(OTHER);
+        assert_eq!(
+            claim.answer,
+            Err(Error::ResultExpired {
+                operation_id: op_id()
+            })
+        );
+        claim.assert_no_effects();
+    }
+}
+
+#[test]
+fn sweeper_never_changes_a_tombstone() {
+    let (_, mut sim) = every_state()
+        .into_iter()
+        .find(|(_, sim)| sim.record.state == State::Expired)
+        .expect("a tombstone");
+    let tombstone = sim.record.clone();
+    sim.now += tombstone_retention() + TimeDelta::days(1);
+    // Deleting it is the store's; the record itself never changes.
+    if let Some(step) = sim.sweep() {
+        assert_eq!(step.effects.update, None, "{step:#?}");
+    }
+    assert_eq!(sim.record, tombstone);
+}
+
+#[test]
+fn sweeper_never_sweeps_unresolved_or_running_records() {
+    for (name, sim) in every_state() {
+        if sim.record.state.is_terminal() {
+            continue;
+        }
+        for later in [secs(0), TimeDelta::days(2), TimeDelta::days(400)] {
+            let mut sim = sim.clone();
+            sim.now += later;
+            let before = sim.record.clone();
+            assert!(sim.sweep().is_none(), "{name} swept after {later}");
+            assert_eq!(sim.record, before);
+        }
+    }
+}
+
+#[test]
+fn sweeper_ends_a_retry_past_the_operation_deadline_as_deadline_exceeded() {
+    let mut sim = retry_wait(|record| record.operation_deadline_at = Some(at(60)));
+    sim.now = at(60) - TimeDelta::milliseconds(1);
+    assert!(sim.sweep().is_none());
+    sim.now = at(60);
+    let step = sim.sweep().expect("the operation deadline passed");
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Failed, FIRST_FENCE, 1)
+    );
+    assert!(matches!(
+        &next.outcome,
+        Some(Outcome::Failed { reason: FailureReason::DeadlineExceeded, error })
+            if error.code == "deadline_exceeded"
+    ));
+    assert_eq!(next.retain_until, Some(at(60) + retention()));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::DeadlineExceeded,
+            State::RetryWait,
+            State::Failed,
+            FIRST_FENCE,
+            1,
+            "deadline_exceeded"
+        )
+    );
+    // Then it expires like any terminal record.
+    sim.now = at(60) + retention();
+    assert_eq!(
+        sim.sweep().expect("retention passed").next().state,
+        State::Expired
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1936,7 +2073,7 @@ enum Event {
         resolution: u8,
         body: u8,
     },
-    /// The sweeper, emulated: terminal past retention becomes a tombstone.
+    /// The sweeper passes.
     Sweep,
 }
 
@@ -1977,9 +2114,9 @@ fn fence_strategy() -> impl Strategy<Value = FencePick> {
 
 fn disposition_strategy() -> impl Strategy<Value = FailDisposition> {
     prop_oneof![
-        Just(FailDisposition::Terminal),
-        Just(FailDisposition::Retryable),
-        Just(FailDisposition::Unknown),
+        1 => Just(FailDisposition::Terminal),
+        2 => Just(FailDisposition::Retryable),
+        2 => Just(FailDisposition::Unknown),
     ]
 }
 
@@ -1992,7 +2129,7 @@ fn event_strategy() -> impl Strategy<Value = Event> {
         ),
         2 => (fence_strategy(), prop::option::of(1i64..=90))
             .prop_map(|(fence, lease_secs)| Event::Renew { fence, lease_secs }),
-        2 => (fence_strategy(), 0u8..2).prop_map(|(fence, body)| Event::Complete { fence, body }),
+        1 => (fence_strategy(), 0u8..2).prop_map(|(fence, body)| Event::Complete { fence, body }),
         3 => (fence_strategy(), disposition_strategy(), 0i64..=120, 0u8..2).prop_map(
             |(fence, disposition, retry_secs, code)| Event::Fail { fence, disposition, retry_secs, code }
         ),
@@ -2083,10 +2220,16 @@ impl Run {
                 return;
             }
             Event::Sweep => {
-                let record = &self.sim.record;
-                let retained = record.retain_until.is_some_and(|until| until > now);
-                if matches!(record.state, State::Succeeded | State::Failed) && !retained {
-                    self.sim.record = tombstone(record);
+                let before = self.sim.record.clone();
+                let retention_passed = before.retain_until.is_some_and(|until| until <= now);
+                let due = match before.state {
+                    State::Succeeded | State::Failed => retention_passed,
+                    State::RetryWait => before.operation_deadline_at.is_some_and(|at| at <= now),
+                    _ => false,
+                };
+                match self.sim.sweep() {
+                    Some(step) => self.check_sweep(&step),
+                    None => assert!(!due, "the sweeper skipped a due record: {before:#?}"),
                 }
                 return;
             }
@@ -2365,8 +2508,14 @@ impl Run {
 
     fn check_owner_write(&self, step: &Step, fence: Fence, digest: Option<RequestDigest>) {
         let before = &step.before;
-        let resent =
-            digest.is_some_and(|digest| before.last_write == Some(WriteReceipt { fence, digest }));
+        let resent = digest.is_some_and(|digest| {
+            before.last_write
+                == Some(WriteReceipt {
+                    fence,
+                    digest,
+                    writer: Writer::Owner,
+                })
+        });
         assert!(
             !step.effects.takes_new_fence(),
             "an owner write draws no fence"
@@ -2402,6 +2551,7 @@ impl Run {
             == Some(WriteReceipt {
                 fence: command.expected_fence,
                 digest: command.digest(),
+                writer: Writer::Reconciler,
             });
         if step.effects.update.is_some() {
             assert_eq!(command.expected_fence, before.fence, "{step:#?}");
@@ -2413,9 +2563,24 @@ impl Run {
             assert!(before.state != State::InProgress || before.lease_expired(self.sim.now));
             assert_eq!(self.sim.record.attempt, before.attempt);
         }
+        let same_fence_other_request = before.last_write.is_some_and(|receipt| {
+            receipt.writer == Writer::Reconciler && receipt.fence == command.expected_fence
+        });
         if resent {
             assert_eq!(step.answer, Ok(Answer::Written));
             step.assert_no_effects();
+        } else if same_fence_other_request {
+            // DESIGN: the same fence with another request is FAILED_PRECONDITION.
+            assert!(
+                matches!(
+                    step.answer,
+                    Err(Error::Refused {
+                        refusal: Refusal::RequestMismatch,
+                        ..
+                    })
+                ),
+                "{step:#?}"
+            );
         } else if command.expected_fence != before.fence {
             assert!(
                 matches!(step.answer, Err(Error::LeaseLost { .. })),
@@ -2425,6 +2590,43 @@ impl Run {
                 step.effects.history.as_ref().map(|history| history.fence),
                 Some(command.expected_fence)
             );
+        }
+    }
+
+    /// The sweeper only expires terminal records past retention and ends
+    /// retries past the operation deadline; it never touches unresolved ones.
+    fn check_sweep(&self, step: &Step) {
+        let before = &step.before;
+        let now = self.sim.now;
+        let next = step.next();
+        let history = step.history();
+        assert_eq!(step.drawn_fence, None);
+        assert_eq!((next.fence, next.attempt), (before.fence, before.attempt));
+        assert_eq!(history.from_state, Some(before.state));
+        assert_eq!(history.to_state, next.state);
+        assert_eq!(history.fence, next.fence);
+        assert_eq!(next.fingerprint, before.fingerprint);
+        assert_eq!(next.operation_id, before.operation_id);
+        match before.state {
+            State::Succeeded | State::Failed => {
+                assert!(before.retain_until.is_some_and(|until| until <= now));
+                assert_eq!(next.state, State::Expired);
+                assert_eq!(next.outcome, None);
+                assert_eq!(next.outcome_kind, Some(before.state));
+                assert!(next.retain_until.is_some_and(|until| until > now));
+            }
+            State::RetryWait => {
+                assert!(before.operation_deadline_at.is_some_and(|at| at <= now));
+                assert_eq!(next.state, State::Failed);
+                assert!(matches!(
+                    next.outcome,
+                    Some(Outcome::Failed {
+                        reason: FailureReason::DeadlineExceeded,
+                        ..
+                    })
+                ));
+            }
+            other => panic!("the sweeper changed a record in state {other:?}: {step:#?}"),
         }
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
     Answer, ClaimCommand, Decision, HistoryEntry, OperationId, OperationRecord, Result, Scope,
@@ -58,6 +58,23 @@ pub struct UnresolvedPage {
     pub now: DateTime<Utc>,
 }
 
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Terminal records whose result passed retention: now tombstones.
+    pub tombstoned: u64,
+    /// Retries past their operation deadline: now FAILED (DEADLINE_EXCEEDED).
+    pub deadline_exceeded: u64,
+    /// Tombstones past their own retention: deleted, scope free again.
+    pub deleted: u64,
+}
+
+impl SweepReport {
+    pub fn total(&self) -> u64 {
+        self.tombstoned + self.deadline_exceeded + self.deleted
+    }
+}
+
 /// Called by a store between reading the locked record and writing; tests use
 /// it to hold a transaction open while a racing call arrives.
 pub type PauseHook =
@@ -98,6 +115,11 @@ pub trait Store: Send + Sync + 'static {
         tenant: TenantId,
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage>;
+
+    /// One batch of retention work, at most `batch` records of each kind.
+    /// Safe to run from many replicas at once: rows another sweeper holds are
+    /// skipped, not waited for.
+    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport>;
 
     /// The tenant of an active token, by the token's SHA-256.
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>>;

@@ -5,16 +5,19 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{instrument, warn};
 
 use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
-use super::{Applied, Decide, Found, PauseHook, Store, Target, UnresolvedPage, UnresolvedQuery};
+use super::{
+    Applied, Decide, Found, PauseHook, Store, SweepReport, Target, UnresolvedPage, UnresolvedQuery,
+};
+use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Effects, Error, HistoryEntry, NewHistoryEntry, OperationId, OperationRecord,
-    Result, TenantId,
+    Result, State, TenantId,
 };
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -196,7 +199,8 @@ async fn apply(
                  outcome_state = $13, result_body = $14, result_content_type = $15, \
                  result_metadata = $16, failure_reason = $17, error_code = $18, \
                  error_message = $19, error_metadata = $20, last_write_fence = $21, \
-                 last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25 \
+                 last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25, \
+                 last_write_by = $27 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence",
         )
@@ -226,6 +230,7 @@ async fn apply(
         .bind(write.completed_at)
         .bind(write.retain_until)
         .bind(before.state.as_str())
+        .bind(write.last_write_by)
         .fetch_optional(&mut **transaction)
         .await?;
         // The row is locked, so the guard cannot fail; if it does, something
@@ -467,6 +472,57 @@ impl Store for PostgresStore {
             .map(OperationRecord::try_from)
             .collect::<Result<Vec<_>>>()?;
         Ok(UnresolvedPage { records, now })
+    }
+
+    #[instrument(name = "store.postgres.sweep", skip_all)]
+    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        let mut transaction = self.pool.begin().await.map_err(map_error)?;
+        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(map_error)?;
+        // Rows a Claim or another sweeper holds are skipped, not waited for.
+        let due: Vec<OperationRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            operation_columns!(),
+            " FROM operations \
+              WHERE (state IN ('succeeded', 'failed') AND retain_until <= $1) \
+                 OR (state = 'retry_wait' AND operation_deadline_at <= $1) \
+              LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(now)
+        .bind(i64::from(batch))
+        .fetch_all(&mut *transaction)
+        .await
+        .map_err(map_error)?;
+        for row in due {
+            let record = OperationRecord::try_from(row)?;
+            let Some(decision) = decide_sweep(&record, now, tombstone_retention) else {
+                continue;
+            };
+            let after = apply(&mut transaction, &record, decision.effects, now)
+                .await
+                .map_err(map_error)?;
+            match after.state {
+                State::Expired => report.tombstoned += 1,
+                _ => report.deadline_exceeded += 1,
+            }
+        }
+        // History goes with the operation (ON DELETE CASCADE).
+        report.deleted = sqlx::query(
+            "DELETE FROM operations WHERE operation_id IN ( \
+                 SELECT operation_id FROM operations WHERE state = 'expired' AND retain_until <= $1 \
+                 ORDER BY retain_until LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        )
+        .bind(now)
+        .bind(i64::from(batch))
+        .execute(&mut *transaction)
+        .await
+        .map_err(map_error)?
+        .rows_affected();
+        transaction.commit().await.map_err(map_error)?;
+        Ok(report)
     }
 
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {

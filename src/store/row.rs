@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::domain::{
     Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OperationId,
     OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State, SuccessResult,
-    TenantId, WriteReceipt,
+    TenantId, WriteReceipt, Writer,
 };
 
 /// The columns of `operations`, in [`OperationRow`]'s order.
@@ -19,7 +19,7 @@ macro_rules! operation_columns {
          max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, retry_at, \
          operation_deadline_at, outcome_state, result_body, result_content_type, result_metadata, \
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
-         last_write_digest, created_at, updated_at, completed_at, retain_until"
+         last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until"
     };
 }
 pub(crate) use operation_columns;
@@ -55,6 +55,7 @@ pub(crate) struct OperationRow {
     pub(crate) error_metadata: Option<Json<Metadata>>,
     pub(crate) last_write_fence: Option<i64>,
     pub(crate) last_write_digest: Option<Vec<u8>>,
+    pub(crate) last_write_by: Option<String>,
     pub(crate) created_at: DateTime<Utc>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
@@ -106,10 +107,15 @@ impl TryFrom<OperationRow> for OperationRecord {
             }),
             _ => None,
         };
-        let last_write = match (row.last_write_fence, row.last_write_digest) {
-            (Some(fence), Some(digest)) => Some(WriteReceipt {
+        let last_write = match (
+            row.last_write_fence,
+            row.last_write_digest,
+            row.last_write_by,
+        ) {
+            (Some(fence), Some(digest), Some(writer)) => Some(WriteReceipt {
                 fence: unsigned(fence, "fence")?,
                 digest: RequestDigest(digest.try_into().map_err(|_| corrupt("digest"))?),
+                writer: Writer::parse(&writer).ok_or_else(|| corrupt("writer"))?,
             }),
             _ => None,
         };
@@ -170,6 +176,7 @@ pub(crate) struct OperationWrite<'a> {
     pub(crate) error_metadata: Option<Json<&'a Metadata>>,
     pub(crate) last_write_fence: Option<i64>,
     pub(crate) last_write_digest: Option<&'a [u8]>,
+    pub(crate) last_write_by: Option<&'static str>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
@@ -217,6 +224,7 @@ impl<'a> OperationWrite<'a> {
                 .last_write
                 .as_ref()
                 .map(|receipt| &receipt.digest.0[..]),
+            last_write_by: record.last_write.map(|receipt| receipt.writer.as_str()),
             updated_at: record.updated_at,
             completed_at: record.completed_at,
             retain_until: record.retain_until,

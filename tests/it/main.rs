@@ -12,5 +12,6 @@ mod errors;
 mod leases;
 mod races;
 mod restart;
+mod retention;
 mod scenarios;
 mod surface;

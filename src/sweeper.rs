@@ -1,0 +1,75 @@
+//! Retention: turns expired results into tombstones, ends retries past their
+//! deadline, deletes old tombstones. Every replica runs one; the store skips
+//! rows another replica holds, so they share the work without coordination.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::store::{Store, SweepReport};
+
+/// Batches per tick at most, so one replica's backlog cannot starve the rest
+/// of its work; the next tick goes on.
+const MAX_BATCHES_PER_TICK: usize = 20;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SweeperSettings {
+    pub interval: Duration,
+    pub batch: u32,
+    pub tombstone_retention: TimeDelta,
+}
+
+pub async fn run(
+    store: Arc<dyn Store>,
+    settings: SweeperSettings,
+    mut shutting_down: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(settings.interval);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutting_down.changed() => {}
+        }
+        if *shutting_down.borrow() {
+            return;
+        }
+        sweep_backlog(store.as_ref(), settings).await;
+    }
+}
+
+/// Sweeps batch after batch while batches come back full.
+pub async fn sweep_backlog(store: &dyn Store, settings: SweeperSettings) -> SweepReport {
+    let mut total = SweepReport::default();
+    for _ in 0..MAX_BATCHES_PER_TICK {
+        let report = match store
+            .sweep(settings.batch, settings.tombstone_retention)
+            .await
+        {
+            Ok(report) => report,
+            Err(error) => {
+                warn!(%error, "sweep failed; retrying at the next tick");
+                break;
+            }
+        };
+        total.tombstoned += report.tombstoned;
+        total.deadline_exceeded += report.deadline_exceeded;
+        total.deleted += report.deleted;
+        let batch = u64::from(settings.batch);
+        let full = report.tombstoned + report.deadline_exceeded >= batch || report.deleted >= batch;
+        if !full {
+            break;
+        }
+    }
+    if total.total() > 0 {
+        info!(
+            tombstoned = total.tombstoned,
+            deadline_exceeded = total.deadline_exceeded,
+            deleted = total.deleted,
+            "retention sweep"
+        );
+    }
+    total
+}

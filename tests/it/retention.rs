@@ -1,0 +1,242 @@
+//! Retention: tombstones, their deletion, deadlines, and sweepers in parallel.
+
+use chrono::TimeDelta;
+use idemd::proto;
+use idemd::store::Store;
+use idemd::sweeper::{SweeperSettings, sweep_backlog};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tonic::Code;
+
+use crate::harness::*;
+
+fn settings(tombstone_retention: TimeDelta) -> SweeperSettings {
+    SweeperSettings {
+        interval: std::time::Duration::from_secs(3600),
+        batch: 10,
+        tombstone_retention,
+    }
+}
+
+fn short_retention(key: &str) -> proto::ClaimRequest {
+    proto::ClaimRequest {
+        retention: millis(0),
+        ..claim_json("webhooks.deliver", key, r#"{"event":"paid"}"#)
+    }
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let provider = Provider::default();
+    assert_eq!(
+        attempt(&mut client, token, short_retention("k"), &provider).await,
+        Attempt::Executed
+    );
+
+    let report = sweep_backlog(&world.store, settings(TimeDelta::hours(1))).await;
+    assert_eq!((report.tombstoned, report.deleted), (1, 0));
+    let refused = client
+        .claim(authorized(token, short_retention("k")))
+        .await
+        .expect_err("the tombstone refuses");
+    assert_status(&refused, Code::FailedPrecondition, "RESULT_EXPIRED");
+    let operation_id = error_info(&refused).1["operation_id"].clone();
+    let found = client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.clone(),
+                )),
+                include_history: true,
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner();
+    let tombstone = found.operation.expect("operation");
+    assert_eq!(tombstone.state, proto::OperationState::Expired as i32);
+    assert!(tombstone.result.is_none(), "the result is gone");
+    assert_eq!(events(&found.history), ["CLAIMED", "COMPLETED", "EXPIRED"]);
+    // Sweeping again finds nothing new.
+    assert_eq!(
+        sweep_backlog(&world.store, settings(TimeDelta::hours(1)))
+            .await
+            .total(),
+        0
+    );
+
+    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    assert_eq!(
+        report.deleted, 0,
+        "the tombstone's own retention has not passed"
+    );
+    sqlx::query("UPDATE operations SET retain_until = clock_timestamp() - interval '1 second'")
+        .execute(&world.pool)
+        .await
+        .expect("age the tombstone");
+    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    assert_eq!(report.deleted, 1);
+    let fresh = client
+        .claim(authorized(token, short_retention("k")))
+        .await
+        .expect("a later claim starts afresh")
+        .into_inner();
+    assert_eq!(outcome_name(&fresh), "acquired");
+    assert_ne!(
+        ownership(&fresh).expect("acquired").operation_id,
+        operation_id
+    );
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn unresolved_operations_are_never_swept(_: PgPoolOptions, connect: PgConnectOptions) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let in_progress = proto::ClaimRequest {
+        lease: millis(20),
+        ..short_retention("stalled")
+    };
+    client
+        .claim(authorized(token, in_progress))
+        .await
+        .expect("claim");
+    let reported = client
+        .claim(authorized(token, short_retention("unknown")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&reported).expect("acquired").clone();
+    client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owner.operation_id,
+                fence: owner.fence,
+                disposition: proto::FailDisposition::Unknown as i32,
+                error: None,
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail unknown");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+
+    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    assert_eq!(report.total(), 0);
+    let unresolved = client
+        .list_unresolved(authorized(token, proto::ListUnresolvedRequest::default()))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(unresolved.operations.len(), 2);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let request = proto::ClaimRequest {
+        operation_deadline: millis(300),
+        ..short_retention("k")
+    };
+    let claimed = client
+        .claim(authorized(token, request.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&claimed).expect("acquired").clone();
+    let failed = client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owner.operation_id,
+                fence: owner.fence,
+                disposition: proto::FailDisposition::Retryable as i32,
+                error: Some(proto::OperationError {
+                    code: "upstream_503".into(),
+                    ..Default::default()
+                }),
+                retry_after: millis(100),
+            },
+        ))
+        .await
+        .expect("fail")
+        .into_inner();
+    assert_eq!(failed.state, proto::OperationState::RetryWait as i32);
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+
+    let report = sweep_backlog(&world.store, settings(TimeDelta::hours(1))).await;
+    assert_eq!(report.deadline_exceeded, 1);
+    let replay = client
+        .claim(authorized(token, request))
+        .await
+        .expect("claim")
+        .into_inner();
+    let Some(proto::claim_response::Outcome::Completed(completed)) = replay.outcome else {
+        panic!("expected the stored failure, got {replay:?}");
+    };
+    let Some(proto::completed::Outcome::Error(error)) = completed.outcome else {
+        panic!("expected an error");
+    };
+    assert_eq!(error.reason, proto::FailureReason::DeadlineExceeded as i32);
+}
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    const RESULTS: usize = 60;
+    let world = World::start(connect).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let provider = Provider::default();
+    for index in 0..RESULTS {
+        attempt(
+            &mut client,
+            token,
+            short_retention(&format!("k{index}")),
+            &provider,
+        )
+        .await;
+    }
+
+    let sweepers: Vec<_> = (0..4)
+        .map(|_| {
+            let store = world.store.clone();
+            tokio::spawn(async move {
+                let mut tombstoned = 0;
+                loop {
+                    let report = store.sweep(7, TimeDelta::hours(1)).await.expect("sweep");
+                    tombstoned += report.tombstoned;
+                    if report.tombstoned == 0 {
+                        return tombstoned;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for sweeper in sweepers {
+        total += sweeper.await.expect("sweeper");
+    }
+
+    assert_eq!(total, RESULTS as u64);
+    let expired_events: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM operation_history WHERE event = 'EXPIRED'")
+            .fetch_one(&world.pool)
+            .await
+            .expect("count");
+    assert_eq!(expired_events, RESULTS as i64);
+}
