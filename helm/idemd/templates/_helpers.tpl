@@ -1,0 +1,335 @@
+{{/*
+Chart name, truncated to the 63 characters a DNS label allows.
+*/}}
+{{- define "idemd.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name used as the prefix of every resource: RELEASE-CHART, or RELEASE when the
+release name already contains the chart name. Suffixed names (-migrate, -headless) are
+built from a 52-character prefix so they stay within 63 characters.
+*/}}
+{{- define "idemd.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "idemd.migrateName" -}}
+{{- printf "%s-migrate" (include "idemd.fullname" .) }}
+{{- end }}
+
+{{- define "idemd.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels on every resource.
+*/}}
+{{- define "idemd.labels" -}}
+helm.sh/chart: {{ include "idemd.chart" . }}
+{{ include "idemd.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: idemd
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels that identify this release's resources; immutable once a Deployment exists.
+*/}}
+{{- define "idemd.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "idemd.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Selector of the server pods. The component label keeps the migration Job's pods out of
+the Services, the PodDisruptionBudget and the NetworkPolicy meant for the servers.
+*/}}
+{{- define "idemd.serverSelectorLabels" -}}
+{{ include "idemd.selectorLabels" . }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{- define "idemd.migrateSelectorLabels" -}}
+{{ include "idemd.selectorLabels" . }}
+app.kubernetes.io/component: migrate
+{{- end }}
+
+{{- define "idemd.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "idemd.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "idemd.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+True (non-empty) when no PostgreSQL Secret is configured: the embedded SQLite store.
+*/}}
+{{- define "idemd.embeddedStore" -}}
+{{- if not .Values.database.existingSecret }}true{{- end }}
+{{- end }}
+
+{{/*
+True (non-empty) when a hook Job runs the migrations and pods must not.
+*/}}
+{{- define "idemd.migrationJob" -}}
+{{- if and (not (include "idemd.embeddedStore" .)) .Values.migrations.job.enabled }}true{{- end }}
+{{- end }}
+
+{{/*
+Port the kubelet's gRPC probes use: the plaintext health port when the API speaks TLS.
+*/}}
+{{- define "idemd.probePort" -}}
+{{- if .Values.tls.enabled }}{{ .Values.containerPorts.health }}{{ else }}{{ .Values.containerPorts.grpc }}{{ end }}
+{{- end }}
+
+{{- define "idemd.otelServiceName" -}}
+{{- default (include "idemd.fullname" .) .Values.otel.serviceName }}
+{{- end }}
+
+{{/*
+The DATABASE_URL env entry: always a reference to an existing Secret, never a literal.
+*/}}
+{{- define "idemd.databaseUrlEnv" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.existingSecret | quote }}
+      key: {{ .Values.database.secretKey | quote }}
+{{- end }}
+
+{{/*
+Pod placement shared by the server pods and the migration Job.
+*/}}
+{{- define "idemd.podPlacement" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Settings of the ConfigMap read by the server with envFrom. Empty bounds are left out so
+that the server's built-in defaults apply.
+*/}}
+{{- define "idemd.configData" -}}
+{{- $bind := .Values.config.bindAddress -}}
+IDEMD_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.grpc) | quote }}
+IDEMD_METRICS_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.metrics) | quote }}
+{{- if .Values.tls.enabled }}
+IDEMD_HEALTH_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.health) | quote }}
+{{- end }}
+IDEMD_LOG_FORMAT: {{ .Values.config.logFormat | quote }}
+RUST_LOG: {{ .Values.config.logLevel | quote }}
+IDEMD_DRAIN_TIMEOUT: {{ printf "%ds" (int .Values.config.drainTimeoutSeconds) | quote }}
+IDEMD_DB_MAX_CONNECTIONS: {{ .Values.database.maxConnections | int | toString | quote }}
+{{- $bounds := dict
+  "minLease" "IDEMD_MIN_LEASE"
+  "maxLease" "IDEMD_MAX_LEASE"
+  "defaultLease" "IDEMD_DEFAULT_LEASE"
+  "defaultAttemptDuration" "IDEMD_DEFAULT_ATTEMPT_DURATION"
+  "maxAttemptDuration" "IDEMD_MAX_ATTEMPT_DURATION"
+  "maxRetryAfter" "IDEMD_MAX_RETRY_AFTER"
+  "defaultRetention" "IDEMD_DEFAULT_RETENTION"
+  "maxRetention" "IDEMD_MAX_RETENTION"
+  "maxWait" "IDEMD_MAX_WAIT" }}
+{{- range $key := keys $bounds | sortAlpha }}
+{{- with index $.Values.config.bounds $key }}
+{{ index $bounds $key }}: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.otel.endpoint }}
+OTEL_EXPORTER_OTLP_ENDPOINT: {{ . | quote }}
+OTEL_SERVICE_NAME: {{ include "idemd.otelServiceName" $ | quote }}
+{{- with $.Values.otel.sampler }}
+OTEL_TRACES_SAMPLER: {{ . | quote }}
+{{- end }}
+{{- with $.Values.otel.samplerArg }}
+OTEL_TRACES_SAMPLER_ARG: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+OTEL_RESOURCE_ATTRIBUTES: user attributes plus the pod's identity from the downward API
+(expanded by the kubelet from the POD_* env vars declared before it).
+*/}}
+{{- define "idemd.otelResourceAttributes" -}}
+{{- $attrs := list "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" "k8s.node.name=$(NODE_NAME)" }}
+{{- range $key := keys .Values.otel.resourceAttributes | sortAlpha }}
+{{- $attrs = append $attrs (printf "%s=%v" $key (index $.Values.otel.resourceAttributes $key)) }}
+{{- end }}
+{{- join "," $attrs }}
+{{- end }}
+
+{{/*
+Refuse configurations that would deploy something broken. Included by the Deployment.
+*/}}
+{{- define "idemd.validate" -}}
+{{- $embedded := include "idemd.embeddedStore" . }}
+{{- if and $embedded (gt (int .Values.replicaCount) 1) }}
+{{- fail (printf "\n\nidemd: the embedded SQLite store (database.existingSecret is empty) serves a single replica only, but replicaCount is %d.\nSet replicaCount: 1, or set database.existingSecret to a Secret holding a PostgreSQL URL to run several replicas." (int .Values.replicaCount)) }}
+{{- end }}
+{{- if and $embedded .Values.autoscaling.enabled }}
+{{- fail "\n\nidemd: the embedded SQLite store (database.existingSecret is empty) serves a single replica only, so autoscaling.enabled must be false.\nSet database.existingSecret to a Secret holding a PostgreSQL URL to autoscale." }}
+{{- end }}
+{{- $drain := int .Values.config.drainTimeoutSeconds }}
+{{- $preStop := int .Values.lifecycle.preStopSleepSeconds }}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- if le $grace (add $drain $preStop) }}
+{{- fail (printf "\n\nidemd: terminationGracePeriodSeconds (%d) must be greater than config.drainTimeoutSeconds (%d) + lifecycle.preStopSleepSeconds (%d), or Kubernetes kills pods before they finish draining." $grace $drain $preStop) }}
+{{- end }}
+{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) }}
+{{- fail "\n\nidemd: tls.enabled requires tls.existingSecret, the name of a kubernetes.io/tls Secret with tls.crt and tls.key." }}
+{{- end }}
+{{- $ports := .Values.containerPorts }}
+{{- if or (eq (int $ports.grpc) (int $ports.metrics)) (and .Values.tls.enabled (or (eq (int $ports.health) (int $ports.grpc)) (eq (int $ports.health) (int $ports.metrics)))) }}
+{{- fail "\n\nidemd: containerPorts.grpc, containerPorts.metrics and (with TLS) containerPorts.health must be distinct." }}
+{{- end }}
+{{- if .Values.autoscaling.enabled }}
+{{- if gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas) }}
+{{- fail (printf "\n\nidemd: autoscaling.minReplicas (%d) must not exceed autoscaling.maxReplicas (%d)." (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- end }}
+{{- if and (kindIs "invalid" .Values.autoscaling.targetCPUUtilizationPercentage) (kindIs "invalid" .Values.autoscaling.targetMemoryUtilizationPercentage) }}
+{{- fail "\n\nidemd: autoscaling.enabled needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage." }}
+{{- end }}
+{{- end }}
+{{- if .Values.podDisruptionBudget.enabled }}
+{{- $min := .Values.podDisruptionBudget.minAvailable }}
+{{- $max := .Values.podDisruptionBudget.maxUnavailable }}
+{{- if and (kindIs "invalid" $min) (kindIs "invalid" $max) }}
+{{- fail "\n\nidemd: podDisruptionBudget.enabled needs minAvailable or maxUnavailable." }}
+{{- end }}
+{{- end }}
+{{- range .Values.config.extraEnv }}
+{{- if eq .name "DATABASE_URL" }}
+{{- fail "\n\nidemd: DATABASE_URL must not be set in config.extraEnv; put it in a Secret and set database.existingSecret and database.secretKey." }}
+{{- end }}
+{{- end }}
+{{- $policies := splitList "," .Values.migrations.job.hookDeletePolicy }}
+{{- if not (has "before-hook-creation" $policies) }}
+{{- fail "\n\nidemd: migrations.job.hookDeletePolicy must include before-hook-creation, or the next upgrade collides with the previous migration Job." }}
+{{- end }}
+{{- range $policies }}
+{{- if not (has . (list "before-hook-creation" "hook-succeeded" "hook-failed")) }}
+{{- fail (printf "\n\nidemd: unknown hook delete policy %q in migrations.job.hookDeletePolicy." .) }}
+{{- end }}
+{{- end }}
+{{- if .Values.networkPolicy.enabled }}
+{{- $db := .Values.networkPolicy.egress.database }}
+{{- if and (not $embedded) (not $db.cidrs) (not $db.to) }}
+{{- fail "\n\nidemd: networkPolicy.enabled denies all egress but the listed peers: set networkPolicy.egress.database.cidrs (or .to) so idemd and its migration Job can reach PostgreSQL." }}
+{{- end }}
+{{- $otlp := .Values.networkPolicy.egress.otlp }}
+{{- if and .Values.otel.endpoint (not $otlp.cidrs) (not $otlp.to) }}
+{{- fail "\n\nidemd: networkPolicy.enabled denies all egress but the listed peers: set networkPolicy.egress.otlp.cidrs (or .to) so idemd can reach otel.endpoint." }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+An egress rule to a set of CIDRs and peers on one TCP port. Call with
+(dict "cidrs" LIST "to" LIST "port" INT).
+*/}}
+{{- define "idemd.egressRule" -}}
+- to:
+    {{- range .cidrs }}
+    - ipBlock:
+        cidr: {{ . | quote }}
+    {{- end }}
+    {{- with .to }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  ports:
+    - protocol: TCP
+      port: {{ .port }}
+{{- end }}
+
+{{/*
+DNS egress rule, shared by the server and the migration Job policies.
+*/}}
+{{- define "idemd.dnsEgressRule" -}}
+{{- if .Values.networkPolicy.egress.dns.enabled }}
+- ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+  {{- with .Values.networkPolicy.egress.dns.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Annotations of the migration hook resources. Hooks run before the release's normal
+resources exist, so everything the Job needs is a hook too, with a lower weight.
+Call with (list $ WEIGHT).
+*/}}
+{{- define "idemd.migrationHookAnnotations" -}}
+{{- $root := index . 0 -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ index . 1 | quote }}
+helm.sh/hook-delete-policy: {{ $root.Values.migrations.job.hookDeletePolicy }}
+{{- end }}
+
+{{- define "idemd.migrateServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- include "idemd.migrateName" . }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels and annotations of one alert. Call with (list $ RULE_VALUES ALERTNAME SUMMARY DESCRIPTION).
+*/}}
+{{- define "idemd.alertMeta" -}}
+{{- $root := index . 0 }}
+{{- $rule := index . 1 }}
+{{- $alert := index . 2 -}}
+labels:
+  severity: {{ $rule.severity }}
+  {{- with $root.Values.metrics.prometheusRule.alertLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  summary: {{ index . 3 | quote }}
+  description: {{ index . 4 | quote }}
+  {{- with $root.Values.metrics.prometheusRule.runbookBaseUrl }}
+  runbook_url: {{ printf "%s#%s" . (lower $alert) | quote }}
+  {{- end }}
+{{- end }}

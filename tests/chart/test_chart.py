@@ -1,0 +1,631 @@
+"""Facts the idemd chart must keep, asserted on `helm template` output.
+
+Run through .ci/chart-check, which provides helm (HELM) and the Python packages.
+"""
+
+from __future__ import annotations
+
+import re
+
+import kubernetes_validate
+import pytest
+
+from conftest import (
+    KUBE_VERSION,
+    NAMESPACE,
+    POSTGRES,
+    Render,
+    container,
+    duration_seconds,
+    env_map,
+    fullname,
+    matches,
+    notes,
+    pod_spec,
+    render,
+    render_error,
+)
+
+HOOK_EVENTS = "pre-install,pre-upgrade"
+READINESS_SERVICE = "idem.v1.Idempotency"
+PROM_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+def hook_weight(doc: dict) -> int:
+    return int(doc["metadata"]["annotations"]["helm.sh/hook-weight"])
+
+
+def is_hook(doc: dict) -> bool:
+    return "helm.sh/hook" in doc["metadata"].get("annotations", {})
+
+
+def deployment(r: Render) -> dict:
+    return r.one("Deployment", fullname())
+
+
+def server(r: Render) -> dict:
+    return container(deployment(r), "idemd")
+
+
+def config_data(r: Render) -> dict[str, str]:
+    return r.one("ConfigMap", fullname())["data"]
+
+
+def container_port(ctr: dict, name: str) -> int:
+    ports = {port["name"]: port["containerPort"] for port in ctr["ports"]}
+    assert name in ports, f"container has no port named {name}: {ports}"
+    return ports[name]
+
+
+# --- probes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [{}, POSTGRES], ids=["embedded", "postgres"])
+def test_probes_are_native_grpc_probes_on_the_grpc_port_without_tls(values):
+    ctr = server(render(values))
+    grpc_port = container_port(ctr, "grpc")
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        probe = ctr[probe_name]
+        assert set(probe) & {"httpGet", "tcpSocket", "exec"} == set(), probe_name
+        assert probe["grpc"]["port"] == grpc_port, probe_name
+    assert ctr["livenessProbe"]["grpc"]["service"] == ""
+    assert ctr["startupProbe"]["grpc"]["service"] == ""
+    assert ctr["readinessProbe"]["grpc"]["service"] == READINESS_SERVICE
+
+
+def test_probes_use_the_plaintext_health_port_when_tls_is_on(full_render):
+    ctr = server(full_render)
+    health_port = container_port(ctr, "health")
+    assert health_port != container_port(ctr, "grpc")
+    for probe_name in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert ctr[probe_name]["grpc"]["port"] == health_port, probe_name
+    assert ctr["livenessProbe"]["grpc"]["service"] == ""
+    assert ctr["readinessProbe"]["grpc"]["service"] == READINESS_SERVICE
+    assert config_data(full_render)["IDEMD_HEALTH_LISTEN"].endswith(f":{health_port}")
+
+
+def test_health_listener_is_only_configured_with_tls(postgres_render):
+    assert "IDEMD_HEALTH_LISTEN" not in config_data(postgres_render)
+    ports = {port["name"] for port in server(postgres_render)["ports"]}
+    assert ports == {"grpc", "metrics"}
+
+
+def test_tls_secret_is_mounted_read_only_and_referenced_by_env(full_render, all_features_values):
+    deploy = deployment(full_render)
+    ctr = server(full_render)
+    env = env_map(ctr)
+    volumes = {volume["name"]: volume for volume in pod_spec(deploy)["volumes"]}
+    tls_volume = volumes["tls"]
+    assert tls_volume["secret"]["secretName"] == all_features_values["tls"]["existingSecret"]
+    mount = next(m for m in ctr["volumeMounts"] if m["name"] == "tls")
+    assert mount["readOnly"] is True
+    assert env["IDEMD_TLS_CERT"]["value"] == f"{mount['mountPath']}/tls.crt"
+    assert env["IDEMD_TLS_KEY"]["value"] == f"{mount['mountPath']}/tls.key"
+    assert {item["path"] for item in tls_volume["secret"]["items"]} == {"tls.crt", "tls.key"}
+
+
+def test_tls_without_a_secret_is_refused():
+    error = render_error({**POSTGRES, "tls.enabled": True})
+    assert "tls.existingSecret" in error
+
+
+# --- database URL and secrets ---------------------------------------------------
+
+
+def _workload_containers(r: Render) -> list[dict]:
+    workloads = r.all("Deployment") + r.all("Job")
+    return [ctr for workload in workloads for ctr in pod_spec(workload)["containers"]]
+
+
+def test_database_url_comes_from_the_existing_secret_in_every_container(full_render,
+                                                                        all_features_values):
+    containers = _workload_containers(full_render)
+    assert len(containers) == 2, "expected the server and the migration containers"
+    for ctr in containers:
+        entry = env_map(ctr)["DATABASE_URL"]
+        assert "value" not in entry, f"{ctr['name']}: DATABASE_URL must not be a literal"
+        ref = entry["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == all_features_values["database"]["existingSecret"]
+        assert ref["key"] == all_features_values["database"]["secretKey"]
+
+
+def test_embedded_store_has_no_database_url(default_render):
+    assert "DATABASE_URL" not in env_map(server(default_render))
+
+
+@pytest.mark.parametrize("values,all_features", [({}, False), (POSTGRES, False), ({}, True)],
+                         ids=["embedded", "postgres", "all-features"])
+def test_no_secret_value_is_inlined(values, all_features):
+    r = render(values, all_features=all_features)
+    assert r.all("Secret") == [], "the chart must only reference existing Secrets"
+    url_with_credentials = re.compile(r"[a-z]+://[^\s/@\"]+:[^\s/@\"]+@")
+    assert not url_with_credentials.search(r.text), "a URL with credentials was rendered"
+    for ctr in _workload_containers(r):
+        for entry in ctr.get("env", []):
+            if re.search(r"(URL|PASSWORD|TOKEN|SECRET|KEY)$", entry["name"]) and "value" in entry:
+                # Only file paths may be given literally (IDEMD_TLS_KEY is a path).
+                assert entry["value"].startswith("/"), f"{entry['name']} is inlined"
+    for config_map in r.all("ConfigMap"):
+        for key in config_map.get("data", {}):
+            assert not re.search(r"(PASSWORD|TOKEN|SECRET|DATABASE_URL)", key), key
+
+
+def test_database_url_cannot_be_smuggled_through_extra_env():
+    error = render_error({**POSTGRES, "config.extraEnv": [
+        {"name": "DATABASE_URL", "value": "postgres://user:pw@db/idemd"}]})
+    assert "database.existingSecret" in error
+
+
+# --- migrations -----------------------------------------------------------------
+
+
+def test_migration_job_is_a_pre_install_and_pre_upgrade_hook(postgres_render):
+    job = postgres_render.one("Job", f"{fullname()}-migrate")
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == HOOK_EVENTS
+    assert "before-hook-creation" in annotations["helm.sh/hook-delete-policy"].split(",")
+    ctr = container(job, "migrate")
+    assert ctr["args"] == ["migrate"]
+    assert pod_spec(job)["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] >= 0
+
+
+def test_migration_job_dependencies_are_earlier_hooks(full_render):
+    job = full_render.one("Job", f"{fullname()}-migrate")
+    spec = pod_spec(job)
+    sa = full_render.one("ServiceAccount", spec["serviceAccountName"])
+    config_map_name = container(job, "migrate")["envFrom"][0]["configMapRef"]["name"]
+    config_map = full_render.one("ConfigMap", config_map_name)
+    policy = full_render.one("NetworkPolicy", f"{fullname()}-migrate")
+    for dependency in (sa, config_map, policy):
+        annotations = dependency["metadata"]["annotations"]
+        kind = dependency["kind"]
+        assert annotations["helm.sh/hook"] == HOOK_EVENTS, kind
+        assert hook_weight(dependency) < hook_weight(job), kind
+        assert "before-hook-creation" in annotations["helm.sh/hook-delete-policy"], kind
+    # The hook NetworkPolicy selects the Job's pods and lets them reach the database.
+    assert matches(policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])
+    egress_ports = {port["port"] for rule in policy["spec"]["egress"] for port in rule.get("ports", [])}
+    assert {53, 5432} <= egress_ports, egress_ports
+
+
+def test_migration_job_runs_hardened_with_the_server_image(full_render):
+    job = full_render.one("Job", f"{fullname()}-migrate")
+    assert container(job, "migrate")["image"] == server(full_render)["image"]
+    assert_hardened(pod_spec(job))
+
+
+def test_the_servers_own_resources_are_not_hooks(full_render):
+    for doc in full_render.docs:
+        if doc["metadata"]["name"] == fullname() or doc["kind"] in ("Deployment", "Service"):
+            assert not is_hook(doc), f"{doc['kind']}/{doc['metadata']['name']} must not be a hook"
+
+
+@pytest.mark.parametrize("values,expected", [
+    (POSTGRES, "false"),
+    ({**POSTGRES, "migrations.job.enabled": False}, "true"),
+    ({}, "true"),
+], ids=["postgres-with-job", "postgres-without-job", "embedded"])
+def test_pods_migrate_on_start_only_when_no_job_migrates(values, expected):
+    r = render(values)
+    assert env_map(server(r))["IDEMD_MIGRATE_ON_START"]["value"] == expected
+    has_job = r.maybe("Job", f"{fullname()}-migrate") is not None
+    assert has_job == (expected == "false")
+
+
+def test_hook_delete_policy_must_keep_before_hook_creation():
+    error = render_error({**POSTGRES, "migrations.job.hookDeletePolicy": "hook-succeeded"})
+    assert "before-hook-creation" in error
+
+
+# --- graceful shutdown ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("all_features", [False, True], ids=["default", "all-features"])
+def test_termination_grace_exceeds_the_drain_timeout(all_features):
+    r = render(all_features=all_features)
+    drain = duration_seconds(config_data(r)["IDEMD_DRAIN_TIMEOUT"])
+    spec = pod_spec(deployment(r))
+    pre_stop = server(r).get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    assert spec["terminationGracePeriodSeconds"] > drain + pre_stop
+
+
+@pytest.mark.parametrize("values", [
+    {"terminationGracePeriodSeconds": 25, "config.drainTimeoutSeconds": 25},
+    {"terminationGracePeriodSeconds": 30, "config.drainTimeoutSeconds": 25,
+     "lifecycle.preStopSleepSeconds": 5},
+], ids=["grace-equals-drain", "grace-equals-drain-plus-prestop"])
+def test_a_grace_period_not_above_the_drain_timeout_is_refused(values):
+    assert "terminationGracePeriodSeconds" in render_error(values)
+
+
+# --- embedded store -------------------------------------------------------------
+
+
+def test_embedded_store_mounts_a_pvc_at_the_data_dir(default_render, chart_values):
+    deploy = deployment(default_render)
+    ctr = server(default_render)
+    data_dir = env_map(ctr)["IDEMD_DATA_DIR"]["value"]
+    assert data_dir == chart_values["persistence"]["mountPath"]
+    mount = next(m for m in ctr["volumeMounts"] if m["mountPath"] == data_dir)
+    volume = next(v for v in pod_spec(deploy)["volumes"] if v["name"] == mount["name"])
+    claim = default_render.one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_embedded_store_uses_an_existing_claim_when_given():
+    r = render({"persistence.existingClaim": "my-claim"})
+    assert r.all("PersistentVolumeClaim") == []
+    volume = next(v for v in pod_spec(deployment(r))["volumes"] if v["name"] == "data")
+    assert volume["persistentVolumeClaim"]["claimName"] == "my-claim"
+
+
+def test_embedded_store_without_persistence_uses_an_emptydir_and_warns():
+    r = render({"persistence.enabled": False})
+    assert r.all("PersistentVolumeClaim") == []
+    volume = next(v for v in pod_spec(deployment(r))["volumes"] if v["name"] == "data")
+    assert "emptyDir" in volume
+    assert "WARNING: persistence.enabled is false" in notes({"persistence.enabled": False})
+
+
+@pytest.mark.parametrize("values", [
+    {"replicaCount": 2},
+    {"autoscaling.enabled": True},
+], ids=["replicas", "hpa"])
+def test_embedded_store_refuses_more_than_one_replica(values):
+    error = render_error(values)
+    assert "embedded SQLite store" in error and "single replica" in error
+
+
+def test_postgres_mode_rolls_without_downtime(postgres_render):
+    strategy = deployment(postgres_render)["spec"]["strategy"]
+    assert strategy["type"] == "RollingUpdate"
+    assert strategy["rollingUpdate"]["maxUnavailable"] == 0
+    assert postgres_render.all("PersistentVolumeClaim") == []
+    assert "IDEMD_DATA_DIR" not in env_map(server(postgres_render))
+
+
+def test_postgres_mode_allows_several_replicas():
+    assert deployment(render({**POSTGRES, "replicaCount": 3}))["spec"]["replicas"] == 3
+
+
+# --- security -------------------------------------------------------------------
+
+
+def assert_hardened(spec: dict) -> None:
+    pod_security = spec["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["seccompProfile"]["type"] == "RuntimeDefault"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False
+    for ctr in spec["containers"]:
+        security = ctr["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True, ctr["name"]
+        assert security["allowPrivilegeEscalation"] is False, ctr["name"]
+        assert "ALL" in security["capabilities"]["drop"], ctr["name"]
+        assert not security["capabilities"].get("add"), ctr["name"]
+        assert security.get("privileged", False) is False, ctr["name"]
+
+
+@pytest.mark.parametrize("all_features", [False, True], ids=["default", "all-features"])
+def test_pods_are_hardened(all_features):
+    r = render(all_features=all_features)
+    assert_hardened(pod_spec(deployment(r)))
+    # A read-only root filesystem still needs a writable /tmp.
+    assert any(m["mountPath"] == "/tmp" for m in server(r)["volumeMounts"])
+
+
+@pytest.mark.parametrize("values", [
+    {"replicaCount": "two"},
+    {"replicaCount": -1},
+    {"image.pullPolicy": "Sometimes"},
+    {"config.logFormat": "xml"},
+    {"config.drainTimeoutSeconds": "25s"},
+    {"config.bounds.maxLease": "5 fortnights"},
+    {"config.bounds.maxWait": "soon"},
+    {"config.bounds.minLease": "-1s"},
+    {"service.port": 0},
+    {"service.type": "Ingress"},
+    {"database.maxConnections": 0},
+    {"otel.sampler": "sometimes"},
+    {"otel.samplerArg": 0.1},
+    {"securityContext.readOnlyRootFilesystem": False},
+    {"securityContext.allowPrivilegeEscalation": True},
+    {"podSecurityContext.runAsNonRoot": False},
+    {"persistence.size": "lots"},
+    {"podDisruptionBudget.maxUnavailable": "half"},
+    {"metrics.prometheusRule.rules.conflictRate.threshold": "high"},
+    {"metrics.serviceMonitor.interval": "often"},
+    {"unknownTopLevelKey": True},
+    {"tls.unknown": True},
+], ids=lambda values: ",".join(values))
+def test_schema_rejects_wrong_values(values):
+    assert "schema" in render_error(values)
+
+
+# --- services and labels --------------------------------------------------------
+
+
+def test_service_exposes_grpc_and_metrics_to_the_server_pods_only(full_render, chart_values):
+    service = full_render.one("Service", fullname())
+    ports = {port["name"]: port for port in service["spec"]["ports"]}
+    assert ports["grpc"]["appProtocol"] == "grpc"
+    assert ports["grpc"]["port"] == chart_values["service"]["port"]
+    assert ports["metrics"]["port"] == chart_values["service"]["metricsPort"]
+    ctr = server(full_render)
+    for port in ports.values():
+        container_port(ctr, port["targetPort"])
+    selector = service["spec"]["selector"]
+    assert matches(selector, deployment(full_render)["spec"]["template"]["metadata"]["labels"])
+    job = full_render.one("Job", f"{fullname()}-migrate")
+    assert not matches(selector, job["spec"]["template"]["metadata"]["labels"])
+    assert matches(deployment(full_render)["spec"]["selector"]["matchLabels"],
+                   deployment(full_render)["spec"]["template"]["metadata"]["labels"])
+
+
+def test_headless_service_is_optional_and_headless(postgres_render, full_render):
+    assert postgres_render.maybe("Service", f"{fullname()}-headless") is None
+    headless = full_render.one("Service", f"{fullname()}-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["selector"] == full_render.one("Service", fullname())["spec"]["selector"]
+    assert [port["name"] for port in headless["spec"]["ports"]] == ["grpc"]
+
+
+def test_every_resource_is_labelled_and_named_within_limits(full_render):
+    for doc in full_render.docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "idemd"
+        assert labels["app.kubernetes.io/instance"] == "rel"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert len(doc["metadata"]["name"]) <= 63
+        assert doc["metadata"].get("namespace", NAMESPACE) == NAMESPACE
+
+
+def test_long_release_names_stay_within_dns_limits():
+    r = render({**POSTGRES, "fullnameOverride": "x" * 52, "headlessService.enabled": True,
+                "metrics.serviceMonitor.enabled": True, "metrics.prometheusRule.enabled": True})
+    assert "schema" in render_error({"fullnameOverride": "x" * 53})
+    for doc in r.docs:
+        assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
+
+
+def test_config_changes_roll_the_pods():
+    before = deployment(render(POSTGRES))["spec"]["template"]["metadata"]["annotations"]
+    after = deployment(render({**POSTGRES, "config.logLevel": "debug"}))
+    checksum = before["checksum/config"]
+    assert re.fullmatch(r"[0-9a-f]{64}", checksum)
+    assert after["spec"]["template"]["metadata"]["annotations"]["checksum/config"] != checksum
+
+
+def test_topology_spread_constraints_select_the_server_pods(postgres_render):
+    deploy = deployment(postgres_render)
+    constraints = pod_spec(deploy)["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in constraints} == {"topology.kubernetes.io/zone",
+                                                      "kubernetes.io/hostname"}
+    for constraint in constraints:
+        assert constraint["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+
+
+# --- configuration --------------------------------------------------------------
+
+
+def test_pods_listen_on_all_interfaces(postgres_render, chart_values):
+    data = config_data(postgres_render)
+    assert data["IDEMD_LISTEN"] == f"0.0.0.0:{chart_values['containerPorts']['grpc']}"
+    assert data["IDEMD_METRICS_LISTEN"] == f"0.0.0.0:{chart_values['containerPorts']['metrics']}"
+    assert data["IDEMD_DB_MAX_CONNECTIONS"] == str(chart_values["database"]["maxConnections"])
+    assert data["IDEMD_LOG_FORMAT"] in ("json", "text")
+    ctr = server(postgres_render)
+    assert ctr["envFrom"][0]["configMapRef"]["name"] == fullname()
+    assert ctr["args"] == ["serve"]
+
+
+BOUNDS_ENV = {
+    "minLease": "IDEMD_MIN_LEASE",
+    "maxLease": "IDEMD_MAX_LEASE",
+    "defaultLease": "IDEMD_DEFAULT_LEASE",
+    "defaultAttemptDuration": "IDEMD_DEFAULT_ATTEMPT_DURATION",
+    "maxAttemptDuration": "IDEMD_MAX_ATTEMPT_DURATION",
+    "maxRetryAfter": "IDEMD_MAX_RETRY_AFTER",
+    "defaultRetention": "IDEMD_DEFAULT_RETENTION",
+    "maxRetention": "IDEMD_MAX_RETENTION",
+    "maxWait": "IDEMD_MAX_WAIT",
+}
+
+
+def test_empty_bounds_are_left_to_the_server(default_render, full_render, chart_values,
+                                             all_features_values):
+    assert set(chart_values["config"]["bounds"]) == set(BOUNDS_ENV)
+    assert not set(BOUNDS_ENV.values()) & set(config_data(default_render))
+    data = config_data(full_render)
+    for key, env in BOUNDS_ENV.items():
+        assert data[env] == all_features_values["config"]["bounds"][key]
+
+
+@pytest.mark.parametrize("duration", ["500ms", "30s", "5m", "1h30m", "1h 30m", "30days", "2w", "5 minutes"])
+def test_bounds_accept_the_servers_duration_syntax(duration):
+    assert config_data(render({"config.bounds.maxWait": duration}))["IDEMD_MAX_WAIT"] == duration
+
+
+def test_otel_settings(default_render, full_render, all_features_values):
+    assert not [key for key in config_data(default_render) if key.startswith("OTEL_")]
+    data = config_data(full_render)
+    otel = all_features_values["otel"]
+    assert data["OTEL_EXPORTER_OTLP_ENDPOINT"] == otel["endpoint"]
+    assert data["OTEL_SERVICE_NAME"] == otel["serviceName"]
+    assert data["OTEL_TRACES_SAMPLER"] == otel["sampler"]
+    assert data["OTEL_TRACES_SAMPLER_ARG"] == otel["samplerArg"]
+    env = env_map(server(full_render))
+    attributes = env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
+    assert "k8s.pod.name=$(POD_NAME)" in attributes
+    assert "deployment.environment=production" in attributes
+    names = [entry["name"] for entry in server(full_render)["env"]]
+    assert names.index("POD_NAME") < names.index("OTEL_RESOURCE_ATTRIBUTES")
+
+
+# --- scaling and disruption -----------------------------------------------------
+
+
+def test_hpa_owns_the_replica_count(full_render, all_features_values):
+    assert "replicas" not in deployment(full_render)["spec"]
+    hpa = full_render.one("HorizontalPodAutoscaler", fullname())
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": fullname()}
+    assert hpa["spec"]["minReplicas"] == all_features_values["autoscaling"]["minReplicas"]
+    assert hpa["spec"]["maxReplicas"] == all_features_values["autoscaling"]["maxReplicas"]
+
+
+def test_hpa_min_above_max_is_refused():
+    error = render_error({**POSTGRES, "autoscaling.enabled": True, "autoscaling.minReplicas": 5,
+                          "autoscaling.maxReplicas": 2})
+    assert "minReplicas" in error
+
+
+def test_pdb_selects_the_server_pods(postgres_render, full_render):
+    for r in (postgres_render, full_render):
+        pdb = r.one("PodDisruptionBudget", fullname())
+        assert pdb["spec"]["selector"]["matchLabels"] == deployment(r)["spec"]["selector"]["matchLabels"]
+        assert ("minAvailable" in pdb["spec"]) != ("maxUnavailable" in pdb["spec"])
+
+
+# --- network policy -------------------------------------------------------------
+
+
+def test_network_policy_limits_ingress_and_egress(full_render, all_features_values):
+    policy = full_render.one("NetworkPolicy", fullname())
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert matches(policy["spec"]["podSelector"]["matchLabels"],
+                   deployment(full_render)["spec"]["template"]["metadata"]["labels"])
+    ctr = server(full_render)
+    ingress = {rule["ports"][0]["port"]: rule for rule in policy["spec"]["ingress"]}
+    grpc_rule = ingress[container_port(ctr, "grpc")]
+    assert grpc_rule["from"] == all_features_values["networkPolicy"]["ingress"]["grpcFrom"]
+    assert container_port(ctr, "metrics") in ingress
+    egress = policy["spec"]["egress"]
+    ports = {port["port"] for rule in egress for port in rule.get("ports", [])}
+    assert {53, 5432, 4317} <= ports
+    cidrs = {peer["ipBlock"]["cidr"] for rule in egress for peer in rule.get("to", []) if "ipBlock" in peer}
+    assert set(all_features_values["networkPolicy"]["egress"]["database"]["cidrs"]) <= cidrs
+
+
+def test_network_policy_without_a_database_destination_is_refused():
+    error = render_error({**POSTGRES, "networkPolicy.enabled": True})
+    assert "networkPolicy.egress.database" in error
+
+
+# --- monitoring -----------------------------------------------------------------
+
+
+def test_service_monitor_scrapes_the_metrics_port_of_one_service(full_render):
+    monitor = full_render.one("ServiceMonitor", fullname())
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert NAMESPACE in monitor["spec"]["namespaceSelector"]["matchNames"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    selected = [s for s in full_render.all("Service") if matches(selector, s["metadata"]["labels"])]
+    assert [s["metadata"]["name"] for s in selected] == [fullname()], "exactly the main Service"
+    port_names = {port["name"] for port in selected[0]["spec"]["ports"]}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["port"] in port_names
+        assert endpoint["path"] == "/metrics"
+        assert PROM_DURATION.match(endpoint["interval"])
+        assert duration_seconds(endpoint["scrapeTimeout"]) <= duration_seconds(endpoint["interval"])
+
+
+def test_monitoring_resources_are_opt_in(postgres_render):
+    assert postgres_render.all("ServiceMonitor") == []
+    assert postgres_render.all("PrometheusRule") == []
+
+
+def _rules(r: Render) -> list[dict]:
+    rule = r.one("PrometheusRule", fullname())
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    groups = rule["spec"]["groups"]
+    assert groups and all(group["name"] and group["rules"] for group in groups)
+    return [entry for group in groups for entry in group["rules"]]
+
+
+def test_prometheus_rules_are_complete_alerts(full_render):
+    rules = _rules(full_render)
+    assert len({rule["alert"] for rule in rules}) == len(rules)
+    for rule in rules:
+        assert rule["alert"] and rule["expr"], rule
+        assert PROM_DURATION.match(rule["for"]), rule
+        assert rule["labels"]["severity"], rule
+        assert rule["annotations"]["summary"], rule
+        assert rule["annotations"]["runbook_url"].startswith("https://"), rule
+        assert rule["expr"].count("(") == rule["expr"].count(")"), rule["expr"]
+        assert rule["expr"].count("{") == rule["expr"].count("}"), rule["expr"]
+
+
+def test_prometheus_rules_cover_idemd_metrics(full_render):
+    exprs = " ".join(rule["expr"] for rule in _rules(full_render))
+    for needle in ("idemd_unresolved_operations", 'outcome="conflict"', "idemd_claims_total",
+                   "idemd_stale_writes_refused_total", "idemd_sweep_backlog"):
+        assert needle in exprs, needle
+    # Series are scoped to this release, so two releases do not alert for each other.
+    assert f'namespace="{NAMESPACE}"' in exprs
+
+
+def test_prometheus_rule_thresholds_are_values():
+    values = {"metrics.prometheusRule.enabled": True,
+              "metrics.prometheusRule.rules.unresolvedHigh.threshold": 4321,
+              "metrics.prometheusRule.rules.conflictRate.threshold": 0.75,
+              "metrics.prometheusRule.rules.sweepBacklog.for": "2h",
+              "metrics.prometheusRule.rules.staleWriteRate.enabled": False}
+    rules = {rule["alert"]: rule for rule in _rules(render({**POSTGRES, **values}))}
+    assert rules["IdemdUnresolvedOperationsHigh"]["expr"].endswith("> 4321")
+    assert rules["IdemdPayloadConflicts"]["expr"].endswith("> 0.75")
+    assert rules["IdemdSweepBacklog"]["for"] == "2h"
+    assert "IdemdStaleWritesRefused" not in rules
+
+
+# --- variants, validated against the Kubernetes schemas -----------------------------
+
+VARIANTS = {
+    "postgres-defaults": POSTGRES,
+    "postgres-no-job-no-sa": {**POSTGRES, "migrations.job.enabled": False,
+                              "serviceAccount.create": False, "serviceAccount.name": "idemd"},
+    "embedded-networkpolicy": {"networkPolicy.enabled": True},
+    "embedded-no-persistence": {"persistence.enabled": False},
+    "embedded-storage-class-none": {"persistence.storageClass": "-",
+                                    "persistence.accessModes": ["ReadWriteOncePod"]},
+    "embedded-tls": {"tls.enabled": True, "tls.existingSecret": "idemd-tls"},
+    "postgres-pdb-percent-memory-hpa": {**POSTGRES, "podDisruptionBudget.maxUnavailable": "50%",
+                                        "autoscaling.enabled": True,
+                                        "autoscaling.targetCPUUtilizationPercentage": None,
+                                        "autoscaling.targetMemoryUtilizationPercentage": 75},
+    "postgres-ipv6-prestop": {**POSTGRES, "config.bindAddress": "[::]",
+                              "lifecycle.preStopSleepSeconds": 3},
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants_are_valid_kubernetes(name):
+    for doc in render(VARIANTS[name]).docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_storage_class_dash_means_no_class():
+    claim = render({"persistence.storageClass": "-"}).one("PersistentVolumeClaim")
+    assert claim["spec"]["storageClassName"] == ""
+    assert "storageClassName" not in render().one("PersistentVolumeClaim")["spec"]
+
+
+def test_ipv6_bind_address():
+    assert config_data(render({**POSTGRES, "config.bindAddress": "[::]"}))["IDEMD_LISTEN"] == "[::]:50051"
+
+
+# --- NOTES ----------------------------------------------------------------------
+
+
+def test_notes_explain_access_and_tenant_creation():
+    text = notes(POSTGRES)
+    assert f"port-forward svc/{fullname()}" in text
+    assert "grpcurl -plaintext" in text
+    assert f"exec deploy/{fullname()} -c idemd -- /idemd tenant create NAME" in text
+    assert "DATABASE_URL" in text
