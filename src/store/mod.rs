@@ -14,6 +14,7 @@ use crate::domain::{
 
 pub mod postgres;
 mod row;
+pub mod sqlite;
 
 /// Which operation a read or a transition addresses, always within a tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]

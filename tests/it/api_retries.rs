@@ -1,17 +1,12 @@
 //! Retrying the API itself: lost replies of Claim, Complete and Fail.
 
 use idemd::proto;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic::Code;
 
 use crate::harness::*;
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_resent_claim_with_its_token_gets_the_same_acquired_answer(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_resent_claim_with_its_token_gets_the_same_acquired_answer(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = proto::ClaimRequest {
@@ -56,12 +51,8 @@ async fn a_resent_claim_with_its_token_gets_the_same_acquired_answer(
     assert_eq!(outcome_name(&other), "pending");
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_resent_complete_gets_the_original_ok_and_records_once(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_resent_complete_gets_the_original_ok_and_records_once(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let claimed = client
@@ -98,12 +89,8 @@ async fn a_resent_complete_gets_the_original_ok_and_records_once(
     assert_eq!(events(&history), ["CLAIMED", "COMPLETED"]);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_resent_fail_gets_the_original_ok_and_records_once(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_resent_fail_gets_the_original_ok_and_records_once(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let claimed = client
@@ -154,3 +141,9 @@ async fn a_resent_fail_gets_the_original_ok_and_records_once(
     let history = history(&mut client, token, &owner.operation_id).await;
     assert_eq!(events(&history), ["CLAIMED", "FAILED"]);
 }
+
+store_tests!(
+    a_resent_claim_with_its_token_gets_the_same_acquired_answer,
+    a_resent_complete_gets_the_original_ok_and_records_once,
+    a_resent_fail_gets_the_original_ok_and_records_once,
+);

@@ -4,19 +4,14 @@ use std::sync::Arc;
 
 use idemd::proto;
 use idemd::proto::claim_response::Outcome;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::Barrier;
 
 use crate::harness::*;
 
 const CONCURRENT_CLAIMS: usize = 64;
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn sixty_four_concurrent_claims_acquire_once_and_execute_once(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn sixty_four_concurrent_claims_acquire_once_and_execute_once(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     // Everyone claims before the owner completes, so no one may see a replay.
     let all_claimed = Arc::new(Barrier::new(CONCURRENT_CLAIMS));
@@ -72,12 +67,8 @@ async fn sixty_four_concurrent_claims_acquire_once_and_execute_once(
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_waiting_claim_receives_the_result_when_the_owner_completes(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_waiting_claim_receives_the_result_when_the_owner_completes(backend: Backend) {
+    let world = World::start(backend).await;
     let mut owner = world.client().await;
     let mut waiter = world.client().await;
     let request = claim_json("orders.create", "order-7", r#"{"sku":"B2"}"#);
@@ -113,3 +104,8 @@ async fn a_waiting_claim_receives_the_result_when_the_owner_completes(
     let answer = waiting.await.expect("task").expect("claim").into_inner();
     assert_eq!(outcome_name(&answer), "completed");
 }
+
+store_tests!(
+    sixty_four_concurrent_claims_acquire_once_and_execute_once,
+    a_waiting_claim_receives_the_result_when_the_owner_completes,
+);

@@ -1,7 +1,7 @@
 //! Every error row of DESIGN.md: code, google.rpc details, and no change.
 
 use idemd::proto;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use idemd::sweeper::{SweeperSettings, sweep_backlog};
 use tonic::{Code, Request};
 use tonic_types::StatusExt;
 
@@ -16,12 +16,8 @@ fn lookup_scope(operation: &str, key: &str) -> proto::LookupRequest {
     }
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn missing_unknown_or_revoked_credentials_are_unauthenticated(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn missing_unknown_or_revoked_credentials_are_unauthenticated(backend: Backend) {
+    let world = World::start(backend).await;
     let mut client = world.client().await;
     let claim = claim_json("payments.charge", "k", "{}");
 
@@ -36,8 +32,7 @@ async fn missing_unknown_or_revoked_credentials_are_unauthenticated(
         .expect_err("unknown token");
     assert_eq!(unknown.code(), Code::Unauthenticated);
 
-    let revoked = create_tenant(&world.store, "short-lived").await;
-    use idemd::store::Store;
+    let revoked = create_tenant(world.store.as_ref(), "short-lived").await;
     assert!(
         world
             .store
@@ -61,12 +56,10 @@ async fn missing_unknown_or_revoked_credentials_are_unauthenticated(
     assert_eq!(nothing.code(), Code::NotFound);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_nothing(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
+    backend: Backend,
 ) {
-    let world = World::start(connect).await;
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let bad = proto::ClaimRequest {
@@ -170,12 +163,8 @@ async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_
     assert_eq!(nothing.code(), Code::NotFound);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn key_reuse_is_failed_precondition_with_the_operation_id(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn key_reuse_is_failed_precondition_with_the_operation_id(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let first = client
@@ -209,25 +198,27 @@ async fn key_reuse_is_failed_precondition_with_the_operation_id(
     assert_eq!(outcome_name(&same), "pending");
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_tombstone_refuses_claims_with_result_expired(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_tombstone_refuses_claims_with_result_expired(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let provider = Provider::default();
-    let request = claim_json("payments.charge", "k", "{}");
+    let request = proto::ClaimRequest {
+        retention: millis(0),
+        ..claim_json("payments.charge", "k", "{}")
+    };
     attempt(&mut client, token, request.clone(), &provider).await;
-    // What the retention sweeper writes: the result goes, the scope stays.
-    sqlx::query(
-        "UPDATE operations SET state = 'expired', result_body = NULL, result_content_type = NULL, \
-         result_metadata = NULL",
+    // The retention sweeper: the result goes, the scope stays.
+    let swept = sweep_backlog(
+        world.store.as_ref(),
+        SweeperSettings {
+            interval: std::time::Duration::from_secs(3600),
+            batch: 10,
+            tombstone_retention: chrono::TimeDelta::hours(1),
+        },
     )
-    .execute(&world.pool)
-    .await
-    .expect("tombstone");
+    .await;
+    assert_eq!(swept.tombstoned, 1);
 
     let status = client
         .claim(authorized(token, request))
@@ -245,9 +236,8 @@ async fn a_tombstone_refuses_claims_with_result_expired(
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn reconcile_on_a_live_lease_is_refused(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn reconcile_on_a_live_lease_is_refused(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let claimed = client
@@ -273,12 +263,8 @@ async fn reconcile_on_a_live_lease_is_refused(_: PgPoolOptions, connect: PgConne
     assert_eq!(error_info(&status).1["state"], "IN_PROGRESS");
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(backend: Backend) {
+    let world = World::start(backend).await;
     let mut client = world.client().await;
     let claimed = client
         .claim(authorized(
@@ -338,14 +324,10 @@ async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(
     );
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn an_unreachable_database_is_unavailable_with_retry_info(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn an_unreachable_database_is_unavailable_with_retry_info(backend: Backend) {
+    let world = World::start(backend).await;
     let mut client = world.client().await;
-    world.pool.close().await;
+    world.store.close().await;
 
     let status = client
         .claim(authorized(
@@ -360,3 +342,13 @@ async fn an_unreachable_database_is_unavailable_with_retry_info(
         "RetryInfo expected: {status:?}"
     );
 }
+
+store_tests!(
+    missing_unknown_or_revoked_credentials_are_unauthenticated,
+    out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_nothing,
+    key_reuse_is_failed_precondition_with_the_operation_id,
+    a_tombstone_refuses_claims_with_result_expired,
+    reconcile_on_a_live_lease_is_refused,
+    another_tenants_operation_is_indistinguishable_from_a_missing_one,
+    an_unreachable_database_is_unavailable_with_retry_info,
+);

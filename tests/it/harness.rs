@@ -1,9 +1,15 @@
-//! A real idemd server on 127.0.0.1:0 over a fresh Postgres database, real
-//! tonic clients, a fault layer that loses requests or replies, and a
-//! provider that counts business effects.
+//! A real idemd server on 127.0.0.1:0 over a fresh store (a fresh Postgres
+//! database, or a fresh SQLite data directory), real tonic clients, a fault
+//! layer that loses requests or replies, and a provider that counts business
+//! effects.
+//!
+//! Every test that touches a store is written once, as `async fn
+//! name(backend: Backend)`, and listed in [`store_tests!`], which runs it as
+//! `name::postgres` and as `name::sqlite`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -12,8 +18,9 @@ use chrono::TimeDelta;
 use idemd::domain::Limits;
 use idemd::proto::idempotency_client::IdempotencyClient;
 use idemd::proto::{self, claim_response::Outcome};
-use idemd::store::Store;
 use idemd::store::postgres::PostgresStore;
+use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
+use idemd::store::{PauseHook, Store};
 use idemd::{Application, auth};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -40,6 +47,183 @@ pub async fn pool(connect: PgConnectOptions) -> PgPool {
         .connect_with(connect)
         .await
         .expect("test database reachable")
+}
+
+// ---- one test, every store ------------------------------------------------
+
+/// Emits, for each named `async fn name(backend: Backend)` of the calling
+/// module, a module `name` with two tests: `postgres` (a fresh database per
+/// test, created by `#[sqlx::test]` on DATABASE_URL's server and migrated)
+/// and `sqlite` (a fresh data directory, removed afterwards).
+macro_rules! store_tests {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+            async fn postgres(
+                _: sqlx::postgres::PgPoolOptions,
+                connect: sqlx::postgres::PgConnectOptions,
+            ) {
+                super::$name(crate::harness::Backend::postgres(connect).await).await;
+            }
+
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(crate::harness::Backend::sqlite().await).await;
+            }
+        }
+    )+};
+}
+pub(crate) use store_tests;
+
+/// A directory under the system's temp dir, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("idemd-test-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&path).expect("temp dir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The store a test runs on, with the handles a test needs to reach under
+/// the API: the same data reopened as a restarted process would, and the
+/// few statements a test must run on the database itself.
+pub enum Backend {
+    Postgres {
+        connect: Box<PgConnectOptions>,
+        pool: PgPool,
+        store: PostgresStore,
+    },
+    Sqlite {
+        directory: Arc<TempDir>,
+        store: SqliteStore,
+    },
+}
+
+impl Backend {
+    /// The database `#[sqlx::test]` created and migrated for this test.
+    pub async fn postgres(connect: PgConnectOptions) -> Self {
+        let pool = pool(connect.clone()).await;
+        Self::Postgres {
+            connect: Box::new(connect),
+            store: PostgresStore::from_pool(pool.clone()),
+            pool,
+        }
+    }
+
+    /// A fresh data directory with a new embedded store, owned (locked) by
+    /// this test.
+    pub async fn sqlite() -> Self {
+        let directory = Arc::new(TempDir::new());
+        let store = open_sqlite(directory.path()).await;
+        Self::Sqlite { directory, store }
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Postgres { store, .. } => Arc::new(store.clone()),
+            Self::Sqlite { store, .. } => Arc::new(store.clone()),
+        }
+    }
+
+    /// The same store, pausing in every transition between its read and its
+    /// write until the hook returns.
+    pub fn paused(&self, hook: PauseHook) -> Arc<dyn Store> {
+        match self {
+            Self::Postgres { store, .. } => Arc::new(store.with_pause_before_write(hook)),
+            Self::Sqlite { store, .. } => Arc::new(store.with_pause_before_write(hook)),
+        }
+    }
+
+    /// Closes this store and opens the same data again, as a new process
+    /// would: new connections, nothing kept in memory.
+    pub async fn reopen(self) -> Self {
+        match self {
+            Self::Postgres { connect, pool, .. } => {
+                pool.close().await;
+                Self::postgres(*connect).await
+            }
+            Self::Sqlite { directory, store } => {
+                store.close().await;
+                let store = open_sqlite(directory.path()).await;
+                Self::Sqlite { directory, store }
+            }
+        }
+    }
+
+    /// Runs one statement on the database, outside the store; for SQL that
+    /// both dialects spell alike.
+    pub async fn execute(&self, statement: &'static str) -> u64 {
+        match self {
+            Self::Postgres { pool, .. } => sqlx::query(statement)
+                .execute(pool)
+                .await
+                .map(|done| done.rows_affected()),
+            Self::Sqlite { store, .. } => sqlx::query(statement)
+                .execute(store.writer_pool())
+                .await
+                .map(|done| done.rows_affected()),
+        }
+        .expect("statement runs")
+    }
+
+    /// `SELECT count(*) …` on the database, outside the store.
+    pub async fn count(&self, query: &'static str) -> i64 {
+        match self {
+            Self::Postgres { pool, .. } => sqlx::query_scalar(query).fetch_one(pool).await,
+            Self::Sqlite { store, .. } => {
+                sqlx::query_scalar(query)
+                    .fetch_one(store.writer_pool())
+                    .await
+            }
+        }
+        .expect("count")
+    }
+
+    /// Moves every record's retention a second into the past, by the
+    /// database's clock, so the next sweep finds it due.
+    pub async fn age_retention(&self) {
+        let statement = match self {
+            Self::Postgres { .. } => {
+                "UPDATE operations SET retain_until = clock_timestamp() - interval '1 second'"
+            }
+            Self::Sqlite { .. } => {
+                "UPDATE operations SET retain_until = \
+                     strftime('%Y-%m-%dT%H:%M:%f', 'now', '-1 second') || '000Z'"
+            }
+        };
+        self.execute(statement).await;
+    }
+}
+
+pub fn sqlite_options(directory: &Path) -> SqliteOptions {
+    SqliteOptions {
+        path: directory.join("idemd.db"),
+        max_read_connections: 8,
+        acquire_timeout: Duration::from_secs(5),
+    }
+}
+
+async fn open_sqlite(directory: &Path) -> SqliteStore {
+    let options = sqlite_options(directory);
+    let lock = DatabaseLock::try_acquire(&options.path)
+        .expect("lock file")
+        .expect("nobody else owns a fresh test directory");
+    SqliteStore::open(&options, lock)
+        .await
+        .expect("sqlite store opens")
 }
 
 // ---- fault injection -----------------------------------------------------
@@ -196,28 +380,27 @@ impl TestServer {
     }
 }
 
-/// A server over a fresh database, with two tenants.
+/// A server over a fresh store, with two tenants.
 pub struct World {
-    pub pool: PgPool,
-    pub store: PostgresStore,
+    pub backend: Backend,
+    pub store: Arc<dyn Store>,
     pub server: TestServer,
     pub tenant_a: String,
     pub tenant_b: String,
 }
 
 impl World {
-    pub async fn start(connect: PgConnectOptions) -> Self {
-        Self::start_with(connect, test_limits()).await
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, test_limits()).await
     }
 
-    pub async fn start_with(connect: PgConnectOptions, limits: Limits) -> Self {
-        let pool = pool(connect).await;
-        let store = PostgresStore::from_pool(pool.clone());
-        let tenant_a = create_tenant(&store, "tenant-a").await;
-        let tenant_b = create_tenant(&store, "tenant-b").await;
-        let server = TestServer::start(Arc::new(store.clone()), limits).await;
+    pub async fn start_with(backend: Backend, limits: Limits) -> Self {
+        let store = backend.store();
+        let tenant_a = create_tenant(store.as_ref(), "tenant-a").await;
+        let tenant_b = create_tenant(store.as_ref(), "tenant-b").await;
+        let server = TestServer::start(store.clone(), limits).await;
         Self {
-            pool,
+            backend,
             store,
             server,
             tenant_a,
@@ -230,7 +413,7 @@ impl World {
     }
 }
 
-pub async fn create_tenant(store: &PostgresStore, name: &str) -> String {
+pub async fn create_tenant(store: &dyn Store, name: &str) -> String {
     let token = auth::generate_token().expect("token");
     store
         .create_tenant(name, &auth::token_sha256(&token))

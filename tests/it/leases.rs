@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use idemd::proto;
 use idemd::proto::claim_response::Outcome;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic::Code;
 
 use crate::harness::*;
@@ -23,9 +22,8 @@ async fn sleep_past_lease() {
     tokio::time::sleep(Duration::from_millis(LEASE_MS + 100)).await;
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn stale_owner_cannot_complete_after_takeover(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn stale_owner_cannot_complete_after_takeover(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
 
@@ -92,9 +90,8 @@ async fn stale_owner_cannot_complete_after_takeover(_: PgPoolOptions, connect: P
     assert_eq!(history[2].detail, "complete");
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn repeated_stale_writes_coalesce_in_history(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn repeated_stale_writes_coalesce_in_history(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let first = client
@@ -130,12 +127,8 @@ async fn repeated_stale_writes_coalesce_in_history(_: PgPoolOptions, connect: Pg
     assert_eq!(history[2].count, 3);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let provider = Provider::default();
@@ -207,12 +200,8 @@ async fn budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves(
     );
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn not_applied_waits_for_the_attempt_deadline_then_releases(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn not_applied_waits_for_the_attempt_deadline_then_releases(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = proto::ClaimRequest {
@@ -274,12 +263,8 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases(
     assert!(next_owner.fence > released.fence);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn retryable_failure_releases_after_retry_after_within_the_budget(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn retryable_failure_releases_after_retry_after_within_the_budget(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = short_lease_claim("k", 2);
@@ -353,12 +338,8 @@ async fn retryable_failure_releases_after_retry_after_within_the_budget(
     assert_eq!(error.code, "rate_limited");
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn renew_extends_the_lease_but_never_past_the_attempt_deadline(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn renew_extends_the_lease_but_never_past_the_attempt_deadline(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = proto::ClaimRequest {
@@ -396,3 +377,12 @@ async fn renew_extends_the_lease_but_never_past_the_attempt_deadline(
         .expect_err("past the deadline");
     assert_status(&late, Code::FailedPrecondition, "ATTEMPT_DEADLINE_PASSED");
 }
+
+store_tests!(
+    stale_owner_cannot_complete_after_takeover,
+    repeated_stale_writes_coalesce_in_history,
+    budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves,
+    not_applied_waits_for_the_attempt_deadline_then_releases,
+    retryable_failure_releases_after_retry_after_within_the_budget,
+    renew_extends_the_lease_but_never_past_the_attempt_deadline,
+);

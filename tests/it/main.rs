@@ -1,16 +1,20 @@
 #![allow(unreachable_pub)] // test modules share helpers with `pub`
 
-//! End-to-end tests: a real server on 127.0.0.1:0, a fresh Postgres database
-//! per test (`#[sqlx::test]`, which reads DATABASE_URL), real gRPC clients.
-//! They count business effects, not successful responses.
+//! Integration tests: the store conformance suite, and end-to-end tests with
+//! a real server on 127.0.0.1:0 (or the real binary) and real gRPC clients.
+//! Each store test runs once per store (`harness::store_tests!`): on a fresh
+//! Postgres database (`#[sqlx::test]`, which reads DATABASE_URL) and on a
+//! fresh SQLite data directory. They count business effects, not successful
+//! responses.
 
 mod harness;
 
 mod api_retries;
 mod concurrency;
+mod conformance;
+mod embedded;
 mod errors;
 mod leases;
-mod races;
 mod restart;
 mod retention;
 mod scenarios;

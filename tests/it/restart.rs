@@ -1,19 +1,12 @@
 //! A terminal result, once acknowledged, survives a restart of the server.
-
-use std::sync::Arc;
+//! (durability.rs kills the real process instead of stopping it.)
 
 use idemd::proto;
-use idemd::store::postgres::PostgresStore;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::harness::*;
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn an_acknowledged_result_is_replayed_after_a_restart(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect.clone()).await;
+async fn an_acknowledged_result_is_replayed_after_a_restart(backend: Backend) {
+    let world = World::start(backend).await;
     let token = world.tenant_a.clone();
     let provider = Provider::default();
     let request = claim_json("payments.charge", "k", r#"{"amount":3}"#);
@@ -24,11 +17,10 @@ async fn an_acknowledged_result_is_replayed_after_a_restart(
     );
     drop(client);
     world.server.stop().await;
-    world.pool.close().await;
 
-    // A new server process: new pool, new service, same database.
-    let store = PostgresStore::from_pool(pool(connect).await);
-    let server = TestServer::start(Arc::new(store), test_limits()).await;
+    // A new server process: new connections, new service, same data.
+    let backend = world.backend.reopen().await;
+    let server = TestServer::start(backend.store(), test_limits()).await;
     let mut client = server.client().await;
     let replay = client
         .claim(authorized(&token, request))
@@ -45,3 +37,5 @@ async fn an_acknowledged_result_is_replayed_after_a_restart(
     assert_eq!(stored.body, br#"{"charge":1}"#);
     assert_eq!(provider.effects(), 1);
 }
+
+store_tests!(an_acknowledged_result_is_replayed_after_a_restart);

@@ -2,9 +2,7 @@
 
 use chrono::TimeDelta;
 use idemd::proto;
-use idemd::store::Store;
 use idemd::sweeper::{SweeperSettings, sweep_backlog};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic::Code;
 
 use crate::harness::*;
@@ -24,12 +22,8 @@ fn short_retention(key: &str) -> proto::ClaimRequest {
     }
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let provider = Provider::default();
@@ -38,7 +32,7 @@ async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(
         Attempt::Executed
     );
 
-    let report = sweep_backlog(&world.store, settings(TimeDelta::hours(1))).await;
+    let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::hours(1))).await;
     assert_eq!((report.tombstoned, report.deleted), (1, 0));
     let refused = client
         .claim(authorized(token, short_retention("k")))
@@ -65,22 +59,19 @@ async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(
     assert_eq!(events(&found.history), ["CLAIMED", "COMPLETED", "EXPIRED"]);
     // Sweeping again finds nothing new.
     assert_eq!(
-        sweep_backlog(&world.store, settings(TimeDelta::hours(1)))
+        sweep_backlog(world.store.as_ref(), settings(TimeDelta::hours(1)))
             .await
             .total(),
         0
     );
 
-    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::zero())).await;
     assert_eq!(
         report.deleted, 0,
         "the tombstone's own retention has not passed"
     );
-    sqlx::query("UPDATE operations SET retain_until = clock_timestamp() - interval '1 second'")
-        .execute(&world.pool)
-        .await
-        .expect("age the tombstone");
-    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    world.backend.age_retention().await;
+    let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::zero())).await;
     assert_eq!(report.deleted, 1);
     let fresh = client
         .claim(authorized(token, short_retention("k")))
@@ -94,9 +85,8 @@ async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(
     );
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn unresolved_operations_are_never_swept(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn unresolved_operations_are_never_swept(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let in_progress = proto::ClaimRequest {
@@ -128,7 +118,7 @@ async fn unresolved_operations_are_never_swept(_: PgPoolOptions, connect: PgConn
         .expect("fail unknown");
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
 
-    let report = sweep_backlog(&world.store, settings(TimeDelta::zero())).await;
+    let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::zero())).await;
     assert_eq!(report.total(), 0);
     let unresolved = client
         .list_unresolved(authorized(token, proto::ListUnresolvedRequest::default()))
@@ -138,12 +128,8 @@ async fn unresolved_operations_are_never_swept(_: PgPoolOptions, connect: PgConn
     assert_eq!(unresolved.operations.len(), 2);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(backend: Backend) {
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = proto::ClaimRequest {
@@ -176,7 +162,7 @@ async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(
     assert_eq!(failed.state, proto::OperationState::RetryWait as i32);
     tokio::time::sleep(std::time::Duration::from_millis(350)).await;
 
-    let report = sweep_backlog(&world.store, settings(TimeDelta::hours(1))).await;
+    let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::hours(1))).await;
     assert_eq!(report.deadline_exceeded, 1);
     let replay = client
         .claim(authorized(token, request))
@@ -192,13 +178,9 @@ async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(
     assert_eq!(error.reason, proto::FailureReason::DeadlineExceeded as i32);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
+async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(backend: Backend) {
     const RESULTS: usize = 60;
-    let world = World::start(connect).await;
+    let world = World::start(backend).await;
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let provider = Provider::default();
@@ -233,10 +215,16 @@ async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(
     }
 
     assert_eq!(total, RESULTS as u64);
-    let expired_events: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM operation_history WHERE event = 'EXPIRED'")
-            .fetch_one(&world.pool)
-            .await
-            .expect("count");
+    let expired_events = world
+        .backend
+        .count("SELECT count(*) FROM operation_history WHERE event = 'EXPIRED'")
+        .await;
     assert_eq!(expired_events, RESULTS as i64);
 }
+
+store_tests!(
+    an_expired_result_becomes_a_tombstone_then_frees_the_scope,
+    unresolved_operations_are_never_swept,
+    a_retry_past_the_operation_deadline_ends_as_deadline_exceeded,
+    sweepers_on_many_replicas_share_the_work_without_doing_it_twice,
+);

@@ -1,18 +1,12 @@
 //! The six cases of the sequential model, through the gRPC API.
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-
 use crate::harness::*;
 
 const CHARGE: &str = "payments.charge";
 const BODY: &str = r#"{"amount":1000,"currency":"EUR"}"#;
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn response_lost_before_commit_executes_once_without_replay(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn response_lost_before_commit_executes_once_without_replay(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
     world.server.faults.arm("Claim", Fault::LoseRequest);
@@ -36,12 +30,8 @@ async fn response_lost_before_commit_executes_once_without_replay(
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn response_lost_after_commit_is_replayed_not_reexecuted(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn response_lost_after_commit_is_replayed_not_reexecuted(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
     world.server.faults.arm("Complete", Fault::LoseReply);
@@ -65,12 +55,8 @@ async fn response_lost_after_commit_is_replayed_not_reexecuted(
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn same_request_delivered_three_times_executes_once(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn same_request_delivered_three_times_executes_once(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
 
@@ -94,9 +80,8 @@ async fn same_request_delivered_three_times_executes_once(
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn same_key_with_changed_payload_is_a_conflict(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn same_key_with_changed_payload_is_a_conflict(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
 
@@ -120,9 +105,8 @@ async fn same_key_with_changed_payload_is_a_conflict(_: PgPoolOptions, connect: 
     assert_eq!(provider.effects(), 1);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn same_key_under_two_tenants_executes_twice(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn same_key_under_two_tenants_executes_twice(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
 
@@ -145,9 +129,8 @@ async fn same_key_under_two_tenants_executes_twice(_: PgPoolOptions, connect: Pg
     assert_eq!(provider.effects(), 2);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn a_retry_with_a_new_key_executes_twice(_: PgPoolOptions, connect: PgConnectOptions) {
-    let world = World::start(connect).await;
+async fn a_retry_with_a_new_key_executes_twice(backend: Backend) {
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
 
@@ -170,14 +153,10 @@ async fn a_retry_with_a_new_key_executes_twice(_: PgPoolOptions, connect: PgConn
     assert_eq!(provider.effects(), 2);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn the_replay_carries_the_stored_result_byte_for_byte(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
+async fn the_replay_carries_the_stored_result_byte_for_byte(backend: Backend) {
     use idemd::proto::claim_response::Outcome;
     use idemd::proto::completed::Outcome as Stored;
-    let world = World::start(connect).await;
+    let world = World::start(backend).await;
     let provider = Provider::default();
     let mut client = world.client().await;
     attempt(
@@ -208,3 +187,13 @@ async fn the_replay_carries_the_stored_result_byte_for_byte(
     );
     assert_eq!(completed.attempts, 1);
 }
+
+store_tests!(
+    response_lost_before_commit_executes_once_without_replay,
+    response_lost_after_commit_is_replayed_not_reexecuted,
+    same_request_delivered_three_times_executes_once,
+    same_key_with_changed_payload_is_a_conflict,
+    same_key_under_two_tenants_executes_twice,
+    a_retry_with_a_new_key_executes_twice,
+    the_replay_carries_the_stored_result_byte_for_byte,
+);

@@ -1,19 +1,14 @@
 //! Health and reflection: served without credentials.
 
 use idemd::proto;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::harness::*;
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn health_answers_without_credentials_and_goes_not_serving_on_drain(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
-    let world = World::start(connect).await;
+async fn health_answers_without_credentials_and_goes_not_serving_on_drain(backend: Backend) {
+    let world = World::start(backend).await;
     let mut health = HealthClient::new(world.server.channel().await);
     for service in ["", "idem.v1.Idempotency"] {
         let status = health
@@ -38,14 +33,13 @@ async fn health_answers_without_credentials_and_goes_not_serving_on_drain(
     assert_eq!(status, ServingStatus::NotServing as i32);
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn reflection_lists_the_api_without_credentials(_: PgPoolOptions, connect: PgConnectOptions) {
+async fn reflection_lists_the_api_without_credentials(backend: Backend) {
     use tonic_reflection::pb::v1::ServerReflectionRequest;
     use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
-    let world = World::start(connect).await;
+    let world = World::start(backend).await;
     let mut reflection = ServerReflectionClient::new(world.server.channel().await);
     let request = ServerReflectionRequest {
         host: String::new(),
@@ -79,3 +73,8 @@ async fn reflection_lists_the_api_without_credentials(_: PgPoolOptions, connect:
     );
     let _ = proto::FILE_DESCRIPTOR_SET;
 }
+
+store_tests!(
+    health_answers_without_credentials_and_goes_not_serving_on_drain,
+    reflection_lists_the_api_without_credentials,
+);
