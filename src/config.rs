@@ -2,6 +2,7 @@
 //! values map to env vars one to one.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::TimeDelta;
@@ -54,9 +55,21 @@ pub enum TenantCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// Postgres URL, e.g. postgres://user@host:5432/idemd.
+    /// The store: `postgres://user@host:5432/idemd` for Postgres, or
+    /// `sqlite://PATH` for an embedded SQLite file. Unset: the embedded store
+    /// at `<data dir>/idemd.db`.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     pub database_url: Option<String>,
+
+    /// Directory of the embedded store (`idemd.db`, unless DATABASE_URL names
+    /// another file) and of the `--dev` tenant's token; created when missing.
+    #[arg(
+        long,
+        env = "IDEMD_DATA_DIR",
+        default_value = "idemd-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
 
     /// Connections in the pool.
     #[arg(
@@ -77,6 +90,12 @@ pub struct ServeArgs {
     /// gRPC listen address.
     #[arg(long, env = "IDEMD_LISTEN", default_value = "127.0.0.1:50051")]
     pub listen: SocketAddr,
+
+    /// Local development: on first start create a tenant named `dev`, keep its
+    /// token in `<data dir>/dev-token` (reused on every later start) and print
+    /// it. Listens on loopback addresses only.
+    #[arg(long, env = "IDEMD_DEV", default_value_t = false)]
+    pub dev: bool,
 
     /// Apply migrations at start-up (creating the database if it is missing).
     /// Turn off when a separate job migrates.

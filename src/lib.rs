@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod config;
+mod dev;
 pub mod domain;
 pub mod grpc;
 pub mod service;
@@ -18,6 +19,7 @@ pub mod proto {
 }
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sqlx::migrate::MigrateDatabase;
@@ -34,6 +36,7 @@ use crate::proto::idempotency_server::IdempotencyServer;
 use crate::service::IdempotencyService;
 use crate::store::Store;
 use crate::store::postgres::{PostgresOptions, PostgresStore};
+use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -41,33 +44,169 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
         Command::Serve(args) => {
             let limits = args.bounds.limits()?;
-            let store = open_postgres(&cli.database, args.migrate_on_start).await?;
-            store.warn_if_commits_are_asynchronous().await?;
+            if args.dev && !args.listen.ip().is_loopback() {
+                return Err(format!(
+                    "--dev listens on loopback addresses only (its token is printed and kept in \
+                     the data directory), not on {}; without --dev, create tenants with \
+                     `idemd tenant create`",
+                    args.listen
+                )
+                .into());
+            }
+            let opened = open_store(&cli.database, Purpose::Serve(args.migrate_on_start)).await?;
             let listener = TcpListener::bind(args.listen).await?;
-            info!(listen = %listener.local_addr()?, store = store.kind(), "idemd serving");
-            let store: Arc<dyn Store> = Arc::new(store);
-            serve(listener, store, limits, &args, shutdown::signalled()).await
+            if args.dev {
+                let token =
+                    dev::ensure_dev_tenant(opened.store.as_ref(), &cli.database.data_dir).await?;
+                dev::announce(&token, &cli.database.data_dir);
+            }
+            info!(
+                listen = %listener.local_addr()?,
+                store = opened.store.kind(),
+                data = %opened.location,
+                dev = args.dev,
+                "idemd serving"
+            );
+            serve(listener, opened.store, limits, &args, shutdown::signalled()).await
         }
         Command::Migrate => {
-            let store = open_postgres(&cli.database, true).await?;
-            store.close().await;
-            info!("migrations applied");
+            let opened = open_store(&cli.database, Purpose::Migrate).await?;
+            opened.store.close().await;
+            info!(store = opened.store.kind(), data = %opened.location, "migrations applied");
             Ok(())
         }
         Command::Tenant(command) => {
-            let store = open_postgres(&cli.database, false).await?;
-            let outcome = manage_tenant(&store, command).await;
-            store.close().await;
+            let opened = open_store(&cli.database, Purpose::Administer).await?;
+            let outcome = manage_tenant(opened.store.as_ref(), command).await;
+            opened.store.close().await;
             outcome
         }
     }
 }
 
-async fn open_postgres(database: &DatabaseArgs, migrate: bool) -> Result<PostgresStore, BoxError> {
-    let url = database.database_url.clone().ok_or(
-        "DATABASE_URL (or --database-url) must name the Postgres database, \
-         e.g. postgres://postgres@127.0.0.1:5432/idemd",
-    )?;
+/// Where a command keeps its records, as DATABASE_URL (or its absence) says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    Postgres {
+        url: String,
+    },
+    /// The embedded store's database file.
+    Sqlite {
+        path: PathBuf,
+    },
+}
+
+impl StoreLocation {
+    /// `postgres://…`/`postgresql://…` or `sqlite://PATH` pick the store; no
+    /// URL picks the embedded store in the data directory.
+    pub fn of(database: &DatabaseArgs) -> Result<Self, BoxError> {
+        let url = database
+            .database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty());
+        let Some(url) = url else {
+            return Ok(Self::Sqlite {
+                path: database.data_dir.join(SQLITE_FILE_NAME),
+            });
+        };
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres {
+                url: url.to_owned(),
+            });
+        }
+        // The URL is not echoed: it may hold a password.
+        let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        else {
+            return Err(
+                "DATABASE_URL must start with postgres://, postgresql:// or sqlite:// \
+                 (or be unset for the embedded store in --data-dir)"
+                    .into(),
+            );
+        };
+        if path.is_empty() || path.contains(":memory:") || path.contains('?') {
+            return Err(
+                "a sqlite:// DATABASE_URL names a database file, without parameters \
+                 (idemd sets SQLite's options itself; an in-memory database would lose \
+                 every record)"
+                    .into(),
+            );
+        }
+        Ok(Self::Sqlite {
+            path: PathBuf::from(path),
+        })
+    }
+}
+
+/// The embedded store's file in the data directory.
+pub const SQLITE_FILE_NAME: &str = "idemd.db";
+
+/// What a command opens its store for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// Serving; for Postgres, whether to migrate first (the embedded store is
+    /// always migrated by its owner).
+    Serve(bool),
+    Migrate,
+    /// A tenant command: a short write, possibly beside a running server.
+    Administer,
+}
+
+struct OpenedStore {
+    store: Arc<dyn Store>,
+    /// Where the records live, for the operator (no credentials).
+    location: String,
+}
+
+async fn open_store(database: &DatabaseArgs, purpose: Purpose) -> Result<OpenedStore, BoxError> {
+    match StoreLocation::of(database)? {
+        StoreLocation::Postgres { url } => {
+            let migrate = match purpose {
+                Purpose::Serve(migrate) => migrate,
+                Purpose::Migrate => true,
+                Purpose::Administer => false,
+            };
+            let location = postgres_location(&url);
+            let store = open_postgres(database, url, migrate).await?;
+            if matches!(purpose, Purpose::Serve(_)) {
+                store.warn_if_commits_are_asynchronous().await?;
+            }
+            Ok(OpenedStore {
+                store: Arc::new(store),
+                location,
+            })
+        }
+        StoreLocation::Sqlite { path } => {
+            let store = open_sqlite(database, &path, purpose).await?;
+            let location = std::path::absolute(&path).unwrap_or(path);
+            Ok(OpenedStore {
+                store: Arc::new(store),
+                location: location.display().to_string(),
+            })
+        }
+    }
+}
+
+/// host:port/database of a Postgres URL, without user or password.
+fn postgres_location(url: &str) -> String {
+    match url.parse::<sqlx::postgres::PgConnectOptions>() {
+        Ok(options) => format!(
+            "postgres {}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or_default()
+        ),
+        Err(_) => "postgres".to_owned(),
+    }
+}
+
+async fn open_postgres(
+    database: &DatabaseArgs,
+    url: String,
+    migrate: bool,
+) -> Result<PostgresStore, BoxError> {
     if migrate && !sqlx::Postgres::database_exists(&url).await? {
         warn!("database does not exist: creating it");
         sqlx::Postgres::create_database(&url).await?;
@@ -82,6 +221,51 @@ async fn open_postgres(database: &DatabaseArgs, migrate: bool) -> Result<Postgre
         store.migrate().await?;
     }
     Ok(store)
+}
+
+/// Opens the embedded store. Serving and migrating need to own the file (its
+/// lock); a tenant command owns it when nobody does, and otherwise writes
+/// beside the running server, which SQLite serialises with the server's
+/// writes.
+async fn open_sqlite(
+    database: &DatabaseArgs,
+    path: &Path,
+    purpose: Purpose,
+) -> Result<SqliteStore, BoxError> {
+    let options = SqliteOptions {
+        path: path.to_owned(),
+        max_read_connections: database.db_max_connections,
+        acquire_timeout: database.db_acquire_timeout,
+    };
+    if let Some(lock) = DatabaseLock::try_acquire(path)? {
+        let store = SqliteStore::open(&options, lock).await?;
+        info!(database = %path.display(), "embedded sqlite store opened and migrated");
+        return Ok(store);
+    }
+    let holder = DatabaseLock::holder(path)
+        .map(|pid| format!(" (pid {pid})"))
+        .unwrap_or_default();
+    match purpose {
+        Purpose::Administer => {
+            info!(
+                database = %path.display(),
+                "another idemd process{holder} owns the embedded store: writing beside it"
+            );
+            Ok(SqliteStore::open_beside_owner(&options).await?)
+        }
+        Purpose::Serve(_) => Err(format!(
+            "{} is in use by another idemd process{holder}: the embedded store belongs to one \
+             process. Stop that one, point --data-dir elsewhere, or use Postgres \
+             (DATABASE_URL=postgres://…) to run several replicas",
+            path.display()
+        )
+        .into()),
+        Purpose::Migrate => Err(format!(
+            "{} is in use by another idemd process{holder}, which migrated it when it started",
+            path.display()
+        )
+        .into()),
+    }
 }
 
 async fn manage_tenant(store: &dyn Store, command: TenantCommand) -> Result<(), BoxError> {

@@ -79,7 +79,7 @@ impl DatabaseLock {
             .parent()
             .filter(|parent| !parent.as_os_str().is_empty())
         {
-            std::fs::create_dir_all(directory).map_err(|error| {
+            create_data_directory(directory).map_err(|error| {
                 Error::Internal(format!(
                     "cannot create the data directory {}: {error}",
                     directory.display()
@@ -129,6 +129,19 @@ impl DatabaseLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Creates a data directory (and its parents) that only its owner can enter:
+/// it holds results and, with `--dev`, a token. An existing one is left as is.
+pub fn create_data_directory(directory: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(directory)
 }
 
 impl Drop for DatabaseLock {

@@ -10,8 +10,10 @@
 mod harness;
 
 mod api_retries;
+mod cli;
 mod concurrency;
 mod conformance;
+mod durability;
 mod embedded;
 mod errors;
 mod leases;
