@@ -587,7 +587,7 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
         .fail(
             &owner,
             FailDisposition::Retryable,
-            TimeDelta::milliseconds(150),
+            TimeDelta::milliseconds(300),
         )
         .await;
     assert_eq!(failed.record.state, State::RetryWait);
@@ -595,7 +595,7 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
     assert_eq!(stored.state, State::RetryWait);
     assert_eq!(
         stored.retry_at,
-        Some(failed.now + TimeDelta::milliseconds(150))
+        Some(failed.now + TimeDelta::milliseconds(300))
     );
     let (early, _) = fixture.claim(&budget_of_two).await;
     assert!(
@@ -608,7 +608,7 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
         ),
         "{early:?}"
     );
-    sleep_ms(200).await;
+    sleep_ms(350).await;
 
     let (due, second) = fixture.claim(&budget_of_two).await;
     assert_eq!(due, Ok(ClaimAnswer::Acquired));
@@ -709,7 +709,7 @@ async fn stale_fences_are_refused_and_their_repeats_coalesce_in_history(backend:
         (renewals.fence, renewals.detail.as_str(), renewals.count),
         (stale.fence, "renew", 3)
     );
-    assert!(renewals.last_at > renewals.first_at);
+    assert!(renewals.last_at >= renewals.first_at);
     assert_eq!(
         (history[3].detail.as_str(), history[3].count),
         ("complete", 1)
@@ -794,7 +794,7 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_atte
 ) {
     let fixture = Fixture::new(backend).await;
     let short_attempt = ClaimCommand {
-        max_attempt_duration: TimeDelta::milliseconds(200),
+        max_attempt_duration: TimeDelta::milliseconds(400),
         ..command("k", 30_000)
     };
     let owner = acquired(fixture.claim(&short_attempt).await);
@@ -811,7 +811,7 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_atte
             ..
         })
     ));
-    sleep_ms(250).await;
+    sleep_ms(450).await;
     let released = fixture.reconcile(&unknown, Resolution::NotApplied).await;
     assert_eq!(released.answer, Ok(Answer::Written));
     assert_eq!(released.record.state, State::RetryWait);
@@ -1004,7 +1004,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
     }
     // Retention of its own, so that it stays FAILED once the sweeper ends it.
     let late_retry = ClaimCommand {
-        operation_deadline: Some(TimeDelta::milliseconds(100)),
+        operation_deadline: Some(TimeDelta::milliseconds(300)),
         ..command("late-retry", 40)
     };
     let retrying = acquired(fixture.claim(&late_retry).await);
@@ -1021,7 +1021,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
         .fail(&unknown, FailDisposition::Unknown, TimeDelta::zero())
         .await;
     acquired(fixture.claim(&no_retention("stalled")).await);
-    sleep_ms(150).await;
+    sleep_ms(350).await;
 
     // Batches of two: the backlog takes several sweeps, none does work twice.
     let tombstone_retention = TimeDelta::hours(1);
