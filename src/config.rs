@@ -115,6 +115,36 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub readiness_interval: Duration,
 
+    /// PEM certificate chain: serve the API over TLS (with --tls-key).
+    #[arg(long, env = "IDEMD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "IDEMD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// A second, plaintext listener that serves only grpc.health.v1.Health,
+    /// for probes that speak neither TLS nor credentials (Kubernetes' gRPC probes).
+    #[arg(long, env = "IDEMD_HEALTH_LISTEN")]
+    pub health_listen: Option<SocketAddr>,
+
+    /// Prometheus metrics address (served at /metrics); `off` disables it.
+    #[arg(long, env = "IDEMD_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_address)]
+    pub metrics_listen: OptionalAddress,
+
+    /// Operation names that get their own `operation` label value in metrics
+    /// (comma-separated); all others count as `other`. Keys never are labels.
+    #[arg(long, env = "IDEMD_METRICS_OPERATIONS", value_delimiter = ',')]
+    pub metrics_operations: Vec<String>,
+
+    /// Label metrics by tenant id too; only where tenants are few.
+    #[arg(long, env = "IDEMD_METRICS_TENANT_LABEL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_tenant_label: bool,
+
+    /// How often the gauges counted in the database are refreshed.
+    #[arg(long, env = "IDEMD_GAUGE_INTERVAL", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub gauge_interval: Duration,
+
     /// How often the retention sweeper runs on this replica.
     #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
     pub sweep_interval: Duration,
@@ -132,7 +162,33 @@ pub struct ServeArgs {
     pub bounds: BoundsArgs,
 }
 
+/// An address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalAddress(pub Option<SocketAddr>);
+
+fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
+    match value.trim() {
+        "" | "off" | "none" => Ok(OptionalAddress(None)),
+        address => address
+            .parse()
+            .map(|address| OptionalAddress(Some(address)))
+            .map_err(|error| format!("{address:?} is not an address: {error}")),
+    }
+}
+
 impl ServeArgs {
+    pub fn metrics_labels(&self) -> crate::metrics::LabelPolicy {
+        crate::metrics::LabelPolicy {
+            operations: self
+                .metrics_operations
+                .iter()
+                .map(|operation| operation.trim().to_owned())
+                .filter(|operation| !operation.is_empty())
+                .collect(),
+            tenant: self.metrics_tenant_label,
+        }
+    }
+
     pub fn sweeper(&self) -> Result<crate::sweeper::SweeperSettings, String> {
         Ok(crate::sweeper::SweeperSettings {
             interval: self.sweep_interval,
@@ -203,5 +259,36 @@ impl BoundsArgs {
             return Err("default retention exceeds the maximum".into());
         }
         Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_parse_into_valid_limits() {
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            args.metrics_listen.0,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
+        );
+        assert_eq!(args.bounds.limits().expect("valid"), Limits::default());
+        let off =
+            Cli::try_parse_from(["idemd", "serve", "--metrics-listen", "off"]).expect("parses");
+        let Command::Serve(args) = off.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(args.metrics_listen.0, None);
     }
 }

@@ -6,6 +6,7 @@ pub mod config;
 mod dev;
 pub mod domain;
 pub mod grpc;
+pub mod metrics;
 pub mod service;
 pub mod shutdown;
 pub mod store;
@@ -32,6 +33,7 @@ use crate::auth::Authenticator;
 use crate::config::{Cli, Command, DatabaseArgs, ServeArgs, TenantCommand};
 use crate::domain::{Error, Limits};
 use crate::grpc::server::{IdempotencyApi, report_readiness, routes};
+use crate::metrics::{LabelPolicy, Metrics};
 use crate::proto::idempotency_server::IdempotencyServer;
 use crate::service::IdempotencyService;
 use crate::store::Store;
@@ -301,13 +303,25 @@ pub struct Application {
 }
 
 impl Application {
+    /// With a metrics registry of its own that nothing serves (tests render it).
     pub async fn new(
         store: Arc<dyn Store>,
         limits: Limits,
         auth_cache_ttl: std::time::Duration,
     ) -> Result<Self, BoxError> {
+        let (metrics, _) = Metrics::new(LabelPolicy::default(), None)?;
+        Self::with_metrics(store, limits, auth_cache_ttl, metrics).await
+    }
+
+    pub async fn with_metrics(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        auth_cache_ttl: std::time::Duration,
+        metrics: Metrics,
+    ) -> Result<Self, BoxError> {
         let (shutting_down, shutting_down_receiver) = watch::channel(false);
-        let service = IdempotencyService::new(store.clone(), shutting_down_receiver);
+        let service =
+            IdempotencyService::new(store.clone(), metrics.clone(), shutting_down_receiver);
         let authenticator = Authenticator::new(store, auth_cache_ttl);
         let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -315,7 +329,7 @@ impl Application {
             .set_serving::<IdempotencyServer<IdempotencyApi>>()
             .await;
         Ok(Self {
-            routes: routes(api, health_service)?,
+            routes: routes(api, metrics, health_service)?,
             health,
             service,
             shutting_down,
@@ -335,6 +349,21 @@ impl Application {
     }
 }
 
+/// The API's TLS identity, when configured; read at start-up, so a bad file
+/// stops the server before it listens.
+fn tls_config(args: &ServeArgs) -> Result<Option<tonic::transport::ServerTlsConfig>, BoxError> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|error| format!("cannot read {}: {error}", path.display()))
+    };
+    let identity = tonic::transport::Identity::from_pem(read(cert)?, read(key)?);
+    Ok(Some(
+        tonic::transport::ServerTlsConfig::new().identity(identity),
+    ))
+}
+
 /// Serves until `shutdown` resolves, then drains: health goes NOT_SERVING,
 /// no new connections are accepted, in-flight calls get `drain_timeout`, the
 /// store closes.
@@ -345,7 +374,30 @@ pub async fn serve(
     args: &ServeArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), BoxError> {
-    let application = Application::new(store.clone(), limits, args.auth_cache_ttl).await?;
+    let (metrics, exporter) = Metrics::new(args.metrics_labels(), args.metrics_listen.0)?;
+    if let (Some(exporter), Some(address)) = (exporter, args.metrics_listen.0) {
+        info!(%address, "metrics served at /metrics");
+        tokio::spawn(async move {
+            if let Err(error) = exporter.await {
+                warn!(?error, "metrics endpoint stopped");
+            }
+        });
+    }
+    let application =
+        Application::with_metrics(store.clone(), limits, args.auth_cache_ttl, metrics.clone())
+            .await?;
+    let relay = tokio::spawn(
+        application
+            .service
+            .clone()
+            .relay_changes_from_other_replicas(),
+    );
+    let gauges = tokio::spawn(metrics::observe_store(
+        store.clone(),
+        metrics.clone(),
+        args.gauge_interval,
+        application.shutting_down.subscribe(),
+    ));
     let readiness = tokio::spawn(report_readiness(
         application.health.clone(),
         application.service.clone(),
@@ -355,14 +407,41 @@ pub async fn serve(
     let sweeper = tokio::spawn(sweeper::run(
         store.clone(),
         args.sweeper()?,
+        metrics,
         application.shutting_down.subscribe(),
     ));
-    let (drain_sender, drain) = tokio::sync::oneshot::channel::<()>();
-    let server = tonic::transport::Server::builder()
+    let (drain_sender, drain) = tokio::sync::watch::channel(false);
+    let drained = |mut drain: watch::Receiver<bool>| async move {
+        let _ = drain.wait_for(|draining| *draining).await;
+    };
+    let health_server = match args.health_listen {
+        Some(address) => {
+            let health_listener = TcpListener::bind(address).await?;
+            info!(listen = %health_listener.local_addr()?, "plaintext health served");
+            let health = tonic_health::pb::health_server::HealthServer::new(
+                tonic_health::server::HealthService::from_health_reporter(
+                    application.health.clone(),
+                ),
+            );
+            Some(tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(health)
+                    .serve_with_incoming_shutdown(
+                        TcpListenerStream::new(health_listener),
+                        drained(drain.clone()),
+                    ),
+            ))
+        }
+        None => None,
+    };
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls_config(args)? {
+        builder = builder.tls_config(tls)?;
+        info!("tls on");
+    }
+    let server = builder
         .add_routes(application.routes.clone())
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-            let _ = drain.await;
-        });
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), drained(drain));
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => {
@@ -372,15 +451,20 @@ pub async fn serve(
         () = shutdown => {}
     }
     application.begin_drain().await;
-    let _ = drain_sender.send(());
+    let _ = drain_sender.send(true);
     match tokio::time::timeout(args.drain_timeout, &mut server).await {
         Ok(result) => result?,
         Err(_) => {
             warn!(timeout = ?args.drain_timeout, "drain timed out: abandoning in-flight calls")
         }
     }
+    if let Some(health_server) = health_server {
+        health_server.abort();
+    }
     readiness.abort();
     sweeper.abort();
+    gauges.abort();
+    relay.abort();
     store.close().await;
     info!("idemd stopped");
     Ok(())

@@ -13,9 +13,11 @@ use crate::domain::transition::{
 };
 use crate::domain::{
     Answer, ClaimAnswer, ClaimCommand, CompleteCommand, Error, FailCommand, HistoryEntry,
-    OperationId, OperationRecord, ReconcileCommand, RenewCommand, Result, TenantId,
+    OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, TenantId,
 };
+use crate::metrics::{ClaimOutcome, Metrics};
 use crate::store::{Applied, Decide, Store, Target, UnresolvedPage, UnresolvedQuery};
+use crate::telemetry::current_trace_id;
 
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.
@@ -36,6 +38,8 @@ pub struct ClaimReply {
 pub struct WriteReply {
     pub record: OperationRecord,
     pub now: DateTime<Utc>,
+    /// False when the write was a re-sent one, answered from the record.
+    pub changed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +52,7 @@ pub struct LookupReply {
 #[derive(Clone)]
 pub struct IdempotencyService {
     store: Arc<dyn Store>,
+    metrics: Metrics,
     /// Operations that changed on this replica, for waiting Claims.
     changes: broadcast::Sender<OperationId>,
     shutting_down: watch::Receiver<bool>,
@@ -63,10 +68,15 @@ impl std::fmt::Debug for IdempotencyService {
 }
 
 impl IdempotencyService {
-    pub fn new(store: Arc<dyn Store>, shutting_down: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        metrics: Metrics,
+        shutting_down: watch::Receiver<bool>,
+    ) -> Self {
         let (changes, _) = broadcast::channel(1024);
         Self {
             store,
+            metrics,
             changes,
             shutting_down,
         }
@@ -76,9 +86,45 @@ impl IdempotencyService {
         &self.store
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Times a store call for `idemd_store_duration_seconds`.
+    async fn timed<T>(&self, call: &'static str, future: impl Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let output = future.await;
+        self.metrics.store_latency(call, started.elapsed());
+        output
+    }
+
     /// Claims, and while the answer is Pending and `wait` allows, waits for
     /// the operation to change and claims again. Waiting holds no connection.
     pub async fn claim(
+        &self,
+        tenant: TenantId,
+        command: &ClaimCommand,
+        wait: Duration,
+    ) -> Result<ClaimReply> {
+        let reply = self.claim_and_wait(tenant, command, wait).await;
+        let outcome = match &reply {
+            Ok(reply) => match reply.answer {
+                ClaimAnswer::Acquired => ClaimOutcome::Acquired,
+                ClaimAnswer::ReconcileFirst(_) => ClaimOutcome::ReconcileFirst,
+                ClaimAnswer::Pending { .. } => ClaimOutcome::Pending,
+                ClaimAnswer::Completed => ClaimOutcome::Replayed,
+                ClaimAnswer::NeedsReconciliation => ClaimOutcome::NeedsReconciliation,
+            },
+            Err(Error::KeyReused { .. }) => ClaimOutcome::Conflict,
+            Err(Error::ResultExpired { .. }) => ClaimOutcome::ResultExpired,
+            Err(_) => return reply,
+        };
+        self.metrics
+            .claim(tenant, &command.scope.operation, outcome);
+        reply
+    }
+
+    async fn claim_and_wait(
         &self,
         tenant: TenantId,
         command: &ClaimCommand,
@@ -115,7 +161,13 @@ impl IdempotencyService {
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
             let operation_id = OperationId::generate();
-            if let Some(record) = self.store.insert_new(tenant, operation_id, command).await? {
+            let inserted = self
+                .timed(
+                    "insert_new",
+                    self.store.insert_new(tenant, operation_id, command),
+                )
+                .await?;
+            if let Some(record) = inserted {
                 debug!(%operation_id, fence = record.fence, "operation acquired");
                 return Ok(ClaimReply {
                     answer: ClaimAnswer::Acquired,
@@ -123,27 +175,31 @@ impl IdempotencyService {
                     record,
                 });
             }
-            let Some(applied) = self.store.transition(tenant, &target, &decide).await? else {
+            // Most claims of an existing scope are replays or duplicates of a
+            // running attempt: answers that change nothing. Decided on an
+            // unlocked read they are exactly as true at that read's clock
+            // (terminal records never change), so only a claim that must
+            // write takes the row lock.
+            let found = self
+                .timed("find", self.store.find(tenant, &target, false))
+                .await?;
+            if let Some(found) = found {
+                let decision = decide_claim(&found.record, command, found.now);
+                if decision.effects.is_empty() {
+                    return claim_reply(found.record, found.now, decision.answer);
+                }
+            }
+            let applied = self
+                .timed(
+                    "transition",
+                    self.store.transition(tenant, &target, &decide),
+                )
+                .await?;
+            let Some(applied) = applied else {
                 continue;
             };
             let record = self.announce(&applied);
-            return match applied.answer {
-                Ok(Answer::Claim(answer)) => {
-                    log_claim_answer(&record, &answer);
-                    Ok(ClaimReply {
-                        answer,
-                        record,
-                        now: applied.now,
-                    })
-                }
-                Ok(Answer::Written) => Err(Error::Internal("claim decided a write".into())),
-                Err(error) => {
-                    if let Error::KeyReused { operation_id } = &error {
-                        info!(%operation_id, "claim refused: idempotency key reused with a different request");
-                    }
-                    Err(error)
-                }
-            };
+            return claim_reply(record, applied.now, applied.answer);
         }
         Err(Error::unavailable(
             "the scope changed repeatedly during the claim",
@@ -152,7 +208,8 @@ impl IdempotencyService {
 
     pub async fn renew(&self, tenant: TenantId, command: &RenewCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_renew(record, command, now);
-        self.write(tenant, command.operation_id, &decide).await
+        self.write(tenant, command.operation_id, "renew", &decide)
+            .await
     }
 
     pub async fn complete(
@@ -161,12 +218,26 @@ impl IdempotencyService {
         command: &CompleteCommand,
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_complete(record, command, now);
-        self.write(tenant, command.operation_id, &decide).await
+        let reply = self
+            .write(tenant, command.operation_id, "complete", &decide)
+            .await?;
+        if reply.changed {
+            self.metrics
+                .completion(tenant, &reply.record.scope.operation);
+        }
+        Ok(reply)
     }
 
     pub async fn fail(&self, tenant: TenantId, command: &FailCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_fail(record, command, now);
-        self.write(tenant, command.operation_id, &decide).await
+        let reply = self
+            .write(tenant, command.operation_id, "fail", &decide)
+            .await?;
+        if reply.changed {
+            self.metrics
+                .failure(tenant, &reply.record.scope.operation, command.disposition);
+        }
+        Ok(reply)
     }
 
     pub async fn reconcile(
@@ -175,8 +246,20 @@ impl IdempotencyService {
         command: &ReconcileCommand,
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_reconcile(record, command, now);
-        let reply = self.write(tenant, command.operation_id, &decide).await?;
-        info!(operation_id = %command.operation_id, state = reply.record.state.as_str(), fence = reply.record.fence, "operation reconciled");
+        let reply = self
+            .write(tenant, command.operation_id, "reconcile", &decide)
+            .await?;
+        if reply.changed {
+            self.metrics
+                .reconciliation(tenant, &reply.record.scope.operation, &command.resolution);
+            info!(
+                operation_id = %command.operation_id,
+                state = reply.record.state.as_str(),
+                fence = reply.record.fence,
+                trace_id = current_trace_id().as_deref(),
+                "operation reconciled"
+            );
+        }
         Ok(reply)
     }
 
@@ -187,8 +270,7 @@ impl IdempotencyService {
         include_history: bool,
     ) -> Result<LookupReply> {
         let found = self
-            .store
-            .find(tenant, target, include_history)
+            .timed("find", self.store.find(tenant, target, include_history))
             .await?
             .ok_or(Error::NotFound)?;
         Ok(LookupReply {
@@ -203,29 +285,76 @@ impl IdempotencyService {
         tenant: TenantId,
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage> {
-        self.store.list_unresolved(tenant, query).await
+        self.timed("list_unresolved", self.store.list_unresolved(tenant, query))
+            .await
     }
 
     async fn write(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
+        rpc: &'static str,
         decide: &Decide<'_>,
     ) -> Result<WriteReply> {
         let applied = self
-            .store
-            .transition(tenant, &Target::Id(operation_id), decide)
+            .timed(
+                "transition",
+                self.store
+                    .transition(tenant, &Target::Id(operation_id), decide),
+            )
             .await?
             .ok_or(Error::NotFound)?;
         let record = self.announce(&applied);
-        if let Err(Error::LeaseLost { current_fence, .. }) = &applied.answer {
-            info!(%operation_id, current_fence, "stale write refused");
+        let operation = &record.scope.operation;
+        match &applied.answer {
+            Err(Error::LeaseLost { current_fence, .. }) => {
+                self.metrics.stale_write(tenant, operation, rpc);
+                info!(
+                    %operation_id,
+                    rpc,
+                    current_fence,
+                    trace_id = current_trace_id().as_deref(),
+                    "stale write refused"
+                );
+            }
+            Err(Error::Refused {
+                refusal: Refusal::AttemptDeadlinePassed,
+                ..
+            }) => {
+                self.metrics.late_write(tenant, operation, rpc);
+                info!(
+                    %operation_id,
+                    rpc,
+                    trace_id = current_trace_id().as_deref(),
+                    "late write refused: past the attempt deadline"
+                );
+            }
+            _ => {}
         }
         applied.answer?;
         Ok(WriteReply {
+            changed: applied.record_changed,
             record,
             now: applied.now,
         })
+    }
+
+    /// Relays changes made by other replicas (as the store hears of them) to
+    /// this replica's waiting Claims; reconnects after a failure. Waiters
+    /// poll as well, so a lost notification costs latency, never correctness.
+    pub async fn relay_changes_from_other_replicas(self) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let changes = self.changes.clone();
+            let relay = move |operation_id: OperationId| {
+                let _ = changes.send(operation_id);
+            };
+            if let Err(error) = self.store.listen_for_changes(&relay).await {
+                tracing::warn!(%error, "change notifications interrupted; waiters poll meanwhile");
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
     }
 
     /// Wakes this replica's waiters when the record changed.
@@ -253,11 +382,40 @@ async fn wait_for_change(
     }
 }
 
+fn claim_reply(
+    record: OperationRecord,
+    now: DateTime<Utc>,
+    answer: Result<Answer>,
+) -> Result<ClaimReply> {
+    match answer {
+        Ok(Answer::Claim(answer)) => {
+            log_claim_answer(&record, &answer);
+            Ok(ClaimReply {
+                answer,
+                record,
+                now,
+            })
+        }
+        Ok(Answer::Written) => Err(Error::Internal("claim decided a write".into())),
+        Err(error) => {
+            if let Error::KeyReused { operation_id } = &error {
+                info!(
+                    %operation_id,
+                    trace_id = current_trace_id().as_deref(),
+                    "claim refused: idempotency key reused with a different request"
+                );
+            }
+            Err(error)
+        }
+    }
+}
+
 fn log_claim_answer(record: &OperationRecord, answer: &ClaimAnswer) {
     let operation_id = record.operation_id;
     match answer {
         ClaimAnswer::ReconcileFirst(previous) => info!(
             %operation_id,
+            trace_id = current_trace_id().as_deref(),
             fence = record.fence,
             previous_fence = previous.fence,
             previous_state = previous.state.as_str(),
@@ -266,6 +424,7 @@ fn log_claim_answer(record: &OperationRecord, answer: &ClaimAnswer) {
         ),
         ClaimAnswer::NeedsReconciliation => info!(
             %operation_id,
+            trace_id = current_trace_id().as_deref(),
             attempt = record.attempt,
             "operation needs reconciliation: attempt budget or deadline spent"
         ),

@@ -9,6 +9,7 @@ use chrono::TimeDelta;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::metrics::Metrics;
 use crate::store::{Store, SweepReport};
 
 /// Batches per tick at most, so one replica's backlog cannot starve the rest
@@ -25,6 +26,7 @@ pub struct SweeperSettings {
 pub async fn run(
     store: Arc<dyn Store>,
     settings: SweeperSettings,
+    metrics: Metrics,
     mut shutting_down: watch::Receiver<bool>,
 ) {
     let mut ticker = tokio::time::interval(settings.interval);
@@ -36,7 +38,8 @@ pub async fn run(
         if *shutting_down.borrow() {
             return;
         }
-        sweep_backlog(store.as_ref(), settings).await;
+        let report = sweep_backlog(store.as_ref(), settings).await;
+        metrics.swept(&report);
     }
 }
 

@@ -1,18 +1,138 @@
-//! Logging set-up. Messages are lowercase with structured fields; keys,
-//! payloads, results and tokens are never logged.
+//! Logs and traces. Messages are lowercase with structured fields; keys,
+//! payloads, results and tokens are never logged nor put on spans.
+//!
+//! Traces go to an OTLP collector over gRPC when the standard variables say
+//! so (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`;
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and
+//! `OTEL_TRACES_SAMPLER_ARG` are honoured) and are off otherwise. The caller's
+//! W3C `traceparent` becomes the parent of each server span
+//! ([`crate::grpc::observe`]).
 
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
+use crate::BoxError;
 use crate::config::LogFormat;
 
-pub fn init(format: LogFormat) {
+/// Where spans go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceExport {
+    Off,
+    /// Endpoint and everything else from the standard OTEL_* variables.
+    FromEnvironment,
+    /// An explicit collector endpoint (tests).
+    Endpoint(String),
+}
+
+impl TraceExport {
+    pub fn from_environment() -> Self {
+        let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
+        let disabled = std::env::var("OTEL_TRACES_EXPORTER").is_ok_and(|value| value == "none")
+            || std::env::var("OTEL_SDK_DISABLED").is_ok_and(|value| value == "true");
+        if !disabled
+            && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        {
+            TraceExport::FromEnvironment
+        } else {
+            TraceExport::Off
+        }
+    }
+}
+
+/// Keeps the exporter alive; [`Telemetry::shutdown`] flushes what is queued.
+#[derive(Debug)]
+pub struct Telemetry {
+    tracer_provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Flushes and stops the exporter (last step of a graceful shutdown).
+    pub async fn shutdown(self) {
+        if let Some(provider) = self.tracer_provider {
+            // The processor's flush blocks this thread until the export task,
+            // which runs on the runtime, is done: not on a worker thread.
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Err(error) = provider.shutdown() {
+                    eprintln!("idemd: trace exporter shutdown: {error}");
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// Installs the global subscriber. Must run inside the Tokio runtime when
+/// traces are exported. A second call (tests) keeps the first subscriber.
+pub fn init(format: LogFormat, export: TraceExport) -> Result<Telemetry, BoxError> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A second initialisation (tests) keeps the first subscriber.
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+    let tracer_provider = match &export {
+        TraceExport::Off => None,
+        TraceExport::FromEnvironment => Some(tracer_provider(None)?),
+        TraceExport::Endpoint(endpoint) => Some(tracer_provider(Some(endpoint))?),
     };
+    let otel_layer = tracer_provider
+        .as_ref()
+        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("idemd")));
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+
+    let registry = tracing_subscriber::registry().with(filter).with(otel_layer);
+    let installed = match format {
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .try_init(),
+    };
+    if installed.is_err() {
+        return Ok(Telemetry {
+            tracer_provider: None,
+        });
+    }
+    Ok(Telemetry { tracer_provider })
+}
+
+fn tracer_provider(endpoint: Option<&str>) -> Result<SdkTracerProvider, BoxError> {
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+    if let Some(endpoint) = endpoint {
+        exporter = exporter.with_endpoint(endpoint);
+    }
+    let exporter = exporter.build()?;
+    // The batch processor runs on the Tokio runtime: the tonic exporter needs
+    // its reactor, which a plain background thread would not have.
+    let processor =
+        BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
+    let mut resource = Resource::builder();
+    if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name("idemd");
+    }
+    Ok(SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource.build())
+        .build())
+}
+
+/// The trace id of the current span, for log lines that support staff will
+/// want to follow into the trace. None when traces are off or unsampled.
+pub fn current_trace_id() -> Option<String> {
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context
+        .is_valid()
+        .then(|| span_context.trace_id().to_string())
 }

@@ -555,6 +555,19 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
     }
 }
 
+/// The outcome's name, for spans and logs.
+pub fn claim_outcome_name(response: &proto::ClaimResponse) -> &'static str {
+    use proto::claim_response::Outcome as ProtoOutcome;
+    match response.outcome {
+        Some(ProtoOutcome::Acquired(_)) => "acquired",
+        Some(ProtoOutcome::ReconcileFirst(_)) => "reconcile_first",
+        Some(ProtoOutcome::Pending(_)) => "pending",
+        Some(ProtoOutcome::Completed(_)) => "completed",
+        Some(ProtoOutcome::NeedsReconciliation(_)) => "needs_reconciliation",
+        None => "none",
+    }
+}
+
 fn completed(record: &OperationRecord) -> proto::Completed {
     use proto::completed::Outcome as ProtoOutcome;
     proto::Completed {

@@ -1,5 +1,6 @@
 //! The gRPC surface: thin handlers, proto conversion, the error mapping.
 
 pub mod convert;
+pub mod observe;
 pub mod server;
 pub mod status;

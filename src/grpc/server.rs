@@ -10,11 +10,13 @@ use tonic::{Request, Response, Status};
 use tonic_health::server::HealthReporter;
 
 use super::convert;
+use super::observe::Observed;
 use crate::auth::Authenticator;
 use crate::domain::{Limits, TenantId};
+use crate::metrics::Metrics;
 use crate::proto;
 use crate::proto::idempotency_server::{Idempotency, IdempotencyServer};
-use crate::service::IdempotencyService;
+use crate::service::{IdempotencyService, WriteReply};
 
 /// What is left of the caller's deadline is not all ours to wait: the answer
 /// must still travel back. At least this much is kept for it.
@@ -46,6 +48,19 @@ impl IdempotencyApi {
             .and_then(|value| value.to_str().ok());
         Ok(self.authenticator.tenant(authorization).await?)
     }
+}
+
+/// OpenTelemetry integers are signed; fences stay far below 2^63.
+fn fence_attribute(fence: u64) -> i64 {
+    i64::try_from(fence).unwrap_or(i64::MAX)
+}
+
+/// What a write did, on the call's span (never the key, never payloads).
+fn record_write(reply: &WriteReply) {
+    let span = tracing::Span::current();
+    span.record("idem.operation", reply.record.scope.operation.as_str());
+    span.record("idem.outcome", reply.record.state.as_str());
+    span.record("idem.fence", fence_attribute(reply.record.fence));
 }
 
 /// The longest a Claim may wait given the call's own gRPC deadline.
@@ -86,9 +101,14 @@ impl Idempotency for IdempotencyApi {
     ) -> Result<Response<proto::ClaimResponse>, Status> {
         let tenant = self.tenant(request.metadata()).await?;
         let (command, wait) = convert::claim_command(request.get_ref(), &self.limits)?;
+        let span = tracing::Span::current();
+        span.record("idem.operation", command.scope.operation.as_str());
         let wait = wait_within_deadline(wait, request.metadata());
         let reply = self.service.claim(tenant, &command, wait).await?;
-        Ok(Response::new(convert::claim_response(&reply)))
+        let response = convert::claim_response(&reply);
+        span.record("idem.outcome", convert::claim_outcome_name(&response));
+        span.record("idem.fence", fence_attribute(reply.record.fence));
+        Ok(Response::new(response))
     }
 
     async fn renew(
@@ -98,6 +118,7 @@ impl Idempotency for IdempotencyApi {
         let tenant = self.tenant(request.metadata()).await?;
         let command = convert::renew_command(request.get_ref(), &self.limits)?;
         let reply = self.service.renew(tenant, &command).await?;
+        record_write(&reply);
         Ok(Response::new(convert::renew_response(&reply)))
     }
 
@@ -108,6 +129,7 @@ impl Idempotency for IdempotencyApi {
         let tenant = self.tenant(request.metadata()).await?;
         let command = convert::complete_command(request.get_ref(), &self.limits)?;
         let reply = self.service.complete(tenant, &command).await?;
+        record_write(&reply);
         Ok(Response::new(convert::complete_response(&reply)))
     }
 
@@ -118,6 +140,7 @@ impl Idempotency for IdempotencyApi {
         let tenant = self.tenant(request.metadata()).await?;
         let command = convert::fail_command(request.get_ref(), &self.limits)?;
         let reply = self.service.fail(tenant, &command).await?;
+        record_write(&reply);
         Ok(Response::new(convert::fail_response(&reply)))
     }
 
@@ -141,6 +164,7 @@ impl Idempotency for IdempotencyApi {
         let tenant = self.tenant(request.metadata()).await?;
         let command = convert::reconcile_command(request.get_ref(), &self.limits)?;
         let reply = self.service.reconcile(tenant, &command).await?;
+        record_write(&reply);
         Ok(Response::new(convert::reconcile_response(&reply)))
     }
 
@@ -162,6 +186,7 @@ impl Idempotency for IdempotencyApi {
 /// probes send none) and reflection (so grpcurl works out of the box).
 pub fn routes(
     api: IdempotencyApi,
+    metrics: Metrics,
     health: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health,
     >,
@@ -171,10 +196,12 @@ pub fn routes(
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
-    Ok(Routes::new(IdempotencyServer::new(api))
-        .add_service(health)
-        .add_service(reflection().build_v1()?)
-        .add_service(reflection().build_v1alpha()?))
+    Ok(
+        Routes::new(Observed::new(IdempotencyServer::new(api), metrics))
+            .add_service(health)
+            .add_service(reflection().build_v1()?)
+            .add_service(reflection().build_v1alpha()?),
+    )
 }
 
 /// Readiness of the API follows the store: NOT_SERVING while it is unreachable.

@@ -76,6 +76,28 @@ impl SweepReport {
     }
 }
 
+/// How many operations stand in each condition, by the database's count and
+/// clock: an operation may start on one replica and end on another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OperationCounts {
+    /// IN_PROGRESS with a live lease.
+    pub in_progress: u64,
+    /// UNKNOWN, or IN_PROGRESS with an expired lease.
+    pub unresolved: u64,
+    pub retry_wait: u64,
+    /// Due for the sweeper: results past retention, retries past their
+    /// deadline, tombstones past theirs.
+    pub sweep_backlog: u64,
+}
+
+/// Connections of the store's pool (the writer's and readers' together).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolUsage {
+    pub size: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
 /// Called by a store between reading the locked record and writing; tests use
 /// it to hold a transaction open while a racing call arrives.
 pub type PauseHook =
@@ -122,6 +144,11 @@ pub trait Store: Send + Sync + 'static {
     /// skipped, not waited for.
     async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport>;
 
+    /// Counts for the gauges, across all tenants.
+    async fn count_operations(&self) -> Result<OperationCounts>;
+
+    fn pool_usage(&self) -> PoolUsage;
+
     /// The tenant of an active token, by the token's SHA-256.
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>>;
 
@@ -129,6 +156,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes the active tenant of that name and all its tokens.
     async fn revoke_tenant(&self, name: &str) -> Result<bool>;
+
+    /// Runs until the store fails, calling `changed` for each operation whose
+    /// state another process changed, so this replica's waiting Claims wake
+    /// at once instead of at their next poll. A store that one process owns
+    /// has no other writers to hear from: the default waits forever.
+    async fn listen_for_changes(
+        &self,
+        changed: &(dyn Fn(OperationId) + Send + Sync),
+    ) -> Result<()> {
+        let _ = changed;
+        std::future::pending::<()>().await;
+        Ok(())
+    }
 
     /// Whether the store answers; feeds the readiness probe.
     async fn check_ready(&self) -> Result<()>;

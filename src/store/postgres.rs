@@ -8,11 +8,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
-use tracing::{instrument, warn};
+use tracing::{Instrument, instrument, warn};
 
 use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
 use super::{
-    Applied, Decide, Found, PauseHook, Store, SweepReport, Target, UnresolvedPage, UnresolvedQuery,
+    Applied, Decide, Found, OperationCounts, PauseHook, PoolUsage, Store, SweepReport, Target,
+    UnresolvedPage, UnresolvedQuery,
 };
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
@@ -22,6 +23,14 @@ use crate::domain::{
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
+/// A row and the database clock, read by one statement.
+#[derive(sqlx::FromRow)]
+struct RowWithClock {
+    #[sqlx(flatten)]
+    row: OperationRow,
+    db_now: DateTime<Utc>,
+}
+
 /// Serialization failures and deadlocks are retried this many times in all.
 const TRANSACTION_ATTEMPTS: usize = 5;
 
@@ -29,7 +38,14 @@ const TRANSACTION_ATTEMPTS: usize = 5;
 pub struct PostgresStore {
     pool: PgPool,
     pause_before_write: Option<PauseHook>,
+    /// Send NOTIFY on state changes, so waiting Claims on other replicas wake
+    /// at once. Off for Postgres-compatible engines without LISTEN/NOTIFY:
+    /// waiters poll anyway.
+    notify_changes: bool,
 }
+
+/// The channel state changes are announced on; the payload is the operation_id.
+const CHANGES_CHANNEL: &str = "idemd_operation_changed";
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,14 +81,21 @@ impl PostgresStore {
         Self {
             pool,
             pause_before_write: None,
+            notify_changes: true,
         }
+    }
+
+    /// For engines without LISTEN/NOTIFY: no NOTIFY is sent, nothing listens.
+    pub fn without_change_notifications(mut self) -> Self {
+        self.notify_changes = false;
+        self
     }
 
     /// The same store, pausing in every transition between read and write.
     pub fn with_pause_before_write(&self, hook: PauseHook) -> Self {
         Self {
-            pool: self.pool.clone(),
             pause_before_write: Some(hook),
+            ..self.clone()
         }
     }
 
@@ -94,6 +117,7 @@ impl PostgresStore {
     pub async fn warn_if_commits_are_asynchronous(&self) -> Result<()> {
         let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
             .fetch_one(&self.pool)
+            .instrument(statement("SHOW synchronous_commit"))
             .await
             .map_err(map_error)?;
         if setting == "off" {
@@ -119,6 +143,7 @@ impl PostgresStore {
         // Read after the lock is held: the clock of the moment we decide.
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
             .fetch_one(&mut *transaction)
+            .instrument(statement("SELECT clock"))
             .await?;
         let record = OperationRecord::try_from(row).map_err(decode_error)?;
         if let Some(pause) = &self.pause_before_write {
@@ -135,6 +160,15 @@ impl PostgresStore {
             }));
         }
         let record_after = apply(&mut transaction, &record, decision.effects, now).await?;
+        if self.notify_changes && record_after.state != record.state {
+            // Delivered at commit, and only if it commits.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CHANGES_CHANNEL)
+                .bind(record.operation_id.to_string())
+                .execute(&mut *transaction)
+                .instrument(statement("NOTIFY operation changed"))
+                .await?;
+        }
         transaction.commit().await?;
         Ok(Some(Applied {
             record_changed: record_after != record,
@@ -162,6 +196,7 @@ async fn lock(
             .bind(&scope.operation)
             .bind(&scope.key)
             .fetch_optional(&mut **transaction)
+            .instrument(statement("SELECT FOR UPDATE operations"))
             .await
         }
         Target::Id(operation_id) => {
@@ -173,8 +208,43 @@ async fn lock(
             .bind(tenant.0)
             .bind(operation_id.0)
             .fetch_optional(&mut **transaction)
+            .instrument(statement("SELECT FOR UPDATE operations"))
             .await
         }
+    }
+}
+
+async fn select_with_clock<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    tenant: TenantId,
+    target: &Target,
+) -> Result<Option<RowWithClock>> {
+    match target {
+        Target::Scope(scope) => sqlx::query_as(concat!(
+            "SELECT ",
+            operation_columns!(),
+            ", clock_timestamp() AS db_now FROM operations \
+             WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3"
+        ))
+        .bind(tenant.0)
+        .bind(&scope.operation)
+        .bind(&scope.key)
+        .fetch_optional(executor)
+        .instrument(statement("SELECT operations"))
+        .await
+        .map_err(map_error),
+        Target::Id(operation_id) => sqlx::query_as(concat!(
+            "SELECT ",
+            operation_columns!(),
+            ", clock_timestamp() AS db_now FROM operations \
+             WHERE tenant_id = $1 AND operation_id = $2"
+        ))
+        .bind(tenant.0)
+        .bind(operation_id.0)
+        .fetch_optional(executor)
+        .instrument(statement("SELECT operations"))
+        .await
+        .map_err(map_error),
     }
 }
 
@@ -232,6 +302,7 @@ async fn apply(
         .bind(before.state.as_str())
         .bind(write.last_write_by)
         .fetch_optional(&mut **transaction)
+        .instrument(statement("UPDATE operations"))
         .await?;
         // The row is locked, so the guard cannot fail; if it does, something
         // other than idemd wrote the row, and nothing must be assumed.
@@ -288,6 +359,7 @@ async fn append_history(
     .bind(now)
     .bind(entry.event.coalesces())
     .execute(&mut **transaction)
+    .instrument(statement("INSERT operation_history"))
     .await?;
     Ok(())
 }
@@ -346,6 +418,7 @@ impl Store for PostgresStore {
                 .map(|deadline| deadline.num_milliseconds()),
         )
         .fetch_optional(&self.pool)
+        .instrument(statement("INSERT operations"))
         .await
         .map_err(map_error)?;
         row.map(OperationRecord::try_from).transpose()
@@ -376,35 +449,28 @@ impl Store for PostgresStore {
         target: &Target,
         include_history: bool,
     ) -> Result<Option<Found>> {
+        // The clock is read by the same statement: one round trip when no
+        // history is wanted (the Claim replay path); with history, one
+        // transaction so the two agree.
+        if !include_history {
+            let Some(RowWithClock { row, db_now: now }) =
+                select_with_clock(&self.pool, tenant, target).await?
+            else {
+                return Ok(None);
+            };
+            return Ok(Some(Found {
+                record: OperationRecord::try_from(row)?,
+                history: Vec::new(),
+                now,
+            }));
+        }
         let mut transaction = self.pool.begin().await.map_err(map_error)?;
-        let row: Option<OperationRow> = match target {
-            Target::Scope(scope) => sqlx::query_as(concat!(
-                "SELECT ",
-                operation_columns!(),
-                " FROM operations WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3"
-            ))
-            .bind(tenant.0)
-            .bind(&scope.operation)
-            .bind(&scope.key)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(map_error)?,
-            Target::Id(operation_id) => sqlx::query_as(concat!(
-                "SELECT ",
-                operation_columns!(),
-                " FROM operations WHERE tenant_id = $1 AND operation_id = $2"
-            ))
-            .bind(tenant.0)
-            .bind(operation_id.0)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(map_error)?,
-        };
-        let Some(row) = row else {
+        let found = select_with_clock(&mut *transaction, tenant, target).await?;
+        let Some(RowWithClock { row, db_now: now }) = found else {
             return Ok(None);
         };
         let record = OperationRecord::try_from(row)?;
-        let history = if include_history {
+        let history = {
             let rows: Vec<HistoryRow> = sqlx::query_as(
                 "SELECT sequence, event, from_state, to_state, fence, attempt, detail, count, \
                      first_at, last_at \
@@ -412,18 +478,13 @@ impl Store for PostgresStore {
             )
             .bind(record.operation_id.0)
             .fetch_all(&mut *transaction)
+            .instrument(statement("SELECT operation_history"))
             .await
             .map_err(map_error)?;
             rows.into_iter()
                 .map(HistoryEntry::try_from)
                 .collect::<Result<Vec<_>>>()?
-        } else {
-            Vec::new()
         };
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *transaction)
-            .await
-            .map_err(map_error)?;
         transaction.commit().await.map_err(map_error)?;
         Ok(Some(Found {
             record,
@@ -441,6 +502,7 @@ impl Store for PostgresStore {
         let mut transaction = self.pool.begin().await.map_err(map_error)?;
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
             .fetch_one(&mut *transaction)
+            .instrument(statement("SELECT clock"))
             .await
             .map_err(map_error)?;
         let (after_created, after_id) = match query.after {
@@ -464,6 +526,7 @@ impl Store for PostgresStore {
         .bind(after_id)
         .bind(i64::from(query.limit))
         .fetch_all(&mut *transaction)
+        .instrument(statement("SELECT operations"))
         .await
         .map_err(map_error)?;
         transaction.commit().await.map_err(map_error)?;
@@ -480,6 +543,7 @@ impl Store for PostgresStore {
         let mut transaction = self.pool.begin().await.map_err(map_error)?;
         let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
             .fetch_one(&mut *transaction)
+            .instrument(statement("SELECT clock"))
             .await
             .map_err(map_error)?;
         // Rows a Claim or another sweeper holds are skipped, not waited for.
@@ -494,6 +558,7 @@ impl Store for PostgresStore {
         .bind(now)
         .bind(i64::from(batch))
         .fetch_all(&mut *transaction)
+        .instrument(statement("SELECT FOR UPDATE operations"))
         .await
         .map_err(map_error)?;
         for row in due {
@@ -518,11 +583,48 @@ impl Store for PostgresStore {
         .bind(now)
         .bind(i64::from(batch))
         .execute(&mut *transaction)
+        .instrument(statement("DELETE operations"))
         .await
         .map_err(map_error)?
         .rows_affected();
         transaction.commit().await.map_err(map_error)?;
         Ok(report)
+    }
+
+    #[instrument(name = "store.postgres.count_operations", skip_all)]
+    async fn count_operations(&self) -> Result<OperationCounts> {
+        // Partial indexes keep these to the unresolved and terminal rows.
+        let (in_progress, unresolved, retry_wait, sweep_backlog): (i64, i64, i64, i64) =
+            sqlx::query_as(
+                "WITH clock AS (SELECT clock_timestamp() AS now) SELECT \
+                     (SELECT count(*) FROM operations, clock WHERE state = 'in_progress' \
+                         AND lease_expires_at > clock.now), \
+                     (SELECT count(*) FROM operations, clock WHERE state = 'unknown' \
+                         OR (state = 'in_progress' AND lease_expires_at <= clock.now)), \
+                     (SELECT count(*) FROM operations WHERE state = 'retry_wait'), \
+                     (SELECT count(*) FROM operations, clock \
+                         WHERE (state IN ('succeeded', 'failed', 'expired') AND retain_until <= clock.now) \
+                            OR (state = 'retry_wait' AND operation_deadline_at <= clock.now))",
+            )
+            .fetch_one(&self.pool)
+            .instrument(statement("SELECT operation counts"))
+            .await
+            .map_err(map_error)?;
+        let count = |value: i64| u64::try_from(value).unwrap_or(0);
+        Ok(OperationCounts {
+            in_progress: count(in_progress),
+            unresolved: count(unresolved),
+            retry_wait: count(retry_wait),
+            sweep_backlog: count(sweep_backlog),
+        })
+    }
+
+    fn pool_usage(&self) -> PoolUsage {
+        PoolUsage {
+            size: self.pool.size(),
+            idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
+            max: self.pool.options().get_max_connections(),
+        }
     }
 
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
@@ -533,6 +635,7 @@ impl Store for PostgresStore {
         )
         .bind(&token_sha256[..])
         .fetch_optional(&self.pool)
+        .instrument(statement("SELECT tenant_tokens"))
         .await
         .map_err(map_error)?;
         Ok(tenant.map(TenantId))
@@ -546,6 +649,7 @@ impl Store for PostgresStore {
         )
         .bind(name)
         .fetch_optional(&mut *transaction)
+        .instrument(statement("INSERT tenants"))
         .await
         .map_err(map_error)?;
         let tenant =
@@ -554,6 +658,7 @@ impl Store for PostgresStore {
             .bind(&token_sha256[..])
             .bind(tenant)
             .execute(&mut *transaction)
+            .instrument(statement("INSERT tenant_tokens"))
             .await
             .map_err(map_error)?;
         transaction.commit().await.map_err(map_error)?;
@@ -568,6 +673,7 @@ impl Store for PostgresStore {
         )
         .bind(name)
         .fetch_optional(&mut *transaction)
+        .instrument(statement("UPDATE tenants"))
         .await
         .map_err(map_error)?;
         if let Some(tenant) = tenant {
@@ -577,6 +683,7 @@ impl Store for PostgresStore {
             )
             .bind(tenant)
             .execute(&mut *transaction)
+            .instrument(statement("UPDATE tenant_tokens"))
             .await
             .map_err(map_error)?;
         }
@@ -584,9 +691,29 @@ impl Store for PostgresStore {
         Ok(tenant.is_some())
     }
 
+    async fn listen_for_changes(
+        &self,
+        changed: &(dyn Fn(OperationId) + Send + Sync),
+    ) -> Result<()> {
+        if !self.notify_changes {
+            std::future::pending::<()>().await;
+        }
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(map_error)?;
+        listener.listen(CHANGES_CHANNEL).await.map_err(map_error)?;
+        loop {
+            let notification = listener.recv().await.map_err(map_error)?;
+            if let Ok(operation_id) = uuid::Uuid::parse_str(notification.payload()) {
+                changed(OperationId(operation_id));
+            }
+        }
+    }
+
     async fn check_ready(&self) -> Result<()> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)
+            .instrument(statement("SELECT 1"))
             .await
             .map_err(map_error)?;
         Ok(())
@@ -595,6 +722,17 @@ impl Store for PostgresStore {
     async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// A child span per statement, so a trace shows where a call's time went.
+fn statement(name: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "db.statement",
+        otel.name = name,
+        otel.kind = "client",
+        db.system = "postgresql",
+        db.operation = name,
+    )
 }
 
 /// A domain error raised inside a transaction, carried out through sqlx's type.

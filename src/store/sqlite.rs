@@ -31,7 +31,8 @@ use tracing::{instrument, warn};
 
 use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
 use super::{
-    Applied, Decide, Found, PauseHook, Store, SweepReport, Target, UnresolvedPage, UnresolvedQuery,
+    Applied, Decide, Found, OperationCounts, PauseHook, PoolUsage, Store, SweepReport, Target,
+    UnresolvedPage, UnresolvedQuery,
 };
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
@@ -521,6 +522,35 @@ impl SqliteStore {
         Ok(report)
     }
 
+    async fn try_count_operations(&self) -> Result<OperationCounts, sqlx::Error> {
+        let mut transaction = self.readers.begin().await?;
+        let now = stamp(database_now(&mut transaction).await?);
+        // Partial indexes keep these to the unresolved and terminal rows.
+        let (in_progress, unresolved, retry_wait, sweep_backlog): (i64, i64, i64, i64) =
+            sqlx::query_as(
+                "SELECT \
+                     (SELECT count(*) FROM operations WHERE state = 'in_progress' \
+                         AND lease_expires_at > $1), \
+                     (SELECT count(*) FROM operations WHERE state = 'unknown' \
+                         OR (state = 'in_progress' AND lease_expires_at <= $1)), \
+                     (SELECT count(*) FROM operations WHERE state = 'retry_wait'), \
+                     (SELECT count(*) FROM operations \
+                         WHERE (state IN ('succeeded', 'failed', 'expired') AND retain_until <= $1) \
+                            OR (state = 'retry_wait' AND operation_deadline_at <= $1))",
+            )
+            .bind(&now)
+            .fetch_one(&mut *transaction)
+            .await?;
+        transaction.rollback().await?;
+        let count = |value: i64| u64::try_from(value).unwrap_or(0);
+        Ok(OperationCounts {
+            in_progress: count(in_progress),
+            unresolved: count(unresolved),
+            retry_wait: count(retry_wait),
+            sweep_backlog: count(sweep_backlog),
+        })
+    }
+
     async fn try_create_tenant(
         &self,
         name: &str,
@@ -872,6 +902,21 @@ impl Store for SqliteStore {
         self.try_sweep(batch, tombstone_retention)
             .await
             .map_err(map_error)
+    }
+
+    #[instrument(name = "store.sqlite.count_operations", skip_all)]
+    async fn count_operations(&self) -> Result<OperationCounts> {
+        self.try_count_operations().await.map_err(map_error)
+    }
+
+    fn pool_usage(&self) -> PoolUsage {
+        let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        PoolUsage {
+            size: self.writer.size() + self.readers.size(),
+            idle: count(self.writer.num_idle()).saturating_add(count(self.readers.num_idle())),
+            max: self.writer.options().get_max_connections()
+                + self.readers.options().get_max_connections(),
+        }
     }
 
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {

@@ -1,0 +1,87 @@
+//! Postgres only: a state change made through one replica's store is heard by
+//! another replica's listener (LISTEN/NOTIFY), so its waiting Claims wake at
+//! once. (A store owned by one process has no one else to hear from.)
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use idemd::domain::transition::decide_complete;
+use idemd::domain::*;
+use idemd::store::postgres::PostgresStore;
+use idemd::store::{Store, Target};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::harness::{create_tenant, pool};
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_completion_on_one_replica_is_heard_on_another(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let listening_replica = PostgresStore::from_pool(pool(connect.clone()).await);
+    let writing_replica = PostgresStore::from_pool(pool(connect).await);
+    let token = create_tenant(&writing_replica, "notify").await;
+    let tenant = writing_replica
+        .authenticate(&idemd::auth::token_sha256(&token))
+        .await
+        .expect("auth")
+        .expect("tenant");
+
+    let (heard, mut hear) = tokio::sync::mpsc::unbounded_channel();
+    let listener = tokio::spawn(async move {
+        let relay = move |operation_id: OperationId| {
+            let _ = heard.send(operation_id);
+        };
+        listening_replica.listen_for_changes(&relay).await
+    });
+    // Wait until the listener's LISTEN has run.
+    for _ in 0..100 {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()",
+        )
+        .fetch_one(writing_replica.pool())
+        .await
+        .expect("pg_stat_activity");
+        if listening > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let command = ClaimCommand {
+        scope: Scope {
+            operation: "webhooks.deliver".into(),
+            key: "evt-1".into(),
+        },
+        fingerprint: fingerprint::of_bytes(b"evt-1"),
+        claim_token: Vec::new(),
+        lease: TimeDelta::seconds(30),
+        max_attempt_duration: TimeDelta::minutes(5),
+        max_attempts: 5,
+        retention: TimeDelta::hours(1),
+        operation_deadline: None,
+    };
+    let record = writing_replica
+        .insert_new(tenant, OperationId::generate(), &command)
+        .await
+        .expect("insert")
+        .expect("new");
+    let complete = CompleteCommand {
+        operation_id: record.operation_id,
+        fence: record.fence,
+        result: SuccessResult::default(),
+    };
+    let decide = |record: &OperationRecord, now| decide_complete(record, &complete, now);
+    writing_replica
+        .transition(tenant, &Target::Id(record.operation_id), &decide)
+        .await
+        .expect("complete")
+        .expect("row");
+
+    let changed = tokio::time::timeout(Duration::from_secs(5), hear.recv())
+        .await
+        .expect("the change is heard")
+        .expect("listener alive");
+    assert_eq!(changed, record.operation_id);
+    listener.abort();
+}

@@ -1,0 +1,99 @@
+//! TLS on the API, and the plaintext health port that Kubernetes' gRPC
+//! probes need (they speak neither TLS nor credentials).
+
+use idemd::proto::idempotency_client::IdempotencyClient;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::harness::{authorized, claim_json, outcome_name};
+use crate::process::{Server, create_tenant, database_url, free_port};
+
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed certificate");
+    let directory = std::env::temp_dir().join(format!("idemd-tls-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&directory).expect("temp dir");
+    let cert_path = directory.join("tls.crt");
+    let key_path = directory.join("tls.key");
+    std::fs::write(&cert_path, certified.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).expect("write key");
+    let url = database_url(&connect);
+    let token = create_tenant(&url);
+    let health_port = free_port();
+    let server = Server::start(
+        &url,
+        &[
+            ("IDEMD_TLS_CERT", cert_path.display().to_string()),
+            ("IDEMD_TLS_KEY", key_path.display().to_string()),
+            ("IDEMD_HEALTH_LISTEN", format!("127.0.0.1:{health_port}")),
+        ],
+    )
+    .await;
+
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(certified.cert.pem()))
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!("https://127.0.0.1:{}", server.grpc))
+        .expect("uri")
+        .tls_config(tls)
+        .expect("tls config")
+        .connect()
+        .await
+        .expect("a TLS connection");
+    let mut client = IdempotencyClient::new(channel);
+    let claimed = client
+        .claim(authorized(
+            &token,
+            claim_json("payments.charge", "tls-1", "{}"),
+        ))
+        .await
+        .expect("a claim over TLS")
+        .into_inner();
+    assert_eq!(outcome_name(&claimed), "acquired");
+
+    // Plaintext to the TLS port gets no answer from the API.
+    let plaintext = async {
+        let channel = Channel::from_shared(format!("http://127.0.0.1:{}", server.grpc))
+            .expect("uri")
+            .connect()
+            .await?;
+        IdempotencyClient::new(channel)
+            .claim(authorized(
+                &token,
+                claim_json("payments.charge", "tls-2", "{}"),
+            ))
+            .await
+            .map_err(|status| Box::new(status) as Box<dyn std::error::Error + Send + Sync>)?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    };
+    assert!(
+        plaintext.await.is_err(),
+        "the API must not answer plaintext when TLS is on"
+    );
+
+    let health_channel = Channel::from_shared(format!("http://127.0.0.1:{health_port}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("the plaintext health port");
+    let mut health = HealthClient::new(health_channel);
+    for service in ["", "idem.v1.Idempotency"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("health answers without TLS or credentials")
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "service {service:?}");
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
