@@ -11,9 +11,11 @@ import kubernetes_validate
 import pytest
 
 from conftest import (
+    CHART,
     KUBE_VERSION,
     NAMESPACE,
     POSTGRES,
+    REPO_ROOT,
     Render,
     container,
     duration_seconds,
@@ -326,6 +328,13 @@ def test_pods_are_hardened(all_features):
     {"config.bounds.maxLease": "5 fortnights"},
     {"config.bounds.maxWait": "soon"},
     {"config.bounds.minLease": "-1s"},
+    {"config.bounds.defaultMaxAttempts": 0},
+    {"config.bounds.defaultMaxAttempts": 101},
+    {"config.bounds.maxResultBytes": "1MiB"},
+    {"config.sweeper.batch": "many"},
+    {"config.sweeper.tombstoneRetention": "forever"},
+    {"config.authCacheTtl": 5},
+    {"database.acquireTimeout": "soon"},
     {"service.port": 0},
     {"service.type": "Ingress"},
     {"database.maxConnections": 0},
@@ -422,26 +431,109 @@ def test_pods_listen_on_all_interfaces(postgres_render, chart_values):
     assert ctr["args"] == ["serve"]
 
 
-BOUNDS_ENV = {
-    "minLease": "IDEMD_MIN_LEASE",
-    "maxLease": "IDEMD_MAX_LEASE",
-    "defaultLease": "IDEMD_DEFAULT_LEASE",
-    "defaultAttemptDuration": "IDEMD_DEFAULT_ATTEMPT_DURATION",
-    "maxAttemptDuration": "IDEMD_MAX_ATTEMPT_DURATION",
-    "maxRetryAfter": "IDEMD_MAX_RETRY_AFTER",
-    "defaultRetention": "IDEMD_DEFAULT_RETENTION",
-    "maxRetention": "IDEMD_MAX_RETENTION",
-    "maxWait": "IDEMD_MAX_WAIT",
+# Optional settings: value path -> environment variable. Empty or null leaves the variable
+# out of the ConfigMap, so the server's built-in default applies.
+OPTIONAL_SETTINGS = {
+    "config.bounds.minLease": "IDEMD_MIN_LEASE",
+    "config.bounds.maxLease": "IDEMD_MAX_LEASE",
+    "config.bounds.defaultLease": "IDEMD_DEFAULT_LEASE",
+    "config.bounds.defaultAttemptDuration": "IDEMD_DEFAULT_ATTEMPT_DURATION",
+    "config.bounds.maxAttemptDuration": "IDEMD_MAX_ATTEMPT_DURATION",
+    "config.bounds.maxRetryAfter": "IDEMD_MAX_RETRY_AFTER",
+    "config.bounds.defaultRetention": "IDEMD_DEFAULT_RETENTION",
+    "config.bounds.maxRetention": "IDEMD_MAX_RETENTION",
+    "config.bounds.maxWait": "IDEMD_MAX_WAIT",
+    "config.bounds.defaultMaxAttempts": "IDEMD_DEFAULT_MAX_ATTEMPTS",
+    "config.bounds.maxResultBytes": "IDEMD_MAX_RESULT_BYTES",
+    "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
+    "config.readinessInterval": "IDEMD_READINESS_INTERVAL",
+    "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",
+    "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
+    "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",
+    "database.acquireTimeout": "IDEMD_DB_ACQUIRE_TIMEOUT",
+    "metrics.gaugeInterval": "IDEMD_GAUGE_INTERVAL",
 }
 
 
-def test_empty_bounds_are_left_to_the_server(default_render, full_render, chart_values,
-                                             all_features_values):
-    assert set(chart_values["config"]["bounds"]) == set(BOUNDS_ENV)
-    assert not set(BOUNDS_ENV.values()) & set(config_data(default_render))
+def lookup(values: dict, path: str):
+    for key in path.split("."):
+        values = values[key]
+    return values
+
+
+def test_empty_optional_settings_are_left_to_the_server(default_render, full_render, chart_values,
+                                                        all_features_values):
+    assert set(chart_values["config"]["bounds"]) == {
+        path.rsplit(".", 1)[1] for path in OPTIONAL_SETTINGS if path.startswith("config.bounds.")}
+    for path in OPTIONAL_SETTINGS:
+        assert lookup(chart_values, path) in ("", None), f"{path}: the default must be empty"
+    assert not set(OPTIONAL_SETTINGS.values()) & set(config_data(default_render))
     data = config_data(full_render)
-    for key, env in BOUNDS_ENV.items():
-        assert data[env] == all_features_values["config"]["bounds"][key]
+    for path, env in OPTIONAL_SETTINGS.items():
+        value = lookup(all_features_values, path)
+        assert value not in ("", None), f"ci/all-features-values.yaml should set {path}"
+        assert data[env] == str(value), env
+
+
+def test_large_numbers_are_written_as_integers():
+    data = config_data(render({"config.bounds.maxResultBytes": 16777216, "config.sweeper.batch": 500}))
+    assert data["IDEMD_MAX_RESULT_BYTES"] == "16777216"
+    assert data["IDEMD_SWEEP_BATCH"] == "500"
+
+
+def test_migration_job_gets_the_acquire_timeout(full_render, all_features_values):
+    data = full_render.one("ConfigMap", f"{fullname()}-migrate")["data"]
+    assert data["IDEMD_DB_ACQUIRE_TIMEOUT"] == all_features_values["database"]["acquireTimeout"]
+
+
+def _rendered_env_names(r: Render) -> set[str]:
+    names = set(config_data(r))
+    names |= {entry["name"] for entry in server(r).get("env", [])}
+    return names
+
+
+# Settings of the binary the chart deliberately does not set.
+UNMAPPED_SETTINGS = {"IDEMD_DEV"}  # local development only: loopback listeners, a dev tenant
+
+
+def binary_settings() -> dict[str, str | None]:
+    """IDEMD_* variables of src/config.rs -> their default (None when there is none)."""
+    source = (REPO_ROOT / "src" / "config.rs").read_text()
+    settings = {}
+    for attribute in re.findall(r"#\[arg\((.*?)\)\]", source, re.DOTALL):
+        env = re.search(r'env = "(IDEMD_[A-Z0-9_]+)"', attribute)
+        if not env:
+            continue
+        default = re.search(r'default_value(?:_t)? = ("[^"]*"|[^,]+?)\s*(?:,|$)', attribute)
+        settings[env.group(1)] = default.group(1).strip('"') if default else None
+    assert settings, "no IDEMD_* setting found in src/config.rs"
+    return settings
+
+
+def test_every_setting_of_the_binary_is_a_value(full_render):
+    variants = [full_render, render({**POSTGRES, "migrations.job.enabled": False}), render()]
+    rendered = set().union(*(_rendered_env_names(r) for r in variants))
+    rendered = {name for name in rendered if name.startswith("IDEMD_")}
+    missing = set(binary_settings()) - rendered - UNMAPPED_SETTINGS
+    assert not missing, f"src/config.rs reads {sorted(missing)}: add chart values for them"
+    unknown = rendered - set(binary_settings())
+    assert not unknown, f"the chart sets {sorted(unknown)}, which src/config.rs does not read"
+
+
+def test_documented_server_defaults_match_the_binary(chart_values):
+    """values.yaml comments say "(IDEMD_X; server default Y)"; Y must be config.rs' default."""
+    text = (CHART / "values.yaml").read_text()
+    comments = " ".join(line.strip().lstrip("#").strip() for line in text.splitlines()
+                        if line.strip().startswith("#"))
+    documented = re.findall(r"\((IDEMD_[A-Z0-9_]+); server default ([^)]+)\)", comments)
+    assert len(documented) >= 10, documented
+    defaults = binary_settings()
+    for env, default in documented:
+        actual = defaults.get(env)
+        assert actual is not None, f"{env} has no default in src/config.rs"
+        if re.fullmatch(r"[0-9 *]+", actual):
+            actual = str(eval(actual))  # e.g. 1024 * 1024
+        assert default.strip() == actual, f"{env}: values.yaml says {default}, src/config.rs {actual}"
 
 
 @pytest.mark.parametrize("duration", ["500ms", "30s", "5m", "1h30m", "1h 30m", "30days", "2w", "5 minutes"])

@@ -12,7 +12,8 @@ import yaml
 from conftest import CHART
 
 # Objects passed through to Kubernetes as a whole; documented as one row.
-OPAQUE = {"podSecurityContext", "securityContext", "resources", "migrations.job.resources"}
+OPAQUE = {"podSecurityContext", "securityContext", "resources", "migrations.job.resources",
+          "metrics.grafanaDashboard.labels"}
 
 
 def leaves(value, prefix: str = ""):

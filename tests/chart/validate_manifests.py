@@ -16,7 +16,8 @@ import kubernetes_validate
 import yaml
 
 # Custom resources that are not part of Kubernetes; their shape is asserted by
-# tests/chart/test_chart.py (test_service_monitor_*, test_prometheus_rule_*).
+# tests/chart/test_chart.py (test_service_monitor_*, test_prometheus_rule_*) and
+# tests/chart/test_monitoring.py.
 EXCLUDED = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),

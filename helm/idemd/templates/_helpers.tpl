@@ -141,34 +141,65 @@ tolerations:
 {{- end }}
 
 {{/*
-Settings of the ConfigMap read by the server with envFrom. Empty bounds are left out so
-that the server's built-in defaults apply.
+One optional ConfigMap entry, from (list ENV VALUE): nothing when VALUE is null or empty;
+numbers are written as integers (never 1e+06).
+*/}}
+{{- define "idemd.optionalSetting" -}}
+{{- $value := index . 1 }}
+{{- if not (or (kindIs "invalid" $value) (eq (toString $value) "")) }}
+{{- if kindIs "string" $value }}
+{{ index . 0 }}: {{ $value | quote }}
+{{- else }}
+{{ index . 0 }}: {{ int64 $value | toString | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Settings of the ConfigMap read by the server with envFrom. Optional settings left empty
+(or null) are left out, so that the server's built-in defaults apply.
 */}}
 {{- define "idemd.configData" -}}
 {{- $bind := .Values.config.bindAddress -}}
+{{- $config := .Values.config -}}
 IDEMD_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.grpc) | quote }}
+{{- if .Values.metrics.enabled }}
 IDEMD_METRICS_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.metrics) | quote }}
+{{- else }}
+IDEMD_METRICS_LISTEN: "off"
+{{- end }}
 {{- if .Values.tls.enabled }}
 IDEMD_HEALTH_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.health) | quote }}
 {{- end }}
-IDEMD_LOG_FORMAT: {{ .Values.config.logFormat | quote }}
-RUST_LOG: {{ .Values.config.logLevel | quote }}
-IDEMD_DRAIN_TIMEOUT: {{ printf "%ds" (int .Values.config.drainTimeoutSeconds) | quote }}
+IDEMD_LOG_FORMAT: {{ $config.logFormat | quote }}
+RUST_LOG: {{ $config.logLevel | quote }}
+IDEMD_DRAIN_TIMEOUT: {{ printf "%ds" (int $config.drainTimeoutSeconds) | quote }}
 IDEMD_DB_MAX_CONNECTIONS: {{ .Values.database.maxConnections | int | toString | quote }}
-{{- $bounds := dict
-  "minLease" "IDEMD_MIN_LEASE"
-  "maxLease" "IDEMD_MAX_LEASE"
-  "defaultLease" "IDEMD_DEFAULT_LEASE"
-  "defaultAttemptDuration" "IDEMD_DEFAULT_ATTEMPT_DURATION"
-  "maxAttemptDuration" "IDEMD_MAX_ATTEMPT_DURATION"
-  "maxRetryAfter" "IDEMD_MAX_RETRY_AFTER"
-  "defaultRetention" "IDEMD_DEFAULT_RETENTION"
-  "maxRetention" "IDEMD_MAX_RETENTION"
-  "maxWait" "IDEMD_MAX_WAIT" }}
-{{- range $key := keys $bounds | sortAlpha }}
-{{- with index $.Values.config.bounds $key }}
-{{ index $bounds $key }}: {{ . | quote }}
+IDEMD_METRICS_TENANT_LABEL: {{ .Values.metrics.tenantLabel | toString | quote }}
+{{- with .Values.metrics.operations }}
+IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
 {{- end }}
+{{- $optional := list
+  (list "IDEMD_MIN_LEASE" $config.bounds.minLease)
+  (list "IDEMD_MAX_LEASE" $config.bounds.maxLease)
+  (list "IDEMD_DEFAULT_LEASE" $config.bounds.defaultLease)
+  (list "IDEMD_DEFAULT_ATTEMPT_DURATION" $config.bounds.defaultAttemptDuration)
+  (list "IDEMD_MAX_ATTEMPT_DURATION" $config.bounds.maxAttemptDuration)
+  (list "IDEMD_MAX_RETRY_AFTER" $config.bounds.maxRetryAfter)
+  (list "IDEMD_DEFAULT_RETENTION" $config.bounds.defaultRetention)
+  (list "IDEMD_MAX_RETENTION" $config.bounds.maxRetention)
+  (list "IDEMD_MAX_WAIT" $config.bounds.maxWait)
+  (list "IDEMD_DEFAULT_MAX_ATTEMPTS" $config.bounds.defaultMaxAttempts)
+  (list "IDEMD_MAX_RESULT_BYTES" $config.bounds.maxResultBytes)
+  (list "IDEMD_AUTH_CACHE_TTL" $config.authCacheTtl)
+  (list "IDEMD_READINESS_INTERVAL" $config.readinessInterval)
+  (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
+  (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
+  (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)
+  (list "IDEMD_DB_ACQUIRE_TIMEOUT" .Values.database.acquireTimeout)
+  (list "IDEMD_GAUGE_INTERVAL" .Values.metrics.gaugeInterval) }}
+{{- range $optional }}
+{{- include "idemd.optionalSetting" . }}
 {{- end }}
 {{- with .Values.otel.endpoint }}
 OTEL_EXPORTER_OTLP_ENDPOINT: {{ . | quote }}
@@ -231,6 +262,14 @@ Refuse configurations that would deploy something broken. Included by the Deploy
 {{- $max := .Values.podDisruptionBudget.maxUnavailable }}
 {{- if and (kindIs "invalid" $min) (kindIs "invalid" $max) }}
 {{- fail "\n\nidemd: podDisruptionBudget.enabled needs minAvailable or maxUnavailable." }}
+{{- end }}
+{{- end }}
+{{- if not .Values.metrics.enabled }}
+{{- if .Values.metrics.serviceMonitor.enabled }}
+{{- fail "\n\nidemd: metrics.serviceMonitor.enabled needs metrics.enabled: with metrics off there is no /metrics to scrape." }}
+{{- end }}
+{{- if .Values.metrics.prometheusRule.enabled }}
+{{- fail "\n\nidemd: metrics.prometheusRule.enabled needs metrics.enabled: with metrics off its alerts would see no series (and IdemdTargetDown nothing to scrape)." }}
 {{- end }}
 {{- end }}
 {{- range .Values.config.extraEnv }}
