@@ -66,6 +66,8 @@ impl Default for Limits {
     }
 }
 
+const NUL_REFUSED: &str = "must not contain NUL characters";
+
 /// Collects every violation of one request, so the caller sees them all at once.
 #[derive(Debug, Default)]
 pub struct Violations(pub Vec<FieldViolation>);
@@ -103,6 +105,8 @@ impl Limits {
     pub fn check_key(&self, field: &str, key: &str, violations: &mut Violations) {
         if key.is_empty() || key.len() > self.max_key_bytes {
             violations.add(field, format!("must be 1-{} bytes", self.max_key_bytes));
+        } else if key.contains('\0') {
+            violations.add(field, NUL_REFUSED);
         }
     }
 
@@ -146,6 +150,12 @@ impl Limits {
             name.len() > self.max_metadata_entry_bytes
                 || value.len() > self.max_metadata_entry_bytes
         });
+        let with_nul = metadata
+            .iter()
+            .any(|(name, value)| name.contains('\0') || value.contains('\0'));
+        if with_nul {
+            violations.add(field, NUL_REFUSED);
+        }
         if oversized {
             violations.add(
                 field,
@@ -160,6 +170,15 @@ impl Limits {
     pub fn check_bytes(field: &str, value: usize, max: usize, violations: &mut Violations) {
         if value > max {
             violations.add(field, format!("must be at most {max} bytes"));
+        }
+    }
+
+    /// Text that is stored: bounded, and without NUL, which Postgres text
+    /// cannot hold (every store must accept exactly the same input).
+    pub fn check_text(field: &str, value: &str, max: usize, violations: &mut Violations) {
+        Self::check_bytes(field, value.len(), max, violations);
+        if value.contains('\0') {
+            violations.add(field, NUL_REFUSED);
         }
     }
 }

@@ -102,9 +102,9 @@ fn result(
         limits.max_result_bytes,
         violations,
     );
-    Limits::check_bytes(
+    Limits::check_text(
         &format!("{field}.content_type"),
-        value.content_type.len(),
+        &value.content_type,
         limits.max_content_type_bytes,
         violations,
     );
@@ -129,15 +129,15 @@ fn error_report(
     let Some(value) = value else {
         return ErrorReport::default();
     };
-    Limits::check_bytes(
+    Limits::check_text(
         &format!("{field}.code"),
-        value.code.len(),
+        &value.code,
         limits.max_error_code_bytes,
         violations,
     );
-    Limits::check_bytes(
+    Limits::check_text(
         &format!("{field}.message"),
-        value.message.len(),
+        &value.message,
         limits.max_error_message_bytes,
         violations,
     );

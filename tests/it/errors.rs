@@ -156,6 +156,55 @@ async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_
         .collect();
     assert_eq!(fields, ["operation_id", "fence", "result"]);
 
+    // NUL cannot be stored as text by every store: refused alike on each.
+    let with_nul = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "k\0", "{}"),
+        ))
+        .await
+        .expect_err("NUL in the key");
+    assert_eq!(
+        with_nul
+            .get_details_bad_request()
+            .expect("BadRequest")
+            .field_violations[0]
+            .field,
+        "scope.key"
+    );
+    let acquired = client
+        .claim(authorized(
+            token,
+            claim_json("payments.charge", "nul-test", "{}"),
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&acquired).expect("acquired").clone();
+    let nul_result = client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: owner.operation_id,
+                fence: owner.fence,
+                result: Some(proto::Result {
+                    body: b"\0binary bodies may hold NUL\0".to_vec(),
+                    content_type: "text/plain\0".into(),
+                    metadata: [("k".to_owned(), "v\0".to_owned())].into(),
+                }),
+            },
+        ))
+        .await
+        .expect_err("NUL in stored text");
+    let fields: Vec<String> = nul_result
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect();
+    assert_eq!(fields, ["result.content_type", "result.metadata"]);
+
     let nothing = client
         .lookup(authorized(token, lookup_scope("payments.charge", "k")))
         .await
