@@ -98,6 +98,17 @@ pub struct PoolUsage {
     pub max: u32,
 }
 
+/// A child span per statement, so a trace shows where a call's time went.
+pub(crate) fn statement_span(system: &'static str, name: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "db.statement",
+        otel.name = name,
+        otel.kind = "client",
+        db.system = system,
+        db.operation = name,
+    )
+}
+
 /// Called by a store between reading the locked record and writing; tests use
 /// it to hold a transaction open while a racing call arrives.
 pub type PauseHook =

@@ -724,15 +724,8 @@ impl Store for PostgresStore {
     }
 }
 
-/// A child span per statement, so a trace shows where a call's time went.
 fn statement(name: &'static str) -> tracing::Span {
-    tracing::info_span!(
-        "db.statement",
-        otel.name = name,
-        otel.kind = "client",
-        db.system = "postgresql",
-        db.operation = name,
-    )
+    super::statement_span("postgresql", name)
 }
 
 /// A domain error raised inside a transaction, carried out through sqlx's type.

@@ -27,7 +27,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{Sqlite, Transaction};
-use tracing::{instrument, warn};
+use tracing::{Instrument, instrument, warn};
 
 use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
 use super::{
@@ -278,6 +278,7 @@ impl SqliteStore {
             "SELECT version FROM _sqlx_migrations WHERE success = 1 ORDER BY version",
         )
         .fetch_all(&self.readers)
+        .instrument(statement("SELECT _sqlx_migrations"))
         .await
         .unwrap_or_default();
         Ok(MIGRATOR
@@ -375,6 +376,7 @@ impl SqliteStore {
         )
         .bind(stamp(now))
         .fetch_optional(&mut *transaction)
+        .instrument(statement("INSERT operations"))
         .await?;
         let Some(row) = row else {
             // Also returns the fence drawn for it.
@@ -390,6 +392,7 @@ impl SqliteStore {
         .bind(fence)
         .bind(stamp(now))
         .execute(&mut *transaction)
+        .instrument(statement("INSERT operation_history"))
         .await?;
         transaction.commit().await?;
         OperationRecord::try_from(row)
@@ -418,6 +421,7 @@ impl SqliteStore {
             )
             .bind(record.operation_id.0)
             .fetch_all(&mut *transaction)
+            .instrument(statement("SELECT operation_history"))
             .await?;
             rows.into_iter()
                 .map(HistoryEntry::try_from)
@@ -463,6 +467,7 @@ impl SqliteStore {
         .bind(after_id)
         .bind(i64::from(query.limit))
         .fetch_all(&mut *transaction)
+        .instrument(statement("SELECT operations"))
         .await?;
         transaction.rollback().await?;
         let records = rows
@@ -494,6 +499,7 @@ impl SqliteStore {
         .bind(stamp(now))
         .bind(i64::from(batch))
         .fetch_all(&mut *transaction)
+        .instrument(statement("SELECT operations"))
         .await?;
         for row in due {
             let record = OperationRecord::try_from(row).map_err(decode_error)?;
@@ -516,6 +522,7 @@ impl SqliteStore {
         .bind(stamp(now))
         .bind(i64::from(batch))
         .execute(&mut *transaction)
+        .instrument(statement("DELETE operations"))
         .await?
         .rows_affected();
         transaction.commit().await?;
@@ -540,6 +547,7 @@ impl SqliteStore {
             )
             .bind(&now)
             .fetch_one(&mut *transaction)
+            .instrument(statement("SELECT operation counts"))
             .await?;
         transaction.rollback().await?;
         let count = |value: i64| u64::try_from(value).unwrap_or(0);
@@ -565,6 +573,7 @@ impl SqliteStore {
         .bind(name)
         .bind(&now)
         .fetch_optional(&mut *transaction)
+        .instrument(statement("INSERT tenants"))
         .await?;
         let tenant = tenant.ok_or_else(|| {
             decode_error(Error::invalid("name", "an active tenant has this name"))
@@ -576,6 +585,7 @@ impl SqliteStore {
         .bind(tenant)
         .bind(&now)
         .execute(&mut *transaction)
+        .instrument(statement("INSERT tenant_tokens"))
         .await?;
         transaction.commit().await?;
         Ok(TenantId(tenant))
@@ -591,6 +601,7 @@ impl SqliteStore {
         .bind(name)
         .bind(&now)
         .fetch_optional(&mut *transaction)
+        .instrument(statement("UPDATE tenants"))
         .await?;
         if let Some(tenant) = tenant {
             sqlx::query(
@@ -600,6 +611,7 @@ impl SqliteStore {
             .bind(tenant)
             .bind(&now)
             .execute(&mut *transaction)
+            .instrument(statement("UPDATE tenant_tokens"))
             .await?;
         }
         transaction.commit().await?;
@@ -612,12 +624,15 @@ impl SqliteStore {
 async fn verify_connection(connection: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
         .fetch_one(&mut *connection)
+        .instrument(statement("PRAGMA journal_mode"))
         .await?;
     let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
         .fetch_one(&mut *connection)
+        .instrument(statement("PRAGMA synchronous"))
         .await?;
     let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
         .fetch_one(&mut *connection)
+        .instrument(statement("PRAGMA foreign_keys"))
         .await?;
     if !journal_mode.eq_ignore_ascii_case("wal")
         || synchronous < SYNCHRONOUS_FULL
@@ -653,6 +668,7 @@ pub(crate) fn stamp(moment: DateTime<Utc>) -> String {
 async fn database_now(connection: &mut SqliteConnection) -> Result<DateTime<Utc>, sqlx::Error> {
     let now: String = sqlx::query_scalar("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
         .fetch_one(&mut *connection)
+        .instrument(statement("SELECT clock"))
         .await?;
     NaiveDateTime::parse_from_str(&now, "%Y-%m-%d %H:%M:%S%.f")
         .map(|naive| naive.and_utc())
@@ -670,6 +686,7 @@ async fn draw_fence(connection: &mut SqliteConnection) -> Result<i64, sqlx::Erro
          RETURNING last_fence",
     )
     .fetch_one(&mut *connection)
+    .instrument(statement("UPDATE operation_fence"))
     .await
 }
 
@@ -689,6 +706,7 @@ async fn select(
             .bind(&scope.operation)
             .bind(&scope.key)
             .fetch_optional(&mut *connection)
+            .instrument(statement("SELECT operations"))
             .await
         }
         Target::Id(operation_id) => {
@@ -700,6 +718,7 @@ async fn select(
             .bind(tenant.0)
             .bind(operation_id.0)
             .fetch_optional(&mut *connection)
+            .instrument(statement("SELECT operations"))
             .await
         }
     }
@@ -763,6 +782,7 @@ async fn apply(
         .bind(before.state.as_str())
         .bind(write.last_write_by)
         .fetch_optional(&mut *connection)
+        .instrument(statement("UPDATE operations"))
         .await?;
         // The write lock is held, so the guard cannot fail; if it does,
         // something other than idemd wrote the row, and nothing must be assumed.
@@ -799,6 +819,7 @@ async fn append_history(
     )
     .bind(operation_id.0)
     .fetch_optional(&mut *connection)
+    .instrument(statement("SELECT operation_history"))
     .await?;
     let repeats =
         |(_, event, last_fence, detail, to_state): &(i32, String, i64, String, String)| {
@@ -818,6 +839,7 @@ async fn append_history(
             .bind(last.0)
             .bind(stamp(now))
             .execute(&mut *connection)
+            .instrument(statement("UPDATE operation_history"))
             .await?;
         }
         _ => {
@@ -838,6 +860,7 @@ async fn append_history(
             .bind(&entry.detail)
             .bind(stamp(now))
             .execute(&mut *connection)
+            .instrument(statement("INSERT operation_history"))
             .await?;
         }
     }
@@ -927,6 +950,7 @@ impl Store for SqliteStore {
         )
         .bind(&token_sha256[..])
         .fetch_optional(&self.readers)
+        .instrument(statement("SELECT tenant_tokens"))
         .await
         .map_err(map_error)?;
         Ok(tenant.map(TenantId))
@@ -945,6 +969,7 @@ impl Store for SqliteStore {
     async fn check_ready(&self) -> Result<()> {
         sqlx::query("SELECT 1")
             .execute(&self.readers)
+            .instrument(statement("SELECT 1"))
             .await
             .map_err(map_error)?;
         Ok(())
@@ -1004,6 +1029,10 @@ pub(crate) fn map_error(error: sqlx::Error) -> Error {
     } else {
         Error::Internal(format!("database error: {error}"))
     }
+}
+
+fn statement(name: &'static str) -> tracing::Span {
+    super::statement_span("sqlite", name)
 }
 
 #[cfg(test)]
