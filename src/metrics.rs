@@ -344,21 +344,14 @@ pub async fn observe_store(
     store: Arc<dyn crate::store::Store>,
     metrics: Metrics,
     interval: Duration,
-    mut shutting_down: tokio::sync::watch::Receiver<bool>,
+    shutting_down: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut ticker = tokio::time::interval(interval);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutting_down.changed() => {}
-        }
-        if *shutting_down.borrow() {
-            return;
-        }
+    crate::shutdown::every(interval, shutting_down, || async {
         metrics.pool_usage(&store.pool_usage());
         match store.count_operations().await {
             Ok(counts) => metrics.operation_counts(&counts),
             Err(error) => tracing::warn!(%error, "cannot count operations for the gauges"),
         }
-    }
+    })
+    .await;
 }

@@ -20,3 +20,25 @@ pub async fn signalled() {
         () = terminate => tracing::info!("sigterm received: draining"),
     }
 }
+
+/// Runs `tick` every `interval` (the first at once) until the server drains.
+pub async fn every<Tick, Ticked>(
+    interval: std::time::Duration,
+    mut shutting_down: tokio::sync::watch::Receiver<bool>,
+    mut tick: Tick,
+) where
+    Tick: FnMut() -> Ticked,
+    Ticked: Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutting_down.changed() => {}
+        }
+        if *shutting_down.borrow() {
+            return;
+        }
+        tick().await;
+    }
+}

@@ -27,20 +27,13 @@ pub async fn run(
     store: Arc<dyn Store>,
     settings: SweeperSettings,
     metrics: Metrics,
-    mut shutting_down: watch::Receiver<bool>,
+    shutting_down: watch::Receiver<bool>,
 ) {
-    let mut ticker = tokio::time::interval(settings.interval);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutting_down.changed() => {}
-        }
-        if *shutting_down.borrow() {
-            return;
-        }
+    crate::shutdown::every(settings.interval, shutting_down, || async {
         let report = sweep_backlog(store.as_ref(), settings).await;
         metrics.swept(&report);
-    }
+    })
+    .await;
 }
 
 /// Sweeps batch after batch while batches come back full.

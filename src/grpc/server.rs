@@ -209,17 +209,9 @@ pub async fn report_readiness(
     reporter: HealthReporter,
     service: IdempotencyService,
     interval: Duration,
-    mut shutting_down: tokio::sync::watch::Receiver<bool>,
+    shutting_down: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut ticker = tokio::time::interval(interval);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutting_down.changed() => {}
-        }
-        if *shutting_down.borrow() {
-            return;
-        }
+    crate::shutdown::every(interval, shutting_down, || async {
         match service.store().check_ready().await {
             Ok(()) => {
                 reporter
@@ -233,7 +225,8 @@ pub async fn report_readiness(
                     .await;
             }
         }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -10,7 +10,10 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, instrument, warn};
 
-use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
+use super::row::{
+    HistoryRow, OperationRow, OperationWrite, bind_guarded_update, guarded_update_sql,
+    operation_columns, signed,
+};
 use super::{
     Applied, Decide, Found, OperationCounts, PauseHook, PoolUsage, Store, SweepReport, Target,
     UnresolvedPage, UnresolvedQuery,
@@ -260,47 +263,16 @@ async fn apply(
     let mut after = before.clone();
     if let Some(update) = &effects.update {
         let write = OperationWrite::of(&update.next).map_err(decode_error)?;
-        let written_fence: Option<i64> = sqlx::query_scalar(
-            "UPDATE operations SET \
-                 state = $3, \
-                 fence = CASE WHEN $4 THEN nextval('operation_fence') ELSE fence END, \
-                 attempt = $5, claim_token = $6, taken_over_state = $7, taken_over_fence = $8, \
-                 lease_ms = $9, lease_expires_at = $10, attempt_deadline_at = $11, retry_at = $12, \
-                 outcome_state = $13, result_body = $14, result_content_type = $15, \
-                 result_metadata = $16, failure_reason = $17, error_code = $18, \
-                 error_message = $19, error_metadata = $20, last_write_fence = $21, \
-                 last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25, \
-                 last_write_by = $27 \
-             WHERE operation_id = $1 AND fence = $2 AND state = $26 \
-             RETURNING fence",
+        let written_fence: Option<i64> = bind_guarded_update!(
+            sqlx::query_scalar(guarded_update_sql!(
+                "CASE WHEN $4 THEN nextval('operation_fence') ELSE fence END"
+            )),
+            before,
+            signed(before.fence).map_err(decode_error)?,
+            write,
+            update.takes_new_fence,
+            |moment: DateTime<Utc>| moment
         )
-        .bind(before.operation_id.0)
-        .bind(signed(before.fence).map_err(decode_error)?)
-        .bind(write.state)
-        .bind(update.takes_new_fence)
-        .bind(write.attempt)
-        .bind(write.claim_token)
-        .bind(write.taken_over_state)
-        .bind(write.taken_over_fence)
-        .bind(write.lease_ms)
-        .bind(write.lease_expires_at)
-        .bind(write.attempt_deadline_at)
-        .bind(write.retry_at)
-        .bind(write.outcome_state)
-        .bind(write.result_body)
-        .bind(write.result_content_type)
-        .bind(write.result_metadata)
-        .bind(write.failure_reason)
-        .bind(write.error_code)
-        .bind(write.error_message)
-        .bind(write.error_metadata)
-        .bind(write.last_write_fence)
-        .bind(write.last_write_digest)
-        .bind(write.updated_at)
-        .bind(write.completed_at)
-        .bind(write.retain_until)
-        .bind(before.state.as_str())
-        .bind(write.last_write_by)
         .fetch_optional(&mut **transaction)
         .instrument(statement("UPDATE operations"))
         .await?;

@@ -29,7 +29,10 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, Transaction};
 use tracing::{Instrument, instrument, warn};
 
-use super::row::{HistoryRow, OperationRow, OperationWrite, operation_columns, signed};
+use super::row::{
+    HistoryRow, OperationRow, OperationWrite, bind_guarded_update, guarded_update_sql,
+    operation_columns, signed,
+};
 use super::{
     Applied, Decide, Found, OperationCounts, PauseHook, PoolUsage, Store, SweepReport, Target,
     UnresolvedPage, UnresolvedQuery,
@@ -741,46 +744,14 @@ async fn apply(
         } else {
             signed(before.fence).map_err(decode_error)?
         };
-        let written_fence: Option<i64> = sqlx::query_scalar(
-            "UPDATE operations SET \
-                 state = $3, fence = $4, \
-                 attempt = $5, claim_token = $6, taken_over_state = $7, taken_over_fence = $8, \
-                 lease_ms = $9, lease_expires_at = $10, attempt_deadline_at = $11, retry_at = $12, \
-                 outcome_state = $13, result_body = $14, result_content_type = $15, \
-                 result_metadata = $16, failure_reason = $17, error_code = $18, \
-                 error_message = $19, error_metadata = $20, last_write_fence = $21, \
-                 last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25, \
-                 last_write_by = $27 \
-             WHERE operation_id = $1 AND fence = $2 AND state = $26 \
-             RETURNING fence",
+        let written_fence: Option<i64> = bind_guarded_update!(
+            sqlx::query_scalar(guarded_update_sql!("$4")),
+            before,
+            signed(before.fence).map_err(decode_error)?,
+            write,
+            fence,
+            stamp
         )
-        .bind(before.operation_id.0)
-        .bind(signed(before.fence).map_err(decode_error)?)
-        .bind(write.state)
-        .bind(fence)
-        .bind(write.attempt)
-        .bind(write.claim_token)
-        .bind(write.taken_over_state)
-        .bind(write.taken_over_fence)
-        .bind(write.lease_ms)
-        .bind(write.lease_expires_at.map(stamp))
-        .bind(write.attempt_deadline_at.map(stamp))
-        .bind(write.retry_at.map(stamp))
-        .bind(write.outcome_state)
-        .bind(write.result_body)
-        .bind(write.result_content_type)
-        .bind(write.result_metadata)
-        .bind(write.failure_reason)
-        .bind(write.error_code)
-        .bind(write.error_message)
-        .bind(write.error_metadata)
-        .bind(write.last_write_fence)
-        .bind(write.last_write_digest)
-        .bind(stamp(write.updated_at))
-        .bind(write.completed_at.map(stamp))
-        .bind(write.retain_until.map(stamp))
-        .bind(before.state.as_str())
-        .bind(write.last_write_by)
         .fetch_optional(&mut *connection)
         .instrument(statement("UPDATE operations"))
         .await?;
