@@ -98,6 +98,27 @@ pub struct PoolUsage {
     pub max: u32,
 }
 
+/// Reads the fence a guarded UPDATE returned: the effects get it stamped in
+/// (a new owner's fence is drawn by the store), and the record as written
+/// comes back. No row returned means the guard failed while the store held
+/// the row's lock: something other than idemd wrote it, and nothing may be
+/// assumed.
+pub(crate) fn settle_guarded_update(
+    effects: crate::domain::Effects,
+    returned_fence: Option<i64>,
+) -> Result<(Option<OperationRecord>, crate::domain::Effects)> {
+    let fence = returned_fence.ok_or_else(|| {
+        crate::domain::Error::Internal(
+            "guarded update matched no row while holding its lock".into(),
+        )
+    })?;
+    let fence = u64::try_from(fence)
+        .map_err(|_| crate::domain::Error::Internal("negative fence".into()))?;
+    let effects = effects.with_fence(fence);
+    let written = effects.update.as_ref().map(|update| update.next.clone());
+    Ok((written, effects))
+}
+
 /// A child span per statement, so a trace shows where a call's time went.
 pub(crate) fn statement_span(system: &'static str, name: &'static str) -> tracing::Span {
     tracing::info_span!(

@@ -276,18 +276,11 @@ async fn apply(
         .fetch_optional(&mut **transaction)
         .instrument(statement("UPDATE operations"))
         .await?;
-        // The row is locked, so the guard cannot fail; if it does, something
-        // other than idemd wrote the row, and nothing must be assumed.
-        let written_fence = written_fence.ok_or_else(|| {
-            decode_error(Error::Internal(
-                "guarded update matched no row while holding its lock".into(),
-            ))
-        })?;
-        let written_fence = u64::try_from(written_fence)
-            .map_err(|_| decode_error(Error::Internal("negative fence".into())))?;
-        effects = effects.with_fence(written_fence);
-        if let Some(update) = &effects.update {
-            after = update.next.clone();
+        let (written, stamped) =
+            super::settle_guarded_update(effects, written_fence).map_err(decode_error)?;
+        effects = stamped;
+        if let Some(written) = written {
+            after = written;
         }
     }
     if let Some(history) = &effects.history {
