@@ -708,11 +708,14 @@ impl ProcessData {
     /// `idemd serve ARGS` on a free loopback port, once it answers health
     /// checks as SERVING.
     pub async fn serve(&self, args: &[&str]) -> Daemon {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        self.serve_with(args, &[]).await
+    }
+
+    /// The same, with extra environment (which wins over the defaults of
+    /// [`ProcessData::command`]). With IDEMD_HEALTH_LISTEN the readiness
+    /// check goes there: the API port may speak only TLS.
+    pub async fn serve_with(&self, args: &[&str], env: &[(&str, String)]) -> Daemon {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let log = self
             .directory
             .path()
@@ -720,13 +723,25 @@ impl ProcessData {
         let mut command = self.command(&[&["serve"], args].concat());
         command
             .env("IDEMD_LISTEN", addr.to_string())
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"));
+        let health = env
+            .iter()
+            .find(|(name, _)| *name == "IDEMD_HEALTH_LISTEN")
+            .map_or(addr, |(_, value)| value.parse().expect("a health address"));
         let child = command.spawn().expect("idemd starts");
         let mut daemon = Daemon { child, addr, log };
-        daemon.wait_until_serving().await;
+        daemon.wait_until_serving(health).await;
         daemon
     }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 /// A running `idemd serve` process.
@@ -737,7 +752,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    async fn wait_until_serving(&mut self) {
+    async fn wait_until_serving(&mut self, health: SocketAddr) {
         use tonic_health::pb::HealthCheckRequest;
         use tonic_health::pb::health_check_response::ServingStatus;
         use tonic_health::pb::health_client::HealthClient;
@@ -746,7 +761,7 @@ impl Daemon {
             if let Some(status) = self.child.try_wait().expect("child status") {
                 panic!("idemd exited with {status}: {}", self.log());
             }
-            let channel = Channel::from_shared(format!("http://{}", self.addr))
+            let channel = Channel::from_shared(format!("http://{health}"))
                 .expect("uri")
                 .connect()
                 .await;
@@ -800,6 +815,26 @@ impl Daemon {
     pub fn kill(mut self) {
         self.child.kill().expect("kill");
         self.child.wait().expect("reaped");
+    }
+
+    /// GET /metrics from its metrics listener on `port`.
+    pub async fn scrape(&self, port: u16) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("metrics port");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .await
+            .expect("response");
+        let (head, body) = response.split_once("\r\n\r\n").expect("http response");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        body.to_owned()
     }
 
     /// Its log (stderr) so far, for failure messages.

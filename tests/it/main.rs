@@ -19,7 +19,6 @@ mod errors;
 mod leases;
 mod notify;
 mod observability;
-mod process;
 mod restart;
 mod retention;
 mod scenarios;

@@ -3,7 +3,8 @@
 //! logs name operations and traces without keys or payloads.
 //!
 //! These tests run the `idemd` executable itself (not the library in this
-//! process), because tracing and its exporter are process-global.
+//! process), because tracing and its exporter are process-global; on each
+//! store.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,11 +18,11 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::trace::v1::Span;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic::{Code, Request};
 
-use crate::harness::{authorized, claim_json, millis, ownership, result};
-use crate::process::{Server, create_tenant, database_url};
+use crate::harness::{
+    Backend, authorized, claim_json, free_port, millis, ownership, result, store_tests,
+};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_SPAN_ID: &str = "00f067aa0ba902b7";
@@ -97,11 +98,13 @@ fn attribute<'a>(
         .and_then(|value| value.value.as_ref())
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_payloads(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
+    backend: Backend,
 ) {
+    let database_system = match &backend {
+        Backend::Postgres { .. } => "postgresql",
+        Backend::Sqlite { .. } => "sqlite",
+    };
     let collector = Collector::default();
     let collector_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -115,20 +118,23 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
                 collector_listener,
             )),
     );
-    let url = database_url(&connect);
-    let token = create_tenant(&url);
-    let server = Server::start(
-        &url,
-        &[
-            (
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                format!("http://127.0.0.1:{collector_port}"),
-            ),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
-            ("OTEL_SERVICE_NAME", "idemd-under-test".to_owned()),
-        ],
-    )
-    .await;
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("observed");
+    let server = data
+        .serve_with(
+            &[],
+            &[
+                (
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    format!("http://127.0.0.1:{collector_port}"),
+                ),
+                ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+                ("OTEL_SERVICE_NAME", "idemd-under-test".to_owned()),
+                ("IDEMD_LOG_FORMAT", "json".to_owned()),
+                ("RUST_LOG", "info".to_owned()),
+            ],
+        )
+        .await;
     let mut client = server.client().await;
 
     let request = proto::ClaimRequest {
@@ -270,12 +276,13 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
     );
     assert_eq!(
         attribute(insert, "db.system"),
-        Some(&Value::StringValue("postgresql".into()))
+        Some(&Value::StringValue(database_system.into()))
     );
 
     // Logs: JSON, one line per conflict, takeover and stale write, with the
     // operation and the trace; never the key or the payload.
-    let logs = server.logs();
+    let log = server.log();
+    let logs: Vec<&str> = log.lines().collect();
     let records: Vec<serde_json::Value> = logs
         .iter()
         .filter_map(|line| serde_json::from_str(line).ok())
@@ -317,11 +324,20 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
     }
 }
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn metrics_count_exactly_what_happened(_: PgPoolOptions, connect: PgConnectOptions) {
-    let url = database_url(&connect);
-    let token = create_tenant(&url);
-    let server = Server::start(&url, &[]).await;
+async fn metrics_count_exactly_what_happened(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("observed");
+    let metrics_port = free_port();
+    let server = data
+        .serve_with(
+            &[],
+            &[
+                ("IDEMD_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
+                ("IDEMD_METRICS_OPERATIONS", "payments.charge".to_owned()),
+                ("IDEMD_GAUGE_INTERVAL", "100ms".to_owned()),
+            ],
+        )
+        .await;
     let mut client = server.client().await;
     let charge = |key: &str, body: &str| proto::ClaimRequest {
         lease: millis(50),
@@ -420,7 +436,7 @@ async fn metrics_count_exactly_what_happened(_: PgPoolOptions, connect: PgConnec
         .expect("reconcile");
 
     tokio::time::sleep(Duration::from_millis(300)).await; // a gauge refresh
-    let metrics = samples(&server.scrape().await);
+    let metrics = samples(&server.scrape(metrics_port).await);
     let expect = |series: &str, value: f64| {
         assert_eq!(
             metrics.get(series),
@@ -491,3 +507,8 @@ async fn metrics_count_exactly_what_happened(_: PgPoolOptions, connect: PgConnec
         "keys never become labels"
     );
 }
+
+store_tests!(
+    a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_payloads,
+    metrics_count_exactly_what_happened,
+);

@@ -2,20 +2,14 @@
 //! probes need (they speak neither TLS nor credentials).
 
 use idemd::proto::idempotency_client::IdempotencyClient;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::harness::{authorized, claim_json, outcome_name};
-use crate::process::{Server, create_tenant, database_url, free_port};
+use crate::harness::{Backend, authorized, claim_json, free_port, outcome_name, store_tests};
 
-#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
-async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(
-    _: PgPoolOptions,
-    connect: PgConnectOptions,
-) {
+async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(backend: Backend) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
         .expect("a self-signed certificate");
     let directory = std::env::temp_dir().join(format!("idemd-tls-{}", uuid::Uuid::now_v7()));
@@ -24,23 +18,24 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(
     let key_path = directory.join("tls.key");
     std::fs::write(&cert_path, certified.cert.pem()).expect("write cert");
     std::fs::write(&key_path, certified.signing_key.serialize_pem()).expect("write key");
-    let url = database_url(&connect);
-    let token = create_tenant(&url);
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("tls");
     let health_port = free_port();
-    let server = Server::start(
-        &url,
-        &[
-            ("IDEMD_TLS_CERT", cert_path.display().to_string()),
-            ("IDEMD_TLS_KEY", key_path.display().to_string()),
-            ("IDEMD_HEALTH_LISTEN", format!("127.0.0.1:{health_port}")),
-        ],
-    )
-    .await;
+    let server = data
+        .serve_with(
+            &[],
+            &[
+                ("IDEMD_TLS_CERT", cert_path.display().to_string()),
+                ("IDEMD_TLS_KEY", key_path.display().to_string()),
+                ("IDEMD_HEALTH_LISTEN", format!("127.0.0.1:{health_port}")),
+            ],
+        )
+        .await;
 
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(certified.cert.pem()))
         .domain_name("localhost");
-    let channel = Channel::from_shared(format!("https://127.0.0.1:{}", server.grpc))
+    let channel = Channel::from_shared(format!("https://{}", server.addr))
         .expect("uri")
         .tls_config(tls)
         .expect("tls config")
@@ -60,7 +55,7 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(
 
     // Plaintext to the TLS port gets no answer from the API.
     let plaintext = async {
-        let channel = Channel::from_shared(format!("http://127.0.0.1:{}", server.grpc))
+        let channel = Channel::from_shared(format!("http://{}", server.addr))
             .expect("uri")
             .connect()
             .await?;
@@ -97,3 +92,5 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(
     }
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+store_tests!(the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port);
