@@ -587,7 +587,8 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
         .fail(
             &owner,
             FailDisposition::Retryable,
-            TimeDelta::milliseconds(300),
+            // Long enough that the claim below is early even on a loaded machine.
+            TimeDelta::milliseconds(1_500),
         )
         .await;
     assert_eq!(failed.record.state, State::RetryWait);
@@ -595,7 +596,7 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
     assert_eq!(stored.state, State::RetryWait);
     assert_eq!(
         stored.retry_at,
-        Some(failed.now + TimeDelta::milliseconds(300))
+        Some(failed.now + TimeDelta::milliseconds(1_500))
     );
     let (early, _) = fixture.claim(&budget_of_two).await;
     assert!(
@@ -608,7 +609,7 @@ async fn a_retryable_failure_waits_then_releases_within_the_budget(backend: Back
         ),
         "{early:?}"
     );
-    sleep_ms(350).await;
+    sleep_ms(1_600).await;
 
     let (due, second) = fixture.claim(&budget_of_two).await;
     assert_eq!(due, Ok(ClaimAnswer::Acquired));
@@ -794,7 +795,7 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_atte
 ) {
     let fixture = Fixture::new(backend).await;
     let short_attempt = ClaimCommand {
-        max_attempt_duration: TimeDelta::milliseconds(400),
+        max_attempt_duration: TimeDelta::milliseconds(2_000),
         ..command("k", 30_000)
     };
     let owner = acquired(fixture.claim(&short_attempt).await);
@@ -811,7 +812,7 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_atte
             ..
         })
     ));
-    sleep_ms(450).await;
+    sleep_ms(2_100).await;
     let released = fixture.reconcile(&unknown, Resolution::NotApplied).await;
     assert_eq!(released.answer, Ok(Answer::Written));
     assert_eq!(released.record.state, State::RetryWait);
@@ -1004,7 +1005,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
     }
     // Retention of its own, so that it stays FAILED once the sweeper ends it.
     let late_retry = ClaimCommand {
-        operation_deadline: Some(TimeDelta::milliseconds(300)),
+        operation_deadline: Some(TimeDelta::milliseconds(1_500)),
         ..command("late-retry", 40)
     };
     let retrying = acquired(fixture.claim(&late_retry).await);
@@ -1021,7 +1022,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
         .fail(&unknown, FailDisposition::Unknown, TimeDelta::zero())
         .await;
     acquired(fixture.claim(&no_retention("stalled")).await);
-    sleep_ms(350).await;
+    sleep_ms(1_600).await;
 
     // Batches of two: the backlog takes several sweeps, none does work twice.
     let tombstone_retention = TimeDelta::hours(1);

@@ -133,7 +133,8 @@ async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(backend: 
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let request = proto::ClaimRequest {
-        operation_deadline: millis(300),
+        // Long enough for the RETRYABLE Fail to land before it on a loaded machine.
+        operation_deadline: millis(1_500),
         ..short_retention("k")
     };
     let claimed = client
@@ -160,7 +161,7 @@ async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(backend: 
         .expect("fail")
         .into_inner();
     assert_eq!(failed.state, proto::OperationState::RetryWait as i32);
-    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_600)).await;
 
     let report = sweep_backlog(world.store.as_ref(), settings(TimeDelta::hours(1))).await;
     assert_eq!(report.deadline_exceeded, 1);
