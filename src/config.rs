@@ -80,6 +80,12 @@ pub struct DatabaseArgs {
     )]
     pub db_max_connections: u32,
 
+    /// Postgres: announce state changes with NOTIFY and LISTEN for other
+    /// replicas' (waiting Claims wake at once). Turn off on Postgres-compatible
+    /// engines without LISTEN/NOTIFY; waiting Claims then only poll.
+    #[arg(long, env = "IDEMD_PG_NOTIFY", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub pg_notify: bool,
+
     /// How long a call waits for a free connection before answering UNAVAILABLE.
     #[arg(long, env = "IDEMD_DB_ACQUIRE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
     pub db_acquire_timeout: Duration,

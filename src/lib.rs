@@ -222,6 +222,9 @@ async fn open_postgres(
     if migrate {
         store.migrate().await?;
     }
+    if !database.pg_notify {
+        return Ok(store.without_change_notifications());
+    }
     Ok(store)
 }
 
