@@ -198,8 +198,8 @@ impl IdempotencyService {
             let Some(applied) = applied else {
                 continue;
             };
-            let record = self.announce(&applied);
-            return claim_reply(record, applied.now, applied.answer);
+            self.announce(&applied);
+            return claim_reply(applied.record, applied.now, applied.answer);
         }
         Err(Error::unavailable(
             "the scope changed repeatedly during the claim",
@@ -304,7 +304,8 @@ impl IdempotencyService {
             )
             .await?
             .ok_or(Error::NotFound)?;
-        let record = self.announce(&applied);
+        self.announce(&applied);
+        let record = applied.record;
         let operation = &record.scope.operation;
         match &applied.answer {
             Err(Error::LeaseLost { current_fence, .. }) => {
@@ -358,12 +359,11 @@ impl IdempotencyService {
     }
 
     /// Wakes this replica's waiters when the record changed.
-    fn announce(&self, applied: &Applied) -> OperationRecord {
+    fn announce(&self, applied: &Applied) {
         if applied.record_changed {
             // No receiver is fine: nobody waits.
             let _ = self.changes.send(applied.record.operation_id);
         }
-        applied.record.clone()
     }
 }
 

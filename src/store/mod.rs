@@ -100,7 +100,7 @@ pub struct PoolUsage {
 
 /// Reads the fence a guarded UPDATE returned: the effects get it stamped in
 /// (a new owner's fence is drawn by the store), and the record as written
-/// comes back. No row returned means the guard failed while the store held
+/// comes back, taken out of the effects (which keep their history entry). No row returned means the guard failed while the store held
 /// the row's lock: something other than idemd wrote it, and nothing may be
 /// assumed.
 pub(crate) fn settle_guarded_update(
@@ -114,8 +114,9 @@ pub(crate) fn settle_guarded_update(
     })?;
     let fence = u64::try_from(fence)
         .map_err(|_| crate::domain::Error::Internal("negative fence".into()))?;
-    let effects = effects.with_fence(fence);
-    let written = effects.update.as_ref().map(|update| update.next.clone());
+    let mut effects = effects.with_fence(fence);
+    // Moved, not copied: a record may carry a result of a megabyte.
+    let written = effects.update.take().map(|update| update.next);
     Ok((written, effects))
 }
 

@@ -736,7 +736,7 @@ async fn apply(
     now: DateTime<Utc>,
 ) -> Result<OperationRecord, sqlx::Error> {
     let mut effects = effects;
-    let mut after = before.clone();
+    let mut written_record = None;
     if let Some(update) = &effects.update {
         let write = OperationWrite::of(&update.next).map_err(decode_error)?;
         let fence = if update.takes_new_fence {
@@ -758,14 +758,13 @@ async fn apply(
         let (written, stamped) =
             super::settle_guarded_update(effects, written_fence).map_err(decode_error)?;
         effects = stamped;
-        if let Some(written) = written {
-            after = written;
-        }
+        written_record = written;
     }
     if let Some(history) = &effects.history {
         append_history(connection, before.operation_id, history, now).await?;
     }
-    Ok(after)
+    // Without an update (a refusal recorded in history) the record stands.
+    Ok(written_record.unwrap_or_else(|| before.clone()))
 }
 
 /// Appends a history entry, or counts it into the last one when it repeats a
