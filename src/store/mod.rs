@@ -71,6 +71,14 @@ pub struct SweepReport {
 }
 
 impl SweepReport {
+    /// Counts one record the sweeper wrote: a tombstone, or a retry it ended.
+    pub(crate) fn count(&mut self, swept: &OperationRecord) {
+        match swept.state {
+            crate::domain::State::Expired => self.tombstoned += 1,
+            _ => self.deadline_exceeded += 1,
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.tombstoned + self.deadline_exceeded + self.deleted
     }

@@ -21,7 +21,7 @@ use super::{
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Effects, Error, HistoryEntry, NewHistoryEntry, OperationId, OperationRecord,
-    Result, State, TenantId,
+    Result, TenantId,
 };
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -144,10 +144,7 @@ impl PostgresStore {
             return Ok(None);
         };
         // Read after the lock is held: the clock of the moment we decide.
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *transaction)
-            .instrument(statement("SELECT clock"))
-            .await?;
+        let now = database_now(&mut transaction).await?;
         let record = OperationRecord::try_from(row).map_err(decode_error)?;
         if let Some(pause) = &self.pause_before_write {
             pause().await;
@@ -180,6 +177,18 @@ impl PostgresStore {
             now,
         }))
     }
+}
+
+/// The database's clock, which decides every expiry. Read inside the
+/// transaction, after any lock it waits for, so decisions use the time they
+/// are made at.
+async fn database_now(
+    transaction: &mut Transaction<'_, Postgres>,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT clock_timestamp()")
+        .fetch_one(&mut **transaction)
+        .instrument(statement("SELECT clock"))
+        .await
 }
 
 async fn lock(
@@ -464,11 +473,7 @@ impl Store for PostgresStore {
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage> {
         let mut transaction = self.pool.begin().await.map_err(map_error)?;
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *transaction)
-            .instrument(statement("SELECT clock"))
-            .await
-            .map_err(map_error)?;
+        let now = database_now(&mut transaction).await.map_err(map_error)?;
         let (after_created, after_id) = match query.after {
             Some((created_at, operation_id)) => (Some(created_at), Some(operation_id.0)),
             None => (None, None),
@@ -505,11 +510,7 @@ impl Store for PostgresStore {
     async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         let mut transaction = self.pool.begin().await.map_err(map_error)?;
-        let now: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()")
-            .fetch_one(&mut *transaction)
-            .instrument(statement("SELECT clock"))
-            .await
-            .map_err(map_error)?;
+        let now = database_now(&mut transaction).await.map_err(map_error)?;
         // Rows a Claim or another sweeper holds are skipped, not waited for.
         let due: Vec<OperationRow> = sqlx::query_as(concat!(
             "SELECT ",
@@ -533,10 +534,7 @@ impl Store for PostgresStore {
             let after = apply(&mut transaction, &record, decision.effects, now)
                 .await
                 .map_err(map_error)?;
-            match after.state {
-                State::Expired => report.tombstoned += 1,
-                _ => report.deadline_exceeded += 1,
-            }
+            report.count(&after);
         }
         // History goes with the operation (ON DELETE CASCADE).
         report.deleted = sqlx::query(

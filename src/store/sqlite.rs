@@ -40,7 +40,7 @@ use super::{
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Effects, Error, HistoryEntry, NewHistoryEntry, OperationId, OperationRecord,
-    Result, State, TenantId,
+    Result, TenantId,
 };
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -510,10 +510,7 @@ impl SqliteStore {
                 continue;
             };
             let after = apply(&mut transaction, &record, decision.effects, now).await?;
-            match after.state {
-                State::Expired => report.tombstoned += 1,
-                _ => report.deadline_exceeded += 1,
-            }
+            report.count(&after);
         }
         // History goes with the operation (ON DELETE CASCADE; foreign_keys=ON
         // is checked on every connection).
