@@ -12,11 +12,12 @@ use crate::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
 };
 use crate::domain::{
-    Answer, ClaimAnswer, ClaimCommand, CompleteCommand, Error, FailCommand, HistoryEntry,
-    OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, TenantId,
+    Answer, ClaimAnswer, ClaimCommand, CompleteCommand, Error, FailCommand, Found, OperationId,
+    OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, Target, TenantId,
+    UnresolvedPage, UnresolvedQuery,
 };
 use crate::metrics::{ClaimOutcome, Metrics};
-use crate::store::{Applied, Decide, Store, Target, UnresolvedPage, UnresolvedQuery};
+use crate::store::{Applied, Decide, Store};
 use crate::telemetry::current_trace_id;
 
 /// A claim that finds the scope neither insertable nor present (it was swept
@@ -40,13 +41,6 @@ pub struct WriteReply {
     pub now: DateTime<Utc>,
     /// False when the write was a re-sent one, answered from the record.
     pub changed: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct LookupReply {
-    pub record: OperationRecord,
-    pub history: Vec<HistoryEntry>,
-    pub now: DateTime<Utc>,
 }
 
 #[derive(Clone)]
@@ -268,16 +262,10 @@ impl IdempotencyService {
         tenant: TenantId,
         target: &Target,
         include_history: bool,
-    ) -> Result<LookupReply> {
-        let found = self
-            .timed("find", self.store.find(tenant, target, include_history))
+    ) -> Result<Found> {
+        self.timed("find", self.store.find(tenant, target, include_history))
             .await?
-            .ok_or(Error::NotFound)?;
-        Ok(LookupReply {
-            record: found.record,
-            history: found.history,
-            now: found.now,
-        })
+            .ok_or(Error::NotFound)
     }
 
     pub async fn list_unresolved(

@@ -6,6 +6,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod limits;
 pub mod model;
+pub mod query;
 pub mod transition;
 
 #[cfg(test)]
@@ -15,4 +16,5 @@ pub use command::*;
 pub use error::{Error, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
+pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};
 pub use transition::{Answer, ClaimAnswer, Decision, Effects, PendingReason, Update};

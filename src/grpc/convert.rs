@@ -8,12 +8,12 @@ use crate::domain::fingerprint;
 use crate::domain::limits::Violations;
 use crate::domain::{
     ClaimAnswer, ClaimCommand, CompleteCommand, Error, ErrorReport, FailCommand, FailDisposition,
-    FailureReason, HistoryEntry, Limits, OperationId, OperationRecord, Outcome, PendingReason,
-    ReconcileCommand, RenewCommand, Resolution, Result, Scope, State, SuccessResult,
+    FailureReason, Found, HistoryEntry, Limits, OperationId, OperationRecord, Outcome,
+    PendingReason, ReconcileCommand, RenewCommand, Resolution, Result, Scope, State, SuccessResult,
+    Target, UnresolvedPage, UnresolvedQuery,
 };
 use crate::proto;
-use crate::service::{ClaimReply, LookupReply, WriteReply, remaining};
-use crate::store::{Target, UnresolvedPage, UnresolvedQuery};
+use crate::service::{ClaimReply, WriteReply, remaining};
 
 // ---- requests ---------------------------------------------------------------
 
@@ -638,7 +638,7 @@ fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
     }
 }
 
-pub fn lookup_response(reply: &LookupReply) -> proto::LookupResponse {
+pub fn lookup_response(reply: &Found) -> proto::LookupResponse {
     proto::LookupResponse {
         operation: Some(operation(&reply.record, reply.now, true)),
         history: reply.history.iter().map(history_entry).collect(),

@@ -8,20 +8,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    Answer, ClaimCommand, Decision, HistoryEntry, OperationId, OperationRecord, Result, Scope,
-    TenantId,
+    Answer, ClaimCommand, Decision, Found, OperationId, OperationRecord, Result, Target, TenantId,
+    UnresolvedPage, UnresolvedQuery,
 };
 
 pub mod postgres;
 mod row;
 pub mod sqlite;
-
-/// Which operation a read or a transition addresses, always within a tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Scope(Scope),
-    Id(OperationId),
-}
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;
@@ -36,27 +29,6 @@ pub struct Applied {
     pub now: DateTime<Utc>,
     /// Whether the record changed (history-only refusals do not count).
     pub record_changed: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Found {
-    pub record: OperationRecord,
-    pub history: Vec<HistoryEntry>,
-    pub now: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnresolvedQuery {
-    pub operation: Option<String>,
-    pub limit: u32,
-    /// Strictly after this (created_at, operation_id), oldest first.
-    pub after: Option<(DateTime<Utc>, OperationId)>,
-}
-
-#[derive(Debug, Clone)]
-pub struct UnresolvedPage {
-    pub records: Vec<OperationRecord>,
-    pub now: DateTime<Utc>,
 }
 
 /// What one sweep did.

@@ -33,14 +33,11 @@ use super::row::{
     HistoryRow, OperationRow, OperationWrite, bind_guarded_update, guarded_update_sql,
     operation_columns, signed,
 };
-use super::{
-    Applied, Decide, Found, OperationCounts, PauseHook, PoolUsage, Store, SweepReport, Target,
-    UnresolvedPage, UnresolvedQuery,
-};
+use super::{Applied, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport};
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
-    ClaimCommand, Effects, Error, HistoryEntry, NewHistoryEntry, OperationId, OperationRecord,
-    Result, TenantId,
+    ClaimCommand, Effects, Error, Found, HistoryEntry, NewHistoryEntry, OperationId,
+    OperationRecord, Result, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");

@@ -12,7 +12,7 @@ use idemd::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
 };
 use idemd::domain::*;
-use idemd::store::{Applied, Store, Target, UnresolvedQuery};
+use idemd::store::{Applied, Store};
 use tokio::sync::{Barrier, Semaphore};
 
 use crate::harness::*;

@@ -120,7 +120,7 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
     let found = store
         .find(
             tenant,
-            &idemd::store::Target::Id(existing.operation_id),
+            &idemd::domain::Target::Id(existing.operation_id),
             false,
         )
         .await

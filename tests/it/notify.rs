@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use idemd::domain::Target;
 use idemd::domain::transition::decide_complete;
 use idemd::domain::*;
+use idemd::store::Store;
 use idemd::store::postgres::PostgresStore;
-use idemd::store::{Store, Target};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::harness::{create_tenant, pool};
