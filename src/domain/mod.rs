@@ -17,4 +17,6 @@ pub use error::{Error, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};
-pub use transition::{Answer, ClaimAnswer, Decision, Effects, PendingReason, Update};
+pub use transition::{
+    Answer, ClaimAnswer, Decision, Effects, FirstClaim, PendingReason, Update, decide_first_claim,
+};

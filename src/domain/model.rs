@@ -285,14 +285,6 @@ impl HistoryEvent {
             HistoryEvent::Expired => "EXPIRED",
         }
     }
-
-    /// Refusals repeat (a stalled client retrying); one entry counts them.
-    pub fn coalesces(self) -> bool {
-        matches!(
-            self,
-            HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused
-        )
-    }
 }
 
 /// A history entry about to be written.
@@ -305,6 +297,27 @@ pub struct NewHistoryEntry {
     pub attempt: u32,
     /// No payloads: an RPC name, a failure code, a reason.
     pub detail: String,
+}
+
+impl NewHistoryEntry {
+    /// The one rule for coalescing history: an entry whose key equals the key
+    /// of the operation's last entry is counted into that entry (`count`,
+    /// `last_at`) instead of appended. Refusals repeat (a stalled client
+    /// retrying the same write), so the same refusal of the same fence by the
+    /// same RPC coalesces; every transition gets an entry of its own (`None`).
+    /// The stores only compare keys: the rule lives here.
+    pub fn coalesce_key(&self) -> Option<String> {
+        match self.event {
+            HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => Some(format!(
+                "{}/{}/{}/{}",
+                self.event.as_str(),
+                self.fence,
+                self.detail,
+                self.to_state.as_str()
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// A history entry as stored.

@@ -13,8 +13,8 @@ use super::command::{
 };
 use super::error::{Error, Refusal};
 use super::model::{
-    ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationRecord, Outcome,
-    PreviousAttempt, RequestDigest, State, WriteReceipt, Writer,
+    ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord,
+    Outcome, PreviousAttempt, RequestDigest, State, TenantId, WriteReceipt, Writer,
 };
 
 /// What a Claim answers, besides errors. The ownership details (fence,
@@ -143,6 +143,91 @@ impl Decision {
     }
 }
 
+/// The `(none) → Claim` row: what a store inserts when the scope has no
+/// record yet. Deadlines are offsets from the database clock of the insert,
+/// so a store that reads its clock inside the statement (Postgres) and one
+/// that reads it first (SQLite) bind the same values. The fence is drawn by
+/// the store and stamped into the history entry as it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstClaim {
+    /// The first lease, capped at the attempt deadline.
+    pub lease_expires_in: TimeDelta,
+    pub attempt_deadline_in: TimeDelta,
+    pub operation_deadline_in: Option<TimeDelta>,
+    /// CLAIMED, into IN_PROGRESS, attempt 1.
+    pub history: NewHistoryEntry,
+}
+
+pub fn decide_first_claim(command: &ClaimCommand) -> FirstClaim {
+    FirstClaim {
+        lease_expires_in: lease_within_attempt(command.lease, command.max_attempt_duration),
+        attempt_deadline_in: command.max_attempt_duration,
+        operation_deadline_in: command.operation_deadline,
+        history: NewHistoryEntry {
+            event: HistoryEvent::Claimed,
+            from_state: None,
+            to_state: State::InProgress,
+            fence: 0,
+            attempt: 1,
+            detail: String::new(),
+        },
+    }
+}
+
+impl FirstClaim {
+    /// The CLAIMED entry with the fence the store drew.
+    pub fn history_with_fence(&self, fence: Fence) -> NewHistoryEntry {
+        NewHistoryEntry {
+            fence,
+            ..self.history.clone()
+        }
+    }
+
+    /// The record a store holds after inserting this claim at `now` with the
+    /// fence it drew.
+    pub fn record(
+        &self,
+        operation_id: OperationId,
+        tenant_id: TenantId,
+        command: &ClaimCommand,
+        fence: Fence,
+        now: DateTime<Utc>,
+    ) -> OperationRecord {
+        OperationRecord {
+            operation_id,
+            tenant_id,
+            scope: command.scope.clone(),
+            fingerprint: command.fingerprint,
+            state: self.history.to_state,
+            fence,
+            attempt: self.history.attempt,
+            max_attempts: command.max_attempts,
+            claim_token: command.claim_token.clone(),
+            taken_over_from: None,
+            lease_duration: command.lease,
+            max_attempt_duration: command.max_attempt_duration,
+            retention: command.retention,
+            lease_expires_at: Some(now + self.lease_expires_in),
+            attempt_deadline_at: Some(now + self.attempt_deadline_in),
+            retry_at: None,
+            operation_deadline_at: self.operation_deadline_in.map(|deadline| now + deadline),
+            outcome: None,
+            outcome_kind: None,
+            last_write: None,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            retain_until: None,
+        }
+    }
+}
+
+/// A lease never outlives the attempt it belongs to: the one place this rule
+/// is written (first claims, new attempts and renewals all go through it).
+fn lease_within_attempt(lease: TimeDelta, attempt_time_left: TimeDelta) -> TimeDelta {
+    lease.min(attempt_time_left)
+}
+
 pub fn decide_claim(
     record: &OperationRecord,
     command: &ClaimCommand,
@@ -256,15 +341,16 @@ fn start_attempt(
     now: DateTime<Utc>,
     taken_over_from: Option<PreviousAttempt>,
 ) -> OperationRecord {
-    let attempt_deadline_at = now + record.max_attempt_duration;
     OperationRecord {
         state: State::InProgress,
         attempt: record.attempt + 1,
         claim_token: command.claim_token.clone(),
         taken_over_from,
         lease_duration: command.lease,
-        lease_expires_at: Some((now + command.lease).min(attempt_deadline_at)),
-        attempt_deadline_at: Some(attempt_deadline_at),
+        lease_expires_at: Some(
+            now + lease_within_attempt(command.lease, record.max_attempt_duration),
+        ),
+        attempt_deadline_at: Some(now + record.max_attempt_duration),
         retry_at: None,
         updated_at: now,
         ..record.clone()
@@ -373,9 +459,11 @@ pub fn decide_renew(
         return refuse(Refusal::StateForbids, record);
     }
     let lease = command.lease.unwrap_or(record.lease_duration);
-    let deadline = record.attempt_deadline_at.unwrap_or(now);
+    let attempt_time_left = record
+        .attempt_deadline_at
+        .map_or(TimeDelta::zero(), |deadline| deadline - now);
     let next = OperationRecord {
-        lease_expires_at: Some((now + lease).min(deadline)),
+        lease_expires_at: Some(now + lease_within_attempt(lease, attempt_time_left)),
         updated_at: now,
         ..record.clone()
     };

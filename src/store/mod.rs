@@ -12,8 +12,11 @@ use crate::domain::{
     UnresolvedPage, UnresolvedQuery,
 };
 
+mod error;
+mod flow;
 pub mod postgres;
 mod row;
+mod sql;
 pub mod sqlite;
 
 /// The pure decision, handed the locked record and the database's clock.
@@ -78,37 +81,16 @@ pub struct PoolUsage {
     pub max: u32,
 }
 
-/// Reads the fence a guarded UPDATE returned: the effects get it stamped in
-/// (a new owner's fence is drawn by the store), and the record as written
-/// comes back, taken out of the effects (which keep their history entry). No row returned means the guard failed while the store held
-/// the row's lock: something other than idemd wrote it, and nothing may be
-/// assumed.
-pub(crate) fn settle_guarded_update(
-    effects: crate::domain::Effects,
-    returned_fence: Option<i64>,
-) -> Result<(Option<OperationRecord>, crate::domain::Effects)> {
-    let fence = returned_fence.ok_or_else(|| {
-        crate::domain::Error::Internal(
-            "guarded update matched no row while holding its lock".into(),
-        )
-    })?;
-    let fence = u64::try_from(fence)
-        .map_err(|_| crate::domain::Error::Internal("negative fence".into()))?;
-    let mut effects = effects.with_fence(fence);
-    // Moved, not copied: a record may carry a result of a megabyte.
-    let written = effects.update.take().map(|update| update.next);
-    Ok((written, effects))
-}
-
-/// A child span per statement, so a trace shows where a call's time went.
-pub(crate) fn statement_span(system: &'static str, name: &'static str) -> tracing::Span {
-    tracing::info_span!(
-        "db.statement",
-        otel.name = name,
-        otel.kind = "client",
-        db.system = system,
-        db.operation = name,
-    )
+/// Applies a store's pending migrations.
+async fn run_migrations<'a, A>(migrator: &sqlx::migrate::Migrator, connection: A) -> Result<()>
+where
+    A: sqlx::Acquire<'a>,
+    <A::Connection as std::ops::Deref>::Target: sqlx::migrate::Migrate,
+{
+    migrator
+        .run(connection)
+        .await
+        .map_err(|error| crate::domain::Error::Internal(format!("migration failed: {error}")))
 }
 
 /// Called by a store between reading the locked record and writing; tests use

@@ -11,78 +11,6 @@ use crate::domain::{
     TenantId, WriteReceipt, Writer,
 };
 
-/// The columns of `operations`, in [`OperationRow`]'s order.
-macro_rules! operation_columns {
-    () => {
-        "operation_id, tenant_id, operation, idempotency_key, fingerprint, state, fence, \
-         attempt, max_attempts, claim_token, taken_over_state, taken_over_fence, lease_ms, \
-         max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, retry_at, \
-         operation_deadline_at, outcome_state, result_body, result_content_type, result_metadata, \
-         failure_reason, error_code, error_message, error_metadata, last_write_fence, \
-         last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until"
-    };
-}
-pub(crate) use operation_columns;
-
-/// The guarded UPDATE both stores write a decided record with. `$4` is the
-/// store's fence expression (Postgres draws from its sequence in place;
-/// SQLite binds the fence it drew from its counter table). The WHERE states
-/// the fence and state the decision was made from.
-macro_rules! guarded_update_sql {
-    ($fence_expression:literal) => {
-        concat!(
-            "UPDATE operations SET state = $3, fence = ",
-            $fence_expression,
-            ", attempt = $5, claim_token = $6, taken_over_state = $7, taken_over_fence = $8, \
-             lease_ms = $9, lease_expires_at = $10, attempt_deadline_at = $11, retry_at = $12, \
-             outcome_state = $13, result_body = $14, result_content_type = $15, \
-             result_metadata = $16, failure_reason = $17, error_code = $18, \
-             error_message = $19, error_metadata = $20, last_write_fence = $21, \
-             last_write_digest = $22, updated_at = $23, completed_at = $24, retain_until = $25, \
-             last_write_by = $27 \
-             WHERE operation_id = $1 AND fence = $2 AND state = $26 \
-             RETURNING fence"
-        )
-    };
-}
-pub(crate) use guarded_update_sql;
-
-/// Binds every parameter of [`guarded_update_sql`]; timestamps go through
-/// `$timestamp`, the store's own encoding of them.
-macro_rules! bind_guarded_update {
-    ($query:expr, $before:expr, $before_fence:expr, $write:expr, $fence_argument:expr, $timestamp:expr) => {
-        $query
-            .bind($before.operation_id.0)
-            .bind($before_fence)
-            .bind($write.state)
-            .bind($fence_argument)
-            .bind($write.attempt)
-            .bind($write.claim_token)
-            .bind($write.taken_over_state)
-            .bind($write.taken_over_fence)
-            .bind($write.lease_ms)
-            .bind($write.lease_expires_at.map($timestamp))
-            .bind($write.attempt_deadline_at.map($timestamp))
-            .bind($write.retry_at.map($timestamp))
-            .bind($write.outcome_state)
-            .bind($write.result_body)
-            .bind($write.result_content_type)
-            .bind($write.result_metadata)
-            .bind($write.failure_reason)
-            .bind($write.error_code)
-            .bind($write.error_message)
-            .bind($write.error_metadata)
-            .bind($write.last_write_fence)
-            .bind($write.last_write_digest)
-            .bind($timestamp($write.updated_at))
-            .bind($write.completed_at.map($timestamp))
-            .bind($write.retain_until.map($timestamp))
-            .bind($before.state.as_str())
-            .bind($write.last_write_by)
-    };
-}
-pub(crate) use bind_guarded_update;
-
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct OperationRow {
     pub(crate) operation_id: Uuid,
@@ -289,6 +217,14 @@ impl<'a> OperationWrite<'a> {
             retain_until: record.retain_until,
         })
     }
+}
+
+/// A row and the database clock, read by one statement.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RowWithClock {
+    #[sqlx(flatten)]
+    pub(crate) row: OperationRow,
+    pub(crate) db_now: DateTime<Utc>,
 }
 
 #[derive(Debug, sqlx::FromRow)]

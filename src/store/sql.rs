@@ -1,0 +1,140 @@
+//! SQL text that both dialects run. Where the dialects disagree, the macros
+//! take the dialect's fragment (a clock expression, a lock clause, a fence
+//! expression) as a literal, so every statement stays one `&'static str`.
+
+/// The columns of `operations`, in [`super::row::OperationRow`]'s order.
+macro_rules! operation_columns {
+    () => {
+        "operation_id, tenant_id, operation, idempotency_key, fingerprint, state, fence, \
+         attempt, max_attempts, claim_token, taken_over_state, taken_over_fence, lease_ms, \
+         max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, retry_at, \
+         operation_deadline_at, outcome_state, result_body, result_content_type, result_metadata, \
+         failure_reason, error_code, error_message, error_metadata, last_write_fence, \
+         last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until"
+    };
+}
+pub(crate) use operation_columns;
+
+/// One operation of a tenant, by scope (`$2`, `$3`) or by id (`$2`).
+/// `$extra_column` adds a column (the dialect's clock, for reads that answer
+/// with it); `$lock` ends the statement (Postgres: `FOR UPDATE`).
+macro_rules! select_operation_sql {
+    (by_scope, $extra_column:literal, $lock:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::sql::operation_columns!(),
+            $extra_column,
+            " FROM operations WHERE tenant_id = $1 AND operation = $2 AND idempotency_key = $3",
+            $lock
+        )
+    };
+    (by_id, $extra_column:literal, $lock:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::sql::operation_columns!(),
+            $extra_column,
+            " FROM operations WHERE tenant_id = $1 AND operation_id = $2",
+            $lock
+        )
+    };
+}
+pub(crate) use select_operation_sql;
+
+/// The guarded UPDATE a decided record is written with. The WHERE states the
+/// fence and state the decision was made from; `$4` says whether the write
+/// takes a new fence, which `$new_fence` (the dialect's expression) yields.
+macro_rules! guarded_update_sql {
+    ($new_fence:literal) => {
+        concat!(
+            "UPDATE operations SET state = $3, fence = CASE WHEN $4 THEN ",
+            $new_fence,
+            " ELSE fence END, attempt = $5, claim_token = $6, taken_over_state = $7, \
+             taken_over_fence = $8, lease_ms = $9, lease_expires_at = $10, \
+             attempt_deadline_at = $11, retry_at = $12, outcome_state = $13, result_body = $14, \
+             result_content_type = $15, result_metadata = $16, failure_reason = $17, \
+             error_code = $18, error_message = $19, error_metadata = $20, \
+             last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
+             completed_at = $24, retain_until = $25, last_write_by = $27 \
+             WHERE operation_id = $1 AND fence = $2 AND state = $26 \
+             RETURNING fence"
+        )
+    };
+}
+pub(crate) use guarded_update_sql;
+
+/// Records due for the sweeper; `$lock` lets a dialect skip rows that other
+/// sweepers or claims hold.
+macro_rules! due_for_sweep_sql {
+    ($lock:literal) => {
+        concat!(
+            "SELECT ",
+            $crate::store::sql::operation_columns!(),
+            " FROM operations \
+              WHERE (state IN ('succeeded', 'failed') AND retain_until <= $1) \
+                 OR (state = 'retry_wait' AND operation_deadline_at <= $1) \
+              LIMIT $2",
+            $lock
+        )
+    };
+}
+pub(crate) use due_for_sweep_sql;
+
+/// Tombstones past their own retention; history goes with them (ON DELETE
+/// CASCADE).
+macro_rules! delete_expired_tombstones_sql {
+    ($lock:literal) => {
+        concat!(
+            "DELETE FROM operations WHERE operation_id IN ( \
+                 SELECT operation_id FROM operations \
+                 WHERE state = 'expired' AND retain_until <= $1 \
+                 ORDER BY retain_until LIMIT $2",
+            $lock,
+            ")"
+        )
+    };
+}
+pub(crate) use delete_expired_tombstones_sql;
+
+pub(crate) const SELECT_HISTORY: &str = "SELECT sequence, event, from_state, to_state, fence, \
+     attempt, detail, count, first_at, last_at \
+     FROM operation_history WHERE operation_id = $1 ORDER BY sequence";
+
+/// Unresolved candidates oldest first, after a page token's position.
+pub(crate) const SELECT_UNRESOLVED: &str = concat!(
+    "SELECT ",
+    operation_columns!(),
+    " FROM operations \
+      WHERE tenant_id = $1 AND state IN ('in_progress', 'unknown') \
+        AND (state = 'unknown' OR lease_expires_at <= $2) \
+        AND ($3 IS NULL OR operation = $3) \
+        AND ($4 IS NULL OR (created_at, operation_id) > ($4, $5)) \
+      ORDER BY created_at, operation_id LIMIT $6"
+);
+
+/// The gauges' counts at `$1`; partial indexes keep these to the unresolved
+/// and terminal rows.
+pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
+     (SELECT count(*) FROM operations WHERE state = 'in_progress' AND lease_expires_at > $1), \
+     (SELECT count(*) FROM operations WHERE state = 'unknown' \
+         OR (state = 'in_progress' AND lease_expires_at <= $1)), \
+     (SELECT count(*) FROM operations WHERE state = 'retry_wait'), \
+     (SELECT count(*) FROM operations \
+         WHERE (state IN ('succeeded', 'failed', 'expired') AND retain_until <= $1) \
+            OR (state = 'retry_wait' AND operation_deadline_at <= $1))";
+
+pub(crate) const AUTHENTICATE: &str = "SELECT tenants.tenant_id \
+     FROM tenant_tokens JOIN tenants USING (tenant_id) \
+     WHERE token_sha256 = $1 AND tenant_tokens.revoked_at IS NULL \
+       AND tenants.revoked_at IS NULL";
+
+pub(crate) const INSERT_TENANT: &str = "INSERT INTO tenants (name, created_at) VALUES ($1, $2) \
+     ON CONFLICT (name) WHERE revoked_at IS NULL DO NOTHING RETURNING tenant_id";
+
+pub(crate) const INSERT_TENANT_TOKEN: &str =
+    "INSERT INTO tenant_tokens (token_sha256, tenant_id, created_at) VALUES ($1, $2, $3)";
+
+pub(crate) const REVOKE_TENANT: &str = "UPDATE tenants SET revoked_at = $2 \
+     WHERE name = $1 AND revoked_at IS NULL RETURNING tenant_id";
+
+pub(crate) const REVOKE_TENANT_TOKENS: &str = "UPDATE tenant_tokens SET revoked_at = $2 \
+     WHERE tenant_id = $1 AND revoked_at IS NULL";

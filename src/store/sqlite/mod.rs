@@ -1,0 +1,520 @@
+//! The embedded store: one SQLite database file, owned by one process.
+//!
+//! Same semantics as the Postgres store, settled differently: every write
+//! goes through one writer connection and opens its transaction with
+//! `BEGIN IMMEDIATE`, which takes SQLite's write lock before the first read.
+//! So a transition reads, decides (with SQLite's clock, read in that
+//! transaction) and writes while no other writer can run, and a write never
+//! upgrades a read transaction (which is what makes SQLite answer BUSY).
+//! Reads use a separate pool of read-only connections; WAL lets them run
+//! beside the writer. Every connection is opened with `journal_mode=WAL`,
+//! `synchronous=FULL` and `foreign_keys=ON`, and each one is checked after
+//! it opens: a connection without them is refused, so is the start-up.
+//!
+//! The flow is the shared one ([`super::flow`]); this file holds what SQLite
+//! does its own way. The database file is locked ([`lock`]) for the life of
+//! the store, so a second idemd process cannot open it as well.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+use tracing::Instrument;
+
+use super::error::{ErrorClass, StoreResult};
+use super::flow::{Dialect, Shared};
+use super::row::OperationRow;
+use super::sql::{
+    delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, operation_columns,
+    select_operation_sql,
+};
+use super::{PauseHook, PoolUsage};
+use crate::domain::{
+    ClaimCommand, Error, OperationId, OperationRecord, Result, TenantId, decide_first_claim,
+};
+
+mod lock;
+
+pub use lock::{DatabaseLock, create_data_directory};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// `synchronous=FULL` as `PRAGMA synchronous` reports it (EXTRA, 3, is stronger).
+const SYNCHRONOUS_FULL: i64 = 2;
+
+/// Where the embedded database lives and how it is used.
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// The database file; created (with its directory) when missing.
+    pub path: PathBuf,
+    /// Connections of the read pool. Writes always use the one writer.
+    pub max_read_connections: u32,
+    /// How long a call waits for the writer (or a reader) before answering
+    /// UNAVAILABLE; also SQLite's busy timeout for a lock another process holds.
+    pub acquire_timeout: Duration,
+}
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    /// The only connection that writes (a pool of one).
+    writer: SqlitePool,
+    /// Read-only connections for lookups, lists and authentication.
+    readers: SqlitePool,
+    /// `None` for a store opened beside the owning process (tenant commands).
+    lock: Arc<Mutex<Option<DatabaseLock>>>,
+    pause_before_write: Option<PauseHook>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing) the database as its owner, holding
+    /// `lock`, and applies pending migrations.
+    pub async fn open(options: &SqliteOptions, lock: DatabaseLock) -> Result<Self> {
+        let store = Self::connect(options, Some(lock), true).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens an existing, migrated database while another process owns it,
+    /// for a short administrative write (creating or revoking a tenant).
+    /// SQLite itself serialises this write with the owner's; the owner's
+    /// calls wait for it within their busy timeout.
+    pub async fn open_beside_owner(options: &SqliteOptions) -> Result<Self> {
+        if !options.path.exists() {
+            return Err(Error::Internal(format!(
+                "{} does not exist",
+                options.path.display()
+            )));
+        }
+        let store = Self::connect(options, None, false).await?;
+        let pending = store.pending_migrations().await?;
+        if pending > 0 {
+            store.close().await;
+            return Err(Error::Internal(format!(
+                "{} lacks {pending} migration(s); its owner applies them at start-up",
+                options.path.display()
+            )));
+        }
+        Ok(store)
+    }
+
+    async fn connect(
+        options: &SqliteOptions,
+        lock: Option<DatabaseLock>,
+        create: bool,
+    ) -> Result<Self> {
+        let base = SqliteConnectOptions::new()
+            .filename(&options.path)
+            .create_if_missing(create)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(options.acquire_timeout);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.acquire_timeout)
+            .after_connect(|connection, _| Box::pin(verify_connection(connection)))
+            .connect_with(base.clone())
+            .await
+            .map_err(|error| open_error(&options.path, error))?;
+        // The writer created the file and switched it to WAL; readers only read.
+        let readers = SqlitePoolOptions::new()
+            .max_connections(options.max_read_connections.max(1))
+            .acquire_timeout(options.acquire_timeout)
+            .after_connect(|connection, _| Box::pin(verify_connection(connection)))
+            .connect_with(base.pragma("query_only", "ON"))
+            .await;
+        let readers = match readers {
+            Ok(readers) => readers,
+            Err(error) => {
+                writer.close().await;
+                return Err(open_error(&options.path, error));
+            }
+        };
+        Ok(Self {
+            path: options.path.clone(),
+            writer,
+            readers,
+            lock: Arc::new(Mutex::new(lock)),
+            pause_before_write: None,
+        })
+    }
+
+    /// The same store, pausing in every transition between read and write.
+    pub fn with_pause_before_write(&self, hook: PauseHook) -> Self {
+        Self {
+            pause_before_write: Some(hook),
+            ..self.clone()
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The writer connection's pool, for tests and tools that must write raw SQL.
+    pub fn writer_pool(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// Applies pending migrations; only the owner (holding the lock) may.
+    pub async fn migrate(&self) -> Result<()> {
+        super::run_migrations(&MIGRATOR, &self.writer).await
+    }
+
+    async fn pending_migrations(&self) -> Result<usize> {
+        let applied: Vec<i64> = sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success = 1 ORDER BY version",
+        )
+        .fetch_all(&self.readers)
+        .instrument(Self::statement("SELECT _sqlx_migrations"))
+        .await
+        .unwrap_or_default();
+        Ok(MIGRATOR
+            .iter()
+            .filter(|migration| !applied.contains(&migration.version))
+            .count())
+    }
+}
+
+impl Dialect for SqliteStore {
+    type Db = Sqlite;
+    type Stamp = String;
+
+    const KIND: &'static str = "sqlite";
+    const SYSTEM: &'static str = "sqlite";
+    // The single writer serialises every write: no transaction conflicts.
+    const TRANSACTION_ATTEMPTS: usize = 1;
+    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add.
+    const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", "");
+    const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", "");
+    // The clock in the form timestamps are read back in (RFC 3339).
+    const READ_BY_SCOPE: &'static str = select_operation_sql!(
+        by_scope,
+        ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now",
+        ""
+    );
+    const READ_BY_ID: &'static str = select_operation_sql!(
+        by_id,
+        ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now",
+        ""
+    );
+    const CLOCK: &'static str = "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+    const GUARDED_UPDATE: &'static str =
+        guarded_update_sql!("(SELECT last_fence FROM operation_fence WHERE singleton = 1)");
+    // The single writer serialises sweeps with every other write, so no row
+    // needs skipping: what this batch selects, nobody else holds.
+    const DUE_FOR_SWEEP: &'static str = due_for_sweep_sql!("");
+    const DELETE_EXPIRED_TOMBSTONES: &'static str = delete_expired_tombstones_sql!("");
+    const APPEND_HISTORY: &'static str = "INSERT INTO operation_history (operation_id, sequence, \
+             event, from_state, to_state, fence, attempt, detail, count, first_at, last_at, \
+             coalesce_key) \
+         SELECT $1, COALESCE(max(sequence), 0) + 1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9 \
+         FROM operation_history WHERE operation_id = $1";
+
+    fn stamp(moment: DateTime<Utc>) -> String {
+        stamp(moment)
+    }
+
+    fn rows_affected(result: &sqlx::sqlite::SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn classify_code(result_code: &str) -> ErrorClass {
+        let unavailable = result_code.parse::<i64>().is_ok_and(is_unavailable_code);
+        if unavailable {
+            ErrorClass::Unavailable
+        } else {
+            ErrorClass::Internal
+        }
+    }
+
+    fn readers(&self) -> &SqlitePool {
+        &self.readers
+    }
+
+    fn pause_before_write(&self) -> Option<&PauseHook> {
+        self.pause_before_write.as_ref()
+    }
+
+    /// `BEGIN IMMEDIATE` on the writer: the write lock is taken before the
+    /// first read, so the read, the decision and the write see no other writer.
+    async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// The next fence of the one ever-growing counter, which the guarded
+    /// UPDATE and the first claim's INSERT then read.
+    async fn advance_fence(connection: &mut SqliteConnection) -> StoreResult<()> {
+        sqlx::query("UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1")
+            .execute(&mut *connection)
+            .instrument(Self::statement("UPDATE operation_fence"))
+            .await?;
+        Ok(())
+    }
+
+    // SQLite has no writable CTEs: counting into the last entry is a
+    // statement of its own.
+    async fn count_into_last_history_entry(
+        connection: &mut SqliteConnection,
+        operation_id: OperationId,
+        coalesce_key: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let counted = sqlx::query(
+            "UPDATE operation_history SET count = count + 1, last_at = $3 \
+             WHERE operation_id = $1 AND coalesce_key = $2 AND sequence = \
+                 (SELECT max(sequence) FROM operation_history WHERE operation_id = $1)",
+        )
+        .bind(operation_id.0)
+        .bind(coalesce_key)
+        .bind(stamp(now))
+        .execute(&mut *connection)
+        .instrument(Self::statement("UPDATE operation_history"))
+        .await?;
+        Ok(counted.rows_affected() > 0)
+    }
+
+    fn pool_usage(&self) -> PoolUsage {
+        let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        PoolUsage {
+            size: self.writer.size() + self.readers.size(),
+            idle: count(self.writer.num_idle()).saturating_add(count(self.readers.num_idle())),
+            max: self.writer.options().get_max_connections()
+                + self.readers.options().get_max_connections(),
+        }
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.readers.close().await;
+        // No connection of this process touches the file any more: another
+        // process may own it now.
+        if let Ok(mut lock) = self.lock.lock() {
+            lock.take();
+        }
+    }
+
+    /// The first claim of a scope: the fence drawn and the row inserted in
+    /// one write transaction; the unique scope settles it, and a scope that
+    /// has a record inserts nothing (and gives its fence back by rolling back).
+    async fn insert_first_claim(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> StoreResult<Option<OperationRecord>> {
+        let first = decide_first_claim(command);
+        let mut transaction = self.begin_write().await?;
+        let now = Self::database_now(&mut transaction).await?;
+        Self::advance_fence(&mut transaction).await?;
+        let after = |offset: TimeDelta| stamp(now + offset);
+        let row: Option<OperationRow> = sqlx::query_as(concat!(
+            "INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
+                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
+                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
+                 operation_deadline_at, created_at, updated_at) \
+             SELECT $1, $2, $3, $4, $5, $6, last_fence, $7, $8, $9, $10, $11, $12, $13, $14, \
+                 $15, $16, $16 FROM operation_fence WHERE singleton = 1 \
+             ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING \
+             RETURNING ",
+            operation_columns!()
+        ))
+        .bind(operation_id.0)
+        .bind(tenant.0)
+        .bind(&command.scope.operation)
+        .bind(&command.scope.key)
+        .bind(&command.fingerprint.0[..])
+        .bind(first.history.to_state.as_str())
+        .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
+        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
+        .bind(&command.claim_token)
+        .bind(command.lease.num_milliseconds())
+        .bind(command.max_attempt_duration.num_milliseconds())
+        .bind(command.retention.num_milliseconds())
+        .bind(after(first.lease_expires_in))
+        .bind(after(first.attempt_deadline_in))
+        .bind(first.operation_deadline_in.map(after))
+        .bind(stamp(now))
+        .fetch_optional(&mut *transaction)
+        .instrument(Self::statement("INSERT operations"))
+        .await?;
+        let Some(row) = row else {
+            transaction.rollback().await?;
+            return Ok(None);
+        };
+        let record = OperationRecord::try_from(row)?;
+        let history = first.history_with_fence(record.fence);
+        Self::append_history(&mut transaction, operation_id, &history, now).await?;
+        transaction.commit().await?;
+        Ok(Some(record))
+    }
+
+    async fn announce_change(
+        &self,
+        _connection: &mut SqliteConnection,
+        _operation_id: OperationId,
+    ) -> StoreResult<()> {
+        // One process owns the file: there are no other replicas to tell.
+        Ok(())
+    }
+}
+
+/// Refuses a connection that does not have the settings durability and
+/// integrity rest on; SQLite ignores a pragma it cannot apply silently.
+async fn verify_connection(connection: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+    let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut *connection)
+        .instrument(SqliteStore::statement("PRAGMA journal_mode"))
+        .await?;
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut *connection)
+        .instrument(SqliteStore::statement("PRAGMA synchronous"))
+        .await?;
+    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(&mut *connection)
+        .instrument(SqliteStore::statement("PRAGMA foreign_keys"))
+        .await?;
+    if !journal_mode.eq_ignore_ascii_case("wal")
+        || synchronous < SYNCHRONOUS_FULL
+        || foreign_keys != 1
+    {
+        return Err(sqlx::Error::Configuration(
+            format!(
+                "sqlite connection has journal_mode={journal_mode}, synchronous={synchronous}, \
+                 foreign_keys={foreign_keys}; idemd needs journal_mode=wal, synchronous=2 (FULL) \
+                 and foreign_keys=1"
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+fn open_error(path: &Path, error: sqlx::Error) -> Error {
+    Error::Internal(format!("cannot open {}: {error}", path.display()))
+}
+
+/// A timestamp as stored: UTC, microseconds (truncated, as sqlx hands them
+/// to Postgres), one fixed width, so that text order is time order.
+pub(crate) fn stamp(moment: DateTime<Utc>) -> String {
+    use chrono::SubsecRound;
+    moment
+        .trunc_subsecs(6)
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
+}
+
+/// SQLite result codes (the primary code is the low byte of an extended one)
+/// that say "not now" rather than "wrong": the write lock is held elsewhere
+/// past the busy timeout, or the disk cannot take the write at the moment.
+fn is_unavailable_code(code: i64) -> bool {
+    const SQLITE_BUSY: i64 = 5;
+    const SQLITE_LOCKED: i64 = 6;
+    const SQLITE_IOERR: i64 = 10;
+    const SQLITE_FULL: i64 = 13;
+    const SQLITE_CANTOPEN: i64 = 14;
+    matches!(
+        code & 0xff,
+        SQLITE_BUSY | SQLITE_LOCKED | SQLITE_IOERR | SQLITE_FULL | SQLITE_CANTOPEN
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_have_one_width_and_sort_as_time() {
+        let base = DateTime::parse_from_rfc3339("2026-11-29T09:21:03Z")
+            .expect("valid")
+            .to_utc();
+        let stamps: Vec<String> = [0, 1, 500, 999_999, 1_000_000]
+            .into_iter()
+            .map(|micros| stamp(base + TimeDelta::microseconds(micros)))
+            .collect();
+        assert_eq!(stamps[0], "2026-11-29T09:21:03.000000Z");
+        assert_eq!(stamps[2], "2026-11-29T09:21:03.000500Z");
+        assert!(
+            stamps.windows(2).all(|pair| pair[0] < pair[1]),
+            "{stamps:?}"
+        );
+        assert!(stamps.iter().all(|stamp| stamp.len() == stamps[0].len()));
+    }
+
+    #[test]
+    fn stamps_keep_microseconds_and_round_trip() {
+        let moment = DateTime::parse_from_rfc3339("2026-11-29T09:21:03.177288Z")
+            .expect("valid")
+            .to_utc();
+        let parsed = DateTime::parse_from_rfc3339(&stamp(moment))
+            .expect("parses")
+            .to_utc();
+        assert_eq!(parsed, moment);
+        let nanos = moment + TimeDelta::nanoseconds(600);
+        assert_eq!(
+            stamp(nanos),
+            "2026-11-29T09:21:03.177288Z",
+            "truncated to microseconds, as Postgres receives them"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_without_full_sync_or_foreign_keys_is_refused() {
+        use sqlx::ConnectOptions;
+        let directory = std::env::temp_dir().join(format!("idemd-unit-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&directory).expect("temp dir");
+        let required = SqliteConnectOptions::new()
+            .filename(directory.join("check.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true);
+        let mut good = required.connect().await.expect("connects");
+        verify_connection(&mut good)
+            .await
+            .expect("the settings idemd needs");
+        for weaker in [
+            required.clone().synchronous(SqliteSynchronous::Normal),
+            required.clone().foreign_keys(false),
+            required.clone().journal_mode(SqliteJournalMode::Delete),
+        ] {
+            drop(good);
+            let mut connection = weaker.connect().await.expect("connects");
+            let refused = verify_connection(&mut connection).await;
+            assert!(
+                matches!(refused, Err(sqlx::Error::Configuration(_))),
+                "{refused:?}"
+            );
+            good = connection;
+        }
+        drop(good);
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    #[test]
+    fn busy_and_locked_are_unavailable_in_all_their_extended_forms() {
+        for code in [5, 261, 517, 773, 6, 262, 10, 13, 14] {
+            assert!(is_unavailable_code(code), "{code}");
+        }
+        for code in [1, 19, 2067, 787, 8, 11] {
+            assert!(!is_unavailable_code(code), "{code}");
+        }
+    }
+}
