@@ -1,6 +1,7 @@
 //! The product's own logic: states, transitions, fingerprints, bounds and
 //! errors. Pure: no tonic, no sqlx, no clock but the one it is handed.
 
+pub mod claim_outcome;
 pub mod command;
 pub mod error;
 pub mod fingerprint;
@@ -12,8 +13,9 @@ pub mod transition;
 #[cfg(test)]
 mod transition_tests;
 
+pub use claim_outcome::ClaimOutcome;
 pub use command::*;
-pub use error::{Error, FieldViolation, Refusal, Result};
+pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};

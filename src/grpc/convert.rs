@@ -10,10 +10,10 @@ use crate::domain::{
     ClaimAnswer, ClaimCommand, CompleteCommand, Error, ErrorReport, FailCommand, FailDisposition,
     FailureReason, Found, HistoryEntry, Limits, OperationId, OperationRecord, Outcome,
     PendingReason, ReconcileCommand, RenewCommand, Resolution, Result, Scope, State, SuccessResult,
-    Target, UnresolvedPage, UnresolvedQuery,
+    Target, UnresolvedPage, UnresolvedQuery, time_left,
 };
 use crate::proto;
-use crate::service::{ClaimReply, WriteReply, remaining};
+use crate::service::{ClaimReply, WriteReply};
 
 // ---- requests ---------------------------------------------------------------
 
@@ -509,8 +509,8 @@ fn ownership(record: &OperationRecord, now: DateTime<Utc>) -> proto::Ownership {
         fence: record.fence,
         attempt: record.attempt,
         max_attempts: record.max_attempts,
-        lease: Some(proto_duration(remaining(record.lease_expires_at, now))),
-        attempt_deadline: Some(proto_duration(remaining(record.attempt_deadline_at, now))),
+        lease: Some(proto_duration(time_left(record.lease_expires_at, now))),
+        attempt_deadline: Some(proto_duration(time_left(record.attempt_deadline_at, now))),
     }
 }
 
@@ -552,19 +552,6 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
     };
     proto::ClaimResponse {
         outcome: Some(outcome),
-    }
-}
-
-/// The outcome's name, for spans and logs.
-pub fn claim_outcome_name(response: &proto::ClaimResponse) -> &'static str {
-    use proto::claim_response::Outcome as ProtoOutcome;
-    match response.outcome {
-        Some(ProtoOutcome::Acquired(_)) => "acquired",
-        Some(ProtoOutcome::ReconcileFirst(_)) => "reconcile_first",
-        Some(ProtoOutcome::Pending(_)) => "pending",
-        Some(ProtoOutcome::Completed(_)) => "completed",
-        Some(ProtoOutcome::NeedsReconciliation(_)) => "needs_reconciliation",
-        None => "none",
     }
 }
 
@@ -662,11 +649,11 @@ pub fn unresolved_response(page: &UnresolvedPage, limit: u32) -> proto::ListUnre
 
 pub fn renew_response(reply: &WriteReply) -> proto::RenewResponse {
     proto::RenewResponse {
-        lease: Some(proto_duration(remaining(
+        lease: Some(proto_duration(time_left(
             reply.record.lease_expires_at,
             reply.now,
         ))),
-        attempt_deadline: Some(proto_duration(remaining(
+        attempt_deadline: Some(proto_duration(time_left(
             reply.record.attempt_deadline_at,
             reply.now,
         ))),
@@ -688,7 +675,7 @@ pub fn fail_response(reply: &WriteReply) -> proto::FailResponse {
             _ => proto::FailureReason::Unspecified.into(),
         },
         retry_after: (record.state == State::RetryWait)
-            .then(|| proto_duration(remaining(record.retry_at, reply.now))),
+            .then(|| proto_duration(time_left(record.retry_at, reply.now))),
     }
 }
 

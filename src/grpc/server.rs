@@ -105,10 +105,9 @@ impl Idempotency for IdempotencyApi {
         span.record("idem.operation", command.scope.operation.as_str());
         let wait = wait_within_deadline(wait, request.metadata());
         let reply = self.service.claim(tenant, &command, wait).await?;
-        let response = convert::claim_response(&reply);
-        span.record("idem.outcome", convert::claim_outcome_name(&response));
+        span.record("idem.outcome", reply.answer.outcome().as_str());
         span.record("idem.fence", fence_attribute(reply.record.fence));
-        Ok(Response::new(response))
+        Ok(Response::new(convert::claim_response(&reply)))
     }
 
     async fn renew(
