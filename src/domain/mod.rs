@@ -8,6 +8,7 @@ pub mod fingerprint;
 pub mod limits;
 pub mod model;
 pub mod query;
+pub mod requested;
 pub mod transition;
 
 #[cfg(test)]
@@ -19,4 +20,5 @@ pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};
+pub use requested::*;
 pub use transition::{Answer, ClaimAnswer, Decision, Effects, PendingReason, Update};
