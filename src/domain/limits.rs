@@ -540,3 +540,235 @@ fn describe(duration: TimeDelta) -> String {
         m => format!("{m}ms"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_requested() -> ClaimRequested {
+        ClaimRequested {
+            scope: Some(Scope {
+                operation: "payments.charge".into(),
+                key: "k".into(),
+            }),
+            identity: Some(RequestIdentity::BytesPayload(b"payload".to_vec())),
+            claim_token: Vec::new(),
+            lease: None,
+            max_attempt_duration: None,
+            max_attempts: 0,
+            retention: None,
+            operation_deadline: None,
+            wait: None,
+        }
+    }
+
+    fn fail_requested(disposition: FailDisposition) -> FailRequested {
+        FailRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 1,
+            disposition: Some(disposition),
+            error: None,
+            retry_after: None,
+        }
+    }
+
+    fn refused_fields<T: std::fmt::Debug>(result: Result<T>) -> Vec<String> {
+        match result {
+            Err(Error::InvalidArgument(violations)) => violations
+                .into_iter()
+                .map(|violation| violation.field)
+                .collect(),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_claim_that_leaves_everything_out_gets_the_defaults() {
+        let limits = Limits::default();
+        let (command, wait) = limits
+            .claim(claim_requested(), Violations::default())
+            .expect("valid");
+        assert_eq!(command.lease, limits.default_lease);
+        assert_eq!(
+            command.max_attempt_duration,
+            limits.default_max_attempt_duration
+        );
+        assert_eq!(command.max_attempts, limits.default_max_attempts);
+        assert_eq!(command.retention, limits.default_retention);
+        assert_eq!(command.operation_deadline, None);
+        assert_eq!(command.fingerprint, fingerprint::of_bytes(b"payload"));
+        assert_eq!(wait, TimeDelta::zero());
+    }
+
+    #[test]
+    fn max_attempt_duration_defaults_to_outlast_a_lease_longer_than_the_default() {
+        let limits = Limits::default();
+        let lease = limits.default_max_attempt_duration + TimeDelta::minutes(10);
+        let requested = ClaimRequested {
+            lease: Some(lease),
+            ..claim_requested()
+        };
+        let (command, _) = limits
+            .claim(requested, Violations::default())
+            .expect("valid");
+        assert_eq!(command.max_attempt_duration, lease);
+    }
+
+    #[test]
+    fn every_bad_claim_field_is_named_at_once_in_field_order() {
+        let limits = Limits::default();
+        let requested = ClaimRequested {
+            scope: None,
+            identity: None,
+            claim_token: vec![0; limits.max_claim_token_bytes + 1],
+            lease: Some(limits.max_lease + TimeDelta::seconds(1)),
+            max_attempt_duration: Some(TimeDelta::zero()),
+            max_attempts: limits.max_attempts + 1,
+            retention: Some(limits.max_retention + TimeDelta::seconds(1)),
+            operation_deadline: Some(TimeDelta::zero()),
+            wait: Some(limits.max_wait + TimeDelta::seconds(1)),
+        };
+        assert_eq!(
+            refused_fields(limits.claim(requested, Violations::default())),
+            [
+                "scope",
+                "request_identity",
+                "claim_token",
+                "lease",
+                "max_attempt_duration",
+                "max_attempts",
+                "retention",
+                "operation_deadline",
+                "wait"
+            ]
+        );
+    }
+
+    #[test]
+    fn violations_the_transport_found_are_answered_with_the_rest() {
+        let mut transport = Violations::default();
+        transport.add("wait", "must be a non-negative duration");
+        let requested = ClaimRequested {
+            scope: None,
+            ..claim_requested()
+        };
+        assert_eq!(
+            refused_fields(Limits::default().claim(requested, transport)),
+            ["wait", "scope"]
+        );
+    }
+
+    #[test]
+    fn bounds_read_in_units_a_caller_would_write() {
+        let limits = Limits::default();
+        let requested = ClaimRequested {
+            lease: Some(TimeDelta::milliseconds(500)),
+            ..claim_requested()
+        };
+        let Err(Error::InvalidArgument(violations)) =
+            limits.claim(requested, Violations::default())
+        else {
+            panic!("a lease below the minimum is refused");
+        };
+        assert_eq!(
+            violations,
+            [FieldViolation::new("lease", "must be between 1s and 1h")]
+        );
+    }
+
+    #[test]
+    fn retry_after_without_retryable_is_refused_and_a_retry_waits_the_default() {
+        let limits = Limits::default();
+        let terminal = FailRequested {
+            retry_after: Some(TimeDelta::seconds(5)),
+            ..fail_requested(FailDisposition::Terminal)
+        };
+        assert_eq!(
+            refused_fields(limits.fail(terminal, Violations::default())),
+            ["retry_after"]
+        );
+        let unnamed = FailRequested {
+            disposition: None,
+            ..fail_requested(FailDisposition::Terminal)
+        };
+        assert_eq!(
+            refused_fields(limits.fail(unnamed, Violations::default())),
+            ["disposition"]
+        );
+
+        let retry = limits
+            .fail(
+                fail_requested(FailDisposition::Retryable),
+                Violations::default(),
+            )
+            .expect("valid");
+        assert_eq!(retry.retry_after, limits.default_retry_after);
+        let unknown = limits
+            .fail(
+                fail_requested(FailDisposition::Unknown),
+                Violations::default(),
+            )
+            .expect("valid");
+        assert_eq!(unknown.retry_after, TimeDelta::zero());
+    }
+
+    #[test]
+    fn a_renewed_lease_must_lie_within_the_lease_bounds() {
+        let limits = Limits::default();
+        let renew = |lease| RenewRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 1,
+            lease,
+        };
+        assert_eq!(
+            limits
+                .renew(renew(None), Violations::default())
+                .expect("valid")
+                .lease,
+            None
+        );
+        assert_eq!(
+            refused_fields(limits.renew(
+                renew(Some(limits.max_lease + TimeDelta::seconds(1))),
+                Violations::default()
+            )),
+            ["lease"]
+        );
+    }
+
+    #[test]
+    fn page_size_zero_is_the_default_and_above_the_cap_is_refused() {
+        let limits = Limits::default();
+        let page = |page_size| UnresolvedRequested {
+            operation: None,
+            page_size,
+            after: None,
+        };
+        assert_eq!(
+            limits
+                .unresolved(page(0), Violations::default())
+                .expect("valid")
+                .limit,
+            limits.default_page_size
+        );
+        assert_eq!(
+            refused_fields(
+                limits.unresolved(page(limits.max_page_size + 1), Violations::default())
+            ),
+            ["page_size"]
+        );
+    }
+
+    #[test]
+    fn fence_zero_is_a_fence_left_out() {
+        let requested = CompleteRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 0,
+            result: None,
+        };
+        assert_eq!(
+            refused_fields(Limits::default().complete(requested, Violations::default())),
+            ["fence", "result"]
+        );
+    }
+}
