@@ -16,7 +16,7 @@ use std::time::Duration;
 use metrics::{Key, Label, Level, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{ExporterFuture, PrometheusBuilder, PrometheusRecorder};
 
-use crate::domain::{FailDisposition, Resolution, TenantId};
+use crate::domain::{ClaimOutcome, FailDisposition, Resolution, TenantId};
 use crate::store::{OperationCounts, PoolUsage, SweepReport};
 
 static METADATA: Metadata<'static> =
@@ -45,32 +45,6 @@ pub struct Metrics {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.debug_struct("Metrics").finish_non_exhaustive()
-    }
-}
-
-/// How a Claim ended, as counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimOutcome {
-    Acquired,
-    ReconcileFirst,
-    Pending,
-    Replayed,
-    NeedsReconciliation,
-    Conflict,
-    ResultExpired,
-}
-
-impl ClaimOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimOutcome::Acquired => "acquired",
-            ClaimOutcome::ReconcileFirst => "reconcile_first",
-            ClaimOutcome::Pending => "pending",
-            ClaimOutcome::Replayed => "replayed",
-            ClaimOutcome::NeedsReconciliation => "needs_reconciliation",
-            ClaimOutcome::Conflict => "conflict",
-            ClaimOutcome::ResultExpired => "result_expired",
-        }
     }
 }
 

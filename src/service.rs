@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use tokio::sync::{broadcast, watch};
 use tracing::{debug, info};
 
@@ -12,11 +12,11 @@ use crate::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
 };
 use crate::domain::{
-    Answer, ClaimAnswer, ClaimCommand, CompleteCommand, Error, FailCommand, Found, OperationId,
-    OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, Target, TenantId,
-    UnresolvedPage, UnresolvedQuery,
+    Answer, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error, FailCommand, Found,
+    OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, Target,
+    TenantId, UnresolvedPage, UnresolvedQuery,
 };
-use crate::metrics::{ClaimOutcome, Metrics};
+use crate::metrics::Metrics;
 use crate::store::{Applied, Decide, Store};
 use crate::telemetry::current_trace_id;
 
@@ -101,17 +101,8 @@ impl IdempotencyService {
         wait: Duration,
     ) -> Result<ClaimReply> {
         let reply = self.claim_and_wait(tenant, command, wait).await;
-        let outcome = match &reply {
-            Ok(reply) => match reply.answer {
-                ClaimAnswer::Acquired => ClaimOutcome::Acquired,
-                ClaimAnswer::ReconcileFirst(_) => ClaimOutcome::ReconcileFirst,
-                ClaimAnswer::Pending { .. } => ClaimOutcome::Pending,
-                ClaimAnswer::Completed => ClaimOutcome::Replayed,
-                ClaimAnswer::NeedsReconciliation => ClaimOutcome::NeedsReconciliation,
-            },
-            Err(Error::KeyReused { .. }) => ClaimOutcome::Conflict,
-            Err(Error::ResultExpired { .. }) => ClaimOutcome::ResultExpired,
-            Err(_) => return reply,
+        let Some(outcome) = ClaimOutcome::of(reply.as_ref().map(|reply| &reply.answer)) else {
+            return reply;
         };
         self.metrics
             .claim(tenant, &command.scope.operation, outcome);
@@ -418,11 +409,4 @@ fn log_claim_answer(record: &OperationRecord, answer: &ClaimAnswer) {
         ),
         _ => {}
     }
-}
-
-/// Time left until `moment`, never negative.
-pub fn remaining(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
-    moment.map_or(TimeDelta::zero(), |moment| {
-        (moment - now).max(TimeDelta::zero())
-    })
 }

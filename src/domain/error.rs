@@ -39,15 +39,45 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The ErrorInfo reason: API, stable, documented in the proto.
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> ErrorReason {
         match self {
-            Refusal::OperationTerminal => "OPERATION_TERMINAL",
-            Refusal::RequestMismatch => "REQUEST_MISMATCH",
-            Refusal::LeaseStillLive => "LEASE_STILL_LIVE",
-            Refusal::AttemptStillRunning => "ATTEMPT_STILL_RUNNING",
-            Refusal::AttemptDeadlinePassed => "ATTEMPT_DEADLINE_PASSED",
-            Refusal::StateForbids => "STATE_FORBIDS",
+            Refusal::OperationTerminal => ErrorReason::OperationTerminal,
+            Refusal::RequestMismatch => ErrorReason::RequestMismatch,
+            Refusal::LeaseStillLive => ErrorReason::LeaseStillLive,
+            Refusal::AttemptStillRunning => ErrorReason::AttemptStillRunning,
+            Refusal::AttemptDeadlinePassed => ErrorReason::AttemptDeadlinePassed,
+            Refusal::StateForbids => ErrorReason::StateForbids,
+        }
+    }
+}
+
+/// Every ErrorInfo reason idemd answers with, in one place: API, stable,
+/// documented in the proto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorReason {
+    IdempotencyKeyReused,
+    ResultExpired,
+    LeaseLost,
+    OperationTerminal,
+    RequestMismatch,
+    LeaseStillLive,
+    AttemptStillRunning,
+    AttemptDeadlinePassed,
+    StateForbids,
+}
+
+impl ErrorReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorReason::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorReason::ResultExpired => "RESULT_EXPIRED",
+            ErrorReason::LeaseLost => "LEASE_LOST",
+            ErrorReason::OperationTerminal => "OPERATION_TERMINAL",
+            ErrorReason::RequestMismatch => "REQUEST_MISMATCH",
+            ErrorReason::LeaseStillLive => "LEASE_STILL_LIVE",
+            ErrorReason::AttemptStillRunning => "ATTEMPT_STILL_RUNNING",
+            ErrorReason::AttemptDeadlinePassed => "ATTEMPT_DEADLINE_PASSED",
+            ErrorReason::StateForbids => "STATE_FORBIDS",
         }
     }
 }
@@ -71,7 +101,7 @@ pub enum Error {
         current_fence: Fence,
         state: State,
     },
-    #[error("refused in state {state:?}: {}", refusal.reason())]
+    #[error("refused in state {state:?}: {}", refusal.reason().as_str())]
     Refused {
         refusal: Refusal,
         operation_id: OperationId,

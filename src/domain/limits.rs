@@ -1,11 +1,24 @@
-//! The bounds of DESIGN.md, configurable, and the checks that enforce them.
-//! Every check names the request field it refuses, so that callers get a
-//! BadRequest field violation they can act on.
+//! The bounds of DESIGN.md, configurable, and the rules that turn what a
+//! caller asked for into a command: defaults for what it left out, bounds for
+//! what it gave, rules across fields. Every check names the request field it
+//! refuses, and a request with several bad fields hears about all of them at
+//! once, so that callers get BadRequest field violations they can act on.
 
 use chrono::TimeDelta;
+use uuid::Uuid;
 
-use super::error::FieldViolation;
-use super::model::Metadata;
+use super::command::{
+    ClaimCommand, CompleteCommand, FailCommand, FailDisposition, ReconcileCommand, RenewCommand,
+    Resolution,
+};
+use super::error::{Error, FieldViolation, Result};
+use super::fingerprint;
+use super::model::{ErrorReport, Fence, Fingerprint, Metadata, OperationId, Scope, SuccessResult};
+use super::query::{Target, UnresolvedQuery};
+use super::requested::{
+    ClaimRequested, CompleteRequested, FailRequested, ReconcileRequested, RenewRequested,
+    RequestIdentity, UnresolvedRequested,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -77,17 +90,279 @@ impl Violations {
         self.0.push(FieldViolation::new(field, description));
     }
 
-    pub fn into_result(self) -> Result<(), super::error::Error> {
+    pub fn into_result(self) -> Result<()> {
         if self.0.is_empty() {
             Ok(())
         } else {
-            Err(super::error::Error::InvalidArgument(self.0))
+            Err(Error::InvalidArgument(self.0))
         }
     }
 }
 
+/// Each command builder takes the `violations` the transport already found
+/// in the same request (fields it could not read), so that the answer lists
+/// those together with the ones found here.
 impl Limits {
-    pub fn check_operation(&self, field: &str, operation: &str, violations: &mut Violations) {
+    /// The command, and how long the caller is willing to wait for a pending
+    /// answer to change.
+    pub fn claim(
+        &self,
+        requested: ClaimRequested,
+        mut violations: Violations,
+    ) -> Result<(ClaimCommand, TimeDelta)> {
+        let scope = self.scope("scope", requested.scope, &mut violations);
+        let fingerprint = fingerprint_of(requested.identity, &mut violations);
+        self.check_claim_token("claim_token", &requested.claim_token, &mut violations);
+        let lease = duration_or_default(
+            "lease",
+            requested.lease,
+            self.default_lease,
+            (self.min_lease, self.max_lease),
+            &mut violations,
+        );
+        // By default an attempt outlasts its first lease, whatever lease was asked for.
+        let max_attempt_duration = duration_or_default(
+            "max_attempt_duration",
+            requested.max_attempt_duration,
+            self.default_max_attempt_duration.max(lease),
+            (self.min_lease, self.max_attempt_duration),
+            &mut violations,
+        );
+        let max_attempts = match requested.max_attempts {
+            0 => self.default_max_attempts,
+            asked if asked > self.max_attempts => {
+                violations.add(
+                    "max_attempts",
+                    format!("must be at most {}", self.max_attempts),
+                );
+                asked
+            }
+            asked => asked,
+        };
+        let retention = duration_or_default(
+            "retention",
+            requested.retention,
+            self.default_retention,
+            (TimeDelta::zero(), self.max_retention),
+            &mut violations,
+        );
+        if let Some(deadline) = requested.operation_deadline {
+            check_between(
+                "operation_deadline",
+                deadline,
+                (self.min_lease, self.max_operation_deadline),
+                &mut violations,
+            );
+        }
+        let wait = duration_or_default(
+            "wait",
+            requested.wait,
+            TimeDelta::zero(),
+            (TimeDelta::zero(), self.max_wait),
+            &mut violations,
+        );
+        violations.into_result()?;
+        let fingerprint = fingerprint
+            .ok_or_else(|| Error::Internal("fingerprint missing after validation".into()))?;
+        Ok((
+            ClaimCommand {
+                scope,
+                fingerprint,
+                claim_token: requested.claim_token,
+                lease,
+                max_attempt_duration,
+                max_attempts,
+                retention,
+                operation_deadline: requested.operation_deadline,
+            },
+            wait,
+        ))
+    }
+
+    pub fn renew(
+        &self,
+        requested: RenewRequested,
+        mut violations: Violations,
+    ) -> Result<RenewCommand> {
+        check_fence("fence", requested.fence, &mut violations);
+        if let Some(lease) = requested.lease {
+            check_between(
+                "lease",
+                lease,
+                (self.min_lease, self.max_lease),
+                &mut violations,
+            );
+        }
+        violations.into_result()?;
+        Ok(RenewCommand {
+            operation_id: requested.operation_id,
+            fence: requested.fence,
+            lease: requested.lease,
+        })
+    }
+
+    pub fn complete(
+        &self,
+        requested: CompleteRequested,
+        mut violations: Violations,
+    ) -> Result<CompleteCommand> {
+        check_fence("fence", requested.fence, &mut violations);
+        let result = match requested.result {
+            Some(result) => {
+                self.check_result("result", &result, &mut violations);
+                result
+            }
+            None => {
+                violations.add("result", "is required");
+                SuccessResult::default()
+            }
+        };
+        violations.into_result()?;
+        Ok(CompleteCommand {
+            operation_id: requested.operation_id,
+            fence: requested.fence,
+            result,
+        })
+    }
+
+    pub fn fail(
+        &self,
+        requested: FailRequested,
+        mut violations: Violations,
+    ) -> Result<FailCommand> {
+        check_fence("fence", requested.fence, &mut violations);
+        let disposition = requested.disposition.unwrap_or_else(|| {
+            violations.add("disposition", "must be TERMINAL, RETRYABLE or UNKNOWN");
+            FailDisposition::Unknown
+        });
+        let error = requested.error.unwrap_or_default();
+        self.check_error_report("error", &error, &mut violations);
+        let retryable = disposition == FailDisposition::Retryable;
+        if requested.retry_after.is_some() && !retryable {
+            violations.add(
+                "retry_after",
+                "is only meaningful with disposition RETRYABLE",
+            );
+        }
+        let retry_after = duration_or_default(
+            "retry_after",
+            requested.retry_after,
+            self.default_retry_after,
+            (TimeDelta::zero(), self.max_retry_after),
+            &mut violations,
+        );
+        violations.into_result()?;
+        Ok(FailCommand {
+            operation_id: requested.operation_id,
+            fence: requested.fence,
+            disposition,
+            error,
+            retry_after: if retryable {
+                retry_after
+            } else {
+                TimeDelta::zero()
+            },
+        })
+    }
+
+    pub fn reconcile(
+        &self,
+        requested: ReconcileRequested,
+        mut violations: Violations,
+    ) -> Result<ReconcileCommand> {
+        check_fence("expected_fence", requested.expected_fence, &mut violations);
+        let resolution = match requested.resolution {
+            Some(Resolution::Succeeded(result)) => {
+                self.check_result("succeeded", &result, &mut violations);
+                Resolution::Succeeded(result)
+            }
+            Some(Resolution::Failed(error)) => {
+                self.check_error_report("failed", &error, &mut violations);
+                Resolution::Failed(error)
+            }
+            Some(Resolution::NotApplied) => Resolution::NotApplied,
+            None => {
+                violations.add(
+                    "resolution",
+                    "one of succeeded, failed or not_applied is required",
+                );
+                Resolution::NotApplied
+            }
+        };
+        violations.into_result()?;
+        Ok(ReconcileCommand {
+            operation_id: requested.operation_id,
+            expected_fence: requested.expected_fence,
+            resolution,
+        })
+    }
+
+    /// What a Lookup addresses; None when the caller named nothing.
+    pub fn lookup_target(
+        &self,
+        requested: Option<Target>,
+        mut violations: Violations,
+    ) -> Result<Target> {
+        let target = match requested {
+            Some(Target::Scope(scope)) => {
+                self.check_scope("scope", &scope, &mut violations);
+                Target::Scope(scope)
+            }
+            Some(Target::Id(operation_id)) => Target::Id(operation_id),
+            None => {
+                violations.add("target", "one of scope or operation_id is required");
+                Target::Id(OperationId(Uuid::nil()))
+            }
+        };
+        violations.into_result()?;
+        Ok(target)
+    }
+
+    pub fn unresolved(
+        &self,
+        requested: UnresolvedRequested,
+        mut violations: Violations,
+    ) -> Result<UnresolvedQuery> {
+        if let Some(operation) = &requested.operation {
+            self.check_operation("operation", operation, &mut violations);
+        }
+        let limit = match requested.page_size {
+            0 => self.default_page_size,
+            size if size > self.max_page_size => {
+                violations.add(
+                    "page_size",
+                    format!("must be at most {}", self.max_page_size),
+                );
+                size
+            }
+            size => size,
+        };
+        violations.into_result()?;
+        Ok(UnresolvedQuery {
+            operation: requested.operation,
+            limit,
+            after: requested.after,
+        })
+    }
+
+    fn scope(&self, field: &str, scope: Option<Scope>, violations: &mut Violations) -> Scope {
+        let Some(scope) = scope else {
+            violations.add(field, "is required");
+            return Scope {
+                operation: String::new(),
+                key: String::new(),
+            };
+        };
+        self.check_scope(field, &scope, violations);
+        scope
+    }
+
+    fn check_scope(&self, field: &str, scope: &Scope, violations: &mut Violations) {
+        self.check_operation(&format!("{field}.operation"), &scope.operation, violations);
+        self.check_key(&format!("{field}.key"), &scope.key, violations);
+    }
+
+    fn check_operation(&self, field: &str, operation: &str, violations: &mut Violations) {
         let allowed = |character: char| {
             character.is_ascii_alphanumeric() || matches!(character, '.' | '_' | '/' | '-')
         };
@@ -102,7 +377,7 @@ impl Limits {
         }
     }
 
-    pub fn check_key(&self, field: &str, key: &str, violations: &mut Violations) {
+    fn check_key(&self, field: &str, key: &str, violations: &mut Violations) {
         if key.is_empty() || key.len() > self.max_key_bytes {
             violations.add(field, format!("must be 1-{} bytes", self.max_key_bytes));
         } else if key.contains('\0') {
@@ -110,7 +385,7 @@ impl Limits {
         }
     }
 
-    pub fn check_claim_token(&self, field: &str, token: &[u8], violations: &mut Violations) {
+    fn check_claim_token(&self, field: &str, token: &[u8], violations: &mut Violations) {
         if token.len() > self.max_claim_token_bytes {
             violations.add(
                 field,
@@ -119,27 +394,39 @@ impl Limits {
         }
     }
 
-    /// A duration field: absent means the default; present must lie in bounds.
-    pub fn duration_or_default(
-        field: &str,
-        requested: Option<TimeDelta>,
-        default: TimeDelta,
-        (min, max): (TimeDelta, TimeDelta),
-        violations: &mut Violations,
-    ) -> TimeDelta {
-        let Some(requested) = requested else {
-            return default;
-        };
-        if requested < min || requested > max {
-            violations.add(
-                field,
-                format!("must be between {} and {}", describe(min), describe(max)),
-            );
-        }
-        requested
+    fn check_result(&self, field: &str, result: &SuccessResult, violations: &mut Violations) {
+        check_bytes(
+            &format!("{field}.body"),
+            result.body.len(),
+            self.max_result_bytes,
+            violations,
+        );
+        check_text(
+            &format!("{field}.content_type"),
+            &result.content_type,
+            self.max_content_type_bytes,
+            violations,
+        );
+        self.check_metadata(&format!("{field}.metadata"), &result.metadata, violations);
     }
 
-    pub fn check_metadata(&self, field: &str, metadata: &Metadata, violations: &mut Violations) {
+    fn check_error_report(&self, field: &str, error: &ErrorReport, violations: &mut Violations) {
+        check_text(
+            &format!("{field}.code"),
+            &error.code,
+            self.max_error_code_bytes,
+            violations,
+        );
+        check_text(
+            &format!("{field}.message"),
+            &error.message,
+            self.max_error_message_bytes,
+            violations,
+        );
+        self.check_metadata(&format!("{field}.metadata"), &error.metadata, violations);
+    }
+
+    fn check_metadata(&self, field: &str, metadata: &Metadata, violations: &mut Violations) {
         if metadata.len() > self.max_metadata_entries {
             violations.add(
                 field,
@@ -166,30 +453,322 @@ impl Limits {
             );
         }
     }
+}
 
-    pub fn check_bytes(field: &str, value: usize, max: usize, violations: &mut Violations) {
-        if value > max {
-            violations.add(field, format!("must be at most {max} bytes"));
+/// The fingerprint the identity names; None (and a violation) when it names
+/// none or an unusable one. Each identity's violation names its own field.
+fn fingerprint_of(
+    identity: Option<RequestIdentity>,
+    violations: &mut Violations,
+) -> Option<Fingerprint> {
+    match identity {
+        None => {
+            violations.add(
+                "request_identity",
+                "one of fingerprint, json_payload or bytes_payload is required",
+            );
+            None
         }
+        Some(RequestIdentity::Fingerprint(bytes)) => fingerprint::from_client_bytes(&bytes)
+            .map_err(|error| violations.add("fingerprint", error.to_string()))
+            .ok(),
+        Some(RequestIdentity::JsonPayload(document)) => fingerprint::of_json(&document)
+            .map_err(|error| violations.add("json_payload", format!("{error} (RFC 7493)")))
+            .ok(),
+        Some(RequestIdentity::BytesPayload(bytes)) => Some(fingerprint::of_bytes(&bytes)),
     }
+}
 
-    /// Text that is stored: bounded, and without NUL, which Postgres text
-    /// cannot hold (every store must accept exactly the same input).
-    pub fn check_text(field: &str, value: &str, max: usize, violations: &mut Violations) {
-        Self::check_bytes(field, value.len(), max, violations);
-        if value.contains('\0') {
-            violations.add(field, NUL_REFUSED);
-        }
+/// Fences start at 1: zero is proto3's "not sent".
+fn check_fence(field: &str, fence: Fence, violations: &mut Violations) {
+    if fence == 0 {
+        violations.add(field, "is required (fences start at 1)");
+    }
+}
+
+/// A duration field: absent means the default; present must lie in bounds.
+fn duration_or_default(
+    field: &str,
+    requested: Option<TimeDelta>,
+    default: TimeDelta,
+    bounds: (TimeDelta, TimeDelta),
+    violations: &mut Violations,
+) -> TimeDelta {
+    let Some(requested) = requested else {
+        return default;
+    };
+    check_between(field, requested, bounds, violations);
+    requested
+}
+
+fn check_between(
+    field: &str,
+    value: TimeDelta,
+    (min, max): (TimeDelta, TimeDelta),
+    violations: &mut Violations,
+) {
+    if value < min || value > max {
+        violations.add(
+            field,
+            format!("must be between {} and {}", describe(min), describe(max)),
+        );
+    }
+}
+
+fn check_bytes(field: &str, value: usize, max: usize, violations: &mut Violations) {
+    if value > max {
+        violations.add(field, format!("must be at most {max} bytes"));
+    }
+}
+
+/// Text that is stored: bounded, and without NUL, which Postgres text
+/// cannot hold (every store must accept exactly the same input).
+fn check_text(field: &str, value: &str, max: usize, violations: &mut Violations) {
+    check_bytes(field, value.len(), max, violations);
+    if value.contains('\0') {
+        violations.add(field, NUL_REFUSED);
     }
 }
 
 /// `1500ms`, `30s`, `5m`, `24h`: how bounds read in error messages.
-pub fn describe(duration: TimeDelta) -> String {
+fn describe(duration: TimeDelta) -> String {
     let millis = duration.num_milliseconds();
     match millis {
         m if m % 3_600_000 == 0 && m > 0 => format!("{}h", m / 3_600_000),
         m if m % 60_000 == 0 && m > 0 => format!("{}m", m / 60_000),
         m if m % 1000 == 0 => format!("{}s", m / 1000),
         m => format!("{m}ms"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_requested() -> ClaimRequested {
+        ClaimRequested {
+            scope: Some(Scope {
+                operation: "payments.charge".into(),
+                key: "k".into(),
+            }),
+            identity: Some(RequestIdentity::BytesPayload(b"payload".to_vec())),
+            claim_token: Vec::new(),
+            lease: None,
+            max_attempt_duration: None,
+            max_attempts: 0,
+            retention: None,
+            operation_deadline: None,
+            wait: None,
+        }
+    }
+
+    fn fail_requested(disposition: FailDisposition) -> FailRequested {
+        FailRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 1,
+            disposition: Some(disposition),
+            error: None,
+            retry_after: None,
+        }
+    }
+
+    fn refused_fields<T: std::fmt::Debug>(result: Result<T>) -> Vec<String> {
+        match result {
+            Err(Error::InvalidArgument(violations)) => violations
+                .into_iter()
+                .map(|violation| violation.field)
+                .collect(),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_claim_that_leaves_everything_out_gets_the_defaults() {
+        let limits = Limits::default();
+        let (command, wait) = limits
+            .claim(claim_requested(), Violations::default())
+            .expect("valid");
+        assert_eq!(command.lease, limits.default_lease);
+        assert_eq!(
+            command.max_attempt_duration,
+            limits.default_max_attempt_duration
+        );
+        assert_eq!(command.max_attempts, limits.default_max_attempts);
+        assert_eq!(command.retention, limits.default_retention);
+        assert_eq!(command.operation_deadline, None);
+        assert_eq!(command.fingerprint, fingerprint::of_bytes(b"payload"));
+        assert_eq!(wait, TimeDelta::zero());
+    }
+
+    #[test]
+    fn max_attempt_duration_defaults_to_outlast_a_lease_longer_than_the_default() {
+        let limits = Limits::default();
+        let lease = limits.default_max_attempt_duration + TimeDelta::minutes(10);
+        let requested = ClaimRequested {
+            lease: Some(lease),
+            ..claim_requested()
+        };
+        let (command, _) = limits
+            .claim(requested, Violations::default())
+            .expect("valid");
+        assert_eq!(command.max_attempt_duration, lease);
+    }
+
+    #[test]
+    fn every_bad_claim_field_is_named_at_once_in_field_order() {
+        let limits = Limits::default();
+        let requested = ClaimRequested {
+            scope: None,
+            identity: None,
+            claim_token: vec![0; limits.max_claim_token_bytes + 1],
+            lease: Some(limits.max_lease + TimeDelta::seconds(1)),
+            max_attempt_duration: Some(TimeDelta::zero()),
+            max_attempts: limits.max_attempts + 1,
+            retention: Some(limits.max_retention + TimeDelta::seconds(1)),
+            operation_deadline: Some(TimeDelta::zero()),
+            wait: Some(limits.max_wait + TimeDelta::seconds(1)),
+        };
+        assert_eq!(
+            refused_fields(limits.claim(requested, Violations::default())),
+            [
+                "scope",
+                "request_identity",
+                "claim_token",
+                "lease",
+                "max_attempt_duration",
+                "max_attempts",
+                "retention",
+                "operation_deadline",
+                "wait"
+            ]
+        );
+    }
+
+    #[test]
+    fn violations_the_transport_found_are_answered_with_the_rest() {
+        let mut transport = Violations::default();
+        transport.add("wait", "must be a non-negative duration");
+        let requested = ClaimRequested {
+            scope: None,
+            ..claim_requested()
+        };
+        assert_eq!(
+            refused_fields(Limits::default().claim(requested, transport)),
+            ["wait", "scope"]
+        );
+    }
+
+    #[test]
+    fn bounds_read_in_units_a_caller_would_write() {
+        let limits = Limits::default();
+        let requested = ClaimRequested {
+            lease: Some(TimeDelta::milliseconds(500)),
+            ..claim_requested()
+        };
+        let Err(Error::InvalidArgument(violations)) =
+            limits.claim(requested, Violations::default())
+        else {
+            panic!("a lease below the minimum is refused");
+        };
+        assert_eq!(
+            violations,
+            [FieldViolation::new("lease", "must be between 1s and 1h")]
+        );
+    }
+
+    #[test]
+    fn retry_after_without_retryable_is_refused_and_a_retry_waits_the_default() {
+        let limits = Limits::default();
+        let terminal = FailRequested {
+            retry_after: Some(TimeDelta::seconds(5)),
+            ..fail_requested(FailDisposition::Terminal)
+        };
+        assert_eq!(
+            refused_fields(limits.fail(terminal, Violations::default())),
+            ["retry_after"]
+        );
+        let unnamed = FailRequested {
+            disposition: None,
+            ..fail_requested(FailDisposition::Terminal)
+        };
+        assert_eq!(
+            refused_fields(limits.fail(unnamed, Violations::default())),
+            ["disposition"]
+        );
+
+        let retry = limits
+            .fail(
+                fail_requested(FailDisposition::Retryable),
+                Violations::default(),
+            )
+            .expect("valid");
+        assert_eq!(retry.retry_after, limits.default_retry_after);
+        let unknown = limits
+            .fail(
+                fail_requested(FailDisposition::Unknown),
+                Violations::default(),
+            )
+            .expect("valid");
+        assert_eq!(unknown.retry_after, TimeDelta::zero());
+    }
+
+    #[test]
+    fn a_renewed_lease_must_lie_within_the_lease_bounds() {
+        let limits = Limits::default();
+        let renew = |lease| RenewRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 1,
+            lease,
+        };
+        assert_eq!(
+            limits
+                .renew(renew(None), Violations::default())
+                .expect("valid")
+                .lease,
+            None
+        );
+        assert_eq!(
+            refused_fields(limits.renew(
+                renew(Some(limits.max_lease + TimeDelta::seconds(1))),
+                Violations::default()
+            )),
+            ["lease"]
+        );
+    }
+
+    #[test]
+    fn page_size_zero_is_the_default_and_above_the_cap_is_refused() {
+        let limits = Limits::default();
+        let page = |page_size| UnresolvedRequested {
+            operation: None,
+            page_size,
+            after: None,
+        };
+        assert_eq!(
+            limits
+                .unresolved(page(0), Violations::default())
+                .expect("valid")
+                .limit,
+            limits.default_page_size
+        );
+        assert_eq!(
+            refused_fields(
+                limits.unresolved(page(limits.max_page_size + 1), Violations::default())
+            ),
+            ["page_size"]
+        );
+    }
+
+    #[test]
+    fn fence_zero_is_a_fence_left_out() {
+        let requested = CompleteRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 0,
+            result: None,
+        };
+        assert_eq!(
+            refused_fields(Limits::default().complete(requested, Violations::default())),
+            ["fence", "result"]
+        );
     }
 }

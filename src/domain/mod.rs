@@ -1,22 +1,26 @@
 //! The product's own logic: states, transitions, fingerprints, bounds and
 //! errors. Pure: no tonic, no sqlx, no clock but the one it is handed.
 
+pub mod claim_outcome;
 pub mod command;
 pub mod error;
 pub mod fingerprint;
 pub mod limits;
 pub mod model;
 pub mod query;
+pub mod requested;
 pub mod transition;
 
 #[cfg(test)]
 mod transition_tests;
 
+pub use claim_outcome::ClaimOutcome;
 pub use command::*;
-pub use error::{Error, FieldViolation, Refusal, Result};
+pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};
+pub use requested::*;
 pub use transition::{
     Answer, ClaimAnswer, Decision, Effects, FirstClaim, PendingReason, Update, decide_first_claim,
 };

@@ -231,6 +231,13 @@ pub struct OperationRecord {
     pub retain_until: Option<DateTime<Utc>>,
 }
 
+/// Time left until `moment`, never negative; zero when there is no moment.
+pub fn time_left(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
+    moment.map_or(TimeDelta::zero(), |moment| {
+        (moment - now).max(TimeDelta::zero())
+    })
+}
+
 impl OperationRecord {
     /// An IN_PROGRESS record whose lease has run out counts as unknown.
     pub fn lease_expired(&self, now: DateTime<Utc>) -> bool {

@@ -14,7 +14,7 @@ use super::command::{
 use super::error::{Error, Refusal};
 use super::model::{
     ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord,
-    Outcome, PreviousAttempt, RequestDigest, State, TenantId, WriteReceipt, Writer,
+    Outcome, PreviousAttempt, RequestDigest, State, TenantId, WriteReceipt, Writer, time_left,
 };
 
 /// What a Claim answers, besides errors. The ownership details (fence,
@@ -253,7 +253,7 @@ pub fn decide_claim(
             }
             Decision::answer(Answer::Claim(ClaimAnswer::Pending {
                 reason: PendingReason::InProgress,
-                retry_after: until(record.lease_expires_at, now),
+                retry_after: time_left(record.lease_expires_at, now),
             }))
         }
         State::InProgress | State::Unknown => take_over_or_escalate(record, command, now),
@@ -262,7 +262,7 @@ pub fn decide_claim(
             if !due {
                 return Decision::answer(Answer::Claim(ClaimAnswer::Pending {
                     reason: PendingReason::RetryScheduled,
-                    retry_after: until(record.retry_at, now),
+                    retry_after: time_left(record.retry_at, now),
                 }));
             }
             // The last attempt certainly had no effect, so ending here is safe.
@@ -699,12 +699,6 @@ fn operation_deadline_passed(record: &OperationRecord, now: DateTime<Utc>) -> bo
     record
         .operation_deadline_at
         .is_some_and(|deadline| deadline <= now)
-}
-
-fn until(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta {
-    moment.map_or(TimeDelta::zero(), |moment| {
-        (moment - now).max(TimeDelta::zero())
-    })
 }
 
 /// Retention, for one record the sweeper found due: a terminal record past

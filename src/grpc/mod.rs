@@ -1,6 +1,8 @@
 //! The gRPC surface: thin handlers, proto conversion, the error mapping.
 
-pub mod convert;
 pub mod observe;
+pub mod page_token;
+pub mod request;
+pub mod response;
 pub mod server;
 pub mod status;

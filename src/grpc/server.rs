@@ -9,8 +9,15 @@ use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 use tonic_health::server::HealthReporter;
 
-use super::convert;
 use super::observe::Observed;
+use super::request::{
+    claim_command, complete_command, fail_command, lookup_target, reconcile_command, renew_command,
+    unresolved_query,
+};
+use super::response::{
+    claim_response, complete_response, fail_response, lookup_response, reconcile_response,
+    renew_response, unresolved_response,
+};
 use crate::auth::Authenticator;
 use crate::domain::{Limits, TenantId};
 use crate::metrics::Metrics;
@@ -99,86 +106,90 @@ impl Idempotency for IdempotencyApi {
         &self,
         request: Request<proto::ClaimRequest>,
     ) -> Result<Response<proto::ClaimResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let (command, wait) = convert::claim_command(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let (command, wait) = claim_command(message, &self.limits)?;
         let span = tracing::Span::current();
         span.record("idem.operation", command.scope.operation.as_str());
-        let wait = wait_within_deadline(wait, request.metadata());
+        let wait = wait_within_deadline(wait, &metadata);
         let reply = self.service.claim(tenant, &command, wait).await?;
-        let response = convert::claim_response(&reply);
-        span.record("idem.outcome", convert::claim_outcome_name(&response));
+        span.record("idem.outcome", reply.answer.outcome().as_str());
         span.record("idem.fence", fence_attribute(reply.record.fence));
-        Ok(Response::new(response))
+        Ok(Response::new(claim_response(&reply)))
     }
 
     async fn renew(
         &self,
         request: Request<proto::RenewRequest>,
     ) -> Result<Response<proto::RenewResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let command = convert::renew_command(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let command = renew_command(message, &self.limits)?;
         let reply = self.service.renew(tenant, &command).await?;
         record_write(&reply);
-        Ok(Response::new(convert::renew_response(&reply)))
+        Ok(Response::new(renew_response(&reply)))
     }
 
     async fn complete(
         &self,
         request: Request<proto::CompleteRequest>,
     ) -> Result<Response<proto::CompleteResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let command = convert::complete_command(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let command = complete_command(message, &self.limits)?;
         let reply = self.service.complete(tenant, &command).await?;
         record_write(&reply);
-        Ok(Response::new(convert::complete_response(&reply)))
+        Ok(Response::new(complete_response(&reply)))
     }
 
     async fn fail(
         &self,
         request: Request<proto::FailRequest>,
     ) -> Result<Response<proto::FailResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let command = convert::fail_command(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let command = fail_command(message, &self.limits)?;
         let reply = self.service.fail(tenant, &command).await?;
         record_write(&reply);
-        Ok(Response::new(convert::fail_response(&reply)))
+        Ok(Response::new(fail_response(&reply)))
     }
 
     async fn lookup(
         &self,
         request: Request<proto::LookupRequest>,
     ) -> Result<Response<proto::LookupResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let target = convert::lookup_target(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let include_history = message.include_history;
+        let target = lookup_target(message, &self.limits)?;
         let reply = self
             .service
-            .lookup(tenant, &target, request.get_ref().include_history)
+            .lookup(tenant, &target, include_history)
             .await?;
-        Ok(Response::new(convert::lookup_response(&reply)))
+        Ok(Response::new(lookup_response(&reply)))
     }
 
     async fn reconcile(
         &self,
         request: Request<proto::ReconcileRequest>,
     ) -> Result<Response<proto::ReconcileResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let command = convert::reconcile_command(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let command = reconcile_command(message, &self.limits)?;
         let reply = self.service.reconcile(tenant, &command).await?;
         record_write(&reply);
-        Ok(Response::new(convert::reconcile_response(&reply)))
+        Ok(Response::new(reconcile_response(&reply)))
     }
 
     async fn list_unresolved(
         &self,
         request: Request<proto::ListUnresolvedRequest>,
     ) -> Result<Response<proto::ListUnresolvedResponse>, Status> {
-        let tenant = self.tenant(request.metadata()).await?;
-        let query = convert::unresolved_query(request.get_ref(), &self.limits)?;
+        let (metadata, _, message) = request.into_parts();
+        let tenant = self.tenant(&metadata).await?;
+        let query = unresolved_query(message, &self.limits)?;
         let page = self.service.list_unresolved(tenant, &query).await?;
-        Ok(Response::new(convert::unresolved_response(
-            &page,
-            query.limit,
-        )))
+        Ok(Response::new(unresolved_response(&page, query.limit)))
     }
 }
 

@@ -6,7 +6,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 use tracing::error;
 
-use crate::domain::{Error, OperationId, State};
+use crate::domain::{Error, ErrorReason, OperationId, State};
 
 /// The ErrorInfo domain of every reason idemd sends.
 pub const ERROR_DOMAIN: &str = "idem.v1";
@@ -25,7 +25,7 @@ fn state_name(state: State) -> &'static str {
 fn error_info(
     code: Code,
     message: String,
-    reason: &str,
+    reason: ErrorReason,
     operation_id: OperationId,
     extra: &[(&str, String)],
 ) -> Status {
@@ -39,7 +39,7 @@ fn error_info(
     Status::with_error_details(
         code,
         message,
-        ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata),
+        ErrorDetails::with_error_info(reason.as_str(), ERROR_DOMAIN, metadata),
     )
 }
 
@@ -59,14 +59,14 @@ impl From<Error> for Status {
             Error::KeyReused { operation_id } => error_info(
                 Code::FailedPrecondition,
                 message,
-                "IDEMPOTENCY_KEY_REUSED",
+                ErrorReason::IdempotencyKeyReused,
                 operation_id,
                 &[],
             ),
             Error::ResultExpired { operation_id } => error_info(
                 Code::FailedPrecondition,
                 message,
-                "RESULT_EXPIRED",
+                ErrorReason::ResultExpired,
                 operation_id,
                 &[],
             ),
@@ -77,7 +77,7 @@ impl From<Error> for Status {
             } => error_info(
                 Code::Aborted,
                 message,
-                "LEASE_LOST",
+                ErrorReason::LeaseLost,
                 operation_id,
                 &[
                     ("current_fence", current_fence.to_string()),
@@ -93,7 +93,7 @@ impl From<Error> for Status {
                 format!(
                     "refused in state {}: {}",
                     state_name(state),
-                    refusal.reason()
+                    refusal.reason().as_str()
                 ),
                 refusal.reason(),
                 operation_id,

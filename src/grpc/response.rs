@@ -1,0 +1,246 @@
+//! domain -> proto: the answers, with every duration counted against the
+//! database's clock of the read or write that produced them.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::page_token;
+use crate::domain::{
+    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, OperationRecord, Outcome,
+    PendingReason, State, SuccessResult, UnresolvedPage, time_left,
+};
+use crate::proto;
+use crate::service::{ClaimReply, WriteReply};
+
+pub fn proto_duration(delta: TimeDelta) -> prost_types::Duration {
+    let delta = delta.max(TimeDelta::zero());
+    prost_types::Duration {
+        seconds: delta.num_seconds(),
+        nanos: delta.subsec_nanos(),
+    }
+}
+
+fn timestamp(moment: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: moment.timestamp(),
+        nanos: i32::try_from(moment.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+pub fn proto_state(state: State) -> proto::OperationState {
+    match state {
+        State::InProgress => proto::OperationState::InProgress,
+        State::Succeeded => proto::OperationState::Succeeded,
+        State::Failed => proto::OperationState::Failed,
+        State::RetryWait => proto::OperationState::RetryWait,
+        State::Unknown => proto::OperationState::Unknown,
+        State::Expired => proto::OperationState::Expired,
+    }
+}
+
+fn proto_reason(reason: FailureReason) -> proto::FailureReason {
+    match reason {
+        FailureReason::Terminal => proto::FailureReason::Terminal,
+        FailureReason::AttemptsExhausted => proto::FailureReason::AttemptsExhausted,
+        FailureReason::DeadlineExceeded => proto::FailureReason::DeadlineExceeded,
+    }
+}
+
+fn proto_result(result: &SuccessResult) -> proto::Result {
+    proto::Result {
+        body: result.body.clone(),
+        content_type: result.content_type.clone(),
+        metadata: result.metadata.clone().into_iter().collect(),
+    }
+}
+
+fn proto_error(reason: FailureReason, error: &ErrorReport) -> proto::OperationError {
+    proto::OperationError {
+        reason: proto_reason(reason).into(),
+        code: error.code.clone(),
+        message: error.message.clone(),
+        metadata: error.metadata.clone().into_iter().collect(),
+    }
+}
+
+fn ownership(record: &OperationRecord, now: DateTime<Utc>) -> proto::Ownership {
+    proto::Ownership {
+        operation_id: record.operation_id.to_string(),
+        fence: record.fence,
+        attempt: record.attempt,
+        max_attempts: record.max_attempts,
+        lease: Some(proto_duration(time_left(record.lease_expires_at, now))),
+        attempt_deadline: Some(proto_duration(time_left(record.attempt_deadline_at, now))),
+    }
+}
+
+pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
+    use proto::claim_response::Outcome as ProtoOutcome;
+    let record = &reply.record;
+    let outcome = match reply.answer {
+        ClaimAnswer::Acquired => ProtoOutcome::Acquired(proto::Acquired {
+            ownership: Some(ownership(record, reply.now)),
+        }),
+        ClaimAnswer::ReconcileFirst(previous) => {
+            ProtoOutcome::ReconcileFirst(proto::ReconcileFirst {
+                ownership: Some(ownership(record, reply.now)),
+                previous_state: proto_state(previous.state).into(),
+                previous_fence: previous.fence,
+            })
+        }
+        ClaimAnswer::Pending {
+            reason,
+            retry_after,
+        } => ProtoOutcome::Pending(proto::Pending {
+            operation_id: record.operation_id.to_string(),
+            reason: match reason {
+                PendingReason::InProgress => proto::PendingReason::InProgress,
+                PendingReason::RetryScheduled => proto::PendingReason::RetryScheduled,
+            }
+            .into(),
+            retry_after: Some(proto_duration(retry_after)),
+            attempt: record.attempt,
+        }),
+        ClaimAnswer::Completed => ProtoOutcome::Completed(completed(record)),
+        ClaimAnswer::NeedsReconciliation => {
+            ProtoOutcome::NeedsReconciliation(proto::NeedsReconciliation {
+                operation_id: record.operation_id.to_string(),
+                fence: record.fence,
+                attempts: record.attempt,
+            })
+        }
+    };
+    proto::ClaimResponse {
+        outcome: Some(outcome),
+    }
+}
+
+fn completed(record: &OperationRecord) -> proto::Completed {
+    use proto::completed::Outcome as ProtoOutcome;
+    proto::Completed {
+        operation_id: record.operation_id.to_string(),
+        state: proto_state(record.state).into(),
+        outcome: match &record.outcome {
+            Some(Outcome::Succeeded(result)) => Some(ProtoOutcome::Result(proto_result(result))),
+            Some(Outcome::Failed { reason, error }) => {
+                Some(ProtoOutcome::Error(proto_error(*reason, error)))
+            }
+            None => None,
+        },
+        attempts: record.attempt,
+        completed_at: record.completed_at.map(timestamp),
+    }
+}
+
+pub fn operation(
+    record: &OperationRecord,
+    now: DateTime<Utc>,
+    with_result: bool,
+) -> proto::Operation {
+    let (result, error) = match &record.outcome {
+        Some(Outcome::Succeeded(result)) if with_result => (Some(proto_result(result)), None),
+        Some(Outcome::Failed { reason, error }) => (None, Some(proto_error(*reason, error))),
+        _ => (None, None),
+    };
+    proto::Operation {
+        operation_id: record.operation_id.to_string(),
+        scope: Some(proto::Scope {
+            operation: record.scope.operation.clone(),
+            key: record.scope.key.clone(),
+        }),
+        state: proto_state(record.state).into(),
+        lease_expired: record.lease_expired(now),
+        fingerprint: record.fingerprint.0.to_vec(),
+        fence: record.fence,
+        attempt: record.attempt,
+        max_attempts: record.max_attempts,
+        result,
+        error,
+        created_at: Some(timestamp(record.created_at)),
+        updated_at: Some(timestamp(record.updated_at)),
+        lease_expires_at: record.lease_expires_at.map(timestamp),
+        attempt_deadline_at: record.attempt_deadline_at.map(timestamp),
+        retry_at: record.retry_at.map(timestamp),
+        completed_at: record.completed_at.map(timestamp),
+        retain_until: record.retain_until.map(timestamp),
+        operation_deadline_at: record.operation_deadline_at.map(timestamp),
+    }
+}
+
+fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
+    proto::HistoryEntry {
+        sequence: entry.sequence,
+        event: entry.event.clone(),
+        from_state: entry
+            .from_state
+            .map_or(proto::OperationState::Unspecified, proto_state)
+            .into(),
+        to_state: proto_state(entry.to_state).into(),
+        fence: entry.fence,
+        attempt: entry.attempt,
+        detail: entry.detail.clone(),
+        count: entry.count,
+        at: Some(timestamp(entry.first_at)),
+        last_at: Some(timestamp(entry.last_at)),
+    }
+}
+
+pub fn lookup_response(reply: &Found) -> proto::LookupResponse {
+    proto::LookupResponse {
+        operation: Some(operation(&reply.record, reply.now, true)),
+        history: reply.history.iter().map(history_entry).collect(),
+    }
+}
+
+pub fn unresolved_response(page: &UnresolvedPage, limit: u32) -> proto::ListUnresolvedResponse {
+    let full_page = page.records.len() >= limit as usize;
+    proto::ListUnresolvedResponse {
+        operations: page
+            .records
+            .iter()
+            .map(|record| operation(record, page.now, false))
+            .collect(),
+        next_page_token: match page.records.last() {
+            Some(last) if full_page => page_token::after(last),
+            _ => String::new(),
+        },
+    }
+}
+
+pub fn renew_response(reply: &WriteReply) -> proto::RenewResponse {
+    proto::RenewResponse {
+        lease: Some(proto_duration(time_left(
+            reply.record.lease_expires_at,
+            reply.now,
+        ))),
+        attempt_deadline: Some(proto_duration(time_left(
+            reply.record.attempt_deadline_at,
+            reply.now,
+        ))),
+    }
+}
+
+pub fn complete_response(reply: &WriteReply) -> proto::CompleteResponse {
+    proto::CompleteResponse {
+        state: proto_state(reply.record.state).into(),
+    }
+}
+
+pub fn fail_response(reply: &WriteReply) -> proto::FailResponse {
+    let record = &reply.record;
+    proto::FailResponse {
+        state: proto_state(record.state).into(),
+        reason: match &record.outcome {
+            Some(Outcome::Failed { reason, .. }) => proto_reason(*reason).into(),
+            _ => proto::FailureReason::Unspecified.into(),
+        },
+        retry_after: (record.state == State::RetryWait)
+            .then(|| proto_duration(time_left(record.retry_at, reply.now))),
+    }
+}
+
+pub fn reconcile_response(reply: &WriteReply) -> proto::ReconcileResponse {
+    proto::ReconcileResponse {
+        state: proto_state(reply.record.state).into(),
+        fence: reply.record.fence,
+    }
+}
