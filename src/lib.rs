@@ -5,19 +5,15 @@ pub mod auth;
 pub mod config;
 mod dev;
 pub mod domain;
+pub mod error;
 pub mod grpc;
 pub mod metrics;
+pub mod proto;
 pub mod service;
 pub mod shutdown;
 pub mod store;
 pub mod sweeper;
 pub mod telemetry;
-
-pub mod proto {
-    #![allow(clippy::all, unreachable_pub, missing_docs)]
-    tonic::include_proto!("idem.v1");
-    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("idem_descriptor");
-}
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -40,7 +36,7 @@ use crate::store::Store;
 use crate::store::postgres::{PostgresOptions, PostgresStore};
 use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::error::BoxError;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {

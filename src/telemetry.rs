@@ -19,8 +19,8 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::BoxError;
 use crate::config::LogFormat;
+use crate::error::BoxError;
 
 /// Where spans go.
 #[derive(Debug, Clone, PartialEq, Eq)]
