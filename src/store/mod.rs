@@ -12,6 +12,7 @@ use crate::domain::{
     UnresolvedPage, UnresolvedQuery,
 };
 
+pub mod open;
 pub mod postgres;
 mod row;
 pub mod sqlite;
