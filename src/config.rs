@@ -5,10 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chrono::TimeDelta;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-
-use crate::domain::Limits;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -182,28 +179,6 @@ fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
     }
 }
 
-impl ServeArgs {
-    pub fn metrics_labels(&self) -> crate::metrics::LabelPolicy {
-        crate::metrics::LabelPolicy {
-            operations: self
-                .metrics_operations
-                .iter()
-                .map(|operation| operation.trim().to_owned())
-                .filter(|operation| !operation.is_empty())
-                .collect(),
-            tenant: self.metrics_tenant_label,
-        }
-    }
-
-    pub fn sweeper(&self) -> Result<crate::sweeper::SweeperSettings, String> {
-        Ok(crate::sweeper::SweeperSettings {
-            interval: self.sweep_interval,
-            batch: self.sweep_batch.max(1),
-            tombstone_retention: delta(self.tombstone_retention)?,
-        })
-    }
-}
-
 /// The bounds of DESIGN.md. Tests lower the minimum lease to milliseconds.
 #[derive(Debug, Clone, Args)]
 pub struct BoundsArgs {
@@ -232,42 +207,6 @@ pub struct BoundsArgs {
     pub max_wait: Duration,
 }
 
-fn delta(duration: Duration) -> Result<TimeDelta, String> {
-    TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
-}
-
-impl BoundsArgs {
-    pub fn limits(&self) -> Result<Limits, String> {
-        let limits = Limits {
-            min_lease: delta(self.min_lease)?,
-            max_lease: delta(self.max_lease)?,
-            default_lease: delta(self.default_lease)?,
-            default_max_attempt_duration: delta(self.default_attempt_duration)?,
-            max_attempt_duration: delta(self.max_attempt_duration)?,
-            default_max_attempts: self.default_max_attempts,
-            default_retention: delta(self.default_retention)?,
-            max_retention: delta(self.max_retention)?,
-            max_retry_after: delta(self.max_retry_after)?,
-            max_result_bytes: self.max_result_bytes,
-            max_wait: delta(self.max_wait)?,
-            ..Limits::default()
-        };
-        if !(limits.min_lease <= limits.default_lease && limits.default_lease <= limits.max_lease) {
-            return Err("leases need min <= default <= max".into());
-        }
-        if limits.default_max_attempts == 0 || limits.default_max_attempts > limits.max_attempts {
-            return Err(format!(
-                "default max attempts must be 1-{}",
-                limits.max_attempts
-            ));
-        }
-        if limits.default_retention > limits.max_retention {
-            return Err("default retention exceeds the maximum".into());
-        }
-        Ok(limits)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
@@ -280,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn serve_defaults_parse_into_valid_limits() {
+    fn serve_defaults_parse_and_metrics_can_be_turned_off() {
         let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
         let Command::Serve(args) = cli.command else {
             panic!("serve expected");
@@ -289,7 +228,6 @@ mod tests {
             args.metrics_listen.0,
             Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
         );
-        assert_eq!(args.bounds.limits().expect("valid"), Limits::default());
         let off =
             Cli::try_parse_from(["idemd", "serve", "--metrics-listen", "off"]).expect("parses");
         let Command::Serve(args) = off.command else {

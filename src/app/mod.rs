@@ -4,6 +4,7 @@
 
 mod background;
 mod serve;
+mod settings;
 mod tls;
 
 use std::sync::Arc;
@@ -31,7 +32,7 @@ pub use serve::serve;
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
         Command::Serve(args) => {
-            let limits = args.bounds.limits()?;
+            let limits = settings::limits_from(&args.bounds)?;
             if args.dev && !args.listen.ip().is_loopback() {
                 return Err(format!(
                     "--dev listens on loopback addresses only (its token is printed and kept in \

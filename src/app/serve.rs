@@ -10,6 +10,7 @@ use tracing::{info, warn};
 
 use super::Application;
 use super::background::report_readiness;
+use super::settings::{label_policy_from, sweeper_settings_from};
 use super::tls::tls_config;
 use crate::config::ServeArgs;
 use crate::domain::Limits;
@@ -28,7 +29,7 @@ pub async fn serve(
     args: &ServeArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), BoxError> {
-    let (metrics, exporter) = Metrics::new(args.metrics_labels(), args.metrics_listen.0)?;
+    let (metrics, exporter) = Metrics::new(label_policy_from(args), args.metrics_listen.0)?;
     if let (Some(exporter), Some(address)) = (exporter, args.metrics_listen.0) {
         info!(%address, "metrics served at /metrics");
         tokio::spawn(async move {
@@ -60,7 +61,7 @@ pub async fn serve(
     ));
     let sweeper = tokio::spawn(sweeper::run(
         store.clone(),
-        args.sweeper()?,
+        sweeper_settings_from(args)?,
         metrics,
         application.shutting_down.subscribe(),
     ));
