@@ -10,7 +10,7 @@ mod tls;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::auth::Authenticator;
@@ -78,8 +78,9 @@ pub struct Application {
     pub routes: tonic::service::Routes,
     pub health: tonic_health::server::HealthReporter,
     pub service: IdempotencyService,
-    /// Tells waiting Claims to answer now: the server is draining.
-    pub shutting_down: watch::Sender<bool>,
+    /// Cancelled when the server drains: waiting Claims answer at once and
+    /// the background tasks stop.
+    pub draining: CancellationToken,
 }
 
 impl Application {
@@ -99,9 +100,9 @@ impl Application {
         auth_cache_ttl: std::time::Duration,
         metrics: Metrics,
     ) -> Result<Self, BoxError> {
-        let (shutting_down, shutting_down_receiver) = watch::channel(false);
+        let draining = CancellationToken::new();
         let service =
-            IdempotencyService::new(store.clone(), metrics.clone(), shutting_down_receiver);
+            IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token());
         let authenticator = Authenticator::new(store, auth_cache_ttl);
         let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -112,19 +113,20 @@ impl Application {
             routes: routes(api, metrics, health_service)?,
             health,
             service,
-            shutting_down,
+            draining,
         })
     }
 
     /// Health NOT_SERVING (so load balancers stop sending), and waiting
-    /// Claims answer at once.
+    /// Claims answer at once. The token goes first: a readiness check that
+    /// ends after it reports nothing, so it cannot undo NOT_SERVING.
     pub async fn begin_drain(&self) {
+        self.draining.cancel();
         self.health
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
         self.health
             .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
             .await;
-        let _ = self.shutting_down.send(true);
     }
 }
