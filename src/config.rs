@@ -105,7 +105,8 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate_on_start: bool,
 
-    /// On SIGTERM, how long in-flight calls may take to finish.
+    /// On SIGTERM, how long in-flight calls, and the background work under way
+    /// (a sweep batch, a gauge count), may take to finish.
     #[arg(long, env = "IDEMD_DRAIN_TIMEOUT", default_value = "25s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
 
@@ -182,27 +183,43 @@ fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
 /// The bounds of DESIGN.md. Tests lower the minimum lease to milliseconds.
 #[derive(Debug, Clone, Args)]
 pub struct BoundsArgs {
+    /// Shortest lease a Claim or Renew may ask for; also the shortest attempt
+    /// duration and operation deadline. A duration: `500ms`, `1s`, `5m`.
     #[arg(long, env = "IDEMD_MIN_LEASE", default_value = "1s", value_parser = humantime::parse_duration)]
     pub min_lease: Duration,
+    /// Longest lease a Claim or Renew may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_LEASE", default_value = "1h", value_parser = humantime::parse_duration)]
     pub max_lease: Duration,
+    /// Lease of a Claim that asks for none; between --min-lease and
+    /// --max-lease (a duration).
     #[arg(long, env = "IDEMD_DEFAULT_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub default_lease: Duration,
+    /// How long an attempt may run when its Claim does not say (never less
+    /// than the Claim's lease); Renew cannot extend a lease past it (a duration).
     #[arg(long, env = "IDEMD_DEFAULT_ATTEMPT_DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
     pub default_attempt_duration: Duration,
+    /// Longest attempt duration a Claim may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_ATTEMPT_DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub max_attempt_duration: Duration,
+    /// Attempts an operation gets when its Claim does not say, takeovers
+    /// included (a count, 1-100).
     #[arg(long, env = "IDEMD_DEFAULT_MAX_ATTEMPTS", default_value_t = 5)]
     pub default_max_attempts: u32,
+    /// How long a stored result is replayed when its Claim does not say,
+    /// before it becomes a tombstone (a duration, at most --max-retention).
     #[arg(long, env = "IDEMD_DEFAULT_RETENTION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub default_retention: Duration,
+    /// Longest retention a Claim may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     pub max_retention: Duration,
+    /// Longest retry_after a RETRYABLE Fail may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETRY_AFTER", default_value = "1h", value_parser = humantime::parse_duration)]
     pub max_retry_after: Duration,
+    /// Largest result body Complete or Reconcile may store, in bytes.
     #[arg(long, env = "IDEMD_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     pub max_result_bytes: usize,
-    /// Longest a Claim may wait for a pending operation (also capped by the call's deadline).
+    /// Longest a Claim may wait for a pending operation, also capped by the
+    /// call's deadline (a duration).
     #[arg(long, env = "IDEMD_MAX_WAIT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub max_wait: Duration,
 }

@@ -63,9 +63,7 @@ async fn sweep_backlog_until_cancelled(
                 break;
             }
         };
-        total.tombstoned += report.tombstoned;
-        total.deadline_exceeded += report.deadline_exceeded;
-        total.deleted += report.deleted;
+        total += report;
         let batch = u64::from(settings.batch);
         let full = report.tombstoned + report.deadline_exceeded >= batch || report.deleted >= batch;
         if !full {

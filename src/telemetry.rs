@@ -8,6 +8,8 @@
 //! W3C `traceparent` becomes the parent of each server span
 //! ([`crate::grpc::observe`]).
 
+use std::io::IsTerminal;
+
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
@@ -89,13 +91,18 @@ pub fn init(format: LogFormat, export: TraceExport) -> Result<Telemetry, BoxErro
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
+                    .with_ansi(false)
                     .flatten_event(true)
                     .with_current_span(false)
                     .with_writer(std::io::stderr),
             )
             .try_init(),
         LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
     };
     if installed.is_err() {

@@ -57,6 +57,15 @@ impl SweepReport {
     }
 }
 
+/// Sums the batches of one sweep.
+impl std::ops::AddAssign for SweepReport {
+    fn add_assign(&mut self, batch: Self) {
+        self.tombstoned += batch.tombstoned;
+        self.deadline_exceeded += batch.deadline_exceeded;
+        self.deleted += batch.deleted;
+    }
+}
+
 /// How many operations stand in each condition, by the database's count and
 /// clock: an operation may start on one replica and end on another.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
