@@ -1,5 +1,12 @@
 //! idemd: a central gRPC service that makes side effects happen at most once
 //! per logical request. See DESIGN.md for the contract and README.md for use.
+//!
+//! Modules from the bottom up; each uses only those below it: `domain` (pure
+//! rules), `store` (the records), `auth` and `metrics`, `service` (the
+//! operations) and `sweeper`, `grpc` (the API surface), `app` (the commands
+//! and the server, with `dev` and `tenant`), then main.rs. `config` (flags
+//! only), `error`, `proto`, `shutdown` and `telemetry` sit at the bottom and
+//! import none of the others but each other.
 
 pub mod app;
 pub mod auth;

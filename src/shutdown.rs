@@ -45,3 +45,43 @@ where
         tick().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::sync::{Notify, mpsc};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_tick_under_way_finishes_and_none_starts_after_the_stop() {
+        let stop = CancellationToken::new();
+        let finished = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(Notify::new());
+        let (started_sender, mut started) = mpsc::unbounded_channel();
+        let ticking = tokio::spawn(every(Duration::from_millis(1), stop.clone(), {
+            let finished = finished.clone();
+            let release = release.clone();
+            move || {
+                let finished = finished.clone();
+                let release = release.clone();
+                let _ = started_sender.send(());
+                async move {
+                    release.notified().await;
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+        started.recv().await.expect("the first tick starts at once");
+        stop.cancel();
+        release.notify_one();
+        tokio::time::timeout(Duration::from_secs(5), ticking)
+            .await
+            .expect("the ticker stops")
+            .expect("the ticker does not panic");
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert!(started.try_recv().is_err(), "a tick started after the stop");
+    }
+}

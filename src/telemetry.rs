@@ -6,7 +6,7 @@
 //! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and
 //! `OTEL_TRACES_SAMPLER_ARG` are honoured) and are off otherwise. The caller's
 //! W3C `traceparent` becomes the parent of each server span
-//! ([`crate::grpc::observe`]).
+//! (the gRPC layer in `grpc/observe.rs`).
 
 use std::io::IsTerminal;
 
