@@ -12,7 +12,8 @@ use crate::store::Store;
 
 /// Prefix that makes leaked tokens easy to recognise by secret scanners.
 const TOKEN_PREFIX: &str = "idem_";
-/// Bounds the cache so a flood of distinct bad tokens cannot grow it forever.
+/// Bounds the cache's memory when many distinct valid tokens are in use
+/// (only tokens the store accepted are cached); when full, it starts afresh.
 const CACHE_CAPACITY: usize = 10_000;
 
 pub fn generate_token() -> Result<String> {

@@ -5,10 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chrono::TimeDelta;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-
-use crate::domain::Limits;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,7 +105,8 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_MIGRATE_ON_START", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate_on_start: bool,
 
-    /// On SIGTERM, how long in-flight calls may take to finish.
+    /// On SIGTERM, how long in-flight calls, and the background work under way
+    /// (a sweep batch, a gauge count), may take to finish.
     #[arg(long, env = "IDEMD_DRAIN_TIMEOUT", default_value = "25s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
 
@@ -182,90 +180,48 @@ fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
     }
 }
 
-impl ServeArgs {
-    pub fn metrics_labels(&self) -> crate::metrics::LabelPolicy {
-        crate::metrics::LabelPolicy {
-            operations: self
-                .metrics_operations
-                .iter()
-                .map(|operation| operation.trim().to_owned())
-                .filter(|operation| !operation.is_empty())
-                .collect(),
-            tenant: self.metrics_tenant_label,
-        }
-    }
-
-    pub fn sweeper(&self) -> Result<crate::sweeper::SweeperSettings, String> {
-        Ok(crate::sweeper::SweeperSettings {
-            interval: self.sweep_interval,
-            batch: self.sweep_batch.max(1),
-            tombstone_retention: delta(self.tombstone_retention)?,
-        })
-    }
-}
-
 /// The bounds of DESIGN.md. Tests lower the minimum lease to milliseconds.
 #[derive(Debug, Clone, Args)]
 pub struct BoundsArgs {
+    /// Shortest lease a Claim or Renew may ask for; also the shortest attempt
+    /// duration and operation deadline. A duration: `500ms`, `1s`, `5m`.
     #[arg(long, env = "IDEMD_MIN_LEASE", default_value = "1s", value_parser = humantime::parse_duration)]
     pub min_lease: Duration,
+    /// Longest lease a Claim or Renew may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_LEASE", default_value = "1h", value_parser = humantime::parse_duration)]
     pub max_lease: Duration,
+    /// Lease of a Claim that asks for none; between --min-lease and
+    /// --max-lease (a duration).
     #[arg(long, env = "IDEMD_DEFAULT_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
     pub default_lease: Duration,
+    /// How long an attempt may run when its Claim does not say (never less
+    /// than the Claim's lease); Renew cannot extend a lease past it (a duration).
     #[arg(long, env = "IDEMD_DEFAULT_ATTEMPT_DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
     pub default_attempt_duration: Duration,
+    /// Longest attempt duration a Claim may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_ATTEMPT_DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub max_attempt_duration: Duration,
+    /// Attempts an operation gets when its Claim does not say, takeovers
+    /// included (a count, 1-100).
     #[arg(long, env = "IDEMD_DEFAULT_MAX_ATTEMPTS", default_value_t = 5)]
     pub default_max_attempts: u32,
+    /// How long a stored result is replayed when its Claim does not say,
+    /// before it becomes a tombstone (a duration, at most --max-retention).
     #[arg(long, env = "IDEMD_DEFAULT_RETENTION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub default_retention: Duration,
+    /// Longest retention a Claim may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     pub max_retention: Duration,
+    /// Longest retry_after a RETRYABLE Fail may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETRY_AFTER", default_value = "1h", value_parser = humantime::parse_duration)]
     pub max_retry_after: Duration,
+    /// Largest result body Complete or Reconcile may store, in bytes.
     #[arg(long, env = "IDEMD_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     pub max_result_bytes: usize,
-    /// Longest a Claim may wait for a pending operation (also capped by the call's deadline).
+    /// Longest a Claim may wait for a pending operation, also capped by the
+    /// call's deadline (a duration).
     #[arg(long, env = "IDEMD_MAX_WAIT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub max_wait: Duration,
-}
-
-fn delta(duration: Duration) -> Result<TimeDelta, String> {
-    TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
-}
-
-impl BoundsArgs {
-    pub fn limits(&self) -> Result<Limits, String> {
-        let limits = Limits {
-            min_lease: delta(self.min_lease)?,
-            max_lease: delta(self.max_lease)?,
-            default_lease: delta(self.default_lease)?,
-            default_max_attempt_duration: delta(self.default_attempt_duration)?,
-            max_attempt_duration: delta(self.max_attempt_duration)?,
-            default_max_attempts: self.default_max_attempts,
-            default_retention: delta(self.default_retention)?,
-            max_retention: delta(self.max_retention)?,
-            max_retry_after: delta(self.max_retry_after)?,
-            max_result_bytes: self.max_result_bytes,
-            max_wait: delta(self.max_wait)?,
-            ..Limits::default()
-        };
-        if !(limits.min_lease <= limits.default_lease && limits.default_lease <= limits.max_lease) {
-            return Err("leases need min <= default <= max".into());
-        }
-        if limits.default_max_attempts == 0 || limits.default_max_attempts > limits.max_attempts {
-            return Err(format!(
-                "default max attempts must be 1-{}",
-                limits.max_attempts
-            ));
-        }
-        if limits.default_retention > limits.max_retention {
-            return Err("default retention exceeds the maximum".into());
-        }
-        Ok(limits)
-    }
 }
 
 #[cfg(test)]
@@ -280,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn serve_defaults_parse_into_valid_limits() {
+    fn serve_defaults_parse_and_metrics_can_be_turned_off() {
         let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
         let Command::Serve(args) = cli.command else {
             panic!("serve expected");
@@ -289,7 +245,6 @@ mod tests {
             args.metrics_listen.0,
             Some(SocketAddr::from(([127, 0, 0, 1], 9464)))
         );
-        assert_eq!(args.bounds.limits().expect("valid"), Limits::default());
         let off =
             Cli::try_parse_from(["idemd", "serve", "--metrics-listen", "off"]).expect("parses");
         let Command::Serve(args) = off.command else {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
-use crate::BoxError;
 use crate::auth;
 use crate::domain::Error;
+use crate::error::BoxError;
 use crate::store::Store;
 use crate::store::sqlite::create_data_directory;
 

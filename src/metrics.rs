@@ -318,9 +318,9 @@ pub async fn observe_store(
     store: Arc<dyn crate::store::Store>,
     metrics: Metrics,
     interval: Duration,
-    shutting_down: tokio::sync::watch::Receiver<bool>,
+    stop: tokio_util::sync::CancellationToken,
 ) {
-    crate::shutdown::every(interval, shutting_down, || async {
+    crate::shutdown::every(interval, stop, || async {
         metrics.pool_usage(&store.pool_usage());
         match store.count_operations().await {
             Ok(counts) => metrics.operation_counts(&counts),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::domain::transition::{
@@ -49,7 +50,8 @@ pub struct IdempotencyService {
     metrics: Metrics,
     /// Operations that changed on this replica, for waiting Claims.
     changes: broadcast::Sender<OperationId>,
-    shutting_down: watch::Receiver<bool>,
+    /// Cancelled when the server drains: waiting Claims answer at once.
+    draining: CancellationToken,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -62,17 +64,13 @@ impl std::fmt::Debug for IdempotencyService {
 }
 
 impl IdempotencyService {
-    pub fn new(
-        store: Arc<dyn Store>,
-        metrics: Metrics,
-        shutting_down: watch::Receiver<bool>,
-    ) -> Self {
+    pub fn new(store: Arc<dyn Store>, metrics: Metrics, draining: CancellationToken) -> Self {
         let (changes, _) = broadcast::channel(1024);
         Self {
             store,
             metrics,
             changes,
-            shutting_down,
+            draining,
         }
     }
 
@@ -117,7 +115,6 @@ impl IdempotencyService {
     ) -> Result<ClaimReply> {
         let give_up_at = tokio::time::Instant::now() + wait;
         let mut poll = WAIT_POLL_START;
-        let mut shutting_down = self.shutting_down.clone();
         loop {
             let mut changes = self.changes.subscribe();
             let reply = self.claim_once(tenant, command).await?;
@@ -125,7 +122,7 @@ impl IdempotencyService {
                 return Ok(reply);
             };
             let now = tokio::time::Instant::now();
-            if now >= give_up_at || *shutting_down.borrow() {
+            if now >= give_up_at || self.draining.is_cancelled() {
                 return Ok(reply);
             }
             let due = retry_after.to_std().unwrap_or_default();
@@ -135,7 +132,7 @@ impl IdempotencyService {
             tokio::select! {
                 () = wait_for_change(&mut changes, operation_id) => {}
                 () = tokio::time::sleep_until(wake_at) => {}
-                _ = shutting_down.changed() => {}
+                () = self.draining.cancelled() => {}
             }
             poll = (poll * 2).min(WAIT_POLL_MAX);
         }
@@ -320,19 +317,35 @@ impl IdempotencyService {
     }
 
     /// Relays changes made by other replicas (as the store hears of them) to
-    /// this replica's waiting Claims; reconnects after a failure. Waiters
-    /// poll as well, so a lost notification costs latency, never correctness.
-    pub async fn relay_changes_from_other_replicas(self) {
+    /// this replica's waiting Claims, until `stop` is cancelled; reconnects
+    /// after a failure. Waiters poll as well, so a lost notification costs
+    /// latency, never correctness.
+    pub async fn relay_changes_from_other_replicas(self, stop: CancellationToken) {
         let mut backoff = Duration::from_millis(100);
         loop {
             let changes = self.changes.clone();
             let relay = move |operation_id: OperationId| {
                 let _ = changes.send(operation_id);
             };
-            if let Err(error) = self.store.listen_for_changes(&relay).await {
-                tracing::warn!(%error, "change notifications interrupted; waiters poll meanwhile");
+            // Stopping drops the listener, which gives its connection back
+            // to the pool before the store closes.
+            match stop
+                .run_until_cancelled(self.store.listen_for_changes(&relay))
+                .await
+            {
+                None => return,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "change notifications interrupted; waiters poll meanwhile");
+                }
+                Some(Ok(())) => {}
             }
-            tokio::time::sleep(backoff).await;
+            if stop
+                .run_until_cancelled(tokio::time::sleep(backoff))
+                .await
+                .is_none()
+            {
+                return;
+            }
             backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     }

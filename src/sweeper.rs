@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::metrics::Metrics;
@@ -27,10 +27,10 @@ pub async fn run(
     store: Arc<dyn Store>,
     settings: SweeperSettings,
     metrics: Metrics,
-    shutting_down: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
-    crate::shutdown::every(settings.interval, shutting_down, || async {
-        let report = sweep_backlog(store.as_ref(), settings).await;
+    crate::shutdown::every(settings.interval, stop.clone(), || async {
+        let report = sweep_backlog_until_cancelled(store.as_ref(), settings, &stop).await;
         metrics.swept(&report);
     })
     .await;
@@ -38,8 +38,21 @@ pub async fn run(
 
 /// Sweeps batch after batch while batches come back full.
 pub async fn sweep_backlog(store: &dyn Store, settings: SweeperSettings) -> SweepReport {
+    sweep_backlog_until_cancelled(store, settings, &CancellationToken::new()).await
+}
+
+/// [`sweep_backlog`], stopping after the batch under way once `stop` is
+/// cancelled: a draining server finishes its transaction, not the backlog.
+async fn sweep_backlog_until_cancelled(
+    store: &dyn Store,
+    settings: SweeperSettings,
+    stop: &CancellationToken,
+) -> SweepReport {
     let mut total = SweepReport::default();
     for _ in 0..MAX_BATCHES_PER_TICK {
+        if stop.is_cancelled() {
+            break;
+        }
         let report = match store
             .sweep(settings.batch, settings.tombstone_retention)
             .await
@@ -50,9 +63,7 @@ pub async fn sweep_backlog(store: &dyn Store, settings: SweeperSettings) -> Swee
                 break;
             }
         };
-        total.tombstoned += report.tombstoned;
-        total.deadline_exceeded += report.deadline_exceeded;
-        total.deleted += report.deleted;
+        total += report;
         let batch = u64::from(settings.batch);
         let full = report.tombstoned + report.deadline_exceeded >= batch || report.deleted >= batch;
         if !full {

@@ -6,7 +6,9 @@
 //! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and
 //! `OTEL_TRACES_SAMPLER_ARG` are honoured) and are off otherwise. The caller's
 //! W3C `traceparent` becomes the parent of each server span
-//! ([`crate::grpc::observe`]).
+//! (the gRPC layer in `grpc/observe.rs`).
+
+use std::io::IsTerminal;
 
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
@@ -19,8 +21,8 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::BoxError;
 use crate::config::LogFormat;
+use crate::error::BoxError;
 
 /// Where spans go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,13 +91,18 @@ pub fn init(format: LogFormat, export: TraceExport) -> Result<Telemetry, BoxErro
             .with(
                 tracing_subscriber::fmt::layer()
                     .json()
+                    .with_ansi(false)
                     .flatten_event(true)
                     .with_current_span(false)
                     .with_writer(std::io::stderr),
             )
             .try_init(),
         LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
     };
     if installed.is_err() {

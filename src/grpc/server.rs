@@ -7,7 +7,6 @@ use chrono::TimeDelta;
 use tonic::metadata::MetadataMap;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
-use tonic_health::server::HealthReporter;
 
 use super::observe::Observed;
 use super::request::{
@@ -213,31 +212,6 @@ pub fn routes(
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?),
     )
-}
-
-/// Readiness of the API follows the store: NOT_SERVING while it is unreachable.
-pub async fn report_readiness(
-    reporter: HealthReporter,
-    service: IdempotencyService,
-    interval: Duration,
-    shutting_down: tokio::sync::watch::Receiver<bool>,
-) {
-    crate::shutdown::every(interval, shutting_down, || async {
-        match service.store().check_ready().await {
-            Ok(()) => {
-                reporter
-                    .set_serving::<IdempotencyServer<IdempotencyApi>>()
-                    .await
-            }
-            Err(error) => {
-                tracing::warn!(%error, "store not ready");
-                reporter
-                    .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
-                    .await;
-            }
-        }
-    })
-    .await;
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::domain::{
 
 mod error;
 mod flow;
+pub mod open;
 pub mod postgres;
 mod row;
 mod sql;
@@ -56,6 +57,15 @@ impl SweepReport {
 
     pub fn total(&self) -> u64 {
         self.tombstoned + self.deadline_exceeded + self.deleted
+    }
+}
+
+/// Sums the batches of one sweep.
+impl std::ops::AddAssign for SweepReport {
+    fn add_assign(&mut self, batch: Self) {
+        self.tombstoned += batch.tombstoned;
+        self.deadline_exceeded += batch.deadline_exceeded;
+        self.deleted += batch.deleted;
     }
 }
 

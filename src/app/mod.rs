@@ -1,0 +1,132 @@
+//! The commands as the binary runs them, and the server they start: the API,
+//! health and reflection, the background tasks beside them, and a graceful
+//! drain on SIGTERM.
+
+mod background;
+mod serve;
+mod settings;
+mod tls;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::auth::Authenticator;
+use crate::config::{Cli, Command};
+use crate::dev;
+use crate::domain::Limits;
+use crate::error::BoxError;
+use crate::grpc::server::{IdempotencyApi, routes};
+use crate::metrics::{LabelPolicy, Metrics};
+use crate::proto::idempotency_server::IdempotencyServer;
+use crate::service::IdempotencyService;
+use crate::shutdown;
+use crate::store::Store;
+use crate::store::open::{Purpose, open_store};
+use crate::tenant::manage_tenant;
+
+pub use serve::serve;
+
+pub async fn run(cli: Cli) -> Result<(), BoxError> {
+    match cli.command {
+        Command::Serve(args) => {
+            let limits = settings::limits_from(&args.bounds)?;
+            if args.dev && !args.listen.ip().is_loopback() {
+                return Err(format!(
+                    "--dev listens on loopback addresses only (its token is printed and kept in \
+                     the data directory), not on {}; without --dev, create tenants with \
+                     `idemd tenant create`",
+                    args.listen
+                )
+                .into());
+            }
+            let opened = open_store(&cli.database, Purpose::Serve(args.migrate_on_start)).await?;
+            let listener = TcpListener::bind(args.listen).await?;
+            if args.dev {
+                let token =
+                    dev::ensure_dev_tenant(opened.store.as_ref(), &cli.database.data_dir).await?;
+                dev::announce(&token, &cli.database.data_dir);
+            }
+            info!(
+                listen = %listener.local_addr()?,
+                store = opened.store.kind(),
+                data = %opened.location,
+                dev = args.dev,
+                "idemd serving"
+            );
+            serve(listener, opened.store, limits, &args, shutdown::signalled()).await
+        }
+        Command::Migrate => {
+            let opened = open_store(&cli.database, Purpose::Migrate).await?;
+            opened.store.close().await;
+            info!(store = opened.store.kind(), data = %opened.location, "migrations applied");
+            Ok(())
+        }
+        Command::Tenant(command) => {
+            let opened = open_store(&cli.database, Purpose::Administer).await?;
+            let outcome = manage_tenant(opened.store.as_ref(), command).await;
+            opened.store.close().await;
+            outcome
+        }
+    }
+}
+
+/// Everything a server serves, built once for production and for tests.
+pub struct Application {
+    pub routes: tonic::service::Routes,
+    pub health: tonic_health::server::HealthReporter,
+    pub service: IdempotencyService,
+    /// Cancelled when the server drains: waiting Claims answer at once and
+    /// the background tasks stop.
+    pub draining: CancellationToken,
+}
+
+impl Application {
+    /// With a metrics registry of its own that nothing serves (tests render it).
+    pub async fn new(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        auth_cache_ttl: std::time::Duration,
+    ) -> Result<Self, BoxError> {
+        let (metrics, _) = Metrics::new(LabelPolicy::default(), None)?;
+        Self::with_metrics(store, limits, auth_cache_ttl, metrics).await
+    }
+
+    pub async fn with_metrics(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        auth_cache_ttl: std::time::Duration,
+        metrics: Metrics,
+    ) -> Result<Self, BoxError> {
+        let draining = CancellationToken::new();
+        let service =
+            IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token());
+        let authenticator = Authenticator::new(store, auth_cache_ttl);
+        let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<IdempotencyServer<IdempotencyApi>>()
+            .await;
+        Ok(Self {
+            routes: routes(api, metrics, health_service)?,
+            health,
+            service,
+            draining,
+        })
+    }
+
+    /// Health NOT_SERVING (so load balancers stop sending), and waiting
+    /// Claims answer at once. The token goes first: a readiness check that
+    /// ends after it reports nothing, so it cannot undo NOT_SERVING.
+    pub async fn begin_drain(&self) {
+        self.draining.cancel();
+        self.health
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        self.health
+            .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
+            .await;
+    }
+}

@@ -1,0 +1,118 @@
+//! Serving until SIGTERM, then draining.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::{info, warn};
+
+use super::Application;
+use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
+use super::settings::{label_policy_from, sweeper_settings_from};
+use super::tls::tls_config;
+use crate::config::ServeArgs;
+use crate::domain::Limits;
+use crate::error::BoxError;
+use crate::metrics::{self, Metrics};
+use crate::store::Store;
+use crate::sweeper;
+
+/// Serves until `shutdown` resolves, then drains: health goes NOT_SERVING,
+/// no new connections are accepted, in-flight calls and the background
+/// tasks' current rounds get `drain_timeout`, the store closes.
+pub async fn serve(
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    limits: Limits,
+    args: &ServeArgs,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), BoxError> {
+    // Everything that can refuse the flags or a port, before any task starts.
+    let sweeper_settings = sweeper_settings_from(args)?;
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls_config(args)? {
+        builder = builder.tls_config(tls)?;
+        info!("tls on");
+    }
+    let health_listener = match args.health_listen {
+        Some(address) => Some(TcpListener::bind(address).await?),
+        None => None,
+    };
+    let (metrics, exporter) = Metrics::new(label_policy_from(args), args.metrics_listen.0)?;
+    let application =
+        Application::with_metrics(store.clone(), limits, args.auth_cache_ttl, metrics.clone())
+            .await?;
+
+    let stop = application.draining.clone();
+    let mut background = BackgroundTasks::new(stop.clone());
+    if let (Some(exporter), Some(address)) = (exporter, args.metrics_listen.0) {
+        info!(%address, "metrics served at /metrics");
+        background.spawn("metrics exporter", export_metrics(exporter, stop.clone()));
+    }
+    if let Some(health_listener) = health_listener {
+        info!(listen = %health_listener.local_addr()?, "plaintext health served");
+        background.spawn(
+            "health server",
+            serve_health(health_listener, application.health.clone(), stop.clone()),
+        );
+    }
+    background.spawn(
+        "change relay",
+        application
+            .service
+            .clone()
+            .relay_changes_from_other_replicas(stop.clone()),
+    );
+    background.spawn(
+        "gauges",
+        metrics::observe_store(
+            store.clone(),
+            metrics.clone(),
+            args.gauge_interval,
+            stop.clone(),
+        ),
+    );
+    background.spawn(
+        "readiness",
+        report_readiness(
+            application.health.clone(),
+            application.service.clone(),
+            args.readiness_interval,
+            stop.clone(),
+        ),
+    );
+    background.spawn(
+        "sweeper",
+        sweeper::run(store.clone(), sweeper_settings, metrics, stop.clone()),
+    );
+
+    let server = builder
+        .add_routes(application.routes.clone())
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned());
+    tokio::pin!(server);
+    let stopped_on_its_own = tokio::select! {
+        result = &mut server => Some(result),
+        () = shutdown => None,
+    };
+    // One deadline for the calls and the background tasks, which drain
+    // side by side: the orchestrator's grace period is one too.
+    let drain_deadline = Instant::now() + args.drain_timeout;
+    application.begin_drain().await;
+    let served = match stopped_on_its_own {
+        Some(result) => result,
+        None => match tokio::time::timeout_at(drain_deadline, &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(timeout = ?args.drain_timeout, "drain timed out: abandoning in-flight calls");
+                Ok(())
+            }
+        },
+    };
+    background.stop_by(drain_deadline).await;
+    store.close().await;
+    served?;
+    info!("idemd stopped");
+    Ok(())
+}

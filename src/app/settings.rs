@@ -1,0 +1,82 @@
+//! The flags of `serve`, turned into the settings of the parts they configure
+//! and checked on the way: config.rs only parses.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+
+use crate::config::{BoundsArgs, ServeArgs};
+use crate::domain::Limits;
+use crate::metrics::LabelPolicy;
+use crate::sweeper::SweeperSettings;
+
+pub(super) fn label_policy_from(args: &ServeArgs) -> LabelPolicy {
+    LabelPolicy {
+        operations: args
+            .metrics_operations
+            .iter()
+            .map(|operation| operation.trim().to_owned())
+            .filter(|operation| !operation.is_empty())
+            .collect(),
+        tenant: args.metrics_tenant_label,
+    }
+}
+
+pub(super) fn sweeper_settings_from(args: &ServeArgs) -> Result<SweeperSettings, String> {
+    Ok(SweeperSettings {
+        interval: args.sweep_interval,
+        batch: args.sweep_batch.max(1),
+        tombstone_retention: delta(args.tombstone_retention)?,
+    })
+}
+
+fn delta(duration: Duration) -> Result<TimeDelta, String> {
+    TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
+}
+
+pub(super) fn limits_from(bounds: &BoundsArgs) -> Result<Limits, String> {
+    let limits = Limits {
+        min_lease: delta(bounds.min_lease)?,
+        max_lease: delta(bounds.max_lease)?,
+        default_lease: delta(bounds.default_lease)?,
+        default_max_attempt_duration: delta(bounds.default_attempt_duration)?,
+        max_attempt_duration: delta(bounds.max_attempt_duration)?,
+        default_max_attempts: bounds.default_max_attempts,
+        default_retention: delta(bounds.default_retention)?,
+        max_retention: delta(bounds.max_retention)?,
+        max_retry_after: delta(bounds.max_retry_after)?,
+        max_result_bytes: bounds.max_result_bytes,
+        max_wait: delta(bounds.max_wait)?,
+        ..Limits::default()
+    };
+    if !(limits.min_lease <= limits.default_lease && limits.default_lease <= limits.max_lease) {
+        return Err("leases need min <= default <= max".into());
+    }
+    if limits.default_max_attempts == 0 || limits.default_max_attempts > limits.max_attempts {
+        return Err(format!(
+            "default max attempts must be 1-{}",
+            limits.max_attempts
+        ));
+    }
+    if limits.default_retention > limits.max_retention {
+        return Err("default retention exceeds the maximum".into());
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::{Cli, Command};
+
+    #[test]
+    fn serve_defaults_parse_into_valid_limits() {
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(limits_from(&args.bounds).expect("valid"), Limits::default());
+    }
+}
