@@ -286,6 +286,16 @@ fn success(body: &str) -> SuccessResult {
     }
 }
 
+/// This host's clock: the tests that check a store answers with the database's
+/// clock compare the two (they agree within seconds on a test machine).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "compares the database's clock with this host's"
+)]
+fn host_clock() -> DateTime<Utc> {
+    Utc::now()
+}
+
 async fn sleep_ms(millis: u64) {
     tokio::time::sleep(Duration::from_millis(millis)).await;
 }
@@ -334,7 +344,7 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
         (record.outcome.clone(), record.last_write, record.retry_at),
         (None, None, None)
     );
-    let clock_skew = (Utc::now() - created).abs();
+    let clock_skew = (host_clock() - created).abs();
     assert!(
         clock_skew < TimeDelta::seconds(5),
         "the database clock: {created}"
@@ -1069,7 +1079,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
             .collect::<Vec<_>>(),
         ["stalled"]
     );
-    assert!((Utc::now() - only_orders.now).abs() < TimeDelta::seconds(5));
+    assert!((host_clock() - only_orders.now).abs() < TimeDelta::seconds(5));
 }
 
 // ---- retention ---------------------------------------------------------------
