@@ -1,27 +1,42 @@
-//! The store conformance suite: the state machine of DESIGN.md driven through
-//! the `Store` trait and the pure decisions, as the service drives them, and
-//! run unchanged against every store (see `store_tests!`). A store passes when
-//! it persists exactly what each decision said, settles races in the
-//! database, keeps tenants apart and keeps every value as it was given.
+//! The conformance suite: the state machine of DESIGN.md driven through
+//! `IdempotencyService` (the claim loop, its unlocked replay path, the owner
+//! writes, reconciliation, lookups and lists, exactly as the gRPC handlers
+//! call them) over each store, and run unchanged against every store (see
+//! `store_tests!`). A store passes when it persists exactly what each decision
+//! said, settles races in the database, keeps tenants apart and keeps every
+//! value as it was given. Tests of raw store behaviour (a second insert, a
+//! transition whose decision the test writes, races held open by a pause
+//! hook, sweeps, tenant administration) call the `Store` itself.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use idemd::domain::transition::{
-    decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
-};
+use idemd::domain::transition::{decide_claim, decide_complete, decide_reconcile, decide_renew};
 use idemd::domain::*;
+use idemd::service::{IdempotencyService, WriteReply};
 use idemd::store::{Applied, Store};
 use tokio::sync::{Barrier, Semaphore};
 
 use crate::harness::*;
 
-/// One tenant on a fresh store, and the calls the service would make.
+/// One tenant on a fresh store, the service over it, and the calls the gRPC
+/// handlers would make.
 struct Fixture {
     backend: Backend,
     store: Arc<dyn Store>,
+    service: ServiceUnderTest,
     tenant: TenantId,
+}
+
+/// What a Renew, Complete, Fail or Reconcile answered, with the record as it
+/// then stands.
+struct Written {
+    answer: Result<Answer>,
+    record: OperationRecord,
+    /// The database clock of the write, or of the read after a refusal.
+    now: DateTime<Utc>,
+    record_changed: bool,
 }
 
 impl Fixture {
@@ -30,16 +45,31 @@ impl Fixture {
         let tenant = tenant(store.as_ref(), "conformance").await;
         Self {
             backend,
+            service: ServiceUnderTest::over(store.clone()),
             store,
             tenant,
         }
     }
 
-    /// What the service does for a Claim: insert, or decide on the record.
-    async fn claim(&self, command: &ClaimCommand) -> (Result<ClaimAnswer>, OperationRecord) {
-        claim_on(self.store.as_ref(), self.tenant, command).await
+    fn service(&self) -> &IdempotencyService {
+        &self.service.service
     }
 
+    /// A Claim as the handler makes it, without `wait`.
+    async fn claim(&self, command: &ClaimCommand) -> (Result<ClaimAnswer>, OperationRecord) {
+        self.claim_as(self.tenant, command).await
+    }
+
+    async fn claim_as(
+        &self,
+        tenant: TenantId,
+        command: &ClaimCommand,
+    ) -> (Result<ClaimAnswer>, OperationRecord) {
+        claim_through(self.service(), tenant, command).await
+    }
+
+    /// A raw store transition with a decision the test writes: what a store
+    /// keeps of values no decision of the service would produce.
     async fn transition(
         &self,
         operation_id: OperationId,
@@ -52,26 +82,26 @@ impl Fixture {
             .expect("the operation exists")
     }
 
-    async fn renew(&self, owner: &OperationRecord, lease: Option<TimeDelta>) -> Applied {
+    async fn renew(&self, owner: &OperationRecord, lease: Option<TimeDelta>) -> Written {
         let command = RenewCommand {
             operation_id: owner.operation_id,
             fence: owner.fence,
             lease,
         };
-        self.transition(owner.operation_id, |record, now| {
-            decide_renew(record, &command, now)
+        self.written(owner.operation_id, async {
+            self.service().renew(self.tenant, &command).await
         })
         .await
     }
 
-    async fn complete(&self, owner: &OperationRecord, result: SuccessResult) -> Applied {
+    async fn complete(&self, owner: &OperationRecord, result: SuccessResult) -> Written {
         let command = CompleteCommand {
             operation_id: owner.operation_id,
             fence: owner.fence,
             result,
         };
-        self.transition(owner.operation_id, |record, now| {
-            decide_complete(record, &command, now)
+        self.written(owner.operation_id, async {
+            self.service().complete(self.tenant, &command).await
         })
         .await
     }
@@ -81,8 +111,8 @@ impl Fixture {
         owner: &OperationRecord,
         disposition: FailDisposition,
         retry_after: TimeDelta,
-    ) -> Applied {
-        let command = FailCommand {
+    ) -> Written {
+        self.fail_with(&FailCommand {
             operation_id: owner.operation_id,
             fence: owner.fence,
             disposition,
@@ -92,33 +122,77 @@ impl Fixture {
                 metadata: Metadata::from([("region".into(), "eu".into())]),
             },
             retry_after,
-        };
-        self.transition(owner.operation_id, |record, now| {
-            decide_fail(record, &command, now)
         })
         .await
     }
 
-    async fn reconcile(&self, record: &OperationRecord, resolution: Resolution) -> Applied {
+    async fn fail_with(&self, command: &FailCommand) -> Written {
+        self.written(command.operation_id, async {
+            self.service().fail(self.tenant, command).await
+        })
+        .await
+    }
+
+    async fn reconcile(&self, record: &OperationRecord, resolution: Resolution) -> Written {
         let command = ReconcileCommand {
             operation_id: record.operation_id,
             expected_fence: record.fence,
             resolution,
         };
-        self.transition(record.operation_id, |record, now| {
-            decide_reconcile(record, &command, now)
+        self.written(record.operation_id, async {
+            self.service().reconcile(self.tenant, &command).await
         })
         .await
+    }
+
+    /// Runs one write through the service. The service answers a refusal
+    /// with the error alone, so the record is read before and after it: a
+    /// refusal that changed the record shows as `record_changed`.
+    async fn written(
+        &self,
+        operation_id: OperationId,
+        write: impl Future<Output = Result<WriteReply>>,
+    ) -> Written {
+        let target = Target::Id(operation_id);
+        let before = self.lookup_as(self.tenant, &target, false).await;
+        match write.await {
+            Ok(reply) => Written {
+                answer: Ok(Answer::Written),
+                record: reply.record,
+                now: reply.now,
+                record_changed: reply.changed,
+            },
+            Err(error) => {
+                let after = self
+                    .lookup_as(self.tenant, &target, false)
+                    .await
+                    .expect("a refused write leaves its operation");
+                Written {
+                    answer: Err(error),
+                    record_changed: before.map(|found| found.record) != Some(after.record.clone()),
+                    record: after.record,
+                    now: after.now,
+                }
+            }
+        }
+    }
+
+    /// A Lookup as the handler makes it; `None` for NOT_FOUND.
+    async fn lookup_as(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        include_history: bool,
+    ) -> Option<Found> {
+        lookup_through(self.service(), tenant, target, include_history).await
     }
 
     async fn find(
         &self,
         operation_id: OperationId,
     ) -> Option<(OperationRecord, Vec<HistoryEntry>)> {
-        self.store
-            .find(self.tenant, &Target::Id(operation_id), true)
+        self.lookup_as(self.tenant, &Target::Id(operation_id), true)
             .await
-            .expect("the store answers")
             .map(|found| (found.record, found.history))
     }
 
@@ -128,6 +202,18 @@ impl Fixture {
 
     async fn events(&self, operation_id: OperationId) -> Vec<String> {
         event_names(&self.history(operation_id).await)
+    }
+
+    /// A ListUnresolved page as the handler asks for it.
+    async fn list_unresolved_as(
+        &self,
+        tenant: TenantId,
+        query: &UnresolvedQuery,
+    ) -> UnresolvedPage {
+        self.service()
+            .list_unresolved(tenant, query)
+            .await
+            .expect("the service answers")
     }
 }
 
@@ -140,29 +226,36 @@ async fn tenant(store: &dyn Store, name: &str) -> TenantId {
         .expect("an active tenant")
 }
 
-async fn claim_on(
-    store: &dyn Store,
+/// A Claim through the service. A refused Claim is answered with the error
+/// alone, so the record it left is looked up by scope.
+async fn claim_through(
+    service: &IdempotencyService,
     tenant: TenantId,
     command: &ClaimCommand,
 ) -> (Result<ClaimAnswer>, OperationRecord) {
-    if let Some(record) = store
-        .insert_new(tenant, OperationId::generate(), command)
-        .await
-        .expect("the store answers")
-    {
-        return (Ok(ClaimAnswer::Acquired), record);
+    match service.claim(tenant, command, Duration::ZERO).await {
+        Ok(reply) => (Ok(reply.answer), reply.record),
+        Err(error) => {
+            let target = Target::Scope(command.scope.clone());
+            let found = lookup_through(service, tenant, &target, false)
+                .await
+                .expect("a refused claim leaves its record");
+            (Err(error), found.record)
+        }
     }
-    let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
-    let applied = store
-        .transition(tenant, &Target::Scope(command.scope.clone()), &decide)
-        .await
-        .expect("the store answers")
-        .expect("the scope has a record");
-    let answer = applied.answer.map(|answer| match answer {
-        Answer::Claim(answer) => answer,
-        Answer::Written => panic!("a claim decided a write"),
-    });
-    (answer, applied.record)
+}
+
+async fn lookup_through(
+    service: &IdempotencyService,
+    tenant: TenantId,
+    target: &Target,
+    include_history: bool,
+) -> Option<Found> {
+    match service.lookup(tenant, target, include_history).await {
+        Ok(found) => Some(found),
+        Err(Error::NotFound) => None,
+        Err(error) => panic!("the service answers a lookup: {error:?}"),
+    }
 }
 
 fn event_names(history: &[HistoryEntry]) -> Vec<String> {
@@ -191,6 +284,16 @@ fn success(body: &str) -> SuccessResult {
         content_type: "application/json".into(),
         metadata: Metadata::from([("provider".into(), "test".into())]),
     }
+}
+
+/// This host's clock: the tests that check a store answers with the database's
+/// clock compare the two (they agree within seconds on a test machine).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "compares the database's clock with this host's"
+)]
+fn host_clock() -> DateTime<Utc> {
+    Utc::now()
 }
 
 async fn sleep_ms(millis: u64) {
@@ -241,7 +344,7 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
         (record.outcome.clone(), record.last_write, record.retry_at),
         (None, None, None)
     );
-    let clock_skew = (Utc::now() - created).abs();
+    let clock_skew = (host_clock() - created).abs();
     assert!(
         clock_skew < TimeDelta::seconds(5),
         "the database clock: {created}"
@@ -251,10 +354,8 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
     let (found, history) = fixture.find(record.operation_id).await.expect("exists");
     assert_eq!(found, record);
     let by_scope = fixture
-        .store
-        .find(fixture.tenant, &Target::Scope(command.scope.clone()), false)
+        .lookup_as(fixture.tenant, &Target::Scope(command.scope.clone()), false)
         .await
-        .expect("find")
         .expect("exists");
     assert_eq!(by_scope.record, record);
     assert!(by_scope.history.is_empty(), "history only when asked for");
@@ -306,12 +407,12 @@ async fn concurrent_first_claims_of_one_scope_acquire_exactly_once(backend: Back
     let start = Arc::new(Barrier::new(CLAIMS));
     let tasks: Vec<_> = (0..CLAIMS)
         .map(|_| {
-            let store = fixture.store.clone();
+            let service = fixture.service().clone();
             let tenant = fixture.tenant;
             let start = start.clone();
             tokio::spawn(async move {
                 start.wait().await;
-                claim_on(store.as_ref(), tenant, &command("hot", 30_000)).await
+                claim_through(&service, tenant, &command("hot", 30_000)).await
             })
         })
         .collect();
@@ -836,17 +937,15 @@ async fn tenants_never_see_or_write_each_others_operations(backend: Backend) {
         Target::Id(owner.operation_id),
         Target::Scope(owner.scope.clone()),
     ] {
-        let found = fixture
-            .store
-            .find(other, &target, true)
-            .await
-            .expect("find");
+        let found = fixture.lookup_as(other, &target, true).await;
         assert!(found.is_none(), "{target:?}");
         let command = CompleteCommand {
             operation_id: owner.operation_id,
             fence: owner.fence,
             result: success("x"),
         };
+        // The store itself: the service writes by id only, but its claim
+        // loop transitions by scope, so both must stay within the tenant.
         let decide = |record: &OperationRecord, now| decide_complete(record, &command, now);
         let written = fixture
             .store
@@ -856,8 +955,7 @@ async fn tenants_never_see_or_write_each_others_operations(backend: Backend) {
         assert!(written.is_none(), "{target:?}");
     }
     let listed = fixture
-        .store
-        .list_unresolved(
+        .list_unresolved_as(
             other,
             &UnresolvedQuery {
                 operation: None,
@@ -865,12 +963,11 @@ async fn tenants_never_see_or_write_each_others_operations(backend: Backend) {
                 after: None,
             },
         )
-        .await
-        .expect("list");
+        .await;
     assert!(listed.records.is_empty());
 
     // The same scope under the other tenant is another operation.
-    let (answer, theirs) = claim_on(fixture.store.as_ref(), other, &command("k", 30_000)).await;
+    let (answer, theirs) = fixture.claim_as(other, &command("k", 30_000)).await;
     assert_eq!(answer, Ok(ClaimAnswer::Acquired));
     assert_ne!(theirs.operation_id, owner.operation_id);
     assert_eq!(
@@ -942,8 +1039,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
     let mut after = None;
     loop {
         let page = fixture
-            .store
-            .list_unresolved(
+            .list_unresolved_as(
                 fixture.tenant,
                 &UnresolvedQuery {
                     operation: None,
@@ -951,8 +1047,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
                     after,
                 },
             )
-            .await
-            .expect("list");
+            .await;
         assert!(page.records.len() <= 2);
         let Some(last) = page.records.last() else {
             break;
@@ -967,8 +1062,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
     assert_eq!(listed, expected);
 
     let only_orders = fixture
-        .store
-        .list_unresolved(
+        .list_unresolved_as(
             fixture.tenant,
             &UnresolvedQuery {
                 operation: Some("orders.create".into()),
@@ -976,8 +1070,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
                 after: None,
             },
         )
-        .await
-        .expect("list");
+        .await;
     assert_eq!(
         only_orders
             .records
@@ -986,7 +1079,7 @@ async fn list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones(bac
             .collect::<Vec<_>>(),
         ["stalled"]
     );
-    assert!((Utc::now() - only_orders.now).abs() < TimeDelta::seconds(5));
+    assert!((host_clock() - only_orders.now).abs() < TimeDelta::seconds(5));
 }
 
 // ---- retention ---------------------------------------------------------------
@@ -1210,11 +1303,7 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         error: error.clone(),
         retry_after: TimeDelta::zero(),
     };
-    fixture
-        .transition(failing.operation_id, |record, now| {
-            decide_fail(record, &failure, now)
-        })
-        .await;
+    fixture.fail_with(&failure).await;
     let stored = fixture.find(failing.operation_id).await.expect("exists").0;
     assert_eq!(
         stored.outcome,

@@ -16,8 +16,10 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use idemd::domain::Limits;
+use idemd::metrics::{LabelPolicy, Metrics};
 use idemd::proto::idempotency_client::IdempotencyClient;
 use idemd::proto::{self, claim_response::Outcome};
+use idemd::service::IdempotencyService;
 use idemd::store::postgres::PostgresStore;
 use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use idemd::store::{PauseHook, Store};
@@ -25,6 +27,7 @@ use idemd::{Application, auth};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codegen::http;
@@ -310,6 +313,30 @@ where
                     Ok(lost())
                 })
             }
+        }
+    }
+}
+
+// ---- the service, without a server ----------------------------------------
+
+/// `IdempotencyService` over a store, wired as `Application::new` wires it:
+/// a metrics registry of its own that nothing serves. The only place tests
+/// build one, so a change to its constructor is one edit here.
+pub struct ServiceUnderTest {
+    pub service: IdempotencyService,
+    /// Held and never sent, so a waiting Claim is never told the server
+    /// drains (with the sender dropped, every wait would spin on claims).
+    _shutting_down: watch::Sender<bool>,
+}
+
+impl ServiceUnderTest {
+    pub fn over(store: Arc<dyn Store>) -> Self {
+        let (metrics, _) =
+            Metrics::new(LabelPolicy::default(), None).expect("a metrics registry builds");
+        let (shutting_down, shutting_down_receiver) = watch::channel(false);
+        Self {
+            service: IdempotencyService::new(store, metrics, shutting_down_receiver),
+            _shutting_down: shutting_down,
         }
     }
 }

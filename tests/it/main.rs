@@ -16,6 +16,7 @@ mod conformance;
 mod durability;
 mod embedded;
 mod errors;
+mod examples;
 mod leases;
 mod notify;
 mod observability;

@@ -1,0 +1,483 @@
+//! Claim: the first claim, key reuse, live leases, takeovers, the attempt budget,
+//! retries and replays.
+
+use chrono::TimeDelta;
+
+use crate::domain::command::{ClaimCommand, FailDisposition};
+use crate::domain::error::Error;
+use crate::domain::model::{
+    FailureReason, HistoryEvent, OperationRecord, Outcome, PreviousAttempt, State,
+};
+use crate::domain::transition::{ClaimAnswer, PendingReason};
+
+use super::{
+    FIRST_FENCE, MAX_ATTEMPTS, OTHER, OWNER, Sim, assert_pending, at, claim_as, entry, every_state,
+    fingerprint, fresh, inserted_record, lease, op_id, retention, retry_wait, secs, t0,
+    terminal_states,
+};
+
+// ---------------------------------------------------------------------------
+// (none) → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn first_claim_record_is_a_live_first_attempt_the_state_machine_accepts() {
+    let mut sim = Sim::new();
+    assert_eq!(sim.record.state, State::InProgress);
+    assert_eq!(sim.record.attempt, 1);
+    assert_eq!(sim.record.fence, FIRST_FENCE);
+    assert_eq!(sim.record.lease_expires_at, Some(at(30)));
+    assert_eq!(sim.record.attempt_deadline_at, Some(at(300)));
+
+    sim.now = at(1);
+    assert_eq!(sim.claim_as(OWNER).claim_answer(), ClaimAnswer::Acquired);
+    assert_pending(&sim.claim_as(OTHER), PendingReason::InProgress, secs(29));
+    sim.renew(FIRST_FENCE).written();
+}
+
+// ---------------------------------------------------------------------------
+// any → Claim, different fingerprint; tombstone → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn claim_with_a_different_fingerprint_is_key_reused_in_every_state() {
+    for (name, mut sim) in every_state() {
+        for token in [OWNER, OTHER, b"".as_slice()] {
+            let before = sim.record.clone();
+            let step = sim.claim(&ClaimCommand {
+                fingerprint: fingerprint(2),
+                ..claim_as(token)
+            });
+            assert_eq!(
+                step.answer,
+                Err(Error::KeyReused {
+                    operation_id: op_id()
+                }),
+                "{name}"
+            );
+            step.assert_no_effects();
+            assert_eq!(sim.record, before, "{name}");
+        }
+    }
+}
+
+#[test]
+fn claim_on_a_tombstone_is_result_expired_never_a_new_execution() {
+    let (_, mut sim) = every_state()
+        .into_iter()
+        .find(|(_, sim)| sim.record.state == State::Expired)
+        .expect("a tombstone");
+    for token in [OWNER, OTHER, b"".as_slice()] {
+        let step = sim.claim_as(token);
+        assert_eq!(
+            step.answer,
+            Err(Error::ResultExpired {
+                operation_id: op_id()
+            })
+        );
+        step.assert_no_effects();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS, live lease → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn resent_claim_with_the_owners_token_gets_the_same_acquired_without_writing() {
+    let mut sim = Sim::new();
+    for offset in [0, 1, 29] {
+        sim.now = at(offset);
+        let step = sim.claim_as(OWNER);
+        assert_eq!(step.claim_answer(), ClaimAnswer::Acquired);
+        step.assert_no_effects();
+        assert_eq!(sim.record, fresh(), "not counted as another attempt");
+    }
+}
+
+#[test]
+fn claim_with_another_token_on_a_live_lease_is_pending_for_the_remaining_lease() {
+    let mut sim = Sim::new();
+    sim.now = at(12);
+    assert_pending(&sim.claim_as(OTHER), PendingReason::InProgress, secs(18));
+    assert_pending(&sim.claim_as(b""), PendingReason::InProgress, secs(18));
+    sim.now = at(30) - TimeDelta::milliseconds(1);
+    assert_pending(
+        &sim.claim_as(OTHER),
+        PendingReason::InProgress,
+        TimeDelta::milliseconds(1),
+    );
+    assert_eq!(sim.record, fresh());
+}
+
+#[test]
+fn claim_without_a_token_never_counts_as_the_owner() {
+    let mut sim = Sim::with(inserted_record(&claim_as(b""), FIRST_FENCE, t0()));
+    sim.now = at(5);
+    assert_pending(&sim.claim_as(b""), PendingReason::InProgress, secs(25));
+}
+
+#[test]
+fn pending_retry_after_follows_a_renewed_lease() {
+    let mut sim = Sim::new();
+    sim.now = at(20);
+    sim.renew(FIRST_FENCE).written();
+    sim.now = at(25);
+    assert_pending(&sim.claim_as(OTHER), PendingReason::InProgress, secs(25));
+}
+
+#[test]
+fn resent_claim_after_a_takeover_is_told_reconcile_first_again() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    let previous = PreviousAttempt {
+        state: State::InProgress,
+        fence: FIRST_FENCE,
+    };
+    let takeover = sim.claim_as(b"taker");
+    assert_eq!(
+        takeover.claim_answer(),
+        ClaimAnswer::ReconcileFirst(previous)
+    );
+    let after_takeover = sim.record.clone();
+
+    sim.now = at(32);
+    let resent = sim.claim_as(b"taker");
+    assert_eq!(resent.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    resent.assert_no_effects();
+    assert_eq!(sim.record, after_takeover);
+
+    // The replaced owner's own token no longer identifies the owner.
+    assert_pending(&sim.claim_as(OWNER), PendingReason::InProgress, secs(29));
+}
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS expired / UNKNOWN, budget left → Claim → ReconcileFirst
+// ---------------------------------------------------------------------------
+
+#[test]
+fn expired_lease_with_budget_left_is_taken_over_with_reconcile_first() {
+    let mut sim = Sim::new();
+    sim.now = at(30); // the instant the lease expires counts as expired
+    let step = sim.claim_as(b"taker");
+    let previous = PreviousAttempt {
+        state: State::InProgress,
+        fence: FIRST_FENCE,
+    };
+    assert_eq!(step.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    assert_eq!(step.drawn_fence, Some(11));
+    let next = step.next();
+    assert_eq!(next.state, State::InProgress);
+    assert_eq!(next.fence, 11);
+    assert_eq!(next.attempt, 2);
+    assert_eq!(next.claim_token, b"taker".to_vec());
+    assert_eq!(next.taken_over_from, Some(previous));
+    assert_eq!(next.lease_duration, lease());
+    assert_eq!(next.lease_expires_at, Some(at(60)));
+    assert_eq!(next.attempt_deadline_at, Some(at(330)));
+    assert_eq!(next.retry_at, None);
+    assert_eq!(next.updated_at, at(30));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::TakenOver,
+            State::InProgress,
+            State::InProgress,
+            11,
+            2,
+            "lease expired"
+        )
+    );
+}
+
+#[test]
+fn unknown_outcome_with_budget_left_is_taken_over_with_reconcile_first() {
+    let mut sim = Sim::new();
+    sim.now = at(1);
+    sim.fail(FIRST_FENCE, FailDisposition::Unknown, secs(0))
+        .written();
+    sim.now = at(2);
+    let step = sim.claim_as(b"taker");
+    let previous = PreviousAttempt {
+        state: State::Unknown,
+        fence: FIRST_FENCE,
+    };
+    assert_eq!(step.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    assert_eq!(step.drawn_fence, Some(11));
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::InProgress, 11, 2)
+    );
+    assert_eq!(next.taken_over_from, Some(previous));
+    assert_eq!(next.lease_expires_at, Some(at(32)));
+    assert_eq!(next.attempt_deadline_at, Some(at(302)));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::TakenOver,
+            State::Unknown,
+            State::InProgress,
+            11,
+            2,
+            "outcome unknown"
+        )
+    );
+}
+
+#[test]
+fn new_attempt_lease_is_capped_at_its_attempt_deadline() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    let step = sim.claim(&ClaimCommand {
+        lease: TimeDelta::minutes(10),
+        ..claim_as(b"taker")
+    });
+    assert!(matches!(
+        step.claim_answer(),
+        ClaimAnswer::ReconcileFirst(_)
+    ));
+    assert_eq!(step.next().attempt_deadline_at, Some(at(331)));
+    assert_eq!(step.next().lease_expires_at, Some(at(331)));
+}
+
+#[test]
+fn takeovers_count_against_the_attempt_budget() {
+    let mut sim = Sim::new();
+    for attempt in 2..=MAX_ATTEMPTS {
+        sim.now += secs(31);
+        let previous_fence = sim.record.fence;
+        let step = sim.claim_as(format!("taker-{attempt}").as_bytes());
+        assert_eq!(
+            step.claim_answer(),
+            ClaimAnswer::ReconcileFirst(PreviousAttempt {
+                state: State::InProgress,
+                fence: previous_fence,
+            })
+        );
+        assert_eq!(sim.record.attempt, attempt);
+        assert_eq!(sim.record.fence, previous_fence + 1);
+    }
+    sim.now += secs(31);
+    let step = sim.claim_as(b"one-too-many");
+    assert_eq!(step.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    assert_eq!(step.drawn_fence, None);
+    assert_eq!(sim.record.state, State::Unknown);
+    assert_eq!(sim.record.attempt, MAX_ATTEMPTS);
+}
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS expired / UNKNOWN, budget spent → NeedsReconciliation
+// ---------------------------------------------------------------------------
+
+#[test]
+fn expired_lease_with_budget_spent_is_marked_unknown_then_needs_reconciliation_without_writing() {
+    let mut sim = Sim::fresh_with(|record| record.attempt = MAX_ATTEMPTS);
+    sim.now = at(31);
+    let step = sim.claim_as(OTHER);
+    assert_eq!(step.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(next.state, State::Unknown);
+    assert_eq!(next.fence, FIRST_FENCE);
+    assert_eq!(next.attempt, MAX_ATTEMPTS);
+    assert_eq!(next.claim_token, OWNER.to_vec(), "the owner is unchanged");
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::MarkedUnknown,
+            State::InProgress,
+            State::Unknown,
+            FIRST_FENCE,
+            MAX_ATTEMPTS,
+            "attempt budget spent"
+        )
+    );
+
+    let marked = sim.record.clone();
+    for token in [OTHER, OWNER, b"third".as_slice()] {
+        sim.now += secs(100);
+        let again = sim.claim_as(token);
+        assert_eq!(again.claim_answer(), ClaimAnswer::NeedsReconciliation);
+        again.assert_no_effects();
+    }
+    assert_eq!(sim.record, marked);
+}
+
+#[test]
+fn unknown_reported_with_budget_spent_needs_reconciliation_without_writing() {
+    let mut sim = Sim::last_attempt();
+    sim.now = at(1);
+    sim.fail(FIRST_FENCE, FailDisposition::Unknown, secs(0))
+        .written();
+    sim.now = at(400);
+    let step = sim.claim_as(OTHER);
+    assert_eq!(step.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    step.assert_no_effects();
+}
+
+#[test]
+fn expired_lease_past_the_operation_deadline_is_marked_unknown_even_with_budget_left() {
+    let mut sim = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(20)));
+    sim.now = at(31);
+    let step = sim.claim_as(OTHER);
+    assert_eq!(step.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    assert_eq!(step.drawn_fence, None);
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::MarkedUnknown,
+            State::InProgress,
+            State::Unknown,
+            FIRST_FENCE,
+            1,
+            "operation deadline passed"
+        )
+    );
+    // UNKNOWN past the operation deadline: nothing more to write.
+    let again = sim.claim_as(OTHER);
+    assert_eq!(again.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    again.assert_no_effects();
+}
+
+// ---------------------------------------------------------------------------
+// RETRY_WAIT → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn due_retry_is_acquired_with_a_new_fence_and_the_next_attempt() {
+    let mut sim = retry_wait(|_| {});
+    sim.now = at(11); // exactly due
+    let step = sim.claim_as(b"retrier");
+    assert_eq!(step.claim_answer(), ClaimAnswer::Acquired);
+    assert_eq!(step.drawn_fence, Some(11));
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::InProgress, 11, 2)
+    );
+    assert_eq!(next.taken_over_from, None, "a retry is not a takeover");
+    assert_eq!(next.claim_token, b"retrier".to_vec());
+    assert_eq!(next.retry_at, None);
+    assert_eq!(next.lease_expires_at, Some(at(41)));
+    assert_eq!(next.attempt_deadline_at, Some(at(311)));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::RetryStarted,
+            State::RetryWait,
+            State::InProgress,
+            11,
+            2,
+            ""
+        )
+    );
+    // And the retrier re-sending its Claim is told Acquired again.
+    sim.now = at(12);
+    let resent = sim.claim_as(b"retrier");
+    assert_eq!(resent.claim_answer(), ClaimAnswer::Acquired);
+    resent.assert_no_effects();
+}
+
+#[test]
+fn retry_not_yet_due_is_pending_until_retry_at() {
+    let mut sim = retry_wait(|_| {});
+    let before = sim.record.clone();
+    sim.now = at(4);
+    for token in [OTHER, OWNER, b"".as_slice()] {
+        assert_pending(&sim.claim_as(token), PendingReason::RetryScheduled, secs(7));
+    }
+    assert_eq!(sim.record, before);
+}
+
+#[test]
+fn due_retry_with_budget_spent_fails_attempts_exhausted() {
+    // Fail RETRYABLE on the last attempt ends the operation at once, so a
+    // RETRY_WAIT on the last attempt comes from a NOT_APPLIED reconciliation
+    // (pinned end to end below); here it is built directly.
+    let mut sim = Sim::with(OperationRecord {
+        state: State::RetryWait,
+        attempt: MAX_ATTEMPTS,
+        lease_expires_at: None,
+        retry_at: Some(at(11)),
+        ..fresh()
+    });
+    sim.now = at(11);
+    let step = sim.claim_as(b"retrier");
+    assert_eq!(step.claim_answer(), ClaimAnswer::Completed);
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(next.state, State::Failed);
+    assert_eq!(next.fence, FIRST_FENCE);
+    assert_eq!(next.attempt, MAX_ATTEMPTS);
+    assert!(matches!(
+        &next.outcome,
+        Some(Outcome::Failed { reason: FailureReason::AttemptsExhausted, error })
+            if error.code == "attempts_exhausted"
+    ));
+    assert_eq!(next.outcome_kind, Some(State::Failed));
+    assert_eq!(next.completed_at, Some(at(11)));
+    assert_eq!(next.retain_until, Some(at(11) + retention()));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Failed,
+            State::RetryWait,
+            State::Failed,
+            FIRST_FENCE,
+            MAX_ATTEMPTS,
+            "attempts_exhausted"
+        )
+    );
+    let replay = sim.claim_as(OTHER);
+    assert_eq!(replay.claim_answer(), ClaimAnswer::Completed);
+    replay.assert_no_effects();
+}
+
+#[test]
+fn due_retry_past_the_operation_deadline_fails_deadline_exceeded() {
+    let mut sim = retry_wait(|record| record.operation_deadline_at = Some(at(60)));
+    sim.now = at(60);
+    let step = sim.claim_as(b"retrier");
+    assert_eq!(step.claim_answer(), ClaimAnswer::Completed);
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Failed, FIRST_FENCE, 1)
+    );
+    assert!(matches!(
+        &next.outcome,
+        Some(Outcome::Failed { reason: FailureReason::DeadlineExceeded, error })
+            if error.code == "deadline_exceeded"
+    ));
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::DeadlineExceeded,
+            State::RetryWait,
+            State::Failed,
+            FIRST_FENCE,
+            1,
+            "deadline_exceeded"
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------
+// SUCCEEDED / FAILED → Claim
+// ---------------------------------------------------------------------------
+
+#[test]
+fn claim_on_succeeded_or_failed_replays_completed_without_writing() {
+    for (name, mut sim) in terminal_states() {
+        if sim.record.state == State::Expired {
+            continue;
+        }
+        for token in [OWNER, OTHER, b"".as_slice()] {
+            let step = sim.claim_as(token);
+            assert_eq!(step.claim_answer(), ClaimAnswer::Completed, "{name}");
+            step.assert_no_effects();
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! The owner's writes: Renew, Complete and Fail, their receipts, late and
+//! stale writes.
+
+use chrono::TimeDelta;
+
+use crate::domain::command::{FailDisposition, Resolution};
+use crate::domain::error::{Error, Refusal};
+use crate::domain::model::{
+    FailureReason, HistoryEvent, OperationRecord, Outcome, State, WriteReceipt, Writer,
+};
+use crate::domain::transition::{ClaimAnswer, PendingReason};
+
+use super::{
+    CODE, FIRST_FENCE, OTHER, Sim, assert_pending, at, complete_cmd, entry, every_state, fail_cmd,
+    fresh, lease, lease_lost, refused, report, result, retention, retry_wait, secs,
+};
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS f → Renew f
+// ---------------------------------------------------------------------------
+
+#[test]
+fn renew_with_the_current_fence_extends_the_lease_from_now() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let step = sim.renew(FIRST_FENCE);
+    step.written();
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(next.lease_expires_at, Some(at(40)));
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::InProgress, FIRST_FENCE, 1)
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Renewed,
+            State::InProgress,
+            State::InProgress,
+            FIRST_FENCE,
+            1,
+            ""
+        )
+    );
+}
+
+#[test]
+fn renew_may_ask_for_another_lease_length() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let step = sim.renew_for(FIRST_FENCE, Some(secs(60)));
+    step.written();
+    assert_eq!(step.next().lease_expires_at, Some(at(70)));
+    assert_eq!(
+        step.next().lease_duration,
+        lease(),
+        "the default lease is kept"
+    );
+}
+
+#[test]
+fn renew_is_capped_at_the_attempt_deadline() {
+    let mut sim = Sim::new();
+    sim.now = at(290);
+    let step = sim.renew(FIRST_FENCE);
+    step.written();
+    assert_eq!(step.next().lease_expires_at, Some(at(300)));
+    sim.now = at(299);
+    let step = sim.renew_for(FIRST_FENCE, Some(TimeDelta::hours(1)));
+    assert_eq!(step.next().lease_expires_at, Some(at(300)));
+}
+
+#[test]
+fn renew_by_an_owner_whose_lease_ran_out_unreplaced_extends_it_again() {
+    let mut sim = Sim::new();
+    sim.now = at(45);
+    sim.renew(FIRST_FENCE).written();
+    assert_eq!(sim.record.lease_expires_at, Some(at(75)));
+    assert_pending(&sim.claim_as(OTHER), PendingReason::InProgress, secs(30));
+}
+
+#[test]
+fn renew_at_or_after_the_attempt_deadline_is_refused_as_a_late_write() {
+    for offset in [300, 301, 10_000] {
+        let mut sim = Sim::new();
+        sim.now = at(offset);
+        let step = sim.renew(FIRST_FENCE);
+        assert_eq!(
+            step.error(),
+            &refused(Refusal::AttemptDeadlinePassed, State::InProgress)
+        );
+        step.assert_only_history(entry(
+            HistoryEvent::LateWriteRefused,
+            State::InProgress,
+            State::InProgress,
+            FIRST_FENCE,
+            1,
+            "renew",
+        ));
+        assert_eq!(sim.record, fresh());
+    }
+}
+
+#[test]
+fn stale_fence_cannot_renew_after_takeover() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    sim.claim_as(b"taker");
+    let after_takeover = sim.record.clone();
+    sim.now = at(32);
+    let step = sim.renew(FIRST_FENCE);
+    assert_eq!(step.error(), &lease_lost(11, State::InProgress));
+    step.assert_only_history(entry(
+        HistoryEvent::StaleWriteRefused,
+        State::InProgress,
+        State::InProgress,
+        FIRST_FENCE,
+        2,
+        "renew",
+    ));
+    assert_eq!(sim.record, after_takeover);
+}
+
+#[test]
+fn renew_is_refused_once_the_attempt_is_no_longer_in_progress() {
+    let cases: Vec<(&str, Sim, Error)> = every_state()
+        .into_iter()
+        .filter_map(|(name, sim)| {
+            let expected = match sim.record.state {
+                State::Succeeded | State::Failed | State::Expired => {
+                    refused(Refusal::OperationTerminal, sim.record.state)
+                }
+                State::Unknown | State::RetryWait => {
+                    refused(Refusal::StateForbids, sim.record.state)
+                }
+                State::InProgress => return None,
+            };
+            Some((name, sim, expected))
+        })
+        .collect();
+    assert_eq!(cases.len(), 7);
+    for (name, mut sim, expected) in cases {
+        let before = sim.record.clone();
+        let step = sim.renew(FIRST_FENCE);
+        assert_eq!(step.error(), &expected, "{name}");
+        step.assert_no_effects();
+        assert_eq!(sim.record, before, "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS f → Complete f
+// ---------------------------------------------------------------------------
+
+#[test]
+fn complete_with_the_current_fence_succeeds_and_keeps_a_receipt() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let command = complete_cmd(FIRST_FENCE, "ok");
+    let step = sim.complete(FIRST_FENCE, "ok");
+    step.written();
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Succeeded, FIRST_FENCE, 1)
+    );
+    assert_eq!(next.outcome, Some(Outcome::Succeeded(result("ok"))));
+    assert_eq!(next.outcome_kind, Some(State::Succeeded));
+    assert_eq!(next.lease_expires_at, None);
+    assert_eq!(next.completed_at, Some(at(10)));
+    assert_eq!(next.retain_until, Some(at(10) + retention()));
+    assert_eq!(
+        next.last_write,
+        Some(WriteReceipt {
+            fence: FIRST_FENCE,
+            digest: command.digest(),
+            writer: Writer::Owner,
+        })
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Completed,
+            State::InProgress,
+            State::Succeeded,
+            FIRST_FENCE,
+            1,
+            ""
+        )
+    );
+}
+
+#[test]
+fn owner_whose_lease_ran_out_unreplaced_may_still_complete_before_its_attempt_deadline() {
+    let mut sim = Sim::new();
+    sim.now = at(299);
+    let step = sim.complete(FIRST_FENCE, "ok");
+    step.written();
+    assert_eq!(step.next().state, State::Succeeded);
+}
+
+#[test]
+fn owner_marked_unknown_by_a_claim_may_still_complete_before_its_attempt_deadline() {
+    let mut sim = Sim::last_attempt();
+    sim.now = at(31);
+    assert_eq!(
+        sim.claim_as(OTHER).claim_answer(),
+        ClaimAnswer::NeedsReconciliation
+    );
+    sim.now = at(40);
+    let step = sim.complete(FIRST_FENCE, "ok");
+    step.written();
+    assert_eq!(step.next().state, State::Succeeded);
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Completed,
+            State::Unknown,
+            State::Succeeded,
+            FIRST_FENCE,
+            1,
+            ""
+        )
+    );
+}
+
+#[test]
+fn owner_marked_unknown_by_a_claim_may_still_fail_before_its_attempt_deadline() {
+    let mut sim = Sim::last_attempt();
+    sim.now = at(31);
+    sim.claim_as(OTHER);
+    sim.now = at(40);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(1));
+    step.written();
+    assert!(matches!(
+        step.next().outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::AttemptsExhausted,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn complete_at_or_after_the_attempt_deadline_is_refused_as_a_late_write() {
+    let mut expired = Sim::new();
+    expired.now = at(300);
+    let mut marked = Sim::last_attempt();
+    marked.now = at(31);
+    marked.claim_as(OTHER);
+    marked.now = at(300);
+    for (mut sim, state) in [(expired, State::InProgress), (marked, State::Unknown)] {
+        let before = sim.record.clone();
+        let step = sim.complete(FIRST_FENCE, "late");
+        assert_eq!(
+            step.error(),
+            &refused(Refusal::AttemptDeadlinePassed, state)
+        );
+        step.assert_only_history(entry(
+            HistoryEvent::LateWriteRefused,
+            state,
+            state,
+            FIRST_FENCE,
+            1,
+            "complete",
+        ));
+        assert_eq!(sim.record, before);
+    }
+}
+
+#[test]
+fn stale_fence_cannot_complete_after_takeover() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    sim.claim_as(b"taker");
+    let after_takeover = sim.record.clone();
+    sim.now = at(40);
+    let step = sim.complete(FIRST_FENCE, "late");
+    assert_eq!(step.error(), &lease_lost(11, State::InProgress));
+    step.assert_only_history(entry(
+        HistoryEvent::StaleWriteRefused,
+        State::InProgress,
+        State::InProgress,
+        FIRST_FENCE,
+        2,
+        "complete",
+    ));
+    assert_eq!(sim.record, after_takeover);
+    // The new owner still can.
+    sim.complete(11, "ok").written();
+}
+
+#[test]
+fn resent_complete_with_same_fence_and_digest_is_written_without_effects() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    sim.complete(FIRST_FENCE, "ok").written();
+    let completed = sim.record.clone();
+    // Even after the attempt deadline: it is the original answer, not a write.
+    for offset in [11, 400] {
+        sim.now = at(offset);
+        let step = sim.complete(FIRST_FENCE, "ok");
+        step.written();
+        step.assert_no_effects();
+    }
+    assert_eq!(sim.record, completed);
+}
+
+#[test]
+fn complete_resent_with_another_result_is_request_mismatch() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    sim.complete(FIRST_FENCE, "ok").written();
+    let step = sim.complete(FIRST_FENCE, "different");
+    assert_eq!(
+        step.error(),
+        &refused(Refusal::RequestMismatch, State::Succeeded)
+    );
+    step.assert_no_effects();
+}
+
+#[test]
+fn complete_after_the_owner_failed_is_refused() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    sim.fail(FIRST_FENCE, FailDisposition::Terminal, secs(0))
+        .written();
+    let failed = sim.record.clone();
+    let step = sim.complete(FIRST_FENCE, "ok");
+    // Same fence, another request: FAILED_PRECONDITION with the state.
+    assert_eq!(
+        step.error(),
+        &refused(Refusal::RequestMismatch, State::Failed)
+    );
+    step.assert_no_effects();
+    assert_eq!(sim.record, failed);
+}
+
+#[test]
+fn complete_on_a_failed_record_without_a_receipt_for_that_fence_is_operation_terminal() {
+    let mut sim = Sim::with(OperationRecord {
+        state: State::Failed,
+        outcome: Some(Outcome::Failed {
+            reason: FailureReason::Terminal,
+            error: report(CODE),
+        }),
+        outcome_kind: Some(State::Failed),
+        lease_expires_at: None,
+        ..fresh()
+    });
+    sim.now = at(10);
+    let step = sim.complete(FIRST_FENCE, "ok");
+    assert_eq!(
+        step.error(),
+        &refused(Refusal::OperationTerminal, State::Failed)
+    );
+    step.assert_no_effects();
+}
+
+// ---------------------------------------------------------------------------
+// IN_PROGRESS f → Fail f
+// ---------------------------------------------------------------------------
+
+#[test]
+fn fail_terminal_ends_failed_with_the_callers_error() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let command = fail_cmd(FIRST_FENCE, FailDisposition::Terminal, secs(0));
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Terminal, secs(0));
+    step.written();
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Failed, FIRST_FENCE, 1)
+    );
+    assert_eq!(
+        next.outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::Terminal,
+            error: report(CODE)
+        })
+    );
+    assert_eq!(next.outcome_kind, Some(State::Failed));
+    assert_eq!(next.completed_at, Some(at(10)));
+    assert_eq!(next.retain_until, Some(at(10) + retention()));
+    assert_eq!(
+        next.last_write,
+        Some(WriteReceipt {
+            fence: FIRST_FENCE,
+            digest: command.digest(),
+            writer: Writer::Owner,
+        })
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Failed,
+            State::InProgress,
+            State::Failed,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+}
+
+#[test]
+fn fail_retryable_with_budget_schedules_a_retry() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(15));
+    step.written();
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::RetryWait, FIRST_FENCE, 1)
+    );
+    assert_eq!(next.retry_at, Some(at(25)));
+    assert_eq!(next.lease_expires_at, None);
+    assert_eq!(next.outcome, None);
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::RetryScheduled,
+            State::InProgress,
+            State::RetryWait,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+}
+
+#[test]
+fn fail_retryable_without_budget_fails_attempts_exhausted() {
+    let mut sim = Sim::last_attempt();
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(15));
+    step.written();
+    let next = step.next();
+    assert_eq!(next.state, State::Failed);
+    assert_eq!(
+        next.outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::AttemptsExhausted,
+            error: report(CODE)
+        })
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::Failed,
+            State::InProgress,
+            State::Failed,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+}
+
+#[test]
+fn fail_retryable_that_would_retry_past_the_operation_deadline_fails_deadline_exceeded() {
+    // Retry due at t0+20: a deadline at t0+20 is too late, t0+21 is not.
+    let mut sim = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(20)));
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(10));
+    step.written();
+    assert_eq!(
+        step.next().outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::DeadlineExceeded,
+            error: report(CODE)
+        })
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::DeadlineExceeded,
+            State::InProgress,
+            State::Failed,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+
+    let mut sim = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(21)));
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(10));
+    assert_eq!(step.next().state, State::RetryWait);
+}
+
+#[test]
+fn fail_unknown_leaves_the_outcome_unknown() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::Unknown, secs(0));
+    step.written();
+    assert_eq!(step.drawn_fence, None);
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Unknown, FIRST_FENCE, 1)
+    );
+    assert_eq!(next.lease_expires_at, None);
+    assert_eq!(next.outcome, None);
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::OutcomeUnknown,
+            State::InProgress,
+            State::Unknown,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+}
+
+#[test]
+fn resent_fail_is_written_without_effects_even_after_a_new_owner_took_over() {
+    let mut sim = retry_wait(|_| {});
+    sim.now = at(2);
+    let resent = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(10));
+    resent.written();
+    resent.assert_no_effects();
+
+    sim.now = at(11);
+    assert_eq!(
+        sim.claim_as(b"retrier").claim_answer(),
+        ClaimAnswer::Acquired
+    );
+    let retried = sim.record.clone();
+    sim.now = at(12);
+    let resent = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(10));
+    resent.written();
+    resent.assert_no_effects();
+    assert_eq!(sim.record, retried);
+}
+
+#[test]
+fn fail_resent_with_another_request_is_request_mismatch() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    sim.fail(FIRST_FENCE, FailDisposition::Unknown, secs(0))
+        .written();
+    for (disposition, retry_after) in [
+        (FailDisposition::Terminal, secs(0)),
+        (FailDisposition::Retryable, secs(0)),
+        (FailDisposition::Unknown, secs(5)),
+    ] {
+        let step = sim.fail(FIRST_FENCE, disposition, retry_after);
+        assert_eq!(
+            step.error(),
+            &refused(Refusal::RequestMismatch, State::Unknown)
+        );
+        step.assert_no_effects();
+    }
+    let step = sim.complete(FIRST_FENCE, "it worked after all");
+    assert_eq!(
+        step.error(),
+        &refused(Refusal::RequestMismatch, State::Unknown)
+    );
+}
+
+#[test]
+fn stale_fence_cannot_fail_after_takeover() {
+    for disposition in [
+        FailDisposition::Terminal,
+        FailDisposition::Retryable,
+        FailDisposition::Unknown,
+    ] {
+        let mut sim = Sim::new();
+        sim.now = at(31);
+        sim.claim_as(b"taker");
+        let after_takeover = sim.record.clone();
+        let step = sim.fail(FIRST_FENCE, disposition, secs(1));
+        assert_eq!(step.error(), &lease_lost(11, State::InProgress));
+        step.assert_only_history(entry(
+            HistoryEvent::StaleWriteRefused,
+            State::InProgress,
+            State::InProgress,
+            FIRST_FENCE,
+            2,
+            "fail",
+        ));
+        assert_eq!(sim.record, after_takeover);
+    }
+}
+
+#[test]
+fn stale_fence_is_refused_and_recorded_in_every_state() {
+    for (name, mut sim) in every_state() {
+        let before = sim.record.clone();
+        let current = before.fence;
+        for stale in [current - 1, current + 1] {
+            let steps = [
+                ("renew", sim.renew(stale)),
+                ("complete", sim.complete(stale, "x")),
+                ("fail", sim.fail(stale, FailDisposition::Terminal, secs(0))),
+                ("reconcile", sim.reconcile(stale, Resolution::NotApplied)),
+            ];
+            for (rpc, step) in steps {
+                assert_eq!(
+                    step.error(),
+                    &lease_lost(current, before.state),
+                    "{name} {rpc}"
+                );
+                step.assert_only_history(entry(
+                    HistoryEvent::StaleWriteRefused,
+                    before.state,
+                    before.state,
+                    stale,
+                    before.attempt,
+                    rpc,
+                ));
+            }
+        }
+        assert_eq!(sim.record, before, "{name}");
+    }
+}
