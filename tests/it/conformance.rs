@@ -307,6 +307,59 @@ fn acquired(claimed: (Result<ClaimAnswer>, OperationRecord)) -> OperationRecord 
 
 // ---- first claims ----------------------------------------------------------
 
+async fn a_first_claim_stores_exactly_what_the_domain_decided(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    for (key, lease_ms, deadline) in [
+        ("short-lease", 1_500, None),
+        // Longer than the attempt: capped at the attempt deadline.
+        ("long-lease", 120_000, Some(TimeDelta::seconds(90))),
+    ] {
+        let command = ClaimCommand {
+            operation_deadline: deadline,
+            ..command(key, lease_ms)
+        };
+        let operation_id = OperationId::generate();
+        let stored = fixture
+            .store
+            .insert_new(fixture.tenant, operation_id, &command)
+            .await
+            .expect("insert")
+            .expect("a fresh scope");
+        let first = decide_first_claim(&command);
+        assert_eq!(
+            stored,
+            first.record(
+                operation_id,
+                fixture.tenant,
+                &command,
+                stored.fence,
+                stored.created_at
+            ),
+            "{key}"
+        );
+        let (_, history) = fixture.find(operation_id).await.expect("exists");
+        let claimed = first.history_with_fence(stored.fence);
+        assert_eq!(
+            history
+                .iter()
+                .map(|entry| (
+                    entry.event.as_str(),
+                    entry.from_state,
+                    entry.to_state,
+                    entry.fence
+                ))
+                .collect::<Vec<_>>(),
+            [(
+                claimed.event.as_str(),
+                claimed.from_state,
+                claimed.to_state,
+                claimed.fence
+            )],
+            "{key}"
+        );
+    }
+}
+
 async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(backend: Backend) {
     let fixture = Fixture::new(backend).await;
     let command = ClaimCommand {
@@ -1495,6 +1548,7 @@ async fn a_late_complete_racing_a_reconcile_loses_to_the_reconcile_that_locked_f
 
 store_tests!(
     a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history,
+    a_first_claim_stores_exactly_what_the_domain_decided,
     a_second_scope_gets_its_own_record_and_a_higher_fence,
     concurrent_first_claims_of_one_scope_acquire_exactly_once,
     a_live_lease_answers_pending_its_own_token_acquired_and_another_request_conflict,

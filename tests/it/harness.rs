@@ -27,7 +27,6 @@ use idemd::{Application, auth};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codegen::http;
@@ -324,19 +323,16 @@ where
 /// build one, so a change to its constructor is one edit here.
 pub struct ServiceUnderTest {
     pub service: IdempotencyService,
-    /// Held and never sent, so a waiting Claim is never told the server
-    /// drains (with the sender dropped, every wait would spin on claims).
-    _shutting_down: watch::Sender<bool>,
 }
 
 impl ServiceUnderTest {
     pub fn over(store: Arc<dyn Store>) -> Self {
         let (metrics, _) =
             Metrics::new(LabelPolicy::default(), None).expect("a metrics registry builds");
-        let (shutting_down, shutting_down_receiver) = watch::channel(false);
+        // Never cancelled: a waiting Claim is never told the server drains.
+        let draining = tokio_util::sync::CancellationToken::new();
         Self {
-            service: IdempotencyService::new(store, metrics, shutting_down_receiver),
-            _shutting_down: shutting_down,
+            service: IdempotencyService::new(store, metrics, draining),
         }
     }
 }

@@ -26,7 +26,7 @@ use super::model::{
 };
 use super::transition::{
     Answer, ClaimAnswer, Decision, Effects, PendingReason, decide_claim, decide_complete,
-    decide_fail, decide_reconcile, decide_renew, decide_sweep,
+    decide_fail, decide_first_claim, decide_reconcile, decide_renew, decide_sweep,
 };
 
 mod claim;
@@ -103,36 +103,10 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
     }
 }
 
-/// What a store inserts for the `(none) → Claim` row: IN_PROGRESS, attempt 1,
-/// the fence it drew, a lease capped at the attempt deadline.
+/// What a store inserts for the `(none) → Claim` row: the record the pure
+/// first-claim decision describes, with the fence the store drew.
 fn inserted_record(command: &ClaimCommand, fence: Fence, now: DateTime<Utc>) -> OperationRecord {
-    let attempt_deadline_at = now + command.max_attempt_duration;
-    OperationRecord {
-        operation_id: op_id(),
-        tenant_id: TenantId(7),
-        scope: command.scope.clone(),
-        fingerprint: command.fingerprint,
-        state: State::InProgress,
-        fence,
-        attempt: 1,
-        max_attempts: command.max_attempts,
-        claim_token: command.claim_token.clone(),
-        taken_over_from: None,
-        lease_duration: command.lease,
-        max_attempt_duration: command.max_attempt_duration,
-        retention: command.retention,
-        lease_expires_at: Some((now + command.lease).min(attempt_deadline_at)),
-        attempt_deadline_at: Some(attempt_deadline_at),
-        retry_at: None,
-        operation_deadline_at: command.operation_deadline.map(|deadline| now + deadline),
-        outcome: None,
-        outcome_kind: None,
-        last_write: None,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-        retain_until: None,
-    }
+    decide_first_claim(command).record(op_id(), TenantId(7), command, fence, now)
 }
 
 /// A fresh IN_PROGRESS record: attempt 1 of 5, fence 10, lease 30 s, attempt
