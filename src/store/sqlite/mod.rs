@@ -477,7 +477,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_without_full_sync_or_foreign_keys_is_refused() {
-        use sqlx::ConnectOptions;
+        use sqlx::{ConnectOptions, Connection};
         let directory = std::env::temp_dir().join(format!("idemd-unit-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
         let required = SqliteConnectOptions::new()
@@ -495,7 +495,10 @@ mod tests {
             required.clone().foreign_keys(false),
             required.clone().journal_mode(SqliteJournalMode::Delete),
         ] {
-            drop(good);
+            // Closed and waited for, not dropped: a dropped connection closes
+            // on sqlx's worker thread later, and switching the journal mode
+            // away from WAL needs the file to itself.
+            good.close().await.expect("closes");
             let mut connection = weaker.connect().await.expect("connects");
             let refused = verify_connection(&mut connection).await;
             assert!(
@@ -504,7 +507,7 @@ mod tests {
             );
             good = connection;
         }
-        drop(good);
+        good.close().await.expect("closes");
         let _ = std::fs::remove_dir_all(directory);
     }
 
