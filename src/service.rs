@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
 };
@@ -18,7 +19,7 @@ use crate::domain::{
     TenantId, UnresolvedPage, UnresolvedQuery,
 };
 use crate::metrics::Metrics;
-use crate::store::{Applied, Decide, Store};
+use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::current_trace_id;
 
 /// A claim that finds the scope neither insertable nor present (it was swept
@@ -139,38 +140,37 @@ impl IdempotencyService {
     }
 
     async fn claim_once(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
-        let target = Target::Scope(command.scope.clone());
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
             let operation_id = OperationId::generate();
-            let inserted = self
+            let started = self
                 .timed(
-                    "insert_new",
-                    self.store.insert_new(tenant, operation_id, command),
+                    "insert_or_find",
+                    self.store.insert_or_find(tenant, operation_id, command),
                 )
                 .await?;
-            if let Some(record) = inserted {
-                debug!(%operation_id, fence = record.fence, "operation acquired");
-                return Ok(ClaimReply {
-                    answer: ClaimAnswer::Acquired,
-                    now: record.created_at,
-                    record,
-                });
-            }
+            let found = match started {
+                Some(ClaimStart::Inserted(record)) => {
+                    debug!(%operation_id, fence = record.fence, "operation acquired");
+                    return Ok(ClaimReply {
+                        answer: ClaimAnswer::Acquired,
+                        now: record.created_at,
+                        record,
+                    });
+                }
+                Some(ClaimStart::Existing(found)) => found,
+                None => continue,
+            };
             // Most claims of an existing scope are replays or duplicates of a
             // running attempt: answers that change nothing. Decided on an
             // unlocked read they are exactly as true at that read's clock
             // (terminal records never change), so only a claim that must
             // write takes the row lock.
-            let found = self
-                .timed("find", self.store.find(tenant, &target, false))
-                .await?;
-            if let Some(found) = found {
-                let decision = decide_claim(&found.record, command, found.now);
-                if decision.effects.is_empty() {
-                    return claim_reply(found.record, found.now, decision.answer);
-                }
+            let decision = decide_claim(&found.record, command, found.now);
+            if decision.effects.is_empty() {
+                return claim_reply(found.record, found.now, decision.answer);
             }
+            let target = Target::Scope(command.scope.clone());
             let applied = self
                 .timed(
                     "transition",
@@ -190,7 +190,7 @@ impl IdempotencyService {
 
     pub async fn renew(&self, tenant: TenantId, command: &RenewCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_renew(record, command, now);
-        self.write(tenant, command.operation_id, "renew", &decide)
+        self.write(tenant, &renew_write(command), "renew", &decide)
             .await
     }
 
@@ -201,7 +201,7 @@ impl IdempotencyService {
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_complete(record, command, now);
         let reply = self
-            .write(tenant, command.operation_id, "complete", &decide)
+            .write(tenant, &complete_write(command), "complete", &decide)
             .await?;
         if reply.changed {
             self.metrics
@@ -213,7 +213,7 @@ impl IdempotencyService {
     pub async fn fail(&self, tenant: TenantId, command: &FailCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_fail(record, command, now);
         let reply = self
-            .write(tenant, command.operation_id, "fail", &decide)
+            .write(tenant, &fail_write(command), "fail", &decide)
             .await?;
         if reply.changed {
             self.metrics
@@ -228,9 +228,14 @@ impl IdempotencyService {
         command: &ReconcileCommand,
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_reconcile(record, command, now);
-        let reply = self
-            .write(tenant, command.operation_id, "reconcile", &decide)
+        let applied = self
+            .timed(
+                "transition",
+                self.store
+                    .transition(tenant, &Target::Id(command.operation_id), &decide),
+            )
             .await?;
+        let reply = self.written(tenant, command.operation_id, "reconcile", applied)?;
         if reply.changed {
             self.metrics
                 .reconciliation(tenant, &reply.record.scope.operation, &command.resolution);
@@ -265,21 +270,29 @@ impl IdempotencyService {
             .await
     }
 
+    /// An owner write: its one-statement common case, or the locked path.
     async fn write(
         &self,
         tenant: TenantId,
-        operation_id: OperationId,
+        guarded: &GuardedWrite,
         rpc: &'static str,
         decide: &Decide<'_>,
     ) -> Result<WriteReply> {
         let applied = self
-            .timed(
-                "transition",
-                self.store
-                    .transition(tenant, &Target::Id(operation_id), decide),
-            )
-            .await?
-            .ok_or(Error::NotFound)?;
+            .timed("write", self.store.write(tenant, guarded, decide))
+            .await?;
+        self.written(tenant, guarded.operation_id, rpc, applied)
+    }
+
+    /// What a write did, counted, logged and answered.
+    fn written(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        rpc: &'static str,
+        applied: Option<Applied>,
+    ) -> Result<WriteReply> {
+        let applied = applied.ok_or(Error::NotFound)?;
         self.announce(&applied);
         let record = applied.record;
         let operation = &record.scope.operation;

@@ -5,6 +5,7 @@ pub mod claim_outcome;
 pub mod command;
 pub mod error;
 pub mod fingerprint;
+pub mod guarded;
 pub mod limits;
 pub mod model;
 pub mod query;

@@ -18,7 +18,10 @@ use uuid::Uuid;
 use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
 use super::row::{HistoryRow, OperationRow, OperationWrite, RowWithClock, signed};
 use super::sql;
-use super::{Applied, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport};
+use super::{
+    Applied, ClaimStart, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport,
+};
+use crate::domain::guarded::GuardedWrite;
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Effects, Error, Found, HistoryEntry, Metadata, NewHistoryEntry, OperationId,
@@ -99,16 +102,29 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
 
-    /// Inserts a fresh IN_PROGRESS record as [`decide_first_claim`] says,
-    /// unless the scope already has one (`None`).
+    /// The first step of a Claim ([`Store::insert_or_find`]): the scope's
+    /// first record inserted as [`decide_first_claim`] says, or the record
+    /// it has, read unlocked with the clock.
     ///
     /// [`decide_first_claim`]: crate::domain::decide_first_claim
-    fn insert_first_claim(
+    fn insert_or_find(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> impl Future<Output = StoreResult<Option<OperationRecord>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<ClaimStart>>> + Send;
+
+    /// Runs an owner write's common case as one guarded statement, if this
+    /// database can: `None` when it did not apply (the guard did not hold,
+    /// or the dialect has no such path) and the locked path must decide.
+    fn write_guarded(
+        &self,
+        tenant: TenantId,
+        guarded: &GuardedWrite,
+    ) -> impl Future<Output = StoreResult<Option<Applied>>> + Send {
+        let _ = (tenant, guarded);
+        std::future::ready(Ok(None))
+    }
 
     fn pool_usage(&self) -> PoolUsage;
 
@@ -124,13 +140,11 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
 
     fn close(&self) -> impl Future<Output = ()> + Send;
 
-    /// Tells other replicas that an operation changed state, inside the
-    /// transaction that changed it (delivered only if it commits).
-    fn announce_change(
-        &self,
-        connection: &mut <Self::Db as Database>::Connection,
-        operation_id: OperationId,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    /// Tells other replicas that an operation changed state, after the
+    /// change committed (best effort: their waiters poll anyway).
+    fn announce_change(&self, operation_id: OperationId) {
+        let _ = operation_id;
+    }
 }
 
 /// A child span per statement, so a trace shows where a call's time went.
@@ -646,16 +660,35 @@ impl<D: Shared> Store for D {
         D::KIND
     }
 
-    #[instrument(name = "store.insert_new", skip_all, fields(db.system = D::SYSTEM))]
-    async fn insert_new(
+    #[instrument(name = "store.insert_or_find", skip_all, fields(db.system = D::SYSTEM))]
+    async fn insert_or_find(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> Result<Option<OperationRecord>> {
-        self.insert_first_claim(tenant, operation_id, command)
+    ) -> Result<Option<ClaimStart>> {
+        Dialect::insert_or_find(self, tenant, operation_id, command)
             .await
             .map_err(D::translate)
+    }
+
+    #[instrument(name = "store.write", skip_all, fields(db.system = D::SYSTEM))]
+    async fn write(
+        &self,
+        tenant: TenantId,
+        guarded: &GuardedWrite,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>> {
+        let written = self
+            .write_guarded(tenant, guarded)
+            .await
+            .map_err(D::translate)?;
+        if let Some(applied) = written {
+            self.announce_change(applied.record.operation_id);
+            return Ok(Some(applied));
+        }
+        self.transition_flow(tenant, &Target::Id(guarded.operation_id), decide)
+            .await
     }
 
     #[instrument(name = "store.transition", skip_all, fields(db.system = D::SYSTEM))]
@@ -757,12 +790,10 @@ async fn try_transition<D: Shared>(
         }));
     }
     let record_after = D::apply(&mut transaction, &record, decision.effects, now).await?;
-    if record_after.state != record.state {
-        dialect
-            .announce_change(&mut transaction, record.operation_id)
-            .await?;
-    }
     transaction.commit().await?;
+    if record_after.state != record.state {
+        dialect.announce_change(record.operation_id);
+    }
     Ok(Some(Applied {
         record_changed: record_after != record,
         record: record_after,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 
+use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     Answer, ClaimCommand, Decision, Found, OperationId, OperationRecord, Result, Target, TenantId,
     UnresolvedPage, UnresolvedQuery,
@@ -22,6 +23,15 @@ pub mod sqlite;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;
+
+/// What the first step of a Claim found.
+#[derive(Debug, Clone)]
+pub enum ClaimStart {
+    /// The scope had no record: this one was inserted, and its claimer owns it.
+    Inserted(OperationRecord),
+    /// The scope's record, read unlocked, with the database clock.
+    Existing(Found),
+}
 
 /// What a transition did.
 #[derive(Debug, Clone)]
@@ -113,14 +123,32 @@ pub trait Store: Send + Sync + 'static {
     /// `postgres` or `sqlite`, for logs.
     fn kind(&self) -> &'static str;
 
-    /// Inserts a fresh IN_PROGRESS record (attempt 1, new fence, CLAIMED in
-    /// history) unless the scope already has one. `None`: it exists.
+    /// The first step of every Claim: inserts the scope's first record (the
+    /// `(none) → Claim` row: attempt 1, a new fence, CLAIMED in history) or,
+    /// when the scope has one, reads it with the database clock, unlocked.
+    /// `None`: neither (a record inserted or deleted concurrently, not yet
+    /// visible): the caller tries again.
+    async fn insert_or_find(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> Result<Option<ClaimStart>>;
+
+    /// Inserts the scope's first record unless it already has one (`None`).
     async fn insert_new(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> Result<Option<OperationRecord>>;
+    ) -> Result<Option<OperationRecord>> {
+        Ok(
+            match self.insert_or_find(tenant, operation_id, command).await? {
+                Some(ClaimStart::Inserted(record)) => Some(record),
+                Some(ClaimStart::Existing(_)) | None => None,
+            },
+        )
+    }
 
     /// Locks the record, asks `decide` with the database clock, applies the
     /// decision and its history entry, commits. `None`: no such record.
@@ -128,6 +156,17 @@ pub trait Store: Send + Sync + 'static {
         &self,
         tenant: TenantId,
         target: &Target,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>>;
+
+    /// An owner write. `guarded` is its common case as one guarded
+    /// statement, which the store may run first; when its guard does not
+    /// hold, the store decides with `decide` under the row lock, exactly as
+    /// [`Store::transition`] does. `None`: no such record.
+    async fn write(
+        &self,
+        tenant: TenantId,
+        guarded: &GuardedWrite,
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>>;
 

@@ -1408,6 +1408,195 @@ async fn timestamps_keep_microseconds(backend: Backend) {
 
 // ---- races -----------------------------------------------------------------
 
+/// A record's values relative to its own clock (`updated_at`), so that two
+/// operations written at different moments compare.
+fn relative(record: &OperationRecord) -> impl PartialEq + std::fmt::Debug {
+    let since = |moment: Option<DateTime<Utc>>| moment.map(|moment| moment - record.updated_at);
+    (
+        (record.state, record.attempt),
+        (record.outcome.clone(), record.outcome_kind),
+        record
+            .last_write
+            .map(|receipt| (receipt.digest, receipt.writer)),
+        // A lease capped at the attempt deadline is capped, whatever its age.
+        match record.lease_expires_at {
+            capped if capped == record.attempt_deadline_at => Err("capped at the attempt deadline"),
+            lease => Ok(since(lease)),
+        },
+        since(record.retry_at),
+        since(record.completed_at),
+        since(record.retain_until),
+        since(record.attempt_deadline_at).map(|left| left > TimeDelta::zero()),
+        record.lease_duration,
+    )
+}
+
+/// Every owner write's common case, written once through `Store::write` (on
+/// Postgres: one guarded statement, which never stops at the pause hook of
+/// the locked path) and once through the locked `Store::transition`, from
+/// the same record at the same age: the two must store the same thing.
+async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decides(
+    backend: Backend,
+) {
+    use idemd::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
+    use idemd::domain::transition::decide_fail;
+    type WriteFor =
+        dyn Fn(&OperationRecord, DateTime<Utc>) -> (GuardedWrite, Decision) + Send + Sync;
+    let fixture = Fixture::new(backend).await;
+    let locked_path_entered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting_store = {
+        let entered = locked_path_entered.clone();
+        fixture.backend.paused(Arc::new(move || {
+            entered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {}) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        }))
+    };
+    let failure = |disposition| FailCommand {
+        operation_id: OperationId(uuid::Uuid::nil()),
+        fence: 0,
+        disposition,
+        error: ErrorReport {
+            code: "card_declined".into(),
+            message: "declined".into(),
+            metadata: [("psp".to_owned(), "acme".to_owned())].into(),
+        },
+        retry_after: match disposition {
+            FailDisposition::Retryable => TimeDelta::seconds(3),
+            _ => TimeDelta::zero(),
+        },
+    };
+    let cases: Vec<(&str, Box<WriteFor>)> = vec![
+        (
+            "renew",
+            Box::new(|owner: &OperationRecord, now| {
+                let command = RenewCommand {
+                    operation_id: owner.operation_id,
+                    fence: owner.fence,
+                    lease: None,
+                };
+                (renew_write(&command), decide_renew(owner, &command, now))
+            }),
+        ),
+        (
+            "renew longer than the attempt",
+            Box::new(|owner: &OperationRecord, now| {
+                let command = RenewCommand {
+                    operation_id: owner.operation_id,
+                    fence: owner.fence,
+                    lease: Some(TimeDelta::seconds(600)),
+                };
+                (renew_write(&command), decide_renew(owner, &command, now))
+            }),
+        ),
+        (
+            "complete",
+            Box::new(|owner: &OperationRecord, now| {
+                let command = CompleteCommand {
+                    operation_id: owner.operation_id,
+                    fence: owner.fence,
+                    result: SuccessResult {
+                        body: b"{\"charge\":\"ch_1\"}".to_vec(),
+                        content_type: "application/json".into(),
+                        metadata: [("psp".to_owned(), "acme".to_owned())].into(),
+                    },
+                };
+                (
+                    complete_write(&command),
+                    decide_complete(owner, &command, now),
+                )
+            }),
+        ),
+    ];
+    let mut cases = cases;
+    for disposition in [
+        FailDisposition::Terminal,
+        FailDisposition::Retryable,
+        FailDisposition::Unknown,
+    ] {
+        cases.push((
+            match disposition {
+                FailDisposition::Terminal => "fail terminal",
+                FailDisposition::Retryable => "fail retryable",
+                FailDisposition::Unknown => "fail unknown",
+            },
+            Box::new(move |owner: &OperationRecord, now| {
+                let command = FailCommand {
+                    operation_id: owner.operation_id,
+                    fence: owner.fence,
+                    ..failure(disposition)
+                };
+                (fail_write(&command), decide_fail(owner, &command, now))
+            }),
+        ));
+    }
+    for (index, (name, write_for)) in cases.iter().enumerate() {
+        let one = acquired(
+            fixture
+                .claim(&command(&format!("one-{index}"), 30_000))
+                .await,
+        );
+        let other = acquired(
+            fixture
+                .claim(&command(&format!("other-{index}"), 30_000))
+                .await,
+        );
+        let (guarded, _) = write_for(&one, one.updated_at);
+        let before = locked_path_entered.load(std::sync::atomic::Ordering::SeqCst);
+        let written = counting_store
+            .write(
+                fixture.tenant,
+                &guarded,
+                &|record: &OperationRecord, now| write_for(record, now).1,
+            )
+            .await
+            .expect("the store answers")
+            .expect("the operation exists");
+        let entered = locked_path_entered.load(std::sync::atomic::Ordering::SeqCst) - before;
+        if matches!(fixture.backend, Backend::Postgres { .. }) {
+            assert_eq!(entered, 0, "{name}: Postgres writes it in one statement");
+        }
+        let locked = fixture
+            .store
+            .transition(
+                fixture.tenant,
+                &Target::Id(other.operation_id),
+                &|record: &OperationRecord, now| write_for(record, now).1,
+            )
+            .await
+            .expect("the store answers")
+            .expect("the operation exists");
+        assert!(written.answer.is_ok() && locked.answer.is_ok(), "{name}");
+        assert_eq!(
+            relative(&written.record),
+            relative(&locked.record),
+            "{name}"
+        );
+        assert_eq!(
+            written.record.fence, one.fence,
+            "{name}: owner writes keep the fence"
+        );
+        let events = |history: &[HistoryEntry]| {
+            history
+                .iter()
+                .map(|entry| {
+                    (
+                        entry.event.clone(),
+                        entry.from_state,
+                        entry.to_state,
+                        entry.detail.clone(),
+                        entry.count,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            events(&fixture.history(one.operation_id).await),
+            events(&fixture.history(other.operation_id).await),
+            "{name}: the same history"
+        );
+    }
+}
+
 /// A store whose transitions stop between their read and their write until
 /// `release` gets a permit; `reached` gets one when a transition stops.
 fn paused(backend: &Backend) -> (Arc<dyn Store>, Arc<Semaphore>, Arc<Semaphore>) {
@@ -1547,6 +1736,7 @@ async fn a_late_complete_racing_a_reconcile_loses_to_the_reconcile_that_locked_f
 }
 
 store_tests!(
+    owner_writes_on_the_one_statement_path_store_what_the_locked_path_decides,
     a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history,
     a_first_claim_stores_exactly_what_the_domain_decided,
     a_second_scope_gets_its_own_record_and_a_higher_fence,

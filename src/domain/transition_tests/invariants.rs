@@ -8,6 +8,7 @@ use crate::domain::command::{
     ClaimCommand, FailCommand, FailDisposition, ReconcileCommand, Resolution,
 };
 use crate::domain::error::{Error, Refusal};
+use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::model::{
     FailureReason, Fence, HistoryEvent, Outcome, PreviousAttempt, RequestDigest, State,
     WriteReceipt, Writer,
@@ -306,6 +307,7 @@ impl Run {
                     .sim
                     .step(|record, now| decide_renew(record, &command, now));
                 self.check_owner_write(&step, command.fence, None);
+                self.check_guarded_write(&step, &renew_write(&command));
                 if step.effects.update.is_some() {
                     assert_eq!(step.before.state, State::InProgress);
                     self.grant(command.fence);
@@ -318,6 +320,7 @@ impl Run {
                     .sim
                     .step(|record, now| decide_complete(record, &command, now));
                 self.check_owner_write(&step, command.fence, Some(command.digest()));
+                self.check_guarded_write(&step, &complete_write(&command));
                 step
             }
             Event::Fail {
@@ -334,6 +337,7 @@ impl Run {
                     .sim
                     .step(|record, now| decide_fail(record, &command, now));
                 self.check_owner_write(&step, command.fence, Some(command.digest()));
+                self.check_guarded_write(&step, &fail_write(&command));
                 step
             }
             Event::Reconcile {
@@ -370,6 +374,30 @@ impl Run {
             self.issued.push(fence);
         }
         self.check_one_live_owner();
+    }
+
+    /// The one-statement path of an owner write (guard + write) must do
+    /// exactly what the locked path decides, whenever its guard holds: the
+    /// same record, the same history entry, the same answer.
+    fn check_guarded_write(&self, step: &Step, guarded: &GuardedWrite) {
+        let before = &step.before;
+        let now = self.sim.now;
+        if !guarded.guard.holds(before, now) {
+            return;
+        }
+        let update = step
+            .effects
+            .update
+            .as_ref()
+            .unwrap_or_else(|| panic!("the guard held but nothing was written: {before:#?}"));
+        assert!(!update.takes_new_fence, "owner writes keep the fence");
+        assert_eq!(
+            update.next,
+            guarded.write.apply(before, now),
+            "guarded write and decision disagree on {before:#?}"
+        );
+        assert_eq!(step.effects.history, Some(guarded.history(before)));
+        assert_eq!(step.answer, Ok(Answer::Written));
     }
 
     /// Invariants every decision keeps.

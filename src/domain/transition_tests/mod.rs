@@ -30,6 +30,7 @@ use super::transition::{
 };
 
 mod claim;
+mod guarded;
 mod invariants;
 mod owner_writes;
 mod reconcile;

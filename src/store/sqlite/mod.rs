@@ -34,9 +34,10 @@ use super::sql::{
     delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, operation_columns,
     select_operation_sql,
 };
-use super::{PauseHook, PoolUsage};
+use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
-    ClaimCommand, Error, OperationId, OperationRecord, Result, TenantId, decide_first_claim,
+    ClaimCommand, Error, Found, OperationId, OperationRecord, Result, Target, TenantId,
+    decide_first_claim,
 };
 
 mod lock;
@@ -191,6 +192,61 @@ impl SqliteStore {
             .filter(|migration| !applied.contains(&migration.version))
             .count())
     }
+
+    /// The first claim of a scope: the fence drawn and the row inserted in
+    /// one write transaction; the unique scope settles it, and a scope that
+    /// has a record inserts nothing (and gives its fence back by rolling back).
+    async fn insert_first_claim(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> StoreResult<Option<OperationRecord>> {
+        let first = decide_first_claim(command);
+        let mut transaction = self.begin_write().await?;
+        let now = Self::database_now(&mut transaction).await?;
+        Self::advance_fence(&mut transaction).await?;
+        let after = |offset: TimeDelta| stamp(now + offset);
+        let row: Option<OperationRow> = sqlx::query_as(concat!(
+            "INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
+                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
+                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
+                 operation_deadline_at, created_at, updated_at) \
+             SELECT $1, $2, $3, $4, $5, $6, last_fence, $7, $8, $9, $10, $11, $12, $13, $14, \
+                 $15, $16, $16 FROM operation_fence WHERE singleton = 1 \
+             ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING \
+             RETURNING ",
+            operation_columns!()
+        ))
+        .bind(operation_id.0)
+        .bind(tenant.0)
+        .bind(&command.scope.operation)
+        .bind(&command.scope.key)
+        .bind(&command.fingerprint.0[..])
+        .bind(first.history.to_state.as_str())
+        .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
+        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
+        .bind(&command.claim_token)
+        .bind(command.lease.num_milliseconds())
+        .bind(command.max_attempt_duration.num_milliseconds())
+        .bind(command.retention.num_milliseconds())
+        .bind(after(first.lease_expires_in))
+        .bind(after(first.attempt_deadline_in))
+        .bind(first.operation_deadline_in.map(after))
+        .bind(stamp(now))
+        .fetch_optional(&mut *transaction)
+        .instrument(Self::statement("INSERT operations"))
+        .await?;
+        let Some(row) = row else {
+            transaction.rollback().await?;
+            return Ok(None);
+        };
+        let record = OperationRecord::try_from(row)?;
+        let history = first.history_with_fence(record.fence);
+        Self::append_history(&mut transaction, operation_id, &history, now).await?;
+        transaction.commit().await?;
+        Ok(Some(record))
+    }
 }
 
 impl Dialect for SqliteStore {
@@ -311,68 +367,37 @@ impl Dialect for SqliteStore {
         }
     }
 
-    /// The first claim of a scope: the fence drawn and the row inserted in
-    /// one write transaction; the unique scope settles it, and a scope that
-    /// has a record inserts nothing (and gives its fence back by rolling back).
-    async fn insert_first_claim(
+    /// Replays and duplicates of a running attempt are read by the readers,
+    /// beside the writer; only a scope without a record takes the write lock.
+    async fn insert_or_find(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> StoreResult<Option<OperationRecord>> {
-        let first = decide_first_claim(command);
-        let mut transaction = self.begin_write().await?;
-        let now = Self::database_now(&mut transaction).await?;
-        Self::advance_fence(&mut transaction).await?;
-        let after = |offset: TimeDelta| stamp(now + offset);
-        let row: Option<OperationRow> = sqlx::query_as(concat!(
-            "INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
-                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
-                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
-                 operation_deadline_at, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, last_fence, $7, $8, $9, $10, $11, $12, $13, $14, \
-                 $15, $16, $16 FROM operation_fence WHERE singleton = 1 \
-             ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING \
-             RETURNING ",
-            operation_columns!()
-        ))
-        .bind(operation_id.0)
-        .bind(tenant.0)
-        .bind(&command.scope.operation)
-        .bind(&command.scope.key)
-        .bind(&command.fingerprint.0[..])
-        .bind(first.history.to_state.as_str())
-        .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
-        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
-        .bind(&command.claim_token)
-        .bind(command.lease.num_milliseconds())
-        .bind(command.max_attempt_duration.num_milliseconds())
-        .bind(command.retention.num_milliseconds())
-        .bind(after(first.lease_expires_in))
-        .bind(after(first.attempt_deadline_in))
-        .bind(first.operation_deadline_in.map(after))
-        .bind(stamp(now))
-        .fetch_optional(&mut *transaction)
-        .instrument(Self::statement("INSERT operations"))
-        .await?;
-        let Some(row) = row else {
-            transaction.rollback().await?;
-            return Ok(None);
+    ) -> StoreResult<Option<ClaimStart>> {
+        let target = Target::Scope(command.scope.clone());
+        let existing = |found: Option<(OperationRecord, DateTime<Utc>)>| {
+            found.map(|(record, now)| {
+                ClaimStart::Existing(Found {
+                    record,
+                    history: Vec::new(),
+                    now,
+                })
+            })
         };
-        let record = OperationRecord::try_from(row)?;
-        let history = first.history_with_fence(record.fence);
-        Self::append_history(&mut transaction, operation_id, &history, now).await?;
-        transaction.commit().await?;
-        Ok(Some(record))
-    }
-
-    async fn announce_change(
-        &self,
-        _connection: &mut SqliteConnection,
-        _operation_id: OperationId,
-    ) -> StoreResult<()> {
-        // One process owns the file: there are no other replicas to tell.
-        Ok(())
+        if let Some(found) = Self::read_with_clock(&self.readers, tenant, &target).await? {
+            return Ok(existing(Some(found)));
+        }
+        if let Some(record) = self
+            .insert_first_claim(tenant, operation_id, command)
+            .await?
+        {
+            return Ok(Some(ClaimStart::Inserted(record)));
+        }
+        // Inserted by another writer between the read and the insert.
+        Ok(existing(
+            Self::read_with_clock(&self.readers, tenant, &target).await?,
+        ))
     }
 }
 

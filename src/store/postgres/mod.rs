@@ -11,17 +11,19 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
+use self::notifier::{CHANGES_CHANNEL, Notifier};
+use self::statements::{ClaimMember, WriteMember};
 use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
-use super::row::OperationRow;
 use super::sql::{
-    delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, operation_columns,
-    select_operation_sql,
+    delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, select_operation_sql,
 };
-use super::{PauseHook, PoolUsage};
-use crate::domain::{
-    ClaimCommand, Error, OperationId, OperationRecord, Result, TenantId, decide_first_claim,
-};
+use super::{Applied, ClaimStart, PauseHook, PoolUsage};
+use crate::domain::guarded::GuardedWrite;
+use crate::domain::{ClaimCommand, Error, OperationId, Result, TenantId};
+
+mod notifier;
+mod statements;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -29,14 +31,11 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgr
 pub struct PostgresStore {
     pool: PgPool,
     pause_before_write: Option<PauseHook>,
-    /// Send NOTIFY on state changes, so waiting Claims on other replicas wake
-    /// at once. Off for Postgres-compatible engines without LISTEN/NOTIFY:
-    /// waiters poll anyway.
-    notify_changes: bool,
+    /// Sends NOTIFY of state changes after they commit, so waiting Claims on
+    /// other replicas wake at once. `None` for Postgres-compatible engines
+    /// without LISTEN/NOTIFY: waiters poll anyway.
+    notifier: Option<Notifier>,
 }
-
-/// The channel state changes are announced on; the payload is the operation_id.
-const CHANGES_CHANNEL: &str = "idemd_operation_changed";
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,6 +61,10 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            // A broken connection shows in the statement that uses it (an
+            // UNAVAILABLE the caller retries); a ping before every acquire
+            // would cost a round trip per call.
+            .test_before_acquire(false)
             .connect_with(connect_options.application_name("idemd"))
             .await
             .map_err(|error| Self::translate(error.into()))?;
@@ -69,16 +72,17 @@ impl PostgresStore {
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
+        let notifier = Notifier::new(pool.connect_options().as_ref().clone());
         Self {
             pool,
             pause_before_write: None,
-            notify_changes: true,
+            notifier: Some(notifier),
         }
     }
 
     /// For engines without LISTEN/NOTIFY: no NOTIFY is sent, nothing listens.
     pub fn without_change_notifications(mut self) -> Self {
-        self.notify_changes = false;
+        self.notifier = None;
         self
     }
 
@@ -213,6 +217,9 @@ impl Dialect for PostgresStore {
     }
 
     async fn close(&self) {
+        if let Some(notifier) = &self.notifier {
+            notifier.close();
+        }
         self.pool.close().await;
     }
 
@@ -220,7 +227,7 @@ impl Dialect for PostgresStore {
         &self,
         changed: &(dyn Fn(OperationId) + Send + Sync),
     ) -> Result<()> {
-        if !self.notify_changes {
+        if self.notifier.is_none() {
             std::future::pending::<()>().await;
         }
         let translate = |error: sqlx::Error| Self::translate(error.into());
@@ -230,88 +237,38 @@ impl Dialect for PostgresStore {
         listener.listen(CHANGES_CHANNEL).await.map_err(translate)?;
         loop {
             let notification = listener.recv().await.map_err(translate)?;
-            if let Ok(operation_id) = uuid::Uuid::parse_str(notification.payload()) {
-                changed(OperationId(operation_id));
-            }
+            notifier::changed_operations(notification.payload()).for_each(changed);
         }
     }
 
-    /// One statement: the insert settles concurrent first claims on the
-    /// unique scope, its deadlines are offsets from the clock it reads, and
-    /// its history entry lands atomically with it.
-    async fn insert_first_claim(
+    async fn insert_or_find(
         &self,
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> StoreResult<Option<OperationRecord>> {
-        let first = decide_first_claim(command);
-        let row: Option<OperationRow> = sqlx::query_as(concat!(
-            "WITH clock AS (SELECT clock_timestamp() AS now), inserted AS ( \
-                 INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
-                     fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
-                     max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
-                     operation_deadline_at, created_at, updated_at) \
-                 SELECT $1, $2, $3, $4, $5, $12, nextval('operation_fence'), $13, $6, $7, \
-                     $8, $9, $10, \
-                     now + make_interval(secs => $14 / 1000.0), \
-                     now + make_interval(secs => $15 / 1000.0), \
-                     now + make_interval(secs => $11 / 1000.0), now, now \
-                 FROM clock \
-                 ON CONFLICT ON CONSTRAINT operations_scope DO NOTHING \
-                 RETURNING * \
-             ), history AS ( \
-                 INSERT INTO operation_history (operation_id, sequence, event, from_state, \
-                     to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-                 SELECT operation_id, 1, $16, NULL, state, fence, attempt, $17, 1, \
-                     created_at, created_at, $18 FROM inserted \
-             ) SELECT ",
-            operation_columns!(),
-            " FROM inserted"
-        ))
-        .bind(operation_id.0)
-        .bind(tenant.0)
-        .bind(&command.scope.operation)
-        .bind(&command.scope.key)
-        .bind(&command.fingerprint.0[..])
-        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
-        .bind(&command.claim_token)
-        .bind(command.lease.num_milliseconds())
-        .bind(command.max_attempt_duration.num_milliseconds())
-        .bind(command.retention.num_milliseconds())
-        .bind(
-            first
-                .operation_deadline_in
-                .map(|in_| in_.num_milliseconds()),
-        )
-        .bind(first.history.to_state.as_str())
-        .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
-        .bind(first.lease_expires_in.num_milliseconds())
-        .bind(first.attempt_deadline_in.num_milliseconds())
-        .bind(first.history.event.as_str())
-        .bind(&first.history.detail)
-        .bind(first.history.coalesce_key())
-        .fetch_optional(&self.pool)
-        .instrument(Self::statement("INSERT operations"))
-        .await?;
-        Ok(row.map(OperationRecord::try_from).transpose()?)
+    ) -> StoreResult<Option<ClaimStart>> {
+        let member = ClaimMember {
+            tenant,
+            operation_id,
+            command,
+        };
+        let mut started = statements::insert_or_find(&self.pool, &[member]).await?;
+        Ok(started.pop().flatten())
     }
 
-    async fn announce_change(
+    async fn write_guarded(
         &self,
-        connection: &mut PgConnection,
-        operation_id: OperationId,
-    ) -> StoreResult<()> {
-        if !self.notify_changes {
-            return Ok(());
+        tenant: TenantId,
+        guarded: &GuardedWrite,
+    ) -> StoreResult<Option<Applied>> {
+        let member = WriteMember { tenant, guarded };
+        let mut written = statements::write_guarded(&self.pool, &[member]).await?;
+        Ok(written.pop().flatten())
+    }
+
+    fn announce_change(&self, operation_id: OperationId) {
+        if let Some(notifier) = &self.notifier {
+            notifier.changed(operation_id);
         }
-        // Delivered at commit, and only if it commits.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANGES_CHANNEL)
-            .bind(operation_id.to_string())
-            .execute(&mut *connection)
-            .instrument(Self::statement("NOTIFY operation changed"))
-            .await?;
-        Ok(())
     }
 }

@@ -1,0 +1,185 @@
+//! NOTIFY of state changes, after commit, batched, on a connection of its
+//! own.
+//!
+//! Postgres serialises the commits of every transaction that notifies,
+//! cluster-wide, so a NOTIFY inside each write transaction would cap the
+//! whole fleet's writes. Instead a write that changed an operation's state
+//! hands its operation_id to this notifier once it has committed; one task
+//! gathers what arrives meanwhile and sends it as few notifications as fit,
+//! from one connection outside the pool. Best effort: waiters poll anyway,
+//! so a lost notification costs latency, never correctness.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, warn};
+
+use super::super::flow::statement_span;
+use crate::domain::OperationId;
+
+/// The channel state changes are announced on; the payload is a
+/// comma-separated list of operation_ids.
+pub(super) const CHANGES_CHANNEL: &str = "idemd_operation_changed";
+
+/// Postgres refuses payloads of 8000 bytes or more.
+const MAX_PAYLOAD_BYTES: usize = 7_900;
+/// Changes queued beyond this are dropped (waiters poll).
+const QUEUE_CAPACITY: usize = 16_384;
+/// At most this many changes go out per statement.
+const MAX_BATCH: usize = 4_096;
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
+#[derive(Clone)]
+pub(super) struct Notifier {
+    sender: mpsc::Sender<OperationId>,
+    /// Taken by the first change, which starts the sending task (stores are
+    /// built outside a runtime too).
+    receiver: Arc<Mutex<Option<mpsc::Receiver<OperationId>>>>,
+    connect: Arc<PgConnectOptions>,
+    closed: CancellationToken,
+}
+
+impl Notifier {
+    pub(super) fn new(connect: PgConnectOptions) -> Self {
+        let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
+        Self {
+            sender,
+            receiver: Arc::new(Mutex::new(Some(receiver))),
+            connect: Arc::new(connect),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    /// Queues a committed state change for the other replicas.
+    pub(super) fn changed(&self, operation_id: OperationId) {
+        if self.closed.is_cancelled() {
+            return;
+        }
+        self.start_once();
+        if self.sender.try_send(operation_id).is_err() {
+            debug!("change notification queue full: dropped (waiters poll)");
+        }
+    }
+
+    /// Sends what is queued and stops.
+    pub(super) fn close(&self) {
+        self.closed.cancel();
+    }
+
+    fn start_once(&self) {
+        let Ok(mut receiver) = self.receiver.lock() else {
+            return;
+        };
+        let Some(receiver) = receiver.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(send_changes(
+            receiver,
+            Arc::clone(&self.connect),
+            self.closed.clone(),
+        ));
+    }
+}
+
+async fn send_changes(
+    mut receiver: mpsc::Receiver<OperationId>,
+    connect: Arc<PgConnectOptions>,
+    closed: CancellationToken,
+) {
+    let mut connection: Option<PgConnection> = None;
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let received = tokio::select! {
+            received = receiver.recv_many(&mut batch, MAX_BATCH) => received,
+            () = closed.cancelled() => {
+                receiver.close();
+                receiver.recv_many(&mut batch, MAX_BATCH).await
+            }
+        };
+        if received == 0 {
+            break;
+        }
+        let payloads = payloads(&batch);
+        batch.clear();
+        if connection.is_none() {
+            match PgConnection::connect_with(&connect).await {
+                Ok(opened) => connection = Some(opened),
+                Err(error) => {
+                    warn!(%error, "cannot connect to send change notifications; waiters poll");
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                    continue;
+                }
+            }
+        }
+        let Some(open) = connection.as_mut() else {
+            continue;
+        };
+        let sent = sqlx::query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload")
+            .bind(CHANGES_CHANNEL)
+            .bind(&payloads)
+            .execute(&mut *open)
+            .instrument(statement_span("postgresql", "NOTIFY operations changed"))
+            .await;
+        if let Err(error) = sent {
+            warn!(%error, "change notifications not sent; waiters poll");
+            connection = None;
+        }
+    }
+    if let Some(open) = connection {
+        let _ = open.close().await;
+    }
+}
+
+/// The operation_ids, comma-separated, in as few payloads as fit.
+fn payloads(changed: &[OperationId]) -> Vec<String> {
+    let mut payloads = Vec::new();
+    let mut current = String::new();
+    for operation_id in changed {
+        let id = operation_id.to_string();
+        if !current.is_empty() && current.len() + 1 + id.len() > MAX_PAYLOAD_BYTES {
+            payloads.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(',');
+        }
+        current.push_str(&id);
+    }
+    if !current.is_empty() {
+        payloads.push(current);
+    }
+    payloads
+}
+
+/// The operation_ids of one notification (old replicas send one per payload).
+pub(super) fn changed_operations(payload: &str) -> impl Iterator<Item = OperationId> + '_ {
+    payload
+        .split(',')
+        .filter_map(|id| uuid::Uuid::parse_str(id.trim()).ok())
+        .map(OperationId)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_stay_under_the_postgres_limit_and_round_trip() {
+        let ids: Vec<OperationId> = (0..1_000).map(|_| OperationId::generate()).collect();
+        let payloads = payloads(&ids);
+        assert!(payloads.len() > 1);
+        assert!(payloads.iter().all(|payload| payload.len() < 8_000));
+        let back: Vec<OperationId> = payloads
+            .iter()
+            .flat_map(|payload| changed_operations(payload).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(back, ids);
+        assert!(super::payloads(&[]).is_empty());
+    }
+}

@@ -1,0 +1,551 @@
+//! The one-statement paths of Postgres, each written for many operations at
+//! once: every member's values travel as arrays (`unnest … WITH ORDINALITY`)
+//! and every returned row names its member by ordinal. A batch of one is the
+//! same statement. Each member's atomicity is its own row's: the statement
+//! holds no lock beyond the rows it touches, and a member whose row does not
+//! qualify is simply absent from the result.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use sqlx::types::Json;
+use tracing::Instrument;
+
+use super::super::error::StoreResult;
+use super::super::flow::statement_span;
+use super::super::row::OperationRow;
+use super::super::sql::operation_columns;
+use super::super::{Applied, ClaimStart};
+use crate::domain::guarded::{GuardedWrite, LeaseWrite};
+use crate::domain::{
+    Answer, ClaimCommand, Found, Metadata, OperationId, OperationRecord, Outcome, TenantId,
+    decide_first_claim,
+};
+
+/// One Claim's first step.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClaimMember<'a> {
+    pub(super) tenant: TenantId,
+    pub(super) operation_id: OperationId,
+    pub(super) command: &'a ClaimCommand,
+}
+
+/// One owner write's common case.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriteMember<'a> {
+    pub(super) tenant: TenantId,
+    pub(super) guarded: &'a GuardedWrite,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    inserted: bool,
+    ordinal: i64,
+    #[sqlx(flatten)]
+    row: OperationRow,
+    db_now: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct WrittenRow {
+    ordinal: i64,
+    #[sqlx(flatten)]
+    row: OperationRow,
+    db_now: DateTime<Utc>,
+}
+
+fn statement(name: &'static str) -> tracing::Span {
+    statement_span("postgresql", name)
+}
+
+fn millis(delta: chrono::TimeDelta) -> i64 {
+    delta.num_milliseconds()
+}
+
+fn small(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// The place of a returned row's member, if it names one of ours.
+fn member_index(ordinal: i64, members: usize) -> Option<usize> {
+    usize::try_from(ordinal)
+        .ok()
+        .and_then(|ordinal| ordinal.checked_sub(1))
+        .filter(|index| *index < members)
+}
+
+/// Inserts the first record of each member's scope, or reads the record it
+/// has: one statement for all. A scope that has a record (in this
+/// statement's snapshot) is read, not inserted, so a replay draws no fence;
+/// one inserted concurrently, after the snapshot, is neither (`None`), and
+/// its claim tries again. Members must name distinct scopes.
+pub(super) async fn insert_or_find(
+    pool: &PgPool,
+    members: &[ClaimMember<'_>],
+) -> StoreResult<Vec<Option<ClaimStart>>> {
+    let firsts: Vec<_> = members
+        .iter()
+        .map(|member| decide_first_claim(member.command))
+        .collect();
+    let coalesce_keys: Vec<Option<String>> = firsts
+        .iter()
+        .map(|first| first.history.coalesce_key())
+        .collect();
+    let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
+        "WITH input AS ( \
+             SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::bytea[], \
+                 $6::int4[], $7::bytea[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
+                 $12::int8[], $13::int8[], $14::text[], $15::int4[], $16::text[], $17::text[], \
+                 $18::text[]) \
+             WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_operation, in_key, \
+                 in_fingerprint, in_max_attempts, in_claim_token, in_lease_ms, \
+                 in_max_attempt_duration_ms, in_retention_ms, in_lease_expires_in_ms, \
+                 in_attempt_deadline_in_ms, in_operation_deadline_in_ms, in_state, in_attempt, \
+                 in_event, in_detail, in_coalesce_key, ordinal) \
+         ), clock AS (SELECT clock_timestamp() AS now), \
+         existing AS ( \
+             SELECT input.ordinal, operations.* FROM input JOIN operations \
+               ON operations.tenant_id = input.in_tenant_id \
+              AND operations.operation = input.in_operation \
+              AND operations.idempotency_key = input.in_key \
+         ), inserted AS ( \
+             INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
+                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
+                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
+                 operation_deadline_at, created_at, updated_at) \
+             SELECT in_operation_id, in_tenant_id, in_operation, in_key, in_fingerprint, \
+                 in_state, nextval('operation_fence'), in_attempt, in_max_attempts, \
+                 in_claim_token, in_lease_ms, in_max_attempt_duration_ms, in_retention_ms, \
+                 clock.now + in_lease_expires_in_ms * interval '1 millisecond', \
+                 clock.now + in_attempt_deadline_in_ms * interval '1 millisecond', \
+                 clock.now + in_operation_deadline_in_ms * interval '1 millisecond', \
+                 clock.now, clock.now \
+             FROM input CROSS JOIN clock \
+             WHERE NOT EXISTS (SELECT 1 FROM existing WHERE existing.ordinal = input.ordinal) \
+             ORDER BY in_tenant_id, in_operation, in_key \
+             ON CONFLICT ON CONSTRAINT operations_scope DO NOTHING \
+             RETURNING * \
+         ), history AS ( \
+             INSERT INTO operation_history (operation_id, sequence, event, from_state, \
+                 to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
+             SELECT inserted.operation_id, 1, in_event, NULL, inserted.state, inserted.fence, \
+                 inserted.attempt, in_detail, 1, inserted.created_at, inserted.created_at, \
+                 in_coalesce_key \
+             FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
+         ) \
+         SELECT true AS inserted, input.ordinal, ",
+        operation_columns!(),
+        ", clock.now AS db_now \
+         FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
+         CROSS JOIN clock \
+         UNION ALL \
+         SELECT false, existing.ordinal, ",
+        operation_columns!(),
+        ", clock.now FROM existing CROSS JOIN clock"
+    ))
+    .bind(members.iter().map(|m| m.operation_id.0).collect::<Vec<_>>())
+    .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
+    .bind(
+        members
+            .iter()
+            .map(|m| m.command.scope.operation.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.command.scope.key.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| &m.command.fingerprint.0[..])
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| small(m.command.max_attempts))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.command.claim_token.as_slice())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| millis(m.command.lease))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| millis(m.command.max_attempt_duration))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| millis(m.command.retention))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| millis(f.lease_expires_in))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| millis(f.attempt_deadline_in))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| f.operation_deadline_in.map(millis))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| f.history.to_state.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| small(f.history.attempt))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| f.history.event.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        firsts
+            .iter()
+            .map(|f| f.history.detail.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(coalesce_keys)
+    .fetch_all(pool)
+    .instrument(statement("INSERT operations"))
+    .await?;
+    let mut started: Vec<Option<ClaimStart>> = vec![None; members.len()];
+    for ClaimRow {
+        inserted,
+        ordinal,
+        row,
+        db_now,
+    } in rows
+    {
+        let Some(index) = member_index(ordinal, members.len()) else {
+            continue;
+        };
+        let record = OperationRecord::try_from(row)?;
+        started[index] = Some(if inserted {
+            ClaimStart::Inserted(record)
+        } else {
+            ClaimStart::Existing(Found {
+                record,
+                history: Vec::new(),
+                now: db_now,
+            })
+        });
+    }
+    Ok(started)
+}
+
+/// The columns an outcome is stored in, for one member.
+struct OutcomeColumns<'a> {
+    state: Option<&'static str>,
+    body: Option<&'a [u8]>,
+    content_type: Option<&'a str>,
+    result_metadata: Option<Json<&'a Metadata>>,
+    failure_reason: Option<&'static str>,
+    code: Option<&'a str>,
+    message: Option<&'a str>,
+    error_metadata: Option<Json<&'a Metadata>>,
+}
+
+impl<'a> OutcomeColumns<'a> {
+    fn of(outcome: Option<&'a Outcome>) -> Self {
+        let mut columns = Self {
+            state: None,
+            body: None,
+            content_type: None,
+            result_metadata: None,
+            failure_reason: None,
+            code: None,
+            message: None,
+            error_metadata: None,
+        };
+        match outcome {
+            Some(Outcome::Succeeded(result)) => {
+                columns.state = Some("succeeded");
+                columns.body = Some(&result.body);
+                columns.content_type = Some(&result.content_type);
+                columns.result_metadata = Some(Json(&result.metadata));
+            }
+            Some(Outcome::Failed { reason, error }) => {
+                columns.state = Some("failed");
+                columns.failure_reason = Some(reason.as_str());
+                columns.code = Some(&error.code);
+                columns.message = Some(&error.message);
+                columns.error_metadata = Some(Json(&error.metadata));
+            }
+            None => {}
+        }
+        columns
+    }
+}
+
+/// Runs each member's guarded write: one `UPDATE … FROM unnest(…)` whose
+/// WHERE states each member's whole precondition ([`crate::domain::guarded::Guard`])
+/// and whose SET is its [`crate::domain::guarded::Write`], relative to the
+/// statement's clock and the row's own columns, with the history entries in
+/// the same statement. A member whose guard does not hold is `None`: the
+/// locked path decides and explains it. Members must name distinct
+/// operations.
+pub(super) async fn write_guarded(
+    pool: &PgPool,
+    members: &[WriteMember<'_>],
+) -> StoreResult<Vec<Option<Applied>>> {
+    let outcomes: Vec<OutcomeColumns<'_>> = members
+        .iter()
+        .map(|m| OutcomeColumns::of(m.guarded.write.outcome.as_ref()))
+        .collect();
+    let rows: Vec<WrittenRow> = sqlx::query_as(concat!(
+        "WITH input AS ( \
+             SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::text[], $5::bool[], \
+                 $6::bool[], $7::int8[], $8::text[], $9::bool[], $10::text[], $11::bytea[], \
+                 $12::text[], $13::jsonb[], $14::text[], $15::text[], $16::text[], $17::jsonb[], \
+                 $18::bool[], $19::int8[], $20::int8[], $21::bool[], $22::bool[], \
+                 $23::bytea[], $24::text[], $25::text[]) \
+             WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_fence, in_from_state, \
+                 in_no_receipt, in_budget_left, in_deadline_beyond_ms, in_state, in_set_outcome, \
+                 in_outcome_state, in_result_body, in_result_content_type, in_result_metadata, \
+                 in_failure_reason, in_error_code, in_error_message, in_error_metadata, \
+                 in_lease_clear, in_lease_ms, in_retry_after_ms, in_finishes, in_receipt, \
+                 in_receipt_digest, in_event, in_detail, ordinal) \
+         ), clock AS (SELECT clock_timestamp() AS now), \
+         updated AS ( \
+             UPDATE operations AS o SET \
+                 state = in_state, \
+                 outcome_state = CASE WHEN in_set_outcome THEN in_outcome_state \
+                     ELSE o.outcome_state END, \
+                 result_body = CASE WHEN in_set_outcome THEN in_result_body \
+                     ELSE o.result_body END, \
+                 result_content_type = CASE WHEN in_set_outcome THEN in_result_content_type \
+                     ELSE o.result_content_type END, \
+                 result_metadata = CASE WHEN in_set_outcome THEN in_result_metadata \
+                     ELSE o.result_metadata END, \
+                 failure_reason = CASE WHEN in_set_outcome THEN in_failure_reason \
+                     ELSE o.failure_reason END, \
+                 error_code = CASE WHEN in_set_outcome THEN in_error_code ELSE o.error_code END, \
+                 error_message = CASE WHEN in_set_outcome THEN in_error_message \
+                     ELSE o.error_message END, \
+                 error_metadata = CASE WHEN in_set_outcome THEN in_error_metadata \
+                     ELSE o.error_metadata END, \
+                 lease_expires_at = CASE WHEN in_lease_clear THEN NULL \
+                     ELSE LEAST(clock.now \
+                         + COALESCE(in_lease_ms, o.lease_ms) * interval '1 millisecond', \
+                         o.attempt_deadline_at) END, \
+                 retry_at = CASE WHEN in_finishes THEN NULL \
+                     WHEN in_retry_after_ms IS NOT NULL \
+                         THEN clock.now + in_retry_after_ms * interval '1 millisecond' \
+                     ELSE o.retry_at END, \
+                 completed_at = CASE WHEN in_finishes THEN clock.now ELSE o.completed_at END, \
+                 retain_until = CASE WHEN in_finishes \
+                     THEN clock.now + o.retention_ms * interval '1 millisecond' \
+                     ELSE o.retain_until END, \
+                 last_write_fence = CASE WHEN in_receipt THEN in_fence \
+                     ELSE o.last_write_fence END, \
+                 last_write_digest = CASE WHEN in_receipt THEN in_receipt_digest \
+                     ELSE o.last_write_digest END, \
+                 last_write_by = CASE WHEN in_receipt THEN 'owner' ELSE o.last_write_by END, \
+                 updated_at = clock.now \
+             FROM input CROSS JOIN clock \
+             WHERE o.operation_id = in_operation_id AND o.tenant_id = in_tenant_id \
+               AND o.fence = in_fence AND o.state = in_from_state \
+               AND o.attempt_deadline_at > clock.now \
+               AND NOT (in_no_receipt AND COALESCE(o.last_write_by = 'owner' \
+                   AND o.last_write_fence = in_fence, false)) \
+               AND (NOT in_budget_left OR o.attempt < o.max_attempts) \
+               AND (in_deadline_beyond_ms IS NULL OR o.operation_deadline_at IS NULL \
+                   OR o.operation_deadline_at \
+                       > clock.now + in_deadline_beyond_ms * interval '1 millisecond') \
+             RETURNING o.*, input.ordinal, input.in_from_state, input.in_event, \
+                 input.in_detail, clock.now AS db_now \
+         ), history AS ( \
+             INSERT INTO operation_history (operation_id, sequence, event, from_state, \
+                 to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
+             SELECT updated.operation_id, COALESCE((SELECT max(h.sequence) \
+                     FROM operation_history AS h \
+                     WHERE h.operation_id = updated.operation_id), 0) + 1, \
+                 in_event, in_from_state, updated.state, updated.fence, updated.attempt, \
+                 in_detail, 1, db_now, db_now, NULL \
+             FROM updated \
+         ) \
+         SELECT ordinal, ",
+        operation_columns!(),
+        ", db_now FROM updated"
+    ))
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.operation_id.0)
+            .collect::<Vec<_>>(),
+    )
+    .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
+    .bind(
+        members
+            .iter()
+            .map(|m| i64::try_from(m.guarded.guard.fence).unwrap_or(i64::MAX))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.guard.from.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.guard.no_receipt_for_fence)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.guard.attempt_budget_left)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.guard.operation_deadline_beyond.map(millis))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.state.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.outcome.is_some())
+            .collect::<Vec<_>>(),
+    )
+    .bind(outcomes.iter().map(|o| o.state).collect::<Vec<_>>())
+    .bind(outcomes.iter().map(|o| o.body).collect::<Vec<_>>())
+    .bind(outcomes.iter().map(|o| o.content_type).collect::<Vec<_>>())
+    .bind(
+        outcomes
+            .iter()
+            .map(|o| o.result_metadata)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        outcomes
+            .iter()
+            .map(|o| o.failure_reason)
+            .collect::<Vec<_>>(),
+    )
+    .bind(outcomes.iter().map(|o| o.code).collect::<Vec<_>>())
+    .bind(outcomes.iter().map(|o| o.message).collect::<Vec<_>>())
+    .bind(
+        outcomes
+            .iter()
+            .map(|o| o.error_metadata)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.lease == LeaseWrite::Clear)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| match m.guarded.write.lease {
+                LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
+                LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
+            })
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.retry_after.map(millis))
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.finishes)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.write.receipt.is_some())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| {
+                m.guarded
+                    .write
+                    .receipt
+                    .as_ref()
+                    .map(|r| r.digest.0.to_vec())
+            })
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.event.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        members
+            .iter()
+            .map(|m| m.guarded.detail.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .fetch_all(pool)
+    .instrument(statement("UPDATE operations"))
+    .await?;
+    let mut written: Vec<Option<Applied>> = vec![None; members.len()];
+    for WrittenRow {
+        ordinal,
+        row,
+        db_now,
+    } in rows
+    {
+        let Some(index) = member_index(ordinal, members.len()) else {
+            continue;
+        };
+        written[index] = Some(Applied {
+            record: OperationRecord::try_from(row)?,
+            answer: Ok(Answer::Written),
+            now: db_now,
+            record_changed: true,
+        });
+    }
+    Ok(written)
+}
