@@ -190,7 +190,7 @@ impl IdempotencyService {
 
     pub async fn renew(&self, tenant: TenantId, command: &RenewCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_renew(record, command, now);
-        self.write(tenant, &renew_write(command), "renew", &decide)
+        self.write(tenant, renew_write(command), "renew", &decide)
             .await
     }
 
@@ -201,7 +201,7 @@ impl IdempotencyService {
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_complete(record, command, now);
         let reply = self
-            .write(tenant, &complete_write(command), "complete", &decide)
+            .write(tenant, complete_write(command), "complete", &decide)
             .await?;
         if reply.changed {
             self.metrics
@@ -213,7 +213,7 @@ impl IdempotencyService {
     pub async fn fail(&self, tenant: TenantId, command: &FailCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_fail(record, command, now);
         let reply = self
-            .write(tenant, &fail_write(command), "fail", &decide)
+            .write(tenant, fail_write(command), "fail", &decide)
             .await?;
         if reply.changed {
             self.metrics
@@ -274,14 +274,15 @@ impl IdempotencyService {
     async fn write(
         &self,
         tenant: TenantId,
-        guarded: &GuardedWrite,
+        guarded: GuardedWrite,
         rpc: &'static str,
         decide: &Decide<'_>,
     ) -> Result<WriteReply> {
+        let operation_id = guarded.operation_id;
         let applied = self
             .timed("write", self.store.write(tenant, guarded, decide))
             .await?;
-        self.written(tenant, guarded.operation_id, rpc, applied)
+        self.written(tenant, operation_id, rpc, applied)
     }
 
     /// What a write did, counted, logged and answered.

@@ -120,7 +120,7 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     fn write_guarded(
         &self,
         tenant: TenantId,
-        guarded: &GuardedWrite,
+        guarded: GuardedWrite,
     ) -> impl Future<Output = StoreResult<Option<Applied>>> + Send {
         let _ = (tenant, guarded);
         std::future::ready(Ok(None))
@@ -676,9 +676,10 @@ impl<D: Shared> Store for D {
     async fn write(
         &self,
         tenant: TenantId,
-        guarded: &GuardedWrite,
+        guarded: GuardedWrite,
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>> {
+        let target = Target::Id(guarded.operation_id);
         let written = self
             .write_guarded(tenant, guarded)
             .await
@@ -687,8 +688,7 @@ impl<D: Shared> Store for D {
             self.announce_change(applied.record.operation_id);
             return Ok(Some(applied));
         }
-        self.transition_flow(tenant, &Target::Id(guarded.operation_id), decide)
-            .await
+        self.transition_flow(tenant, &target, decide).await
     }
 
     #[instrument(name = "store.transition", skip_all, fields(db.system = D::SYSTEM))]

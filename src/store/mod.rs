@@ -13,6 +13,7 @@ use crate::domain::{
     UnresolvedPage, UnresolvedQuery,
 };
 
+mod batch;
 mod error;
 mod flow;
 pub mod open;
@@ -166,7 +167,7 @@ pub trait Store: Send + Sync + 'static {
     async fn write(
         &self,
         tenant: TenantId,
-        guarded: &GuardedWrite,
+        guarded: GuardedWrite,
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>>;
 

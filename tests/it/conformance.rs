@@ -1543,11 +1543,9 @@ async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decid
         let (guarded, _) = write_for(&one, one.updated_at);
         let before = locked_path_entered.load(std::sync::atomic::Ordering::SeqCst);
         let written = counting_store
-            .write(
-                fixture.tenant,
-                &guarded,
-                &|record: &OperationRecord, now| write_for(record, now).1,
-            )
+            .write(fixture.tenant, guarded, &|record: &OperationRecord, now| {
+                write_for(record, now).1
+            })
             .await
             .expect("the store answers")
             .expect("the operation exists");

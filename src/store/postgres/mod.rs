@@ -12,7 +12,8 @@ use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
 use self::notifier::{CHANGES_CHANNEL, Notifier};
-use self::statements::{ClaimMember, WriteMember};
+use self::statements::{ClaimRequest, WriteRequest};
+use super::batch::Batcher;
 use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
 use super::sql::{
@@ -35,6 +36,32 @@ pub struct PostgresStore {
     /// other replicas wake at once. `None` for Postgres-compatible engines
     /// without LISTEN/NOTIFY: waiters poll anyway.
     notifier: Option<Notifier>,
+    /// Concurrent Claims' first steps, sharing statements.
+    claims: Batcher<ClaimRequest, Option<ClaimStart>>,
+    /// Concurrent owner writes' common cases, sharing statements.
+    writes: Batcher<WriteRequest, Option<Applied>>,
+}
+
+/// Runs a one-statement path again after a serialization failure, deadlock
+/// or history sequence collision (a concurrent locked write of the same
+/// operation), as the locked path's transactions are.
+async fn retry_conflicts<T, Run, Ran>(mut run: Run) -> Result<T>
+where
+    Run: FnMut() -> Ran,
+    Ran: Future<Output = StoreResult<T>>,
+{
+    let mut attempt = 1;
+    loop {
+        match run().await {
+            Err(error)
+                if attempt < PostgresStore::TRANSACTION_ATTEMPTS
+                    && error.class(PostgresStore::classify) == ErrorClass::Conflict =>
+            {
+                attempt += 1;
+            }
+            outcome => return outcome.map_err(PostgresStore::translate),
+        }
+    }
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -73,10 +100,37 @@ impl PostgresStore {
 
     pub fn from_pool(pool: PgPool) -> Self {
         let notifier = Notifier::new(pool.connect_options().as_ref().clone());
+        // Statements in flight per kind; concurrent calls beyond them wait
+        // and share the next statement.
+        let in_flight = usize::try_from(pool.options().get_max_connections() / 4)
+            .unwrap_or(1)
+            .max(1);
+        let claims = {
+            let pool = pool.clone();
+            Batcher::new(in_flight, statements::claim_key, move |requests| {
+                let pool = pool.clone();
+                Box::pin(async move {
+                    let members: Vec<_> = requests.iter().map(ClaimRequest::member).collect();
+                    retry_conflicts(|| statements::insert_or_find(&pool, &members)).await
+                })
+            })
+        };
+        let writes = {
+            let pool = pool.clone();
+            Batcher::new(in_flight, statements::write_key, move |requests| {
+                let pool = pool.clone();
+                Box::pin(async move {
+                    let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
+                    retry_conflicts(|| statements::write_guarded(&pool, &members)).await
+                })
+            })
+        };
         Self {
             pool,
             pause_before_write: None,
             notifier: Some(notifier),
+            claims,
+            writes,
         }
     }
 
@@ -170,8 +224,12 @@ impl Dialect for PostgresStore {
 
     fn classify_code(sqlstate: &str) -> ErrorClass {
         match sqlstate {
-            // Serialization failure, deadlock: run the transaction again.
-            "40001" | "40P01" => ErrorClass::Conflict,
+            // Serialization failure, deadlock: run the transaction again. A
+            // unique violation here can only be a history sequence drawn
+            // from a snapshot older than a concurrent locked write of the
+            // same operation (scopes and tenant names are inserted ON
+            // CONFLICT DO NOTHING): again, too.
+            "40001" | "40P01" | "23505" => ErrorClass::Conflict,
             // Connection exceptions, insufficient resources, operator
             // intervention.
             code if code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") => {
@@ -247,23 +305,20 @@ impl Dialect for PostgresStore {
         operation_id: OperationId,
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
-        let member = ClaimMember {
+        let request = ClaimRequest {
             tenant,
             operation_id,
-            command,
+            command: command.clone(),
         };
-        let mut started = statements::insert_or_find(&self.pool, &[member]).await?;
-        Ok(started.pop().flatten())
+        Ok(self.claims.call(request).await?)
     }
 
     async fn write_guarded(
         &self,
         tenant: TenantId,
-        guarded: &GuardedWrite,
+        guarded: GuardedWrite,
     ) -> StoreResult<Option<Applied>> {
-        let member = WriteMember { tenant, guarded };
-        let mut written = statements::write_guarded(&self.pool, &[member]).await?;
-        Ok(written.pop().flatten())
+        Ok(self.writes.call(WriteRequest { tenant, guarded }).await?)
     }
 
     fn announce_change(&self, operation_id: OperationId) {

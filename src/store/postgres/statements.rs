@@ -21,6 +21,56 @@ use crate::domain::{
     decide_first_claim,
 };
 
+/// One Claim's first step, as queued for a shared statement.
+#[derive(Debug)]
+pub(super) struct ClaimRequest {
+    pub(super) tenant: TenantId,
+    pub(super) operation_id: OperationId,
+    pub(super) command: ClaimCommand,
+}
+
+/// One owner write's common case, as queued for a shared statement.
+#[derive(Debug)]
+pub(super) struct WriteRequest {
+    pub(super) tenant: TenantId,
+    pub(super) guarded: GuardedWrite,
+}
+
+/// Two claims of one scope never share a statement.
+pub(super) fn claim_key(request: &ClaimRequest) -> Vec<u8> {
+    let scope = &request.command.scope;
+    let mut key = Vec::with_capacity(8 + scope.operation.len() + 1 + scope.key.len());
+    key.extend_from_slice(&request.tenant.0.to_be_bytes());
+    key.extend_from_slice(scope.operation.as_bytes());
+    key.push(0);
+    key.extend_from_slice(scope.key.as_bytes());
+    key
+}
+
+/// Two writes of one operation never share a statement.
+pub(super) fn write_key(request: &WriteRequest) -> Vec<u8> {
+    request.guarded.operation_id.0.as_bytes().to_vec()
+}
+
+impl ClaimRequest {
+    pub(super) fn member(&self) -> ClaimMember<'_> {
+        ClaimMember {
+            tenant: self.tenant,
+            operation_id: self.operation_id,
+            command: &self.command,
+        }
+    }
+}
+
+impl WriteRequest {
+    pub(super) fn member(&self) -> WriteMember<'_> {
+        WriteMember {
+            tenant: self.tenant,
+            guarded: &self.guarded,
+        }
+    }
+}
+
 /// One Claim's first step.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ClaimMember<'a> {
