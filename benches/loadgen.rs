@@ -493,12 +493,12 @@ async fn drive_client(
     mut client: Client,
     plan: ClientPlan,
     start: Arc<tokio::sync::Barrier>,
-    limits_stop: Arc<std::sync::OnceLock<Stop>>,
+    run_limits: Arc<std::sync::OnceLock<Stop>>,
 ) -> Result<Tally, BoxError> {
     let mut tally = Tally::new()?;
     let mut random = Random(plan.seed ^ (plan.index as u64).wrapping_mul(0xA24B_AED4_963E_E407));
     start.wait().await;
-    let stop = limits_stop
+    let stop = run_limits
         .get()
         .ok_or("the run started without its limits")?
         .clone();
