@@ -263,14 +263,13 @@ mod tests {
         (request % 10).to_be_bytes().to_vec()
     }
 
+    type Statement = Pin<Box<dyn Future<Output = Result<Vec<u32>>> + Send>>;
+
     /// A statement that takes a while and records each batch it ran.
     fn recording(
         batches: Arc<Mutex<Vec<Vec<u32>>>>,
         fail_internally_with: Option<u32>,
-    ) -> impl Fn(Arc<Vec<u32>>) -> Pin<Box<dyn Future<Output = Result<Vec<u32>>> + Send>>
-    + Send
-    + Sync
-    + 'static {
+    ) -> impl Fn(Arc<Vec<u32>>) -> Statement + Send + Sync + 'static {
         move |requests| {
             let batches = Arc::clone(&batches);
             Box::pin(async move {
