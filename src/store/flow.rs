@@ -7,11 +7,12 @@
 //! and which errors are transient.
 
 use std::future::Future;
+use std::ops::DerefMut;
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::types::Json;
-use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use tracing::{Instrument, instrument};
 use uuid::Uuid;
 
@@ -75,11 +76,18 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     fn readers(&self) -> &Pool<Self::Db>;
     fn pause_before_write(&self) -> Option<&PauseHook>;
 
+    /// A write transaction; it derefs to the connection it runs on.
+    type Write: DerefMut<Target = <Self::Db as Database>::Connection> + Send;
+
     /// A transaction that may write, holding whatever write lock the
     /// database needs before its first read.
-    fn begin_write(
-        &self,
-    ) -> impl Future<Output = StoreResult<Transaction<'static, Self::Db>>> + Send;
+    fn begin_write(&self) -> impl Future<Output = StoreResult<Self::Write>> + Send;
+
+    /// Makes the transaction's writes durable; `Ok` only once they are.
+    fn commit(&self, write: Self::Write) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Undoes the transaction's writes.
+    fn rollback(&self, write: Self::Write) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Runs before a guarded UPDATE that takes a new fence, in its
     /// transaction, so that [`Dialect::GUARDED_UPDATE`]'s fence expression
@@ -326,7 +334,7 @@ where
                 .instrument(D::statement("DELETE operations"))
                 .await
                 .map(|result| D::rows_affected(&result))?;
-            transaction.commit().await?;
+            self.commit(transaction).await?;
             Ok(report)
         };
         swept.await.map_err(D::translate)
@@ -464,7 +472,7 @@ where
                 .execute(&mut *transaction)
                 .instrument(D::statement("INSERT tenant_tokens"))
                 .await?;
-            transaction.commit().await?;
+            self.commit(transaction).await?;
             Ok(TenantId(tenant))
         };
         created.await.map_err(D::translate)
@@ -488,7 +496,7 @@ where
                     .instrument(D::statement("UPDATE tenant_tokens"))
                     .await?;
             }
-            transaction.commit().await?;
+            self.commit(transaction).await?;
             Ok(tenant.is_some())
         };
         revoked.await.map_err(D::translate)
@@ -772,7 +780,7 @@ async fn try_transition<D: Shared>(
 ) -> StoreResult<Option<Applied>> {
     let mut transaction = dialect.begin_write().await?;
     let Some(record) = D::lock(&mut transaction, tenant, target).await? else {
-        transaction.rollback().await?;
+        dialect.rollback(transaction).await?;
         return Ok(None);
     };
     let now = D::database_now(&mut transaction).await?;
@@ -781,7 +789,7 @@ async fn try_transition<D: Shared>(
     }
     let decision = decide(&record, now);
     if decision.effects.is_empty() {
-        transaction.rollback().await?;
+        dialect.rollback(transaction).await?;
         return Ok(Some(Applied {
             record,
             answer: decision.answer,
@@ -790,7 +798,7 @@ async fn try_transition<D: Shared>(
         }));
     }
     let record_after = D::apply(&mut transaction, &record, decision.effects, now).await?;
-    transaction.commit().await?;
+    dialect.commit(transaction).await?;
     if record_after.state != record.state {
         dialect.announce_change(record.operation_id);
     }

@@ -247,8 +247,18 @@ impl Dialect for PostgresStore {
         self.pause_before_write.as_ref()
     }
 
+    type Write = Transaction<'static, Postgres>;
+
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)
+    }
+
+    async fn commit(&self, write: Transaction<'static, Postgres>) -> StoreResult<()> {
+        Ok(write.commit().await?)
+    }
+
+    async fn rollback(&self, write: Transaction<'static, Postgres>) -> StoreResult<()> {
+        Ok(write.rollback().await?)
     }
 
     async fn advance_fence(_connection: &mut PgConnection) -> StoreResult<()> {

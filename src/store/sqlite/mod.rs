@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::Sqlite;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
 use tracing::Instrument;
 
 use super::error::{ErrorClass, StoreResult};
@@ -40,7 +40,10 @@ use crate::domain::{
     decide_first_claim,
 };
 
+mod group;
 mod lock;
+
+use self::group::{GroupWriter, Member};
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -66,6 +69,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// The only connection that writes (a pool of one).
     writer: SqlitePool,
+    /// Every write goes through it: group commit on the one writer.
+    group: Arc<GroupWriter>,
     /// Read-only connections for lookups, lists and authentication.
     readers: SqlitePool,
     /// `None` for a store opened beside the owning process (tenant commands).
@@ -149,6 +154,7 @@ impl SqliteStore {
         };
         Ok(Self {
             path: options.path.clone(),
+            group: Arc::new(GroupWriter::new(writer.clone(), options.acquire_timeout)),
             writer,
             readers,
             lock: Arc::new(Mutex::new(lock)),
@@ -201,7 +207,7 @@ impl SqliteStore {
         tenant: TenantId,
         operation_id: OperationId,
         command: &ClaimCommand,
-    ) -> StoreResult<Option<OperationRecord>> {
+    ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
         let mut transaction = self.begin_write().await?;
         let now = Self::database_now(&mut transaction).await?;
@@ -238,14 +244,24 @@ impl SqliteStore {
         .instrument(Self::statement("INSERT operations"))
         .await?;
         let Some(row) = row else {
-            transaction.rollback().await?;
-            return Ok(None);
+            // Another write of this group may have inserted it: read it
+            // here, where it is visible, and answer only once it is durable.
+            let target = Target::Scope(command.scope.clone());
+            let found = Self::read_with_clock(&mut *transaction, tenant, &target).await?;
+            self.rollback(transaction).await?;
+            return Ok(found.map(|(record, now)| {
+                ClaimStart::Existing(Found {
+                    record,
+                    history: Vec::new(),
+                    now,
+                })
+            }));
         };
         let record = OperationRecord::try_from(row)?;
         let history = first.history_with_fence(record.fence);
         Self::append_history(&mut transaction, operation_id, &history, now).await?;
-        transaction.commit().await?;
-        Ok(Some(record))
+        self.commit(transaction).await?;
+        Ok(Some(ClaimStart::Inserted(record)))
     }
 }
 
@@ -309,10 +325,22 @@ impl Dialect for SqliteStore {
         self.pause_before_write.as_ref()
     }
 
-    /// `BEGIN IMMEDIATE` on the writer: the write lock is taken before the
-    /// first read, so the read, the decision and the write see no other writer.
-    async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    type Write = Member;
+
+    /// A place in the writer's shared transaction (`BEGIN IMMEDIATE`: the
+    /// write lock is taken before the first read, so the read, the decision
+    /// and the write see no other writer).
+    async fn begin_write(&self) -> StoreResult<Member> {
+        self.group.begin().await
+    }
+
+    /// Waits for the group commit that holds this write.
+    async fn commit(&self, write: Member) -> StoreResult<()> {
+        self.group.commit(write).await
+    }
+
+    async fn rollback(&self, write: Member) -> StoreResult<()> {
+        self.group.rollback(write).await
     }
 
     /// The next fence of the one ever-growing counter, which the guarded
@@ -358,6 +386,7 @@ impl Dialect for SqliteStore {
     }
 
     async fn close(&self) {
+        self.group.close().await;
         self.writer.close().await;
         self.readers.close().await;
         // No connection of this process touches the file any more: another
@@ -376,28 +405,14 @@ impl Dialect for SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let target = Target::Scope(command.scope.clone());
-        let existing = |found: Option<(OperationRecord, DateTime<Utc>)>| {
-            found.map(|(record, now)| {
-                ClaimStart::Existing(Found {
-                    record,
-                    history: Vec::new(),
-                    now,
-                })
-            })
-        };
-        if let Some(found) = Self::read_with_clock(&self.readers, tenant, &target).await? {
-            return Ok(existing(Some(found)));
+        if let Some((record, now)) = Self::read_with_clock(&self.readers, tenant, &target).await? {
+            return Ok(Some(ClaimStart::Existing(Found {
+                record,
+                history: Vec::new(),
+                now,
+            })));
         }
-        if let Some(record) = self
-            .insert_first_claim(tenant, operation_id, command)
-            .await?
-        {
-            return Ok(Some(ClaimStart::Inserted(record)));
-        }
-        // Inserted by another writer between the read and the insert.
-        Ok(existing(
-            Self::read_with_clock(&self.readers, tenant, &target).await?,
-        ))
+        self.insert_first_claim(tenant, operation_id, command).await
     }
 }
 

@@ -1,0 +1,400 @@
+//! Group commit on the embedded store's one writer connection.
+//!
+//! Every write runs on the one writer connection, one at a time. Instead of
+//! a transaction (and an fsync) each, the writes that arrive while a commit
+//! is under way share the next transaction: each runs inside a savepoint of
+//! the open transaction (so a failing write undoes only itself), then waits
+//! until a committer task commits everything written so far and tells each
+//! write of its epoch how the commit went. Nobody hears "done" before the
+//! commit that holds their write is on disk; if it fails, every write of it
+//! hears UNAVAILABLE (and is safe to re-send). Alone, a write commits at
+//! once: the committer only waits for the writes already queued on the
+//! writer, never for a timer.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, warn};
+
+use super::super::error::{StoreError, StoreResult};
+use super::super::flow::statement_span;
+use crate::domain::Error;
+
+/// The writer's state: its connection while a transaction is open (given
+/// back to the pool after each commit, so that migrations, tests and tools
+/// can use the writer between groups), and the transaction the writes of
+/// the current epoch share.
+pub(super) struct WriterState {
+    connection: Option<PoolConnection<Sqlite>>,
+    /// A transaction is open, shared by the writes of `epoch`.
+    open: bool,
+    /// A write stopped (its caller went away) inside its savepoint: the next
+    /// one rolls the savepoint back first.
+    member_open: bool,
+    epoch: Arc<Epoch>,
+}
+
+/// The commit of one group of writes, and how it went.
+struct Epoch {
+    outcome: watch::Sender<Option<Result<(), Error>>>,
+}
+
+impl Epoch {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            outcome: watch::channel(None).0,
+        })
+    }
+}
+
+pub(super) struct GroupWriter {
+    pool: SqlitePool,
+    state: Arc<Mutex<WriterState>>,
+    commit_wanted: Arc<Notify>,
+    acquire_timeout: Duration,
+    /// Taken by the first write, which starts the committer (a store may be
+    /// opened outside a runtime).
+    committer: StdMutex<Option<Committer>>,
+    closed: CancellationToken,
+}
+
+struct Committer {
+    state: Arc<Mutex<WriterState>>,
+    commit_wanted: Arc<Notify>,
+    closed: CancellationToken,
+}
+
+/// One write's place in the shared transaction; derefs to the writer's
+/// connection. [`GroupWriter::commit`] or [`GroupWriter::rollback`] ends it;
+/// dropped without either (its caller went away), its writes are undone.
+pub(crate) struct Member {
+    guard: OwnedMutexGuard<WriterState>,
+    commit_wanted: Arc<Notify>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // Whatever this member leaves open must still be committed (or, if
+        // it stopped mid-write, rolled back by the committer first).
+        self.commit_wanted.notify_one();
+    }
+}
+
+impl Deref for Member {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        // A member exists only while the connection is there (see `begin`).
+        self.guard
+            .connection
+            .as_deref()
+            .unwrap_or_else(|| unreachable!("a member holds the writer's connection"))
+    }
+}
+
+impl DerefMut for Member {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        self.guard
+            .connection
+            .as_deref_mut()
+            .unwrap_or_else(|| unreachable!("a member holds the writer's connection"))
+    }
+}
+
+fn statement(name: &'static str) -> tracing::Span {
+    statement_span("sqlite", name)
+}
+
+async fn execute(connection: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {
+    sqlx::query(sql)
+        .execute(&mut *connection)
+        .instrument(statement(sql))
+        .await?;
+    Ok(())
+}
+
+impl GroupWriter {
+    pub(super) fn new(pool: SqlitePool, acquire_timeout: Duration) -> Self {
+        let state = Arc::new(Mutex::new(WriterState {
+            connection: None,
+            open: false,
+            member_open: false,
+            epoch: Epoch::new(),
+        }));
+        let commit_wanted = Arc::new(Notify::new());
+        let closed = CancellationToken::new();
+        Self {
+            pool,
+            committer: StdMutex::new(Some(Committer {
+                state: Arc::clone(&state),
+                commit_wanted: Arc::clone(&commit_wanted),
+                closed: closed.clone(),
+            })),
+            state,
+            commit_wanted,
+            acquire_timeout,
+            closed,
+        }
+    }
+
+    /// A place in the shared transaction: waits for the writer (at most the
+    /// acquire timeout), opens the transaction if none is, and a savepoint.
+    pub(super) async fn begin(&self) -> StoreResult<Member> {
+        self.start_committer_once();
+        let guard =
+            tokio::time::timeout(self.acquire_timeout, Arc::clone(&self.state).lock_owned())
+                .await
+                .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
+        let mut member = Member {
+            guard,
+            commit_wanted: Arc::clone(&self.commit_wanted),
+        };
+        let state = &mut *member.guard;
+        if state.connection.is_none() {
+            state.connection = Some(self.pool.acquire().await?);
+        }
+        let Some(connection) = state.connection.as_deref_mut() else {
+            return Err(Error::Internal("the writer has no connection".into()).into());
+        };
+        undo_stopped_member(&mut state.member_open, connection).await?;
+        if !state.open {
+            // The write lock before the first read: no other writer (another
+            // process, a tenant command) runs in between.
+            if let Err(error) = execute(connection, "BEGIN IMMEDIATE").await {
+                state.connection = None;
+                return Err(error);
+            }
+            state.open = true;
+        }
+        execute(connection, "SAVEPOINT member").await?;
+        state.member_open = true;
+        Ok(member)
+    }
+
+    /// Keeps the member's writes and waits for the commit that holds them.
+    pub(super) async fn commit(&self, mut member: Member) -> StoreResult<()> {
+        execute(&mut member, "RELEASE member").await?;
+        member.guard.member_open = false;
+        self.await_commit(member).await
+    }
+
+    /// Undoes the member's writes. It still waits for its group's commit:
+    /// what it read (and answers with) may be another member's write, which
+    /// must be durable first.
+    pub(super) async fn rollback(&self, mut member: Member) -> StoreResult<()> {
+        execute(&mut member, "ROLLBACK TO member").await?;
+        execute(&mut member, "RELEASE member").await?;
+        member.guard.member_open = false;
+        self.await_commit(member).await
+    }
+
+    async fn await_commit(&self, member: Member) -> StoreResult<()> {
+        let mut outcome = member.guard.epoch.outcome.subscribe();
+        drop(member);
+        self.commit_wanted.notify_one();
+        let committed = outcome
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| Error::unavailable("the embedded store's writer stopped"))?;
+        match committed.as_ref() {
+            Some(Ok(())) => Ok(()),
+            Some(Err(error)) => Err(StoreError::Domain(error.clone())),
+            None => Err(Error::unavailable("the commit has no outcome").into()),
+        }
+    }
+
+    /// Commits what is open (the connection goes back to the pool, which can
+    /// then close) and stops the committer.
+    pub(super) async fn close(&self) {
+        let mut state = self.state.lock().await;
+        commit_open(&mut state).await;
+        self.closed.cancel();
+    }
+
+    fn start_committer_once(&self) {
+        let Ok(mut committer) = self.committer.lock() else {
+            return;
+        };
+        if committer.is_none() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if let Some(committer) = committer.take() {
+            runtime.spawn(committer.run());
+        }
+    }
+}
+
+impl Drop for GroupWriter {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
+}
+
+impl Committer {
+    async fn run(self) {
+        loop {
+            tokio::select! {
+                () = self.commit_wanted.notified() => {}
+                () = self.closed.cancelled() => return,
+            }
+            // Writes queued on the writer before this lock join the commit.
+            let mut state = self.state.lock().await;
+            commit_open(&mut state).await;
+        }
+    }
+}
+
+/// A member whose caller stopped waiting mid-write left its savepoint open:
+/// what it wrote is undone, never committed.
+async fn undo_stopped_member(
+    member_open: &mut bool,
+    connection: &mut SqliteConnection,
+) -> StoreResult<()> {
+    if *member_open {
+        execute(connection, "ROLLBACK TO member").await?;
+        execute(connection, "RELEASE member").await?;
+        *member_open = false;
+    }
+    Ok(())
+}
+
+/// Commits the open transaction, if any, tells its epoch how it went, starts
+/// the next epoch and gives the connection back to the pool.
+async fn commit_open(state: &mut WriterState) {
+    if !state.open {
+        return;
+    }
+    let Some(connection) = state.connection.as_deref_mut() else {
+        return;
+    };
+    let committed = match undo_stopped_member(&mut state.member_open, connection).await {
+        Ok(()) => execute(connection, "COMMIT").await,
+        Err(error) => Err(error),
+    };
+    let outcome = match committed {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            warn!(%error, "embedded store commit failed; its writes answer UNAVAILABLE");
+            let _ = execute(connection, "ROLLBACK").await;
+            Err(Error::unavailable("the embedded store could not commit"))
+        }
+    };
+    state.open = false;
+    state.member_open = false;
+    // Back to the pool between groups (a failed one's connection is not
+    // trusted again: the pool opens a new one).
+    let connection = state.connection.take();
+    if outcome.is_err()
+        && let Some(mut connection) = connection
+    {
+        connection.close_on_drop();
+    }
+    let finished = std::mem::replace(&mut state.epoch, Epoch::new());
+    finished.outcome.send_replace(Some(outcome));
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    use super::*;
+
+    async fn writer_on_a_fresh_file() -> (GroupWriter, SqlitePool, std::path::PathBuf) {
+        let directory = std::env::temp_dir().join(format!("idemd-group-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&directory).expect("temp dir");
+        let options = SqliteConnectOptions::new()
+            .filename(directory.join("group.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .expect("opens");
+        sqlx::query("CREATE TABLE effects (name TEXT PRIMARY KEY)")
+            .execute(&pool)
+            .await
+            .expect("creates");
+        (
+            GroupWriter::new(pool.clone(), Duration::from_secs(5)),
+            pool,
+            directory,
+        )
+    }
+
+    async fn insert(member: &mut Member, name: &str) {
+        sqlx::query("INSERT INTO effects (name) VALUES ($1)")
+            .bind(name)
+            .execute(&mut **member)
+            .await
+            .expect("inserts");
+    }
+
+    async fn names(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query_scalar("SELECT name FROM effects ORDER BY name")
+            .fetch_all(pool)
+            .await
+            .expect("reads")
+    }
+
+    #[tokio::test]
+    async fn concurrent_writes_commit_together_and_each_hears_of_its_commit() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let writer = Arc::new(writer);
+        let writes: Vec<_> = (0..20)
+            .map(|index| {
+                let writer = Arc::clone(&writer);
+                tokio::spawn(async move {
+                    let mut member = writer.begin().await.expect("a place");
+                    insert(&mut member, &format!("effect-{index:02}")).await;
+                    writer.commit(member).await
+                })
+            })
+            .collect();
+        for write in writes {
+            write.await.expect("joined").expect("committed");
+        }
+        writer.close().await;
+        assert_eq!(
+            names(&pool).await.len(),
+            20,
+            "every acknowledged write is there"
+        );
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    #[tokio::test]
+    async fn a_rolled_back_or_abandoned_write_is_undone_and_the_others_stand() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let mut kept = writer.begin().await.expect("a place");
+        insert(&mut kept, "kept").await;
+        writer.commit(kept).await.expect("committed");
+
+        let mut undone = writer.begin().await.expect("a place");
+        insert(&mut undone, "rolled back").await;
+        writer.rollback(undone).await.expect("rolled back");
+
+        // A caller that went away mid-write: its member is dropped with its
+        // savepoint open.
+        let mut abandoned = writer.begin().await.expect("a place");
+        insert(&mut abandoned, "abandoned").await;
+        drop(abandoned);
+
+        let mut after = writer.begin().await.expect("a place");
+        insert(&mut after, "after").await;
+        writer.commit(after).await.expect("committed");
+        writer.close().await;
+        assert_eq!(names(&pool).await, ["after", "kept"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+}
