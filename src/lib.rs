@@ -1,8 +1,8 @@
 //! idemd: a central gRPC service that makes side effects happen at most once
-//! per logical request. See DESIGN.md for the contract and README.md for use.
+//! per logical request. See docs/design.md for the design and README.md for use.
 //!
 //! Modules from the bottom up; each uses only those below it: `domain` (pure
-//! rules), `store` (the records), `auth` and `metrics`, `service` (the
+//! rules), `store` (the records), `auth`, `metrics` and `cache`, `service` (the
 //! operations) and `sweeper`, `grpc` (the API surface), `app` (the commands
 //! and the server, with `dev` and `tenant`), then main.rs. `config` (flags
 //! only), `error`, `proto`, `shutdown` and `telemetry` sit at the bottom and
@@ -10,6 +10,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod cache;
 pub mod config;
 mod dev;
 pub mod domain;

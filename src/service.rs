@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::cache::TerminalCache;
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
@@ -53,6 +54,8 @@ pub struct IdempotencyService {
     changes: broadcast::Sender<OperationId>,
     /// Cancelled when the server drains: waiting Claims answer at once.
     draining: CancellationToken,
+    /// Terminal records, to answer replays without the database.
+    results: TerminalCache,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -72,7 +75,14 @@ impl IdempotencyService {
             metrics,
             changes,
             draining,
+            results: TerminalCache::new(0),
         }
+    }
+
+    /// The same service, answering replays of terminal records from `results`.
+    pub fn with_result_cache(mut self, results: TerminalCache) -> Self {
+        self.results = results;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -140,6 +150,13 @@ impl IdempotencyService {
     }
 
     async fn claim_once(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
+        // A replay of a terminal record this replica holds: no round trip.
+        if let Some(cached) = self.results.get(tenant, &command.scope) {
+            let decision = decide_claim(&cached.record, command, cached.now);
+            if decision.effects.is_empty() {
+                return claim_reply(cached.record, cached.now, decision.answer);
+            }
+        }
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
             let operation_id = OperationId::generate();
@@ -168,6 +185,7 @@ impl IdempotencyService {
             // write takes the row lock.
             let decision = decide_claim(&found.record, command, found.now);
             if decision.effects.is_empty() {
+                self.results.offer(&found.record, found.now);
                 return claim_reply(found.record, found.now, decision.answer);
             }
             let target = Target::Scope(command.scope.clone());
@@ -295,6 +313,10 @@ impl IdempotencyService {
     ) -> Result<WriteReply> {
         let applied = applied.ok_or(Error::NotFound)?;
         self.announce(&applied);
+        if applied.answer.is_ok() {
+            // The next Claim of a finished operation is a replay.
+            self.results.offer(&applied.record, applied.now);
+        }
         let record = applied.record;
         let operation = &record.scope.operation;
         match &applied.answer {

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::auth::Authenticator;
+use crate::cache::TerminalCache;
 use crate::config::{Cli, Command};
 use crate::dev;
 use crate::domain::Limits;
@@ -100,9 +101,27 @@ impl Application {
         auth_cache_ttl: std::time::Duration,
         metrics: Metrics,
     ) -> Result<Self, BoxError> {
+        Self::build(
+            store,
+            limits,
+            auth_cache_ttl,
+            metrics,
+            TerminalCache::new(crate::config::crate_defaults::RESULT_CACHE_BYTES),
+        )
+        .await
+    }
+
+    pub async fn build(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        auth_cache_ttl: std::time::Duration,
+        metrics: Metrics,
+        results: TerminalCache,
+    ) -> Result<Self, BoxError> {
         let draining = CancellationToken::new();
         let service =
-            IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token());
+            IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token())
+                .with_result_cache(results);
         let authenticator = Authenticator::new(store, auth_cache_ttl);
         let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();

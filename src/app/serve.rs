@@ -41,9 +41,14 @@ pub async fn serve(
         None => None,
     };
     let (metrics, exporter) = Metrics::new(label_policy_from(args), args.metrics_listen.0)?;
-    let application =
-        Application::with_metrics(store.clone(), limits, args.auth_cache_ttl, metrics.clone())
-            .await?;
+    let application = Application::build(
+        store.clone(),
+        limits,
+        args.auth_cache_ttl,
+        metrics.clone(),
+        crate::cache::TerminalCache::new(args.result_cache_bytes),
+    )
+    .await?;
 
     let stop = application.draining.clone();
     let mut background = BackgroundTasks::new(stop.clone());

@@ -1,0 +1,176 @@
+//! A bounded in-memory cache of terminal records, for replays.
+//!
+//! Terminal records (SUCCEEDED, FAILED) never change until their retention
+//! ends, so a replica may answer a replay of one without a database round
+//! trip, until `retain_until` less a margin. Time is measured as the
+//! database measured it: an entry keeps the database clock of the read that
+//! filled it and counts on from there with this process's monotonic clock,
+//! so no wall clock of this machine is compared with the database's. The
+//! cache holds at most its byte budget (results count with their size);
+//! entries are looked up by a hash of the scope and checked against the
+//! record's own scope and tenant, so a collision is a miss, never another
+//! tenant's answer.
+
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+
+use crate::domain::{OperationRecord, Outcome, Scope, TenantId};
+
+/// How long before its retention ends an entry stops answering: covers the
+/// time between the database's read and the entry's fill, and any drift of
+/// this process's clock against the database's.
+const RETENTION_MARGIN: Duration = Duration::from_secs(2);
+/// What an entry costs beside its strings and result: the record's fields
+/// and the cache's own bookkeeping.
+const ENTRY_OVERHEAD_BYTES: u64 = 512;
+
+#[derive(Debug)]
+struct Entry {
+    record: OperationRecord,
+    /// The database clock of the read that filled the entry, and when.
+    read_at: DateTime<Utc>,
+    filled: Instant,
+    answers_until: Instant,
+}
+
+#[derive(Clone)]
+struct EntryWeight;
+
+impl Weighter<u64, Arc<Entry>> for EntryWeight {
+    fn weight(&self, _key: &u64, entry: &Arc<Entry>) -> u64 {
+        let record = &entry.record;
+        let outcome = match &record.outcome {
+            Some(Outcome::Succeeded(result)) => {
+                result.body.len()
+                    + result.content_type.len()
+                    + result
+                        .metadata
+                        .iter()
+                        .map(|(name, value)| name.len() + value.len())
+                        .sum::<usize>()
+            }
+            Some(Outcome::Failed { error, .. }) => {
+                error.code.len()
+                    + error.message.len()
+                    + error
+                        .metadata
+                        .iter()
+                        .map(|(name, value)| name.len() + value.len())
+                        .sum::<usize>()
+            }
+            None => 0,
+        };
+        let strings = record.scope.operation.len() + record.scope.key.len();
+        u64::try_from(outcome + strings)
+            .unwrap_or(u64::MAX)
+            .saturating_add(ENTRY_OVERHEAD_BYTES)
+    }
+}
+
+#[derive(Clone)]
+pub struct TerminalCache {
+    entries: Option<Arc<Cache<u64, Arc<Entry>, EntryWeight>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl std::fmt::Debug for TerminalCache {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TerminalCache")
+            .field("enabled", &self.entries.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cached terminal record and the database clock it stands at now.
+#[derive(Debug, Clone)]
+pub struct Cached {
+    pub record: OperationRecord,
+    pub now: DateTime<Utc>,
+}
+
+impl TerminalCache {
+    /// Holds at most `budget_bytes`; zero disables the cache.
+    pub fn new(budget_bytes: u64) -> Self {
+        let entries = (budget_bytes > 0).then(|| {
+            let estimated_items =
+                usize::try_from(budget_bytes / (ENTRY_OVERHEAD_BYTES * 2)).unwrap_or(1024);
+            Arc::new(Cache::with_weighter(
+                estimated_items.max(16),
+                budget_bytes,
+                EntryWeight,
+            ))
+        });
+        Self {
+            entries,
+            hasher: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    fn key(&self, tenant: TenantId, scope: &Scope) -> u64 {
+        let mut hasher = self.hasher.build_hasher();
+        tenant.hash(&mut hasher);
+        scope.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// The terminal record of the scope, if this replica holds it and its
+    /// retention has not come close to ending.
+    pub fn get(&self, tenant: TenantId, scope: &Scope) -> Option<Cached> {
+        let entries = self.entries.as_ref()?;
+        let key = self.key(tenant, scope);
+        let entry = entries.get(&key)?;
+        if entry.record.tenant_id != tenant || entry.record.scope != *scope {
+            return None;
+        }
+        let now = Instant::now();
+        if now >= entry.answers_until {
+            entries.remove(&key);
+            return None;
+        }
+        let elapsed = TimeDelta::from_std(now - entry.filled).unwrap_or(TimeDelta::MAX);
+        Some(Cached {
+            record: entry.record.clone(),
+            now: entry.read_at + elapsed,
+        })
+    }
+
+    /// Keeps `record`, read at the database clock `read_at`, if it is
+    /// terminal and its retention leaves it time to answer.
+    pub fn offer(&self, record: &OperationRecord, read_at: DateTime<Utc>) {
+        let Some(entries) = self.entries.as_ref() else {
+            return;
+        };
+        let (Some(retain_until), true) = (record.retain_until, record.outcome.is_some()) else {
+            return;
+        };
+        if !matches!(
+            record.state,
+            crate::domain::State::Succeeded | crate::domain::State::Failed
+        ) {
+            return;
+        }
+        let Ok(left) = (retain_until - read_at).to_std() else {
+            return;
+        };
+        let Some(left) = left.checked_sub(RETENTION_MARGIN) else {
+            return;
+        };
+        let filled = Instant::now();
+        let key = self.key(record.tenant_id, &record.scope);
+        entries.insert(
+            key,
+            Arc::new(Entry {
+                record: record.clone(),
+                read_at,
+                filled,
+                answers_until: filled + left,
+            }),
+        );
+    }
+}
