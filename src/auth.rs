@@ -27,6 +27,13 @@ pub fn token_sha256(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The token of `Bearer <token>`; None for another scheme or an empty token.
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// Token hash -> tenant, and when that was last confirmed by the store.
 type TokenCache = HashMap<[u8; 32], (TenantId, Instant)>;
 
@@ -51,15 +58,13 @@ impl Authenticator {
 
     /// The tenant for an `authorization` header value (`Bearer <token>`).
     pub async fn tenant(&self, authorization: Option<&str>) -> Result<TenantId> {
-        let token = authorization
-            .and_then(|value| {
-                let (scheme, token) = value.trim().split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then_some(token.trim())
-            })
-            .filter(|token| !token.is_empty())
-            .ok_or(Error::Unauthenticated)?;
+        // Told apart because a caller that sends nothing is misconfigured,
+        // while one whose token is refused may have been revoked.
+        let authorization = authorization
+            .map(str::trim)
+            .filter(|value| !value.is_empty())
+            .ok_or(Error::MissingCredentials)?;
+        let token = bearer_token(authorization).ok_or(Error::Unauthenticated)?;
         let hash = token_sha256(token);
         if let Some(tenant) = self.cached(&hash) {
             return Ok(tenant);

@@ -230,8 +230,13 @@ pub struct BoundsArgs {
     /// Largest result body Complete or Reconcile may store, in bytes.
     #[arg(long, env = "IDEMD_MAX_RESULT_BYTES", default_value_t = 1024 * 1024)]
     pub max_result_bytes: usize,
-    /// Longest a Claim may wait for a pending operation, also capped by the
-    /// call's deadline (a duration).
+    /// Largest `json_payload` or `bytes_payload` a Claim may carry, in bytes,
+    /// checked before the payload is parsed or hashed (canonicalizing JSON
+    /// costs many times its size). Larger requests send a fingerprint.
+    #[arg(long, env = "IDEMD_MAX_PAYLOAD_BYTES", default_value_t = 64 * 1024)]
+    pub max_payload_bytes: usize,
+    /// Longest a Claim may wait for a pending operation: a longer `wait` is
+    /// cut to it, and to the call's deadline (a duration).
     #[arg(long, env = "IDEMD_MAX_WAIT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub max_wait: Duration,
 }

@@ -46,6 +46,7 @@ pub(super) fn limits_from(bounds: &BoundsArgs) -> Result<Limits, String> {
         max_retention: delta(bounds.max_retention)?,
         max_retry_after: delta(bounds.max_retry_after)?,
         max_result_bytes: bounds.max_result_bytes,
+        max_payload_bytes: bounds.max_payload_bytes,
         max_wait: delta(bounds.max_wait)?,
         ..Limits::default()
     };
@@ -78,5 +79,18 @@ mod tests {
             panic!("serve expected");
         };
         assert_eq!(limits_from(&args.bounds).expect("valid"), Limits::default());
+    }
+
+    #[test]
+    fn the_payload_bound_is_configurable() {
+        let cli =
+            Cli::try_parse_from(["idemd", "serve", "--max-payload-bytes", "1024"]).expect("parses");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            limits_from(&args.bounds).expect("valid").max_payload_bytes,
+            1024
+        );
     }
 }

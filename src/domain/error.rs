@@ -52,9 +52,22 @@ impl Refusal {
 }
 
 /// Every ErrorInfo reason idemd answers with, in one place: API, stable,
-/// documented in the proto.
+/// documented in the proto and README. Every status carries one (AIP-193), so
+/// clients branch on the reason alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorReason {
+    /// INVALID_ARGUMENT, with BadRequest field violations.
+    InvalidRequest,
+    /// UNAUTHENTICATED: no bearer token was sent.
+    MissingCredentials,
+    /// UNAUTHENTICATED: a token was sent but is unknown, revoked or malformed.
+    InvalidCredentials,
+    /// NOT_FOUND: no such scope or id, or another tenant's.
+    OperationNotFound,
+    /// UNAVAILABLE, with RetryInfo.
+    StoreUnavailable,
+    /// INTERNAL: a fault of the server, logged; not the caller's to fix.
+    Internal,
     IdempotencyKeyReused,
     ResultExpired,
     LeaseLost,
@@ -67,8 +80,33 @@ pub enum ErrorReason {
 }
 
 impl ErrorReason {
+    /// Every reason, so that tests can hold the documentation to this list.
+    pub const ALL: [ErrorReason; 15] = [
+        ErrorReason::InvalidRequest,
+        ErrorReason::MissingCredentials,
+        ErrorReason::InvalidCredentials,
+        ErrorReason::OperationNotFound,
+        ErrorReason::StoreUnavailable,
+        ErrorReason::Internal,
+        ErrorReason::IdempotencyKeyReused,
+        ErrorReason::ResultExpired,
+        ErrorReason::LeaseLost,
+        ErrorReason::OperationTerminal,
+        ErrorReason::RequestMismatch,
+        ErrorReason::LeaseStillLive,
+        ErrorReason::AttemptStillRunning,
+        ErrorReason::AttemptDeadlinePassed,
+        ErrorReason::StateForbids,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorReason::InvalidRequest => "INVALID_REQUEST",
+            ErrorReason::MissingCredentials => "MISSING_CREDENTIALS",
+            ErrorReason::InvalidCredentials => "INVALID_CREDENTIALS",
+            ErrorReason::OperationNotFound => "OPERATION_NOT_FOUND",
+            ErrorReason::StoreUnavailable => "STORE_UNAVAILABLE",
+            ErrorReason::Internal => "INTERNAL",
             ErrorReason::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorReason::ResultExpired => "RESULT_EXPIRED",
             ErrorReason::LeaseLost => "LEASE_LOST",
@@ -86,8 +124,12 @@ impl ErrorReason {
 pub enum Error {
     #[error("invalid argument: {}", .0.iter().map(|v| format!("{}: {}", v.field, v.description)).collect::<Vec<_>>().join("; "))]
     InvalidArgument(Vec<FieldViolation>),
-    #[error("missing or invalid credentials")]
+    /// A bearer token was sent, but it is unknown, revoked or malformed.
+    #[error("invalid credentials")]
     Unauthenticated,
+    /// No `authorization: Bearer <token>` metadata at all.
+    #[error("missing credentials: send authorization: Bearer <token>")]
+    MissingCredentials,
     /// Unknown scope or id, or another tenant's: indistinguishable on purpose.
     #[error("operation not found")]
     NotFound,
@@ -130,3 +172,25 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_distinct_upper_snake_names() {
+        let mut names: Vec<&str> = ErrorReason::ALL
+            .iter()
+            .map(|reason| reason.as_str())
+            .collect();
+        assert!(names.iter().all(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|character| character.is_ascii_uppercase() || character == '_')
+        }));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorReason::ALL.len());
+    }
+}

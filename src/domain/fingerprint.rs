@@ -10,6 +10,10 @@
 //! input. I-JSON (RFC 7493) is enforced because JCS would otherwise merge
 //! distinct requests: `{"a":1,"a":2}` has no single meaning, a lone surrogate
 //! has no UTF-8 form, and `9007199254740993` rounds to `9007199254740992`.
+//! For the same reason a number written with a fraction or an exponent is
+//! refused when a double rounds it to an integer it does not denote
+//! (`4503599627370496.5`, `1.0000000000000001`): it would replay the request
+//! for that integer instead of conflicting with it.
 
 use std::fmt;
 
@@ -21,6 +25,8 @@ use super::model::Fingerprint;
 
 const DOMAIN: &[u8] = b"idem.v1";
 /// 2^53: beyond it, IEEE doubles cannot tell neighbouring integers apart.
+/// An integer literal is read exactly, so 2^53 itself is still told from
+/// 2^53 + 1; a double of 2^53 may be either, so float literals stop below it.
 const MAX_SAFE_MAGNITUDE: u64 = 1 << 53;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +60,7 @@ pub fn canonical_json(document: &str) -> Result<Vec<u8>, FingerprintError> {
     deserializer
         .end()
         .map_err(|error| FingerprintError::NotIJson(error.to_string()))?;
+    refuse_float_literals_rounded_to_integers(document)?;
     serde_json_canonicalizer::to_vec(&value)
         .map_err(|error| FingerprintError::NotIJson(error.to_string()))
 }
@@ -111,11 +118,12 @@ impl<'de> Visitor<'de> for IJsonVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        // `1e300` or `18446744073709551616` arrive here: integral values past
-        // 2^53 lost their exact value in parsing, so they are refused too.
-        if value.fract() == 0.0 && value.abs() > MAX_SAFE_MAGNITUDE as f64 {
+        // `1e300`, `18446744073709551616` or `9007199254740993.0` arrive
+        // here: from 2^53 on every double is an integer that may stand for
+        // its neighbour too (2^53 + 1 parses as 2^53), so all are refused.
+        if value.abs() >= MAX_SAFE_MAGNITUDE as f64 {
             return Err(E::custom(
-                "integral number beyond +-2^53 cannot be compared exactly",
+                "a number of magnitude 2^53 or more cannot be compared exactly",
             ));
         }
         Number::from_f64(value)
@@ -154,6 +162,99 @@ impl<'de> Visitor<'de> for IJsonVisitor {
         }
         Ok(Value::Object(object))
     }
+}
+
+/// Refuses every number written with a fraction or an exponent whose value
+/// is not an integer but which a double rounds to one: its canonical form
+/// would be that integer's. Runs on a document serde_json accepted, so every
+/// token outside a string is a JSON value; the visitor cannot do this, as it
+/// sees the double and not the digits.
+fn refuse_float_literals_rounded_to_integers(document: &str) -> Result<(), FingerprintError> {
+    let bytes = document.as_bytes();
+    let mut index = 0;
+    while let Some(&byte) = bytes.get(index) {
+        match byte {
+            b'"' => index = end_of_string(bytes, index + 1),
+            b'-' | b'0'..=b'9' => {
+                let start = index;
+                while bytes.get(index).is_some_and(|byte| {
+                    matches!(byte, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                }) {
+                    index += 1;
+                }
+                let number = document.get(start..index).unwrap_or_default();
+                refuse_rounded_to_integer(number)?;
+            }
+            _ => index += 1,
+        }
+    }
+    Ok(())
+}
+
+/// The index just after the string whose contents start at `index`.
+fn end_of_string(bytes: &[u8], mut index: usize) -> usize {
+    while let Some(&byte) = bytes.get(index) {
+        match byte {
+            b'\\' => index += 2,
+            b'"' => return index + 1,
+            _ => index += 1,
+        }
+    }
+    index
+}
+
+fn refuse_rounded_to_integer(number: &str) -> Result<(), FingerprintError> {
+    // Integer literals are read exactly and bounded by the visitor.
+    if !number.contains(['.', 'e', 'E']) || denotes_an_integer(number) {
+        return Ok(());
+    }
+    match number.parse::<f64>() {
+        Ok(value) if value.fract() == 0.0 => Err(FingerprintError::NotIJson(format!(
+            "a number that is not an integer has more digits than a double holds, \
+             and would be compared as the integer {value}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a JSON number's decimal value is an integer, by its digits alone:
+/// digits × 10^(exponent − fraction digits), trailing zeros moved into the
+/// exponent. Saturating, since an exponent may have any number of digits.
+fn denotes_an_integer(number: &str) -> bool {
+    let unsigned = number.strip_prefix('-').unwrap_or(number);
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent),
+        None => (unsigned, "0"),
+    };
+    let (integer_digits, fraction_digits) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digit_count = integer_digits.len() + fraction_digits.len();
+    let trailing_zeros = integer_digits
+        .bytes()
+        .chain(fraction_digits.bytes())
+        .rev()
+        .take_while(|digit| *digit == b'0')
+        .count();
+    if trailing_zeros == digit_count {
+        return true;
+    }
+    let as_i64 = |count: usize| i64::try_from(count).unwrap_or(i64::MAX);
+    let scale = decimal_exponent(exponent)
+        .saturating_sub(as_i64(fraction_digits.len()))
+        .saturating_add(as_i64(trailing_zeros));
+    scale >= 0
+}
+
+fn decimal_exponent(exponent: &str) -> i64 {
+    let (negative, digits) = match exponent.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, exponent.strip_prefix('+').unwrap_or(exponent)),
+    };
+    let magnitude = digits.bytes().fold(0i64, |value, digit| {
+        value
+            .saturating_mul(10)
+            .saturating_add(i64::from(digit.wrapping_sub(b'0')))
+    });
+    if negative { -magnitude } else { magnitude }
 }
 
 #[cfg(test)]
@@ -234,6 +335,66 @@ mod tests {
         ] {
             assert!(of_json(document).is_ok(), "{document} is I-JSON");
         }
+    }
+
+    #[test]
+    fn float_literals_that_a_double_rounds_to_another_integer_are_refused() {
+        for (document, why) in [
+            (
+                r#"{"amount":9007199254740993.0}"#,
+                "2^53 + 1, parsed as 2^53",
+            ),
+            (
+                "9007199254740992.0",
+                "a double of 2^53 may stand for 2^53 + 1",
+            ),
+            ("-9007199254740993.0", "-(2^53 + 1)"),
+            ("9.007199254740993e15", "2^53 + 1 with an exponent"),
+            ("4503599627370496.5", "rounds to 2^52"),
+            ("1.0000000000000001", "rounds to 1"),
+            (r#"{"amount":100.000000000000001}"#, "rounds to 100"),
+            ("1e-400", "underflows to 0"),
+            (r#"[1, {"x":"1.5", "y":[2.0000000000000001]}]"#, "nested"),
+        ] {
+            assert!(
+                matches!(of_json(document), Err(FingerprintError::NotIJson(_))),
+                "{why}: {document:?} must be refused"
+            );
+        }
+        for document in [
+            "9007199254740991.0",
+            "-9007199254740991.0",
+            "4503599627370496.0",
+            "1e2",
+            "12.50e1",
+            "0.000",
+            "-0.0",
+            "1.5",
+            "0.1",
+            r#"{"note":"1.0000000000000001 in a string is text"}"#,
+        ] {
+            assert!(of_json(document).is_ok(), "{document} is I-JSON");
+        }
+    }
+
+    // Test vectors: documents that denote the same numbers share a
+    // fingerprint; other languages' clients must agree.
+    #[test]
+    fn exact_float_literals_fingerprint_as_the_integers_they_denote() {
+        for (float, integer) in [
+            (
+                r#"{"amount":9007199254740991.0}"#,
+                r#"{"amount":9007199254740991}"#,
+            ),
+            (r#"{"amount":1e2}"#, r#"{"amount":100}"#),
+            (r#"{"amount":12.50e1}"#, r#"{"amount":125}"#),
+        ] {
+            assert_eq!(of_json(float), of_json(integer), "{float} is {integer}");
+        }
+        assert_eq!(
+            canonical_json(r#"{"amount":1e2,"rate":1.5e-3}"#).expect("valid"),
+            br#"{"amount":100,"rate":0.0015}"#
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Limits {
     pub max_key_bytes: usize,
     pub max_operation_chars: usize,
     pub max_claim_token_bytes: usize,
+    /// Bounds `json_payload` and `bytes_payload` before they are parsed or
+    /// hashed: canonicalizing JSON costs many times the document's size.
+    pub max_payload_bytes: usize,
     pub min_lease: TimeDelta,
     pub max_lease: TimeDelta,
     pub default_lease: TimeDelta,
@@ -54,6 +57,7 @@ impl Default for Limits {
             max_key_bytes: 255,
             max_operation_chars: 128,
             max_claim_token_bytes: 64,
+            max_payload_bytes: 64 * 1024,
             min_lease: TimeDelta::seconds(1),
             max_lease: TimeDelta::hours(1),
             default_lease: TimeDelta::seconds(30),
@@ -111,7 +115,7 @@ impl Limits {
         mut violations: Violations,
     ) -> Result<(ClaimCommand, TimeDelta)> {
         let scope = self.scope("scope", requested.scope, &mut violations);
-        let fingerprint = fingerprint_of(requested.identity, &mut violations);
+        let fingerprint = self.fingerprint_of(requested.identity, &mut violations);
         self.check_claim_token("claim_token", &requested.claim_token, &mut violations);
         let lease = duration_or_default(
             "lease",
@@ -120,7 +124,9 @@ impl Limits {
             (self.min_lease, self.max_lease),
             &mut violations,
         );
-        // By default an attempt outlasts its first lease, whatever lease was asked for.
+        // By default an attempt outlasts its first lease, whatever lease was
+        // asked for; asked for both, an attempt shorter than its own lease
+        // is a contradiction, refused rather than silently cut short.
         let max_attempt_duration = duration_or_default(
             "max_attempt_duration",
             requested.max_attempt_duration,
@@ -128,6 +134,17 @@ impl Limits {
             (self.min_lease, self.max_attempt_duration),
             &mut violations,
         );
+        if let (Some(asked_lease), Some(asked_attempt)) =
+            (requested.lease, requested.max_attempt_duration)
+            && within(asked_lease, (self.min_lease, self.max_lease))
+            && within(asked_attempt, (self.min_lease, self.max_attempt_duration))
+            && asked_attempt < asked_lease
+        {
+            violations.add(
+                "max_attempt_duration",
+                format!("must be at least the lease ({})", describe(asked_lease)),
+            );
+        }
         let max_attempts = match requested.max_attempts {
             0 => self.default_max_attempts,
             asked if asked > self.max_attempts => {
@@ -154,13 +171,16 @@ impl Limits {
                 &mut violations,
             );
         }
-        let wait = duration_or_default(
-            "wait",
-            requested.wait,
-            TimeDelta::zero(),
-            (TimeDelta::zero(), self.max_wait),
-            &mut violations,
-        );
+        // Clamped, never refused: a caller that will wait long takes the
+        // server's cap (and the server keeps its bound on waiters).
+        let wait = match requested.wait {
+            None => TimeDelta::zero(),
+            Some(asked) if asked < TimeDelta::zero() => {
+                violations.add("wait", "must be a non-negative duration");
+                TimeDelta::zero()
+            }
+            Some(asked) => asked.min(self.max_wait),
+        };
         violations.into_result()?;
         let fingerprint = fingerprint
             .ok_or_else(|| Error::Internal("fingerprint missing after validation".into()))?;
@@ -326,16 +346,10 @@ impl Limits {
         if let Some(operation) = &requested.operation {
             self.check_operation("operation", operation, &mut violations);
         }
+        // Clamped, never refused (AIP-158): a larger page only asks for more.
         let limit = match requested.page_size {
             0 => self.default_page_size,
-            size if size > self.max_page_size => {
-                violations.add(
-                    "page_size",
-                    format!("must be at most {}", self.max_page_size),
-                );
-                size
-            }
-            size => size,
+            size => size.min(self.max_page_size),
         };
         violations.into_result()?;
         Ok(UnresolvedQuery {
@@ -343,6 +357,55 @@ impl Limits {
             limit,
             after: requested.after,
         })
+    }
+
+    /// The fingerprint the identity names; None (and a violation) when it
+    /// names none or an unusable one. Each identity's violation names its own
+    /// field. Payloads are measured before anything reads them.
+    fn fingerprint_of(
+        &self,
+        identity: Option<RequestIdentity>,
+        violations: &mut Violations,
+    ) -> Option<Fingerprint> {
+        let payload_too_large = |field: &str, size: usize, violations: &mut Violations| {
+            let too_large = size > self.max_payload_bytes;
+            if too_large {
+                violations.add(
+                    field,
+                    format!(
+                        "must be at most {} bytes (or send a fingerprint instead)",
+                        self.max_payload_bytes
+                    ),
+                );
+            }
+            too_large
+        };
+        match identity {
+            None => {
+                violations.add(
+                    "request_identity",
+                    "one of fingerprint, json_payload or bytes_payload is required",
+                );
+                None
+            }
+            Some(RequestIdentity::Fingerprint(bytes)) => fingerprint::from_client_bytes(&bytes)
+                .map_err(|error| violations.add("fingerprint", error.to_string()))
+                .ok(),
+            Some(RequestIdentity::JsonPayload(document)) => {
+                if payload_too_large("json_payload", document.len(), violations) {
+                    return None;
+                }
+                fingerprint::of_json(&document)
+                    .map_err(|error| violations.add("json_payload", format!("{error} (RFC 7493)")))
+                    .ok()
+            }
+            Some(RequestIdentity::BytesPayload(bytes)) => {
+                if payload_too_large("bytes_payload", bytes.len(), violations) {
+                    return None;
+                }
+                Some(fingerprint::of_bytes(&bytes))
+            }
+        }
     }
 
     fn scope(&self, field: &str, scope: Option<Scope>, violations: &mut Violations) -> Scope {
@@ -433,10 +496,11 @@ impl Limits {
                 format!("at most {} entries", self.max_metadata_entries),
             );
         }
-        let oversized = metadata.iter().any(|(name, value)| {
-            name.len() > self.max_metadata_entry_bytes
-                || value.len() > self.max_metadata_entry_bytes
-        });
+        // The bound is per entry, key and value together: it is what a
+        // stored entry costs.
+        let oversized = metadata
+            .iter()
+            .any(|(name, value)| name.len() + value.len() > self.max_metadata_entry_bytes);
         let with_nul = metadata
             .iter()
             .any(|(name, value)| name.contains('\0') || value.contains('\0'));
@@ -447,35 +511,11 @@ impl Limits {
             violations.add(
                 field,
                 format!(
-                    "keys and values must be at most {} bytes each",
+                    "each entry (key and value together) must be at most {} bytes",
                     self.max_metadata_entry_bytes
                 ),
             );
         }
-    }
-}
-
-/// The fingerprint the identity names; None (and a violation) when it names
-/// none or an unusable one. Each identity's violation names its own field.
-fn fingerprint_of(
-    identity: Option<RequestIdentity>,
-    violations: &mut Violations,
-) -> Option<Fingerprint> {
-    match identity {
-        None => {
-            violations.add(
-                "request_identity",
-                "one of fingerprint, json_payload or bytes_payload is required",
-            );
-            None
-        }
-        Some(RequestIdentity::Fingerprint(bytes)) => fingerprint::from_client_bytes(&bytes)
-            .map_err(|error| violations.add("fingerprint", error.to_string()))
-            .ok(),
-        Some(RequestIdentity::JsonPayload(document)) => fingerprint::of_json(&document)
-            .map_err(|error| violations.add("json_payload", format!("{error} (RFC 7493)")))
-            .ok(),
-        Some(RequestIdentity::BytesPayload(bytes)) => Some(fingerprint::of_bytes(&bytes)),
     }
 }
 
@@ -501,13 +541,17 @@ fn duration_or_default(
     requested
 }
 
+fn within(value: TimeDelta, (min, max): (TimeDelta, TimeDelta)) -> bool {
+    min <= value && value <= max
+}
+
 fn check_between(
     field: &str,
     value: TimeDelta,
     (min, max): (TimeDelta, TimeDelta),
     violations: &mut Violations,
 ) {
-    if value < min || value > max {
+    if !within(value, (min, max)) {
         violations.add(
             field,
             format!("must be between {} and {}", describe(min), describe(max)),
@@ -626,7 +670,8 @@ mod tests {
             max_attempts: limits.max_attempts + 1,
             retention: Some(limits.max_retention + TimeDelta::seconds(1)),
             operation_deadline: Some(TimeDelta::zero()),
-            wait: Some(limits.max_wait + TimeDelta::seconds(1)),
+            // Above the cap a wait is clamped; only a negative one is refused.
+            wait: Some(TimeDelta::seconds(-1)),
         };
         assert_eq!(
             refused_fields(limits.claim(requested, Violations::default())),
@@ -737,7 +782,7 @@ mod tests {
     }
 
     #[test]
-    fn page_size_zero_is_the_default_and_above_the_cap_is_refused() {
+    fn page_size_zero_is_the_default_and_above_the_cap_is_clamped() {
         let limits = Limits::default();
         let page = |page_size| UnresolvedRequested {
             operation: None,
@@ -752,10 +797,11 @@ mod tests {
             limits.default_page_size
         );
         assert_eq!(
-            refused_fields(
-                limits.unresolved(page(limits.max_page_size + 1), Violations::default())
-            ),
-            ["page_size"]
+            limits
+                .unresolved(page(limits.max_page_size + 1), Violations::default())
+                .expect("clamped, not refused")
+                .limit,
+            limits.max_page_size
         );
     }
 
@@ -769,6 +815,156 @@ mod tests {
         assert_eq!(
             refused_fields(Limits::default().complete(requested, Violations::default())),
             ["fence", "result"]
+        );
+    }
+
+    fn violations_of<T: std::fmt::Debug>(result: Result<T>) -> Vec<FieldViolation> {
+        match result {
+            Err(Error::InvalidArgument(violations)) => violations,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn payloads_are_bounded_before_they_are_parsed() {
+        let limits = Limits {
+            max_payload_bytes: 16,
+            ..Limits::default()
+        };
+        let with = |identity| ClaimRequested {
+            identity: Some(identity),
+            ..claim_requested()
+        };
+        // 16 bytes exactly: a valid document at the bound is fingerprinted.
+        let at_the_bound = r#"{"amount":12345}"#;
+        assert_eq!(at_the_bound.len(), 16);
+        let (command, _) = limits
+            .claim(
+                with(RequestIdentity::JsonPayload(at_the_bound.into())),
+                Violations::default(),
+            )
+            .expect("at the bound");
+        assert_eq!(Ok(command.fingerprint), fingerprint::of_json(at_the_bound));
+        // One byte more, and not even JSON: refused for its size alone, so
+        // the parser never saw it.
+        assert_eq!(
+            violations_of(limits.claim(
+                with(RequestIdentity::JsonPayload("{".repeat(17))),
+                Violations::default()
+            )),
+            [FieldViolation::new(
+                "json_payload",
+                "must be at most 16 bytes (or send a fingerprint instead)"
+            )]
+        );
+        assert_eq!(
+            refused_fields(limits.claim(
+                with(RequestIdentity::BytesPayload(vec![0; 17])),
+                Violations::default()
+            )),
+            ["bytes_payload"]
+        );
+        limits
+            .claim(
+                with(RequestIdentity::BytesPayload(vec![0; 16])),
+                Violations::default(),
+            )
+            .expect("at the bound");
+        // A client fingerprint is the way to claim for a large request.
+        limits
+            .claim(
+                with(RequestIdentity::Fingerprint(vec![7; 32])),
+                Violations::default(),
+            )
+            .expect("fingerprints are 32 bytes whatever the request's size");
+    }
+
+    #[test]
+    fn the_default_payload_bound_is_64_kib() {
+        assert_eq!(Limits::default().max_payload_bytes, 65_536);
+    }
+
+    #[test]
+    fn a_wait_above_the_cap_is_clamped_and_a_negative_one_refused() {
+        let limits = Limits::default();
+        let waiting = |wait| ClaimRequested {
+            wait: Some(wait),
+            ..claim_requested()
+        };
+        let (_, wait) = limits
+            .claim(waiting(TimeDelta::hours(10)), Violations::default())
+            .expect("a long wait is not an error");
+        assert_eq!(wait, limits.max_wait);
+        let (_, wait) = limits
+            .claim(waiting(TimeDelta::seconds(2)), Violations::default())
+            .expect("valid");
+        assert_eq!(wait, TimeDelta::seconds(2));
+        assert_eq!(
+            refused_fields(limits.claim(waiting(TimeDelta::seconds(-1)), Violations::default())),
+            ["wait"]
+        );
+    }
+
+    #[test]
+    fn an_attempt_shorter_than_its_own_lease_is_refused() {
+        let limits = Limits::default();
+        let asked = |lease, max_attempt_duration| ClaimRequested {
+            lease: Some(lease),
+            max_attempt_duration: Some(max_attempt_duration),
+            ..claim_requested()
+        };
+        assert_eq!(
+            violations_of(limits.claim(
+                asked(TimeDelta::minutes(10), TimeDelta::minutes(2)),
+                Violations::default()
+            )),
+            [FieldViolation::new(
+                "max_attempt_duration",
+                "must be at least the lease (10m)"
+            )]
+        );
+        let (command, _) = limits
+            .claim(
+                asked(TimeDelta::minutes(10), TimeDelta::minutes(10)),
+                Violations::default(),
+            )
+            .expect("an attempt as long as its lease");
+        assert_eq!(command.max_attempt_duration, TimeDelta::minutes(10));
+        // Only the attempt given, shorter than the default lease: the lease
+        // is the server's choice, so it is cut to the attempt, not refused.
+        let only_attempt = ClaimRequested {
+            max_attempt_duration: Some(TimeDelta::seconds(10)),
+            ..claim_requested()
+        };
+        limits
+            .claim(only_attempt, Violations::default())
+            .expect("the default lease gives way");
+    }
+
+    #[test]
+    fn metadata_entries_are_bounded_key_and_value_together() {
+        let limits = Limits::default();
+        let complete = |name: usize, value: usize| CompleteRequested {
+            operation_id: OperationId(Uuid::nil()),
+            fence: 1,
+            result: Some(SuccessResult {
+                metadata: Metadata::from([("k".repeat(name), "v".repeat(value))]),
+                ..SuccessResult::default()
+            }),
+        };
+        limits
+            .complete(complete(128, 128), Violations::default())
+            .expect("256 bytes in all");
+        assert_eq!(
+            violations_of(limits.complete(complete(200, 100), Violations::default())),
+            [FieldViolation::new(
+                "result.metadata",
+                "each entry (key and value together) must be at most 256 bytes"
+            )]
+        );
+        assert_eq!(
+            refused_fields(limits.complete(complete(1, 256), Violations::default())),
+            ["result.metadata"]
         );
     }
 }

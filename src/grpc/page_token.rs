@@ -1,36 +1,181 @@
-//! The ListUnresolved page token: where the last page ended, versioned so a
-//! later encoding can tell old tokens apart. Opaque to callers.
+//! The ListUnresolved page token: where the last page ended. Opaque to
+//! callers: base64url (no padding) of a fixed-size binary form, versioned so
+//! that a later encoding can tell old tokens apart, with a check value.
+//!
+//! ```text
+//! version (1 byte, 1) ‖ created_at (i64 microseconds since 1970, big-endian)
+//!   ‖ operation_id (16 bytes) ‖ check (first 4 bytes of SHA-256 of the rest)
+//! ```
+//!
+//! A token reaches the database's query only after every part is validated:
+//! the exact length before any decoding, the version, the check value (a
+//! token that was cut, joined or edited by hand is refused), and a created_at
+//! in a range every store accepts. The check is no MAC: a tenant who forges a
+//! token can only page its own records from another place.
 
-use chrono::{DateTime, Utc};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, NaiveDate, Utc};
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::domain::{OperationId, OperationRecord};
 
-const VERSION: &str = "v1";
+const VERSION: u8 = 1;
+const CHECK_DOMAIN: &[u8] = b"idem.v1 page token\0";
+const CHECK_BYTES: usize = 4;
+const PAYLOAD_BYTES: usize = 1 + 8 + 16;
+const TOKEN_BYTES: usize = PAYLOAD_BYTES + CHECK_BYTES;
+/// base64 without padding: four characters per three bytes, rounded up.
+const TOKEN_CHARS: usize = (TOKEN_BYTES * 4).div_ceil(3);
+
+/// The earliest and latest created_at a token may carry: wider than any
+/// record's (the database's clock writes them), narrower than what Postgres
+/// and SQLite's text timestamps accept (years 4713 BC–294276 AD and 0–9999).
+fn created_at_range() -> (DateTime<Utc>, DateTime<Utc>) {
+    let at = |year, month, day, (hour, minute, second, micro)| {
+        NaiveDate::from_ymd_opt(year, month, day)
+            .and_then(|date| date.and_hms_micro_opt(hour, minute, second, micro))
+            .map(|moment| moment.and_utc())
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    };
+    (
+        at(2000, 1, 1, (0, 0, 0, 0)),
+        at(9999, 12, 31, (23, 59, 59, 999_999)),
+    )
+}
 
 /// The token of the page that follows `record`, oldest first.
 pub fn after(record: &OperationRecord) -> String {
-    format!(
-        "{VERSION}.{}.{}",
-        record.created_at.timestamp_micros(),
-        record.operation_id
-    )
+    encode(record.created_at, record.operation_id)
+}
+
+/// The token that continues strictly after (created_at, operation_id).
+/// Sub-microsecond precision is dropped, as the stores keep microseconds.
+pub fn encode(created_at: DateTime<Utc>, operation_id: OperationId) -> String {
+    let mut token = [0u8; TOKEN_BYTES];
+    let (payload, check) = token.split_at_mut(PAYLOAD_BYTES);
+    payload[0] = VERSION;
+    payload[1..9].copy_from_slice(&created_at.timestamp_micros().to_be_bytes());
+    payload[9..].copy_from_slice(operation_id.0.as_bytes());
+    check.copy_from_slice(&check_value(payload));
+    URL_SAFE_NO_PAD.encode(token)
 }
 
 /// The (created_at, operation_id) a token continues after; None for anything
 /// that is not a token this server wrote.
 pub fn parse(token: &str) -> Option<(DateTime<Utc>, OperationId)> {
-    let mut parts = token.split('.');
-    if parts.next()? != VERSION {
+    if token.len() != TOKEN_CHARS {
         return None;
     }
-    let micros: i64 = parts.next()?.parse().ok()?;
-    let operation_id = Uuid::parse_str(parts.next()?).ok()?;
-    if parts.next().is_some() {
+    // Room for the decoder's estimate (whole groups of three), not only the
+    // bytes a token holds.
+    let mut decoded = [0u8; TOKEN_CHARS.div_ceil(4) * 3];
+    let written = URL_SAFE_NO_PAD
+        .decode_slice(token.as_bytes(), &mut decoded)
+        .ok()?;
+    if written != TOKEN_BYTES {
         return None;
     }
-    Some((
-        DateTime::from_timestamp_micros(micros)?,
-        OperationId(operation_id),
-    ))
+    let (payload, check) = decoded[..TOKEN_BYTES].split_at(PAYLOAD_BYTES);
+    if payload[0] != VERSION || check != check_value(payload) {
+        return None;
+    }
+    let micros = i64::from_be_bytes(payload[1..9].try_into().ok()?);
+    let created_at = DateTime::from_timestamp_micros(micros)?;
+    let (earliest, latest) = created_at_range();
+    if created_at < earliest || created_at > latest {
+        return None;
+    }
+    let operation_id = Uuid::from_slice(&payload[9..]).ok()?;
+    Some((created_at, OperationId(operation_id)))
+}
+
+fn check_value(payload: &[u8]) -> [u8; CHECK_BYTES] {
+    let digest = Sha256::new()
+        .chain_update(CHECK_DOMAIN)
+        .chain_update(payload)
+        .finalize();
+    let mut check = [0u8; CHECK_BYTES];
+    check.copy_from_slice(&digest[..CHECK_BYTES]);
+    check
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    fn moment(rfc3339: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(rfc3339)
+            .expect("a valid time")
+            .with_timezone(&Utc)
+    }
+
+    fn new_year(year: i32) -> DateTime<Utc> {
+        NaiveDate::from_ymd_opt(year, 1, 1)
+            .and_then(|date| date.and_hms_opt(0, 0, 0))
+            .expect("a year chrono holds")
+            .and_utc()
+    }
+
+    #[test]
+    fn a_token_continues_after_what_it_was_made_from() {
+        let created_at = moment("2026-12-01T09:21:00.123456Z");
+        let operation_id = OperationId(Uuid::now_v7());
+        let token = encode(created_at, operation_id);
+        assert_eq!(token.len(), TOKEN_CHARS);
+        assert!(
+            token
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
+            "url-safe: {token}"
+        );
+        assert_eq!(parse(&token), Some((created_at, operation_id)));
+    }
+
+    #[test]
+    fn times_outside_what_every_store_accepts_are_refused() {
+        let operation_id = OperationId(Uuid::nil());
+        let (earliest, latest) = created_at_range();
+        for accepted in [earliest, latest] {
+            assert_eq!(
+                parse(&encode(accepted, operation_id)),
+                Some((accepted, operation_id))
+            );
+        }
+        for refused in [
+            earliest - TimeDelta::microseconds(1),
+            latest + TimeDelta::microseconds(1),
+            // chrono holds both; Postgres refuses the first, SQLite's text
+            // form both.
+            new_year(-5000),
+            new_year(200_000),
+            DateTime::<Utc>::MIN_UTC,
+            DateTime::<Utc>::MAX_UTC,
+        ] {
+            assert_eq!(parse(&encode(refused, operation_id)), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn anything_but_an_unchanged_token_is_refused() {
+        let token = encode(moment("2026-12-01T09:21:00Z"), OperationId(Uuid::now_v7()));
+        let mut edited = token.clone().into_bytes();
+        edited[12] = if edited[12] == b'A' { b'B' } else { b'A' };
+        let edited = String::from_utf8(edited).expect("ascii");
+        for refused in [
+            String::new(),
+            "v1.1764580860000000.0196e0c6-0f4e-7b1c-9d2e-3c4b5a697887".to_owned(),
+            edited,
+            token[1..].to_owned(),
+            format!("{token}A"),
+            format!("{}=", &token[..TOKEN_CHARS - 1]),
+            token.replace(|_: char| true, "é"),
+            "A".repeat(10_000),
+        ] {
+            assert_eq!(parse(&refused), None, "{refused:?}");
+        }
+    }
 }

@@ -43,19 +43,39 @@ fn error_info(
     )
 }
 
+/// An ErrorInfo that names nothing but the reason: NOT_FOUND in particular
+/// must not say which operation it looked for, or another tenant's would be
+/// told apart from a missing one.
+fn reason_only(code: Code, message: String, reason: ErrorReason) -> Status {
+    Status::with_error_details(code, message, reason_details(reason))
+}
+
+fn reason_details(reason: ErrorReason) -> ErrorDetails {
+    ErrorDetails::with_error_info(reason.as_str(), ERROR_DOMAIN, HashMap::new())
+}
+
 impl From<Error> for Status {
     fn from(error: Error) -> Self {
         let message = error.to_string();
         match error {
             Error::InvalidArgument(violations) => {
-                let mut details = ErrorDetails::new();
+                let mut details = reason_details(ErrorReason::InvalidRequest);
                 for violation in violations {
                     details.add_bad_request_violation(violation.field, violation.description);
                 }
                 Status::with_error_details(Code::InvalidArgument, message, details)
             }
-            Error::Unauthenticated => Status::unauthenticated(message),
-            Error::NotFound => Status::not_found(message),
+            Error::MissingCredentials => reason_only(
+                Code::Unauthenticated,
+                message,
+                ErrorReason::MissingCredentials,
+            ),
+            Error::Unauthenticated => reason_only(
+                Code::Unauthenticated,
+                message,
+                ErrorReason::InvalidCredentials,
+            ),
+            Error::NotFound => reason_only(Code::NotFound, message, ErrorReason::OperationNotFound),
             Error::KeyReused { operation_id } => error_info(
                 Code::FailedPrecondition,
                 message,
@@ -99,15 +119,145 @@ impl From<Error> for Status {
                 operation_id,
                 &[("state", state_name(state).to_owned())],
             ),
-            Error::Unavailable { retry_after, .. } => Status::with_error_details(
-                Code::Unavailable,
-                message,
-                ErrorDetails::with_retry_info(Some(retry_after)),
-            ),
+            Error::Unavailable { retry_after, .. } => {
+                let mut details = reason_details(ErrorReason::StoreUnavailable);
+                details.set_retry_info(Some(retry_after));
+                Status::with_error_details(Code::Unavailable, message, details)
+            }
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
-                Status::internal("internal error")
+                reason_only(
+                    Code::Internal,
+                    "internal error".to_owned(),
+                    ErrorReason::Internal,
+                )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::domain::{FieldViolation, Refusal};
+
+    fn reason_and_domain(status: &Status) -> (String, String) {
+        let info = status
+            .get_details_error_info()
+            .unwrap_or_else(|| panic!("{status:?} carries no ErrorInfo"));
+        (info.reason, info.domain)
+    }
+
+    #[test]
+    fn every_error_answers_with_an_error_info_reason_of_its_own() {
+        let operation_id = OperationId(Uuid::nil());
+        for (error, code, reason) in [
+            (
+                Error::invalid("scope.key", "must be 1-255 bytes"),
+                Code::InvalidArgument,
+                "INVALID_REQUEST",
+            ),
+            (
+                Error::MissingCredentials,
+                Code::Unauthenticated,
+                "MISSING_CREDENTIALS",
+            ),
+            (
+                Error::Unauthenticated,
+                Code::Unauthenticated,
+                "INVALID_CREDENTIALS",
+            ),
+            (Error::NotFound, Code::NotFound, "OPERATION_NOT_FOUND"),
+            (
+                Error::KeyReused { operation_id },
+                Code::FailedPrecondition,
+                "IDEMPOTENCY_KEY_REUSED",
+            ),
+            (
+                Error::ResultExpired { operation_id },
+                Code::FailedPrecondition,
+                "RESULT_EXPIRED",
+            ),
+            (
+                Error::LeaseLost {
+                    operation_id,
+                    current_fence: 2,
+                    state: State::InProgress,
+                },
+                Code::Aborted,
+                "LEASE_LOST",
+            ),
+            (
+                Error::Refused {
+                    refusal: Refusal::LeaseStillLive,
+                    operation_id,
+                    state: State::InProgress,
+                },
+                Code::FailedPrecondition,
+                "LEASE_STILL_LIVE",
+            ),
+            (
+                Error::unavailable("the database is unavailable"),
+                Code::Unavailable,
+                "STORE_UNAVAILABLE",
+            ),
+            (
+                Error::Internal("a cause that stays in the log".into()),
+                Code::Internal,
+                "INTERNAL",
+            ),
+        ] {
+            let status = Status::from(error);
+            assert_eq!(status.code(), code, "{status:?}");
+            assert_eq!(
+                reason_and_domain(&status),
+                (reason.to_owned(), ERROR_DOMAIN.to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_argument_keeps_its_field_violations_and_unavailable_its_retry_info() {
+        let status = Status::from(Error::InvalidArgument(vec![
+            FieldViolation::new("lease", "must be between 1s and 1h"),
+            FieldViolation::new("wait", "must be a non-negative duration"),
+        ]));
+        let fields: Vec<String> = status
+            .get_details_bad_request()
+            .expect("BadRequest")
+            .field_violations
+            .into_iter()
+            .map(|violation| violation.field)
+            .collect();
+        assert_eq!(fields, ["lease", "wait"]);
+
+        let status = Status::from(Error::Unavailable {
+            reason: "pool exhausted".into(),
+            retry_after: Duration::from_millis(250),
+        });
+        assert_eq!(
+            status
+                .get_details_retry_info()
+                .expect("RetryInfo")
+                .retry_delay,
+            Some(Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn internal_errors_keep_their_cause_out_of_the_answer() {
+        let status = Status::from(Error::Internal("database error: secret detail".into()));
+        assert_eq!(status.message(), "internal error");
+        assert!(
+            status
+                .get_details_error_info()
+                .expect("ErrorInfo")
+                .metadata
+                .is_empty()
+        );
     }
 }

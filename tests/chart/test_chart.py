@@ -445,6 +445,7 @@ OPTIONAL_SETTINGS = {
     "config.bounds.maxWait": "IDEMD_MAX_WAIT",
     "config.bounds.defaultMaxAttempts": "IDEMD_DEFAULT_MAX_ATTEMPTS",
     "config.bounds.maxResultBytes": "IDEMD_MAX_RESULT_BYTES",
+    "config.bounds.maxPayloadBytes": "IDEMD_MAX_PAYLOAD_BYTES",
     "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
     "config.readinessInterval": "IDEMD_READINESS_INTERVAL",
     "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",

@@ -17,6 +17,7 @@ mod durability;
 mod embedded;
 mod errors;
 mod examples;
+mod inputs;
 mod leases;
 mod notify;
 mod observability;

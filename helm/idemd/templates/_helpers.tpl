@@ -192,6 +192,7 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_MAX_WAIT" $config.bounds.maxWait)
   (list "IDEMD_DEFAULT_MAX_ATTEMPTS" $config.bounds.defaultMaxAttempts)
   (list "IDEMD_MAX_RESULT_BYTES" $config.bounds.maxResultBytes)
+  (list "IDEMD_MAX_PAYLOAD_BYTES" $config.bounds.maxPayloadBytes)
   (list "IDEMD_AUTH_CACHE_TTL" $config.authCacheTtl)
   (list "IDEMD_READINESS_INTERVAL" $config.readinessInterval)
   (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
