@@ -433,7 +433,13 @@ impl Registry {
     }
 }
 
-/// Refreshes the gauges that only the database can count, every `interval`.
+/// Refreshes the gauges that only the database can count, every `interval`,
+/// and folds the histogram samples recorded since into their buckets.
+///
+/// The recorder keeps each latency sample until it is folded: the exporter's
+/// own upkeep task does that every few seconds, but with metrics not served
+/// (`--metrics-listen off`) there is no exporter, and nothing scrapes either,
+/// so without this the samples would pile up for the life of the process.
 pub async fn observe_store(
     store: Arc<dyn crate::store::Store>,
     metrics: Metrics,
@@ -441,6 +447,7 @@ pub async fn observe_store(
     stop: tokio_util::sync::CancellationToken,
 ) {
     crate::shutdown::every(interval, stop, || async {
+        metrics.0.handle.run_upkeep();
         metrics.pool_usage(&store.pool_usage());
         match store.count_operations().await {
             Ok(counts) => metrics.operation_counts(&counts),
