@@ -277,11 +277,7 @@ impl Metrics {
         let registry = &*self.0;
         let series = CounterSeries {
             name,
-            operation: registry
-                .allowed_operations
-                .get(operation)
-                .copied()
-                .unwrap_or(registry.operation_values.len() - 1),
+            operation: registry.operation_index(operation),
             tenant: registry.tenant_label.then_some(tenant),
             label,
         };
@@ -421,6 +417,16 @@ impl Metrics {
 }
 
 impl Registry {
+    /// Its index in `operation_values`: its own when allowed, else `other`'s
+    /// (the last).
+    fn operation_index(&self, operation: &str) -> usize {
+        let other = self.operation_values.len() - 1;
+        self.allowed_operations
+            .get(operation)
+            .copied()
+            .unwrap_or(other)
+    }
+
     fn counter_key(&self, series: CounterSeries) -> Key {
         let operation = self
             .operation_values
