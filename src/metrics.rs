@@ -8,13 +8,18 @@
 //! operation name only when it is on the configured allow-list (else
 //! `other`), the tenant only when asked for, never the key.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{Key, Label, Level, Metadata, Recorder, SharedString, Unit};
-use metrics_exporter_prometheus::{ExporterFuture, PrometheusBuilder, PrometheusRecorder};
+use metrics::{
+    Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_exporter_prometheus::{
+    ExporterFuture, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 
 use crate::domain::{ClaimOutcome, FailDisposition, Resolution, TenantId};
 use crate::store::{OperationCounts, PoolUsage, SweepReport};
@@ -27,6 +32,9 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// The label value of every operation name off the allow-list.
+const OTHER_OPERATION: &str = "other";
+
 /// Which labels a deployment can afford.
 #[derive(Debug, Clone, Default)]
 pub struct LabelPolicy {
@@ -36,11 +44,106 @@ pub struct LabelPolicy {
     pub tenant: bool,
 }
 
+/// Cheap to clone: one `Arc`.
 #[derive(Clone)]
-pub struct Metrics {
-    recorder: Arc<PrometheusRecorder>,
-    labels: Arc<LabelPolicy>,
+pub struct Metrics(Arc<Registry>);
+
+/// The recorder, and a handle per series already recorded to. Registering
+/// builds a `Key` (a label vector, its strings, then a retained copy inside
+/// the recorder): done once per series, not once per call. The maps are
+/// bounded as the labels are: fixed names and values, operations from the
+/// allow-list, tenants only when labelled.
+struct Registry {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// Allowed operation name to its index in `operation_values`.
+    allowed_operations: HashMap<String, usize>,
+    /// Label values: the allow-list, then `other`.
+    operation_values: Vec<SharedString>,
+    tenant_label: bool,
+    counters: RwLock<Handles<CounterSeries, Counter>>,
+    histograms: RwLock<Handles<HistogramSeries, Histogram>>,
 }
+
+/// Looked up on every call: a fast hasher (the keys are fixed names, indices
+/// and server-drawn tenant ids, nothing a peer chooses to collide) rather
+/// than SipHash, which cost more than the rest of a lookup.
+type Handles<S, H> = HashMap<S, H, foldhash::fast::RandomState>;
+
+/// One counter series: the name, the operation (and tenant) it counts for,
+/// and at most one more label, all fixed values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct CounterSeries {
+    name: &'static str,
+    /// Index into `Registry::operation_values`.
+    operation: usize,
+    /// Set only when the tenant label is on.
+    tenant: Option<TenantId>,
+    label: Option<(&'static str, &'static str)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum HistogramSeries {
+    Rpc {
+        rpc: &'static str,
+        code: &'static str,
+    },
+    Store {
+        call: &'static str,
+    },
+}
+
+impl HistogramSeries {
+    fn key(self) -> Key {
+        match self {
+            HistogramSeries::Rpc { rpc, code } => Key::from_parts(
+                "idemd_rpc_duration_seconds",
+                vec![
+                    Label::from_static_parts("rpc", rpc),
+                    Label::from_static_parts("code", code),
+                ],
+            ),
+            HistogramSeries::Store { call } => Key::from_parts(
+                "idemd_store_duration_seconds",
+                vec![Label::from_static_parts("call", call)],
+            ),
+        }
+    }
+}
+
+/// The handle registered for `series`, registering it on first use.
+fn cached<S: Copy + Eq + Hash, H: Clone>(
+    handles: &RwLock<Handles<S, H>>,
+    series: S,
+    register: impl FnOnce() -> H,
+) -> H {
+    if let Some(handle) = handles
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&series)
+    {
+        return handle.clone();
+    }
+    handles
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(series)
+        .or_insert_with(register)
+        .clone()
+}
+
+// Gauges and the sweeper's counters are set rarely; their keys are static
+// so that setting them allocates nothing either.
+const IN_PROGRESS_OPERATIONS: Key = Key::from_static_name("idemd_in_progress_operations");
+const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_operations");
+const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
+const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
+const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
+static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
+static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
+static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
+static DEADLINE_EXCEEDED: [Label; 1] = [Label::from_static_parts("kind", "deadline_exceeded")];
+static DELETED: [Label; 1] = [Label::from_static_parts("kind", "deleted")];
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,20 +166,36 @@ impl Metrics {
             }
             None => (builder.build_recorder(), None),
         };
-        let metrics = Self {
-            recorder: Arc::new(recorder),
-            labels: Arc::new(labels),
-        };
+        let mut allowed: Vec<String> = labels.operations.into_iter().collect();
+        allowed.sort_unstable();
+        let allowed_operations = allowed
+            .iter()
+            .enumerate()
+            .map(|(index, operation)| (operation.clone(), index))
+            .collect();
+        let mut operation_values: Vec<SharedString> =
+            allowed.into_iter().map(SharedString::from).collect();
+        operation_values.push(SharedString::const_str(OTHER_OPERATION));
+        let metrics = Self(Arc::new(Registry {
+            handle: recorder.handle(),
+            recorder,
+            allowed_operations,
+            operation_values,
+            tenant_label: labels.tenant,
+            counters: RwLock::default(),
+            histograms: RwLock::default(),
+        }));
         metrics.describe();
         Ok((metrics, exporter))
     }
 
     /// The Prometheus text exposition, as `/metrics` serves it.
     pub fn render(&self) -> String {
-        self.recorder.handle().render()
+        self.0.handle.render()
     }
 
     fn describe(&self) {
+        let recorder = &self.0.recorder;
         let counters = [
             ("idemd_claims_total", "Claims answered, by outcome."),
             (
@@ -106,8 +225,7 @@ impl Metrics {
             ),
         ];
         for (name, help) in counters {
-            self.recorder
-                .describe_counter(name.into(), None, SharedString::const_str(help));
+            recorder.describe_counter(name.into(), None, SharedString::const_str(help));
         }
         let gauges = [
             (
@@ -133,109 +251,131 @@ impl Metrics {
             ("idemd_db_pool_max_connections", "Database pool size limit."),
         ];
         for (name, help) in gauges {
-            self.recorder
-                .describe_gauge(name.into(), None, SharedString::const_str(help));
+            recorder.describe_gauge(name.into(), None, SharedString::const_str(help));
         }
-        self.recorder.describe_histogram(
+        recorder.describe_histogram(
             "idemd_rpc_duration_seconds".into(),
             Some(Unit::Seconds),
             SharedString::const_str("gRPC call latency, by RPC and status code."),
         );
-        self.recorder.describe_histogram(
+        recorder.describe_histogram(
             "idemd_store_duration_seconds".into(),
             Some(Unit::Seconds),
             SharedString::const_str("Store call latency, by call."),
         );
     }
 
-    fn scope_labels(&self, tenant: Option<TenantId>, operation: &str) -> Vec<Label> {
-        let operation = if self.labels.operations.contains(operation) {
-            operation.to_owned()
-        } else {
-            "other".to_owned()
+    /// Adds one to the series `name` for this operation (and tenant), with
+    /// `label` besides when given.
+    fn count(
+        &self,
+        name: &'static str,
+        tenant: TenantId,
+        operation: &str,
+        label: Option<(&'static str, &'static str)>,
+    ) {
+        let registry = &*self.0;
+        let series = CounterSeries {
+            name,
+            operation: registry.operation_index(operation),
+            tenant: registry.tenant_label.then_some(tenant),
+            label,
         };
-        let mut labels = vec![Label::new("operation", operation)];
-        if let (true, Some(tenant)) = (self.labels.tenant, tenant) {
-            labels.push(Label::new("tenant", tenant.0.to_string()));
-        }
-        labels
+        cached(&registry.counters, series, || {
+            registry
+                .recorder
+                .register_counter(&registry.counter_key(series), &METADATA)
+        })
+        .increment(1);
     }
 
-    fn count(&self, name: &'static str, labels: Vec<Label>) {
-        self.recorder
-            .register_counter(&Key::from_parts(name, labels), &METADATA)
-            .increment(1);
+    fn record(&self, series: HistogramSeries, elapsed: Duration) {
+        let registry = &*self.0;
+        cached(&registry.histograms, series, || {
+            registry
+                .recorder
+                .register_histogram(&series.key(), &METADATA)
+        })
+        .record(elapsed.as_secs_f64());
     }
 
-    fn set(&self, name: &'static str, labels: Vec<Label>, value: f64) {
-        self.recorder
-            .register_gauge(&Key::from_parts(name, labels), &METADATA)
-            .set(value);
+    fn gauge(&self, key: &Key) -> Gauge {
+        self.0.recorder.register_gauge(key, &METADATA)
     }
 
     pub fn claim(&self, tenant: TenantId, operation: &str, outcome: ClaimOutcome) {
-        let mut labels = self.scope_labels(Some(tenant), operation);
-        labels.push(Label::new("outcome", outcome.as_str()));
-        self.count("idemd_claims_total", labels);
+        self.count(
+            "idemd_claims_total",
+            tenant,
+            operation,
+            Some(("outcome", outcome.as_str())),
+        );
         if outcome == ClaimOutcome::ReconcileFirst {
-            self.count(
-                "idemd_takeovers_total",
-                self.scope_labels(Some(tenant), operation),
-            );
+            self.count("idemd_takeovers_total", tenant, operation, None);
         }
     }
 
     pub fn stale_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {
-        let mut labels = self.scope_labels(Some(tenant), operation);
-        labels.push(Label::new("rpc", rpc));
-        self.count("idemd_stale_writes_refused_total", labels);
-    }
-
-    pub fn late_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {
-        let mut labels = self.scope_labels(Some(tenant), operation);
-        labels.push(Label::new("rpc", rpc));
-        self.count("idemd_late_writes_refused_total", labels);
-    }
-
-    pub fn completion(&self, tenant: TenantId, operation: &str) {
         self.count(
-            "idemd_completions_total",
-            self.scope_labels(Some(tenant), operation),
+            "idemd_stale_writes_refused_total",
+            tenant,
+            operation,
+            Some(("rpc", rpc)),
         );
     }
 
+    pub fn late_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {
+        self.count(
+            "idemd_late_writes_refused_total",
+            tenant,
+            operation,
+            Some(("rpc", rpc)),
+        );
+    }
+
+    pub fn completion(&self, tenant: TenantId, operation: &str) {
+        self.count("idemd_completions_total", tenant, operation, None);
+    }
+
     pub fn failure(&self, tenant: TenantId, operation: &str, disposition: FailDisposition) {
-        let mut labels = self.scope_labels(Some(tenant), operation);
         let disposition = match disposition {
             FailDisposition::Terminal => "terminal",
             FailDisposition::Retryable => "retryable",
             FailDisposition::Unknown => "unknown",
         };
-        labels.push(Label::new("disposition", disposition));
-        self.count("idemd_failures_total", labels);
+        self.count(
+            "idemd_failures_total",
+            tenant,
+            operation,
+            Some(("disposition", disposition)),
+        );
     }
 
     pub fn reconciliation(&self, tenant: TenantId, operation: &str, resolution: &Resolution) {
-        let mut labels = self.scope_labels(Some(tenant), operation);
         let resolution = match resolution {
             Resolution::Succeeded(_) => "succeeded",
             Resolution::Failed(_) => "failed",
             Resolution::NotApplied => "not_applied",
         };
-        labels.push(Label::new("resolution", resolution));
-        self.count("idemd_reconciliations_total", labels);
+        self.count(
+            "idemd_reconciliations_total",
+            tenant,
+            operation,
+            Some(("resolution", resolution)),
+        );
     }
 
     pub fn swept(&self, report: &SweepReport) {
-        for (kind, amount) in [
-            ("tombstoned", report.tombstoned),
-            ("deadline_exceeded", report.deadline_exceeded),
-            ("deleted", report.deleted),
+        for (labels, amount) in [
+            (&TOMBSTONED, report.tombstoned),
+            (&DEADLINE_EXCEEDED, report.deadline_exceeded),
+            (&DELETED, report.deleted),
         ] {
             if amount > 0 {
-                self.recorder
+                self.0
+                    .recorder
                     .register_counter(
-                        &Key::from_parts("idemd_swept_total", vec![Label::new("kind", kind)]),
+                        &Key::from_static_parts("idemd_swept_total", labels),
                         &METADATA,
                     )
                     .increment(amount);
@@ -244,76 +384,73 @@ impl Metrics {
     }
 
     pub fn operation_counts(&self, counts: &OperationCounts) {
-        self.set(
-            "idemd_in_progress_operations",
-            Vec::new(),
-            counts.in_progress as f64,
-        );
-        self.set(
-            "idemd_unresolved_operations",
-            Vec::new(),
-            counts.unresolved as f64,
-        );
-        self.set(
-            "idemd_retry_wait_operations",
-            Vec::new(),
-            counts.retry_wait as f64,
-        );
-        self.set(
-            "idemd_sweep_backlog",
-            Vec::new(),
-            counts.sweep_backlog as f64,
-        );
+        self.gauge(&IN_PROGRESS_OPERATIONS)
+            .set(counts.in_progress as f64);
+        self.gauge(&UNRESOLVED_OPERATIONS)
+            .set(counts.unresolved as f64);
+        self.gauge(&RETRY_WAIT_OPERATIONS)
+            .set(counts.retry_wait as f64);
+        self.gauge(&SWEEP_BACKLOG).set(counts.sweep_backlog as f64);
     }
 
     pub fn pool_usage(&self, usage: &PoolUsage) {
         let in_use = usage.size.saturating_sub(usage.idle);
-        self.set(
+        self.gauge(&Key::from_static_parts("idemd_db_pool_connections", &IDLE))
+            .set(f64::from(usage.idle));
+        self.gauge(&Key::from_static_parts(
             "idemd_db_pool_connections",
-            vec![Label::new("state", "idle")],
-            f64::from(usage.idle),
-        );
-        self.set(
-            "idemd_db_pool_connections",
-            vec![Label::new("state", "in_use")],
-            f64::from(in_use),
-        );
-        self.set(
-            "idemd_db_pool_max_connections",
-            Vec::new(),
-            f64::from(usage.max),
-        );
+            &IN_USE,
+        ))
+        .set(f64::from(in_use));
+        self.gauge(&POOL_MAX_CONNECTIONS).set(f64::from(usage.max));
     }
 
-    pub fn rpc_latency(&self, rpc: &str, code: &str, elapsed: Duration) {
-        self.recorder
-            .register_histogram(
-                &Key::from_parts(
-                    "idemd_rpc_duration_seconds",
-                    vec![
-                        Label::new("rpc", rpc.to_owned()),
-                        Label::new("code", code.to_owned()),
-                    ],
-                ),
-                &METADATA,
-            )
-            .record(elapsed.as_secs_f64());
+    /// `rpc` and `code` come from fixed sets (`grpc::observe`): each pair is
+    /// a series of its own, kept for the life of the process.
+    pub fn rpc_latency(&self, rpc: &'static str, code: &'static str, elapsed: Duration) {
+        self.record(HistogramSeries::Rpc { rpc, code }, elapsed);
     }
 
     pub fn store_latency(&self, call: &'static str, elapsed: Duration) {
-        self.recorder
-            .register_histogram(
-                &Key::from_parts(
-                    "idemd_store_duration_seconds",
-                    vec![Label::new("call", call)],
-                ),
-                &METADATA,
-            )
-            .record(elapsed.as_secs_f64());
+        self.record(HistogramSeries::Store { call }, elapsed);
     }
 }
 
-/// Refreshes the gauges that only the database can count, every `interval`.
+impl Registry {
+    /// Its index in `operation_values`: its own when allowed, else `other`'s
+    /// (the last).
+    fn operation_index(&self, operation: &str) -> usize {
+        let other = self.operation_values.len() - 1;
+        self.allowed_operations
+            .get(operation)
+            .copied()
+            .unwrap_or(other)
+    }
+
+    fn counter_key(&self, series: CounterSeries) -> Key {
+        let operation = self
+            .operation_values
+            .get(series.operation)
+            .cloned()
+            .unwrap_or(SharedString::const_str(OTHER_OPERATION));
+        let mut labels = vec![Label::new("operation", operation)];
+        if let Some(tenant) = series.tenant {
+            labels.push(Label::new("tenant", tenant.0.to_string()));
+        }
+        if let Some((name, value)) = series.label {
+            labels.push(Label::from_static_parts(name, value));
+        }
+        Key::from_parts(series.name, labels)
+    }
+}
+
+/// Refreshes the gauges that only the database can count, every `interval`,
+/// and folds the histogram samples recorded since into their buckets.
+///
+/// The recorder keeps each latency sample until it is folded: the exporter's
+/// own upkeep task does that every few seconds, but with metrics not served
+/// (`--metrics-listen off`) there is no exporter, and nothing scrapes either,
+/// so without this the samples would pile up for the life of the process.
 pub async fn observe_store(
     store: Arc<dyn crate::store::Store>,
     metrics: Metrics,
@@ -321,6 +458,7 @@ pub async fn observe_store(
     stop: tokio_util::sync::CancellationToken,
 ) {
     crate::shutdown::every(interval, stop, || async {
+        metrics.0.handle.run_upkeep();
         metrics.pool_usage(&store.pool_usage());
         match store.count_operations().await {
             Ok(counts) => metrics.operation_counts(&counts),
@@ -328,4 +466,123 @@ pub async fn observe_store(
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(rendered: &str, series: &str) -> Option<f64> {
+        rendered
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn each_label_set_counts_in_its_own_series_and_repeats_add_up() {
+        let policy = LabelPolicy {
+            operations: HashSet::from(["payments.charge".to_owned()]),
+            tenant: true,
+        };
+        let (metrics, _) = Metrics::new(policy, None).expect("a registry builds");
+        for _ in 0..3 {
+            metrics.claim(TenantId(1), "payments.charge", ClaimOutcome::Replayed);
+        }
+        metrics.claim(TenantId(2), "payments.charge", ClaimOutcome::Replayed);
+        metrics.claim(TenantId(1), "emails.send", ClaimOutcome::Replayed);
+        metrics.claim(TenantId(1), "sms.send", ClaimOutcome::ReconcileFirst);
+        metrics.stale_write(TenantId(1), "payments.charge", "complete");
+
+        let rendered = metrics.render();
+        let claims = |operation: &str, tenant: i64, outcome: &str| {
+            sample(
+                &rendered,
+                &format!(
+                    "idemd_claims_total{{operation=\"{operation}\",tenant=\"{tenant}\",outcome=\"{outcome}\"}}"
+                ),
+            )
+        };
+        assert_eq!(
+            claims("payments.charge", 1, "replayed"),
+            Some(3.0),
+            "{rendered}"
+        );
+        assert_eq!(
+            claims("payments.charge", 2, "replayed"),
+            Some(1.0),
+            "{rendered}"
+        );
+        assert_eq!(claims("other", 1, "replayed"), Some(1.0), "{rendered}");
+        assert_eq!(
+            claims("other", 1, "reconcile_first"),
+            Some(1.0),
+            "{rendered}"
+        );
+        assert_eq!(
+            sample(
+                &rendered,
+                "idemd_takeovers_total{operation=\"other\",tenant=\"1\"}"
+            ),
+            Some(1.0),
+            "{rendered}"
+        );
+        assert_eq!(
+            sample(
+                &rendered,
+                "idemd_stale_writes_refused_total{operation=\"payments.charge\",tenant=\"1\",rpc=\"complete\"}"
+            ),
+            Some(1.0),
+            "{rendered}"
+        );
+        assert!(!rendered.contains("emails.send") && !rendered.contains("sms.send"));
+    }
+
+    #[test]
+    fn the_tenant_label_appears_only_when_asked_for() {
+        let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+        metrics.completion(TenantId(1), "payments.charge");
+        metrics.completion(TenantId(2), "payments.charge");
+        let rendered = metrics.render();
+        assert_eq!(
+            sample(&rendered, "idemd_completions_total{operation=\"other\"}"),
+            Some(2.0),
+            "{rendered}"
+        );
+        assert!(!rendered.contains("tenant="), "{rendered}");
+    }
+
+    #[test]
+    fn latencies_are_recorded_per_rpc_code_and_store_call() {
+        let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+        for _ in 0..2 {
+            metrics.rpc_latency("Claim", "Ok", Duration::from_millis(1));
+            metrics.store_latency("transition", Duration::from_millis(1));
+        }
+        metrics.rpc_latency("Claim", "Aborted", Duration::from_millis(1));
+        let rendered = metrics.render();
+        assert_eq!(
+            sample(
+                &rendered,
+                "idemd_rpc_duration_seconds_count{rpc=\"Claim\",code=\"Ok\"}"
+            ),
+            Some(2.0),
+            "{rendered}"
+        );
+        assert_eq!(
+            sample(
+                &rendered,
+                "idemd_rpc_duration_seconds_count{rpc=\"Claim\",code=\"Aborted\"}"
+            ),
+            Some(1.0),
+            "{rendered}"
+        );
+        assert_eq!(
+            sample(
+                &rendered,
+                "idemd_store_duration_seconds_count{call=\"transition\"}"
+            ),
+            Some(2.0),
+            "{rendered}"
+        );
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! These tests run the `idemd` executable itself (not the library in this
 //! process), because tracing and its exporter are process-global; on each
-//! store.
+//! store. Only the bound on metric labels is checked in this process: it
+//! needs no exporter and no store.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use tonic::{Code, Request};
 
 use crate::harness::{
-    Backend, authorized, claim_json, free_port, millis, ownership, result, store_tests,
+    Backend, World, authorized, claim_json, free_port, millis, ownership, result, store_tests,
 };
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -505,6 +506,54 @@ async fn metrics_count_exactly_what_happened(backend: Backend) {
             .keys()
             .all(|series| !series.contains("key=") && !series.contains("\"a\"")),
         "keys never become labels"
+    );
+}
+
+/// A peer may call any path under the API's service; the unknown ones are
+/// answered UNIMPLEMENTED. Each invented name must not become a label value:
+/// that would be a permanent series per name, and /metrics would grow
+/// without bound.
+#[tokio::test]
+async fn invented_method_names_share_one_unknown_series_and_metrics_stay_bounded() {
+    let world = World::start(Backend::sqlite().await).await;
+    let metrics = world.server.application.service.metrics();
+    let mut grpc = tonic::client::Grpc::new(world.server.channel().await);
+    let mut call_invented_method = async |index: usize| {
+        grpc.ready().await.expect("channel ready");
+        let path = format!("/idem.v1.Idempotency/InventedMethod{index}")
+            .parse()
+            .expect("path");
+        let codec = tonic_prost::ProstCodec::<(), ()>::default();
+        let status = grpc
+            .unary(Request::new(()), path, codec)
+            .await
+            .expect_err("no such method");
+        assert_eq!(status.code(), Code::Unimplemented);
+    };
+
+    call_invented_method(0).await;
+    let after_one = metrics.render();
+    for index in 1..50 {
+        call_invented_method(index).await;
+    }
+    let after_fifty = metrics.render();
+
+    assert!(
+        !after_fifty.contains("InventedMethod"),
+        "an invented method became a label value: {after_fifty}"
+    );
+    assert_eq!(
+        samples(&after_fifty)
+            .get("idemd_rpc_duration_seconds_count{code=\"Unimplemented\",rpc=\"unknown\"}"),
+        Some(&50.0),
+        "{after_fifty}"
+    );
+    // Only the sample values changed (a few more digits), no series was added.
+    assert!(
+        after_fifty.len() < after_one.len() + 256,
+        "/metrics grew from {} to {} bytes",
+        after_one.len(),
+        after_fifty.len()
     );
 }
 
