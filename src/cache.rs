@@ -21,6 +21,9 @@ use quick_cache::sync::Cache;
 
 use crate::domain::{OperationRecord, Outcome, Scope, TenantId};
 
+/// The budget a server has unless told otherwise (`--result-cache-bytes`).
+pub const DEFAULT_BUDGET_BYTES: u64 = 16 * 1024 * 1024;
+
 /// How long before its retention ends an entry stops answering: covers the
 /// time between the database's read and the entry's fill, and any drift of
 /// this process's clock against the database's.

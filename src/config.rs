@@ -7,12 +7,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Defaults that more than one place states.
-pub mod crate_defaults {
-    /// 16 MiB of terminal results per replica.
-    pub const RESULT_CACHE_BYTES: u64 = 16 * 1024 * 1024;
-}
-
 #[derive(Debug, Parser)]
 #[command(
     name = "idemd",
@@ -124,7 +118,7 @@ pub struct ServeArgs {
     /// Bytes of memory for terminal results kept to answer replays without
     /// a database round trip (results count with their size); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.
-    #[arg(long, env = "IDEMD_RESULT_CACHE_BYTES", default_value_t = crate_defaults::RESULT_CACHE_BYTES)]
+    #[arg(long, env = "IDEMD_RESULT_CACHE_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub result_cache_bytes: u64,
 
     /// How often the store is checked for the readiness probe.

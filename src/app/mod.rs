@@ -106,7 +106,7 @@ impl Application {
             limits,
             auth_cache_ttl,
             metrics,
-            TerminalCache::new(crate::config::crate_defaults::RESULT_CACHE_BYTES),
+            TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
         )
         .await
     }

@@ -79,6 +79,11 @@ mod tests {
             panic!("serve expected");
         };
         assert_eq!(limits_from(&args.bounds).expect("valid"), Limits::default());
+        assert_eq!(
+            args.result_cache_bytes,
+            crate::cache::DEFAULT_BUDGET_BYTES,
+            "servers and in-process applications cache alike"
+        );
     }
 
     #[test]

@@ -447,6 +447,7 @@ OPTIONAL_SETTINGS = {
     "config.bounds.maxResultBytes": "IDEMD_MAX_RESULT_BYTES",
     "config.bounds.maxPayloadBytes": "IDEMD_MAX_PAYLOAD_BYTES",
     "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
+    "config.resultCacheBytes": "IDEMD_RESULT_CACHE_BYTES",
     "config.readinessInterval": "IDEMD_READINESS_INTERVAL",
     "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",

@@ -16,6 +16,8 @@ from conftest import CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, render, re
 from promql_lint import Selector, selectors
 
 METRICS_RS = REPO_ROOT / "src" / "metrics.rs"
+# Label values metrics.rs takes from the domain (the one function naming claim outcomes).
+LABEL_VALUE_SOURCES = (REPO_ROOT / "src" / "domain" / "claim_outcome.rs",)
 DASHBOARD = CHART / "dashboards" / "idemd-overview.json"
 RULES_FILE = REPO_ROOT / "deploy" / "prometheus" / "idemd-alerts.yaml"
 DEPLOY_README = REPO_ROOT / "deploy" / "README.md"
@@ -80,11 +82,14 @@ def family_of(series: str) -> str:
 
 
 def metrics_rs_label_names() -> set[str]:
-    return set(re.findall(r'Label::new\(\s*"([a-z_]+)"', metrics_source()))
+    # Label::new("name", …), Label::from_static_parts("name", …), or a ("name", value) pair.
+    pattern = r'(?:Label::(?:new|from_static_parts)\(\s*|Some\(\(\s*)"([a-z_]+)"\s*,'
+    return set(re.findall(pattern, metrics_source()))
 
 
 def metrics_rs_literals() -> set[str]:
-    return set(re.findall(r'"([a-z_]+)"', metrics_source()))
+    sources = [metrics_source()] + [source.read_text() for source in LABEL_VALUE_SOURCES]
+    return {literal for text in sources for literal in re.findall(r'"([a-z_]+)"', text)}
 
 
 # --- the metrics table of deploy/README.md ------------------------------------------------
