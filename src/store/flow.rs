@@ -50,7 +50,8 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// The database clock, alone.
     const CLOCK: &'static str;
     const GUARDED_UPDATE: &'static str;
-    const DUE_FOR_SWEEP: &'static str;
+    const DUE_FOR_TOMBSTONE: &'static str;
+    const DUE_FOR_DEADLINE: &'static str;
     const DELETE_EXPIRED_TOMBSTONES: &'static str;
 
     fn stamp(moment: DateTime<Utc>) -> Self::Stamp;
@@ -313,12 +314,25 @@ where
             let mut report = SweepReport::default();
             let mut transaction = self.begin_write().await?;
             let now = D::database_now(&mut transaction).await?;
-            let due: Vec<OperationRow> = sqlx::query_as(D::DUE_FOR_SWEEP)
-                .bind(D::stamp(now))
-                .bind(i64::from(batch))
-                .fetch_all(&mut *transaction)
-                .instrument(D::statement("SELECT operations"))
-                .await?;
+            // One batch: results past retention first, then retries past
+            // their deadline, `batch` records in all.
+            let mut due: Vec<OperationRow> = Vec::new();
+            for (sql, name) in [
+                (D::DUE_FOR_TOMBSTONE, "SELECT operations past retention"),
+                (D::DUE_FOR_DEADLINE, "SELECT retries past their deadline"),
+            ] {
+                let room = i64::from(batch) - i64::try_from(due.len()).unwrap_or(i64::MAX);
+                if room <= 0 {
+                    break;
+                }
+                let rows: Vec<OperationRow> = sqlx::query_as(sql)
+                    .bind(D::stamp(now))
+                    .bind(room)
+                    .fetch_all(&mut *transaction)
+                    .instrument(D::statement(name))
+                    .await?;
+                due.extend(rows);
+            }
             for row in due {
                 let record = OperationRecord::try_from(row)?;
                 let Some(decision) = decide_sweep(&record, now, tombstone_retention) else {

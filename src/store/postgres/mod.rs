@@ -17,7 +17,8 @@ use super::batch::Batcher;
 use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
 use super::sql::{
-    delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, select_operation_sql,
+    delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
+    select_operation_sql,
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
@@ -193,7 +194,8 @@ impl Dialect for PostgresStore {
     const CLOCK: &'static str = "SELECT clock_timestamp()";
     const GUARDED_UPDATE: &'static str = guarded_update_sql!("nextval('operation_fence')");
     // Rows a Claim or another sweeper holds are skipped, not waited for.
-    const DUE_FOR_SWEEP: &'static str = due_for_sweep_sql!(" FOR UPDATE SKIP LOCKED");
+    const DUE_FOR_TOMBSTONE: &'static str = due_for_tombstone_sql!(" FOR UPDATE SKIP LOCKED");
+    const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!(" FOR UPDATE SKIP LOCKED");
     const DELETE_EXPIRED_TOMBSTONES: &'static str =
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
     // One statement: count into the last entry when the keys match, append
@@ -334,6 +336,79 @@ impl Dialect for PostgresStore {
     fn announce_change(&self, operation_id: OperationId) {
         if let Some(notifier) = &self.notifier {
             notifier.changed(operation_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::PgPool;
+
+    use super::*;
+    use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+    /// The statements that run over many rows (the sweeper's, the gauges',
+    /// ListUnresolved) must find their rows through an index: with sequential
+    /// scans turned off, a plan that still scans `operations` could not.
+    #[sqlx::test(migrator = "MIGRATOR")]
+    async fn background_statements_read_indexes_not_the_whole_table(pool: PgPool) {
+        let mut connection = pool.acquire().await.expect("a connection");
+        sqlx::query("SET enable_seqscan = off")
+            .execute(&mut *connection)
+            .await
+            .expect("set");
+        let now = "now()";
+        let batch = "100";
+        for (name, sql, parameters) in [
+            (
+                "tombstones due",
+                PostgresStore::DUE_FOR_TOMBSTONE,
+                &[now, batch][..],
+            ),
+            (
+                "deadlines due",
+                PostgresStore::DUE_FOR_DEADLINE,
+                &[now, batch],
+            ),
+            (
+                "old tombstones",
+                PostgresStore::DELETE_EXPIRED_TOMBSTONES,
+                &[now, batch],
+            ),
+            ("gauges", COUNT_OPERATIONS, &[now]),
+            (
+                "unresolved",
+                SELECT_UNRESOLVED,
+                &[
+                    "1",
+                    now,
+                    "NULL::text",
+                    "NULL::timestamptz",
+                    "NULL::uuid",
+                    batch,
+                ],
+            ),
+            ("tokens", AUTHENTICATE, &["'\\x00'::bytea"]),
+        ] {
+            // Highest first: `$1` must not eat the start of `$10`.
+            let explained = parameters
+                .iter()
+                .enumerate()
+                .rev()
+                .fold(sql.to_owned(), |sql, (index, value)| {
+                    sql.replace(&format!("${}", index + 1), value)
+                });
+            let plan: Vec<String> =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {explained}")))
+                    .fetch_all(&mut *connection)
+                    .await
+                    .unwrap_or_else(|error| panic!("{name}: {error}"));
+            assert!(
+                !plan
+                    .iter()
+                    .any(|line| line.contains("Seq Scan on operations")),
+                "{name} scans the table: {plan:#?}"
+            );
         }
     }
 }

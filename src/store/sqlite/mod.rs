@@ -31,8 +31,8 @@ use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
 use super::row::OperationRow;
 use super::sql::{
-    delete_expired_tombstones_sql, due_for_sweep_sql, guarded_update_sql, operation_columns,
-    select_operation_sql,
+    delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
+    operation_columns, select_operation_sql,
 };
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
@@ -292,7 +292,8 @@ impl Dialect for SqliteStore {
         guarded_update_sql!("(SELECT last_fence FROM operation_fence WHERE singleton = 1)");
     // The single writer serialises sweeps with every other write, so no row
     // needs skipping: what this batch selects, nobody else holds.
-    const DUE_FOR_SWEEP: &'static str = due_for_sweep_sql!("");
+    const DUE_FOR_TOMBSTONE: &'static str = due_for_tombstone_sql!("");
+    const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!("");
     const DELETE_EXPIRED_TOMBSTONES: &'static str = delete_expired_tombstones_sql!("");
     const APPEND_HISTORY: &'static str = "INSERT INTO operation_history (operation_id, sequence, \
              event, from_state, to_state, fence, attempt, detail, count, first_at, last_at, \
@@ -548,6 +549,56 @@ mod tests {
             good = connection;
         }
         good.close().await.expect("closes");
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// The statements that run over many rows (the sweeper's, the gauges',
+    /// ListUnresolved) must find their rows through an index: SQLite uses a
+    /// partial index only when the query repeats its WHERE, and a plain
+    /// `SCAN operations` at 10M rows holds the writer for seconds.
+    #[tokio::test]
+    async fn background_statements_read_indexes_not_the_whole_table() {
+        use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
+        let directory = std::env::temp_dir().join(format!("idemd-plan-{}", uuid::Uuid::now_v7()));
+        let path = directory.join("plan.db");
+        let lock = DatabaseLock::try_acquire(&path)
+            .expect("lockable")
+            .expect("free");
+        let store = SqliteStore::open(
+            &SqliteOptions {
+                path,
+                max_read_connections: 1,
+                acquire_timeout: Duration::from_secs(5),
+            },
+            lock,
+        )
+        .await
+        .expect("opens");
+        for (name, sql, parameters) in [
+            ("tombstones due", SqliteStore::DUE_FOR_TOMBSTONE, 2),
+            ("deadlines due", SqliteStore::DUE_FOR_DEADLINE, 2),
+            ("old tombstones", SqliteStore::DELETE_EXPIRED_TOMBSTONES, 2),
+            ("gauges", COUNT_OPERATIONS, 1),
+            ("unresolved", SELECT_UNRESOLVED, 6),
+        ] {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut query =
+                sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(explain));
+            for _ in 0..parameters {
+                query = query.bind(Option::<String>::None);
+            }
+            let plan = query
+                .fetch_all(&store.readers)
+                .await
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+            let full_scans: Vec<_> = plan
+                .iter()
+                .map(|(_, _, _, detail)| detail)
+                .filter(|detail| detail.starts_with("SCAN operations") && !detail.contains("USING"))
+                .collect();
+            assert!(full_scans.is_empty(), "{name} scans the table: {plan:#?}");
+        }
+        store.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }
 
