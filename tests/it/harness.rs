@@ -43,10 +43,11 @@ pub fn test_limits() -> Limits {
     }
 }
 
+/// A pool with the session settings the server's own pool uses.
 pub async fn pool(connect: PgConnectOptions) -> PgPool {
     PgPoolOptions::new()
         .max_connections(20)
-        .connect_with(connect)
+        .connect_with(idemd::store::postgres::session_settings(connect))
         .await
         .expect("test database reachable")
 }

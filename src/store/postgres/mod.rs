@@ -80,6 +80,20 @@ pub struct PostgresOptions {
     pub acquire_timeout: Duration,
 }
 
+/// The settings of every idemd session.
+///
+/// `plan_cache_mode = force_generic_plan`: idemd's statements are prepared
+/// once per connection, and their plans do not depend on the values bound
+/// (every lookup is by a unique key or a partial index). Left to choose,
+/// Postgres keeps planning the multi-CTE one-statement paths afresh for
+/// each call (0.6 ms of planning for 0.1 ms of work, measured), since their
+/// generic plan looks no cheaper than a custom one.
+pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
+    options
+        .application_name("idemd")
+        .options([("plan_cache_mode", "force_generic_plan")])
+}
+
 impl PostgresStore {
     pub async fn connect(options: &PostgresOptions) -> Result<Self> {
         let connect_options: PgConnectOptions = options
@@ -93,7 +107,7 @@ impl PostgresStore {
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
             .test_before_acquire(false)
-            .connect_with(connect_options.application_name("idemd"))
+            .connect_with(session_settings(connect_options))
             .await
             .map_err(|error| Self::translate(error.into()))?;
         Ok(Self::from_pool(pool))

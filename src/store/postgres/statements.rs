@@ -123,25 +123,9 @@ fn member_index(ordinal: i64, members: usize) -> Option<usize> {
         .filter(|index| *index < members)
 }
 
-/// Inserts the first record of each member's scope, or reads the record it
-/// has: one statement for all. A scope that has a record (in this
-/// statement's snapshot) is read, not inserted, so a replay draws no fence;
-/// one inserted concurrently, after the snapshot, is neither (`None`), and
-/// its claim tries again. Members must name distinct scopes.
-pub(super) async fn insert_or_find(
-    pool: &PgPool,
-    members: &[ClaimMember<'_>],
-) -> StoreResult<Vec<Option<ClaimStart>>> {
-    let firsts: Vec<_> = members
-        .iter()
-        .map(|member| decide_first_claim(member.command))
-        .collect();
-    let coalesce_keys: Vec<Option<String>> = firsts
-        .iter()
-        .map(|first| first.history.coalesce_key())
-        .collect();
-    let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
-        "WITH input AS ( \
+/// The statement of [`insert_or_find`].
+const INSERT_OR_FIND: &str = concat!(
+    "WITH input AS ( \
              SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::bytea[], \
                  $6::int4[], $7::bytea[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
                  $12::int8[], $13::int8[], $14::text[], $15::int4[], $16::text[], $17::text[], \
@@ -183,111 +167,130 @@ pub(super) async fn insert_or_find(
              FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
          ) \
          SELECT true AS inserted, input.ordinal, ",
-        operation_columns!(),
-        ", clock.now AS db_now \
+    operation_columns!(),
+    ", clock.now AS db_now \
          FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
          CROSS JOIN clock \
          UNION ALL \
          SELECT false, existing.ordinal, ",
-        operation_columns!(),
-        ", clock.now FROM existing CROSS JOIN clock"
-    ))
-    .bind(members.iter().map(|m| m.operation_id.0).collect::<Vec<_>>())
-    .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
-    .bind(
-        members
-            .iter()
-            .map(|m| m.command.scope.operation.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.command.scope.key.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| &m.command.fingerprint.0[..])
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| small(m.command.max_attempts))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.command.claim_token.as_slice())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| millis(m.command.lease))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| millis(m.command.max_attempt_duration))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| millis(m.command.retention))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| millis(f.lease_expires_in))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| millis(f.attempt_deadline_in))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| f.operation_deadline_in.map(millis))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| f.history.to_state.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| small(f.history.attempt))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| f.history.event.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        firsts
-            .iter()
-            .map(|f| f.history.detail.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(coalesce_keys)
-    .fetch_all(pool)
-    .instrument(statement("INSERT operations"))
-    .await?;
+    operation_columns!(),
+    ", clock.now FROM existing CROSS JOIN clock"
+);
+
+/// Inserts the first record of each member's scope, or reads the record it
+/// has: one statement for all. A scope that has a record (in this
+/// statement's snapshot) is read, not inserted, so a replay draws no fence;
+/// one inserted concurrently, after the snapshot, is neither (`None`), and
+/// its claim tries again. Members must name distinct scopes.
+pub(super) async fn insert_or_find(
+    pool: &PgPool,
+    members: &[ClaimMember<'_>],
+) -> StoreResult<Vec<Option<ClaimStart>>> {
+    let firsts: Vec<_> = members
+        .iter()
+        .map(|member| decide_first_claim(member.command))
+        .collect();
+    let coalesce_keys: Vec<Option<String>> = firsts
+        .iter()
+        .map(|first| first.history.coalesce_key())
+        .collect();
+    let rows: Vec<ClaimRow> = sqlx::query_as(INSERT_OR_FIND)
+        .bind(members.iter().map(|m| m.operation_id.0).collect::<Vec<_>>())
+        .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
+        .bind(
+            members
+                .iter()
+                .map(|m| m.command.scope.operation.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.command.scope.key.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| &m.command.fingerprint.0[..])
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| small(m.command.max_attempts))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.command.claim_token.as_slice())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| millis(m.command.lease))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| millis(m.command.max_attempt_duration))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| millis(m.command.retention))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| millis(f.lease_expires_in))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| millis(f.attempt_deadline_in))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| f.operation_deadline_in.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| f.history.to_state.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| small(f.history.attempt))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| f.history.event.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            firsts
+                .iter()
+                .map(|f| f.history.detail.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(coalesce_keys)
+        .fetch_all(pool)
+        .instrument(statement("INSERT operations"))
+        .await?;
     let mut started: Vec<Option<ClaimStart>> = vec![None; members.len()];
     for ClaimRow {
         inserted,
@@ -357,23 +360,9 @@ impl<'a> OutcomeColumns<'a> {
     }
 }
 
-/// Runs each member's guarded write: one `UPDATE … FROM unnest(…)` whose
-/// WHERE states each member's whole precondition ([`crate::domain::guarded::Guard`])
-/// and whose SET is its [`crate::domain::guarded::Write`], relative to the
-/// statement's clock and the row's own columns, with the history entries in
-/// the same statement. A member whose guard does not hold is `None`: the
-/// locked path decides and explains it. Members must name distinct
-/// operations.
-pub(super) async fn write_guarded(
-    pool: &PgPool,
-    members: &[WriteMember<'_>],
-) -> StoreResult<Vec<Option<Applied>>> {
-    let outcomes: Vec<OutcomeColumns<'_>> = members
-        .iter()
-        .map(|m| OutcomeColumns::of(m.guarded.write.outcome.as_ref()))
-        .collect();
-    let rows: Vec<WrittenRow> = sqlx::query_as(concat!(
-        "WITH input AS ( \
+/// The statement of [`write_guarded`].
+const WRITE_GUARDED: &str = concat!(
+    "WITH input AS ( \
              SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::text[], $5::bool[], \
                  $6::bool[], $7::int8[], $8::text[], $9::bool[], $10::text[], $11::bytea[], \
                  $12::text[], $13::jsonb[], $14::text[], $15::text[], $16::text[], $17::jsonb[], \
@@ -445,141 +434,158 @@ pub(super) async fn write_guarded(
              FROM updated \
          ) \
          SELECT ordinal, ",
-        operation_columns!(),
-        ", db_now FROM updated"
-    ))
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.operation_id.0)
-            .collect::<Vec<_>>(),
-    )
-    .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
-    .bind(
-        members
-            .iter()
-            .map(|m| i64::try_from(m.guarded.guard.fence).unwrap_or(i64::MAX))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.guard.from.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.guard.no_receipt_for_fence)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.guard.attempt_budget_left)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.guard.operation_deadline_beyond.map(millis))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.state.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.outcome.is_some())
-            .collect::<Vec<_>>(),
-    )
-    .bind(outcomes.iter().map(|o| o.state).collect::<Vec<_>>())
-    .bind(outcomes.iter().map(|o| o.body).collect::<Vec<_>>())
-    .bind(outcomes.iter().map(|o| o.content_type).collect::<Vec<_>>())
-    .bind(
-        outcomes
-            .iter()
-            .map(|o| o.result_metadata)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        outcomes
-            .iter()
-            .map(|o| o.failure_reason)
-            .collect::<Vec<_>>(),
-    )
-    .bind(outcomes.iter().map(|o| o.code).collect::<Vec<_>>())
-    .bind(outcomes.iter().map(|o| o.message).collect::<Vec<_>>())
-    .bind(
-        outcomes
-            .iter()
-            .map(|o| o.error_metadata)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.lease == LeaseWrite::Clear)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| match m.guarded.write.lease {
-                LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
-                LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
-            })
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.retry_after.map(millis))
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.finishes)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.write.receipt.is_some())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| {
-                m.guarded
-                    .write
-                    .receipt
-                    .as_ref()
-                    .map(|r| r.digest.0.to_vec())
-            })
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.event.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        members
-            .iter()
-            .map(|m| m.guarded.detail.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .fetch_all(pool)
-    .instrument(statement("UPDATE operations"))
-    .await?;
+    operation_columns!(),
+    ", db_now FROM updated"
+);
+
+/// Runs each member's guarded write: one `UPDATE … FROM unnest(…)` whose
+/// WHERE states each member's whole precondition ([`crate::domain::guarded::Guard`])
+/// and whose SET is its [`crate::domain::guarded::Write`], relative to the
+/// statement's clock and the row's own columns, with the history entries in
+/// the same statement. A member whose guard does not hold is `None`: the
+/// locked path decides and explains it. Members must name distinct
+/// operations.
+pub(super) async fn write_guarded(
+    pool: &PgPool,
+    members: &[WriteMember<'_>],
+) -> StoreResult<Vec<Option<Applied>>> {
+    let outcomes: Vec<OutcomeColumns<'_>> = members
+        .iter()
+        .map(|m| OutcomeColumns::of(m.guarded.write.outcome.as_ref()))
+        .collect();
+    let rows: Vec<WrittenRow> = sqlx::query_as(WRITE_GUARDED)
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.operation_id.0)
+                .collect::<Vec<_>>(),
+        )
+        .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
+        .bind(
+            members
+                .iter()
+                .map(|m| i64::try_from(m.guarded.guard.fence).unwrap_or(i64::MAX))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.guard.from.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.guard.no_receipt_for_fence)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.guard.attempt_budget_left)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.guard.operation_deadline_beyond.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.state.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.outcome.is_some())
+                .collect::<Vec<_>>(),
+        )
+        .bind(outcomes.iter().map(|o| o.state).collect::<Vec<_>>())
+        .bind(outcomes.iter().map(|o| o.body).collect::<Vec<_>>())
+        .bind(outcomes.iter().map(|o| o.content_type).collect::<Vec<_>>())
+        .bind(
+            outcomes
+                .iter()
+                .map(|o| o.result_metadata)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            outcomes
+                .iter()
+                .map(|o| o.failure_reason)
+                .collect::<Vec<_>>(),
+        )
+        .bind(outcomes.iter().map(|o| o.code).collect::<Vec<_>>())
+        .bind(outcomes.iter().map(|o| o.message).collect::<Vec<_>>())
+        .bind(
+            outcomes
+                .iter()
+                .map(|o| o.error_metadata)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.lease == LeaseWrite::Clear)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| match m.guarded.write.lease {
+                    LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
+                    LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.retry_after.map(millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.finishes)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.write.receipt.is_some())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| {
+                    m.guarded
+                        .write
+                        .receipt
+                        .as_ref()
+                        .map(|r| r.digest.0.to_vec())
+                })
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.event.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.detail.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(pool)
+        .instrument(statement("UPDATE operations"))
+        .await?;
     let mut written: Vec<Option<Applied>> = vec![None; members.len()];
     for WrittenRow {
         ordinal,
