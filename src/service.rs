@@ -126,9 +126,17 @@ impl IdempotencyService {
     ) -> Result<ClaimReply> {
         let give_up_at = tokio::time::Instant::now() + wait;
         let mut poll = WAIT_POLL_START;
+        let mut polls = 0_u32;
         loop {
             let mut changes = self.changes.subscribe();
-            let reply = self.claim_once(tenant, command).await?;
+            // After the first, polls read: only a poll that finds something
+            // to do (a lease that ran out, a retry that is due) claims.
+            let reply = if polls == 0 {
+                self.claim_once(tenant, command).await?
+            } else {
+                self.poll_pending(tenant, command).await?
+            };
+            polls = polls.saturating_add(1);
             let ClaimAnswer::Pending { retry_after, .. } = reply.answer else {
                 return Ok(reply);
             };
@@ -149,13 +157,55 @@ impl IdempotencyService {
         }
     }
 
+    /// A waiting Claim's poll: a read, decided without the lock. It claims
+    /// for real only when the decision would write, so waiting never draws
+    /// fences nor takes write locks.
+    async fn poll_pending(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
+        if let Some(reply) = self.cached_answer(tenant, command) {
+            return reply;
+        }
+        let target = Target::Scope(command.scope.clone());
+        let found = self
+            .timed("find", self.store.find(tenant, &target, false))
+            .await?;
+        if let Some(reply) = found.and_then(|found| self.answer_from_read(found, command)) {
+            return reply;
+        }
+        self.claim_once(tenant, command).await
+    }
+
+    /// The answer to a replay of a terminal record this replica holds.
+    fn cached_answer(
+        &self,
+        tenant: TenantId,
+        command: &ClaimCommand,
+    ) -> Option<Result<ClaimReply>> {
+        let cached = self.results.get(tenant, &command.scope)?;
+        let decision = decide_claim(&cached.record, command, cached.now);
+        decision
+            .effects
+            .is_empty()
+            .then(|| claim_reply(cached.record, cached.now, decision.answer))
+    }
+
+    /// Most claims of an existing scope are replays or duplicates of a
+    /// running attempt: answers that change nothing. Decided on an unlocked
+    /// read they are exactly as true at that read's clock (terminal records
+    /// never change), so only a claim that must write takes the row lock
+    /// (`None`).
+    fn answer_from_read(&self, found: Found, command: &ClaimCommand) -> Option<Result<ClaimReply>> {
+        let decision = decide_claim(&found.record, command, found.now);
+        if !decision.effects.is_empty() {
+            return None;
+        }
+        self.results.offer(&found.record, found.now);
+        Some(claim_reply(found.record, found.now, decision.answer))
+    }
+
     async fn claim_once(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
         // A replay of a terminal record this replica holds: no round trip.
-        if let Some(cached) = self.results.get(tenant, &command.scope) {
-            let decision = decide_claim(&cached.record, command, cached.now);
-            if decision.effects.is_empty() {
-                return claim_reply(cached.record, cached.now, decision.answer);
-            }
+        if let Some(reply) = self.cached_answer(tenant, command) {
+            return reply;
         }
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
@@ -178,15 +228,8 @@ impl IdempotencyService {
                 Some(ClaimStart::Existing(found)) => found,
                 None => continue,
             };
-            // Most claims of an existing scope are replays or duplicates of a
-            // running attempt: answers that change nothing. Decided on an
-            // unlocked read they are exactly as true at that read's clock
-            // (terminal records never change), so only a claim that must
-            // write takes the row lock.
-            let decision = decide_claim(&found.record, command, found.now);
-            if decision.effects.is_empty() {
-                self.results.offer(&found.record, found.now);
-                return claim_reply(found.record, found.now, decision.answer);
+            if let Some(reply) = self.answer_from_read(found, command) {
+                return reply;
             }
             let target = Target::Scope(command.scope.clone());
             let applied = self

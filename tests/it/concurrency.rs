@@ -10,6 +10,66 @@ use crate::harness::*;
 
 const CONCURRENT_CLAIMS: usize = 64;
 
+/// A Claim that waits for another attempt polls by reading: however long it
+/// waits, it draws no fence and writes nothing (before, every poll re-ran the
+/// whole claim: one `wait=10s` drew 25 fences).
+async fn a_waiting_claim_draws_no_fence_and_writes_nothing_while_it_waits(backend: Backend) {
+    let world = World::start(backend).await;
+    let mut client = world.client().await;
+    let token = world.tenant_a.clone();
+    let owner = client
+        .claim(authorized(
+            &token,
+            proto::ClaimRequest {
+                lease: millis(5_000),
+                ..claim_json("orders.create", "running", r#"{"sku":"A1"}"#)
+            },
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&owner).expect("acquired").clone();
+    let history_before = history(&mut client, &token, &owner.operation_id)
+        .await
+        .len();
+
+    let started = std::time::Instant::now();
+    let waited = client
+        .claim(authorized(
+            &token,
+            proto::ClaimRequest {
+                wait: millis(1_500),
+                ..claim_json("orders.create", "running", r#"{"sku":"A1"}"#)
+            },
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert!(
+        matches!(waited.outcome, Some(Outcome::Pending(_))),
+        "{waited:?}"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1_400));
+
+    // The next fence drawn follows the owner's: the wait drew none.
+    let next = client
+        .claim(authorized(
+            &token,
+            claim_json("orders.create", "after-the-wait", r#"{"sku":"A1"}"#),
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(ownership(&next).expect("acquired").fence, owner.fence + 1);
+    assert_eq!(
+        history(&mut client, &token, &owner.operation_id)
+            .await
+            .len(),
+        history_before,
+        "waiting wrote no history"
+    );
+}
+
 async fn sixty_four_concurrent_claims_acquire_once_and_execute_once(backend: Backend) {
     let world = World::start(backend).await;
     let provider = Provider::default();
@@ -106,6 +166,7 @@ async fn a_waiting_claim_receives_the_result_when_the_owner_completes(backend: B
 }
 
 store_tests!(
+    a_waiting_claim_draws_no_fence_and_writes_nothing_while_it_waits,
     sixty_four_concurrent_claims_acquire_once_and_execute_once,
     a_waiting_claim_receives_the_result_when_the_owner_completes,
 );
