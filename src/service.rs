@@ -128,7 +128,8 @@ impl IdempotencyService {
         let mut poll = WAIT_POLL_START;
         let mut polls = 0_u32;
         loop {
-            let mut changes = self.changes.subscribe();
+            // Only a Claim that may wait listens for changes.
+            let mut changes = (!wait.is_zero()).then(|| self.changes.subscribe());
             // After the first, polls read: only a poll that finds something
             // to do (a lease that ran out, a retry that is due) claims.
             let reply = if polls == 0 {
@@ -148,8 +149,11 @@ impl IdempotencyService {
             let nap = poll.min(due.max(Duration::from_millis(1)));
             let wake_at = (now + nap).min(give_up_at);
             let operation_id = reply.record.operation_id;
+            let Some(changes) = changes.as_mut() else {
+                return Ok(reply);
+            };
             tokio::select! {
-                () = wait_for_change(&mut changes, operation_id) => {}
+                () = wait_for_change(changes, operation_id) => {}
                 () = tokio::time::sleep_until(wake_at) => {}
                 () = self.draining.cancelled() => {}
             }

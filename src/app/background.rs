@@ -9,9 +9,9 @@ use metrics_exporter_prometheus::ExporterFuture;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 use tracing::warn;
@@ -119,7 +119,11 @@ pub(super) async fn serve_health(
     let health = HealthServer::new(HealthService::from_health_reporter(reporter));
     let served = tonic::transport::Server::builder()
         .add_service(health)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned())
+        .serve_with_incoming_shutdown(
+            // No Nagle delay on replies: each is small and awaited.
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            stop.cancelled_owned(),
+        )
         .await;
     if let Err(error) = served {
         warn!(%error, "plaintext health listener stopped");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::time::Instant;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use super::Application;
@@ -95,7 +95,11 @@ pub async fn serve(
 
     let server = builder
         .add_routes(application.routes.clone())
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled_owned());
+        .serve_with_incoming_shutdown(
+            // No Nagle delay on replies: each is small and awaited.
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            stop.cancelled_owned(),
+        );
     tokio::pin!(server);
     let stopped_on_its_own = tokio::select! {
         result = &mut server => Some(result),

@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::TraceContextExt;
@@ -43,6 +44,11 @@ struct Queued<Request, Response> {
 
 pub(crate) struct Batcher<Request, Response> {
     sender: mpsc::UnboundedSender<Queued<Request, Response>>,
+    /// Statement slots, shared with the worker.
+    slots: Arc<Semaphore>,
+    /// Calls sent to the worker and not yet taken into a statement.
+    waiting: Arc<AtomicUsize>,
+    run: RunBatch<Request, Response>,
     /// Taken by the first call, which starts the worker (a store may be
     /// built outside a runtime).
     worker: Arc<Mutex<Option<Worker<Request, Response>>>>,
@@ -52,6 +58,9 @@ impl<Request, Response> Clone for Batcher<Request, Response> {
     fn clone(&self) -> Self {
         Self {
             sender: self.sender.clone(),
+            slots: Arc::clone(&self.slots),
+            waiting: Arc::clone(&self.waiting),
+            run: Arc::clone(&self.run),
             worker: Arc::clone(&self.worker),
         }
     }
@@ -61,7 +70,8 @@ struct Worker<Request, Response> {
     receiver: mpsc::UnboundedReceiver<Queued<Request, Response>>,
     run: RunBatch<Request, Response>,
     key: fn(&Request) -> Vec<u8>,
-    in_flight: usize,
+    slots: Arc<Semaphore>,
+    waiting: Arc<AtomicUsize>,
 }
 
 impl<Request, Response> Batcher<Request, Response>
@@ -80,21 +90,44 @@ where
         + 'static,
     ) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let run: RunBatch<Request, Response> = Arc::new(run);
+        let slots = Arc::new(Semaphore::new(in_flight.max(1)));
+        let waiting = Arc::new(AtomicUsize::new(0));
         Self {
             sender,
+            slots: Arc::clone(&slots),
+            waiting: Arc::clone(&waiting),
+            run: Arc::clone(&run),
             worker: Arc::new(Mutex::new(Some(Worker {
                 receiver,
-                run: Arc::new(run),
+                run,
                 key,
-                in_flight: in_flight.max(1),
+                slots,
+                waiting,
             }))),
         }
     }
 
-    /// Queues `request` and waits for its answer.
+    /// Queues `request` and waits for its answer. With a statement slot
+    /// free and no call waiting, it runs at once, on the caller's task: alone
+    /// there is nothing to share, and no hand-off to pay for.
     pub(crate) async fn call(&self, request: Request) -> Result<Response> {
         self.start_once();
+        if self.waiting.load(Ordering::Acquire) == 0
+            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned()
+        {
+            let outcome = (self.run)(Arc::new(vec![request])).await;
+            drop(slot);
+            let mut responses = outcome?;
+            return match (responses.pop(), responses.is_empty()) {
+                (Some(response), true) => Ok(response),
+                _ => Err(Error::Internal(
+                    "a batch answered the wrong number of members".into(),
+                )),
+            };
+        }
         let (answer, answered) = oneshot::channel();
+        self.waiting.fetch_add(1, Ordering::AcqRel);
         self.sender
             .send(Queued {
                 request,
@@ -129,19 +162,20 @@ where
     Response: Send + 'static,
 {
     async fn work(mut self) {
-        let slots = Arc::new(Semaphore::new(self.in_flight));
+        let slots = Arc::clone(&self.slots);
         let mut queued = Vec::new();
         let mut held_back = Vec::new();
         loop {
-            // A free slot first, then everything queued meanwhile: the
-            // queue is what makes the batch.
-            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-                return;
-            };
+            // Work first (an idle worker holds no slot, so a lone call can
+            // run at once on its own task), then a free slot, then
+            // everything queued meanwhile: the queue is what makes the batch.
             if held_back.is_empty() && self.receiver.recv_many(&mut queued, MAX_MEMBERS).await == 0
             {
                 return;
             }
+            let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                return;
+            };
             queued.splice(0..0, held_back.drain(..));
             while queued.len() < MAX_MEMBERS {
                 match self.receiver.try_recv() {
@@ -150,6 +184,7 @@ where
                 }
             }
             let batch = self.distinct(&mut queued, &mut held_back);
+            self.waiting.fetch_sub(batch.len(), Ordering::AcqRel);
             let run = Arc::clone(&self.run);
             tokio::spawn(async move {
                 answer(batch, run).await;

@@ -43,6 +43,13 @@ pub struct PostgresStore {
     writes: Batcher<WriteRequest, Option<Applied>>,
 }
 
+/// Statements in flight per kind (claims, owner writes); concurrent calls
+/// beyond them wait and share the next statement. Few and full beats many
+/// and small: measured on 2 cores at 64 clients, Claim + Complete ran at
+/// 3.8k–4.1k ops/s with 1 or 2, 2.8k with 4 and 2.1k with 8. Two keep one
+/// slow statement (a row lock waited for) from holding up every call.
+const STATEMENTS_IN_FLIGHT: usize = 2;
+
 /// Runs a one-statement path again after a serialization failure, deadlock
 /// or history sequence collision (a concurrent locked write of the same
 /// operation), as the locked path's transactions are.
@@ -115,11 +122,7 @@ impl PostgresStore {
 
     pub fn from_pool(pool: PgPool) -> Self {
         let notifier = Notifier::new(pool.connect_options().as_ref().clone());
-        // Statements in flight per kind; concurrent calls beyond them wait
-        // and share the next statement.
-        let in_flight = usize::try_from(pool.options().get_max_connections() / 4)
-            .unwrap_or(1)
-            .max(1);
+        let in_flight = STATEMENTS_IN_FLIGHT;
         let claims = {
             let pool = pool.clone();
             Batcher::new(in_flight, statements::claim_key, move |requests| {

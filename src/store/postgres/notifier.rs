@@ -1,13 +1,18 @@
 //! NOTIFY of state changes, after commit, batched, on a connection of its
-//! own.
+//! own, with an asynchronous commit.
 //!
 //! Postgres serialises the commits of every transaction that notifies,
 //! cluster-wide, so a NOTIFY inside each write transaction would cap the
 //! whole fleet's writes. Instead a write that changed an operation's state
 //! hands its operation_id to this notifier once it has committed; one task
 //! gathers what arrives meanwhile and sends it as few notifications as fit,
-//! from one connection outside the pool. Best effort: waiters poll anyway,
-//! so a lost notification costs latency, never correctness.
+//! from one connection outside the pool. A notifying transaction takes a
+//! transaction id and so a commit record: the session commits it without
+//! waiting for the WAL flush (`synchronous_commit = off`), since nothing of
+//! it needs to survive a crash, and changes that follow one another closely
+//! share a notification (they wait at most `COALESCE_WINDOW`). Best effort:
+//! waiters poll anyway, so a lost notification costs latency, never
+//! correctness.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +37,9 @@ const QUEUE_CAPACITY: usize = 16_384;
 /// At most this many changes go out per statement.
 const MAX_BATCH: usize = 4_096;
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// After a notification, changes gather this long before the next one, so a
+/// busy replica sends a few notifications a second, not one per write.
+const COALESCE_WINDOW: Duration = Duration::from_millis(5);
 
 #[derive(Clone)]
 pub(super) struct Notifier {
@@ -106,10 +114,24 @@ async fn send_changes(
         if received == 0 {
             break;
         }
+        if !closed.is_cancelled() {
+            // What follows closely rides along.
+            tokio::time::sleep(COALESCE_WINDOW).await;
+            while batch.len() < MAX_BATCH {
+                match receiver.try_recv() {
+                    Ok(operation_id) => batch.push(operation_id),
+                    Err(_) => break,
+                }
+            }
+        }
         let payloads = payloads(&batch);
         batch.clear();
         if connection.is_none() {
-            match PgConnection::connect_with(&connect).await {
+            let options = connect
+                .as_ref()
+                .clone()
+                .options([("synchronous_commit", "off")]);
+            match PgConnection::connect_with(&options).await {
                 Ok(opened) => connection = Some(opened),
                 Err(error) => {
                     warn!(%error, "cannot connect to send change notifications; waiters poll");
