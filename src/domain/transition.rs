@@ -574,6 +574,10 @@ pub fn decide_fail(
     )
 }
 
+/// The history detail of a NOT_APPLIED that granted an attempt beyond the
+/// spent budget.
+pub const NOT_APPLIED_WITH_GRANT: &str = "not_applied; one more attempt granted";
+
 pub fn decide_reconcile(
     record: &OperationRecord,
     command: &ReconcileCommand,
@@ -629,16 +633,29 @@ pub fn decide_reconcile(
             if attempt_may_be_running {
                 return refuse(Refusal::AttemptStillRunning, record);
             }
-            // Due now; the next Claim decides whether budget and deadline allow
-            // a new attempt, exactly as for a retryable failure.
+            // Due now. The evidence that the effect never happened settles
+            // the doubt that spent the budget: one more attempt is always
+            // granted, recorded in history. The operation deadline still
+            // holds (the next Claim ends it DEADLINE_EXCEEDED once passed).
+            let budget_spent = record.attempt >= record.max_attempts;
             let next = OperationRecord {
                 state: State::RetryWait,
                 retry_at: Some(now),
                 lease_expires_at: None,
+                max_attempts: if budget_spent {
+                    record.attempt + 1
+                } else {
+                    record.max_attempts
+                },
                 updated_at: now,
                 ..record.clone()
             };
-            (next, "not_applied")
+            let detail = if budget_spent {
+                NOT_APPLIED_WITH_GRANT
+            } else {
+                "not_applied"
+            };
+            (next, detail)
         }
     };
     let next = OperationRecord {

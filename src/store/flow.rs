@@ -659,6 +659,7 @@ where
                 .bind(write.retain_until.map(D::stamp))
                 .bind(before.state.as_str())
                 .bind(write.last_write_by)
+                .bind(write.max_attempts)
                 .fetch_optional(&mut *connection)
                 .instrument(D::statement("UPDATE operations"))
                 .await?;

@@ -146,6 +146,8 @@ impl TryFrom<OperationRow> for OperationRecord {
 pub(crate) struct OperationWrite<'a> {
     pub(crate) state: &'static str,
     pub(crate) attempt: i32,
+    /// Raised only when a NOT_APPLIED grants one more attempt.
+    pub(crate) max_attempts: i32,
     pub(crate) claim_token: &'a [u8],
     pub(crate) taken_over_state: Option<&'static str>,
     pub(crate) taken_over_fence: Option<i64>,
@@ -183,6 +185,8 @@ impl<'a> OperationWrite<'a> {
         Ok(Self {
             state: record.state.as_str(),
             attempt: i32::try_from(record.attempt).map_err(|_| corrupt("attempt"))?,
+            max_attempts: i32::try_from(record.max_attempts)
+                .map_err(|_| corrupt("max_attempts"))?,
             claim_token: &record.claim_token,
             taken_over_state: record
                 .taken_over_from

@@ -54,7 +54,7 @@ macro_rules! guarded_update_sql {
              result_content_type = $15, result_metadata = $16, failure_reason = $17, \
              error_code = $18, error_message = $19, error_metadata = $20, \
              last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
-             completed_at = $24, retain_until = $25, last_write_by = $27 \
+             completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence"
         )

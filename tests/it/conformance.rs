@@ -978,6 +978,38 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_atte
     assert!(next.fence > released.record.fence);
 }
 
+/// A budget spent on unknown outcomes ends in NeedsReconciliation; NOT_APPLIED
+/// (the effect provably never happened) grants one more attempt, stored with
+/// the record and recorded in history, so the next Claim executes instead of
+/// failing ATTEMPTS_EXHAUSTED.
+async fn not_applied_with_the_budget_spent_grants_one_more_attempt(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    let one_attempt = ClaimCommand {
+        max_attempts: 1,
+        max_attempt_duration: TimeDelta::milliseconds(300),
+        ..command("budget", 100)
+    };
+    let owner = acquired(fixture.claim(&one_attempt).await);
+    sleep_ms(400).await; // lease and attempt deadline pass
+    let (answer, spent) = fixture.claim(&one_attempt).await;
+    assert_eq!(answer, Ok(ClaimAnswer::NeedsReconciliation));
+    assert_eq!((spent.attempt, spent.max_attempts), (1, 1));
+
+    let released = fixture.reconcile(&spent, Resolution::NotApplied).await;
+    assert_eq!(released.answer, Ok(Answer::Written));
+    assert_eq!(released.record.max_attempts, 2, "the grant is stored");
+    let (reread, history) = fixture.find(owner.operation_id).await.expect("exists");
+    assert_eq!(reread.max_attempts, 2);
+    assert_eq!(
+        history.last().map(|entry| entry.detail.as_str()),
+        Some(idemd::domain::transition::NOT_APPLIED_WITH_GRANT)
+    );
+
+    let (answer, next) = fixture.claim(&one_attempt).await;
+    assert_eq!(answer, Ok(ClaimAnswer::Acquired));
+    assert_eq!((next.attempt, next.max_attempts), (2, 2));
+}
+
 // ---- tenants, lists ---------------------------------------------------------
 
 async fn tenants_never_see_or_write_each_others_operations(backend: Backend) {
@@ -1749,6 +1781,7 @@ store_tests!(
     stale_fences_are_refused_and_their_repeats_coalesce_in_history,
     reconcile_resolves_unknown_and_expired_operations_with_a_new_fence,
     not_applied_waits_for_the_attempt_deadline_then_releases_for_a_new_attempt,
+    not_applied_with_the_budget_spent_grants_one_more_attempt,
     tenants_never_see_or_write_each_others_operations,
     revoked_tenants_no_longer_authenticate_and_names_are_reusable,
     list_unresolved_pages_oldest_first_and_skips_resolved_and_live_ones,

@@ -14,7 +14,8 @@ use crate::domain::model::{
     WriteReceipt, Writer,
 };
 use crate::domain::transition::{
-    Answer, ClaimAnswer, decide_complete, decide_fail, decide_reconcile, decide_renew,
+    Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
+    decide_renew,
 };
 
 use super::{
@@ -482,7 +483,21 @@ impl Run {
             assert_eq!(update.next.tenant_id, before.tenant_id);
             assert_eq!(update.next.scope, before.scope);
             assert_eq!(update.next.fingerprint, before.fingerprint);
-            assert_eq!(update.next.max_attempts, before.max_attempts);
+            // The budget grows only by the one attempt a NOT_APPLIED grants
+            // when it was spent.
+            let granted = history.detail == NOT_APPLIED_WITH_GRANT;
+            let expected_budget = if granted {
+                before.attempt + 1
+            } else {
+                before.max_attempts
+            };
+            assert_eq!(update.next.max_attempts, expected_budget, "{step:#?}");
+            if granted {
+                assert!(
+                    before.attempt >= before.max_attempts,
+                    "granted within budget"
+                );
+            }
             assert_eq!(update.next.created_at, before.created_at);
         }
 

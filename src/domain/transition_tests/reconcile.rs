@@ -3,7 +3,7 @@
 use crate::domain::command::{FailDisposition, Resolution};
 use crate::domain::error::Refusal;
 use crate::domain::model::{FailureReason, HistoryEvent, Outcome, State, WriteReceipt, Writer};
-use crate::domain::transition::ClaimAnswer;
+use crate::domain::transition::{ClaimAnswer, NOT_APPLIED_WITH_GRANT};
 
 use super::{
     CODE, FIRST_FENCE, OTHER, Sim, at, entry, every_state, lease_lost, reconcile_cmd, refused,
@@ -134,6 +134,18 @@ fn not_applied_after_the_attempt_deadline_releases_a_retry_due_now_with_a_new_fe
         assert_eq!(next.retry_at, Some(at(300)));
         assert_eq!(next.lease_expires_at, None);
         assert_eq!(next.attempt, before.attempt);
+        // A spent budget gets one more attempt (DESIGN: NOT_APPLIED settles
+        // the doubt that spent it).
+        let budget_spent = before.attempt >= before.max_attempts;
+        assert_eq!(
+            next.max_attempts,
+            if budget_spent {
+                before.attempt + 1
+            } else {
+                before.max_attempts
+            },
+            "{name}"
+        );
         assert_eq!(
             step.history(),
             &entry(
@@ -142,7 +154,11 @@ fn not_applied_after_the_attempt_deadline_releases_a_retry_due_now_with_a_new_fe
                 State::RetryWait,
                 11,
                 before.attempt,
-                "not_applied"
+                if budget_spent {
+                    NOT_APPLIED_WITH_GRANT
+                } else {
+                    "not_applied"
+                }
             ),
             "{name}"
         );
@@ -172,20 +188,42 @@ fn not_applied_then_claim_starts_a_new_attempt_acquired() {
 }
 
 #[test]
-fn not_applied_with_budget_spent_ends_attempts_exhausted_on_the_next_claim() {
+fn not_applied_with_budget_spent_grants_one_more_attempt_recorded_in_history() {
+    // The budget is spent on unknown outcomes: only a reconciler may resolve it.
     let mut sim = Sim::last_attempt();
     sim.now = at(31);
     assert_eq!(
         sim.claim_as(OTHER).claim_answer(),
         ClaimAnswer::NeedsReconciliation
     );
+    let spent = sim.record.clone();
+    assert_eq!(spent.attempt, spent.max_attempts);
+    // Evidence that the effect never happened: the request provably never
+    // ran, so it gets its attempt, not ATTEMPTS_EXHAUSTED.
     sim.now = at(300);
-    sim.reconcile(FIRST_FENCE, Resolution::NotApplied).written();
-    assert_eq!(sim.record.fence, 11);
+    let step = sim.reconcile(FIRST_FENCE, Resolution::NotApplied);
+    step.written();
+    assert_eq!(step.next().max_attempts, spent.attempt + 1);
+    assert_eq!(step.history().detail, NOT_APPLIED_WITH_GRANT);
     let step = sim.claim_as(OTHER);
-    assert_eq!(step.claim_answer(), ClaimAnswer::Completed);
+    assert_eq!(step.claim_answer(), ClaimAnswer::Acquired);
+    assert_eq!(sim.record.state, State::InProgress);
+    assert_eq!(sim.record.attempt, spent.attempt + 1);
+    assert_eq!(
+        sim.record.attempt, sim.record.max_attempts,
+        "exactly one more"
+    );
+    // The old owner's late write is stale.
+    let step = sim.complete(FIRST_FENCE, "ok");
+    assert_eq!(
+        step.error(),
+        &lease_lost(sim.record.fence, State::InProgress)
+    );
+    // That attempt failing retryably again ends it: one attempt was granted.
+    let fence = sim.record.fence;
+    sim.fail(fence, FailDisposition::Retryable, secs(1))
+        .written();
     assert_eq!(sim.record.state, State::Failed);
-    assert_eq!(sim.record.fence, 11);
     assert!(matches!(
         sim.record.outcome,
         Some(Outcome::Failed {
@@ -193,16 +231,16 @@ fn not_applied_with_budget_spent_ends_attempts_exhausted_on_the_next_claim() {
             ..
         })
     ));
-    // The old owner's late write is stale; a write with the reconciler's fence
-    // finds a terminal record.
-    let step = sim.complete(FIRST_FENCE, "ok");
-    assert_eq!(step.error(), &lease_lost(11, State::Failed));
-    let step = sim.complete(11, "ok");
-    assert_eq!(
-        step.error(),
-        &refused(Refusal::OperationTerminal, State::Failed)
-    );
-    step.assert_no_effects();
+}
+
+#[test]
+fn not_applied_within_the_budget_grants_nothing_extra() {
+    let mut sim = Sim::new();
+    sim.now = at(300);
+    let before = sim.record.clone();
+    let step = sim.reconcile(FIRST_FENCE, Resolution::NotApplied);
+    assert_eq!(step.next().max_attempts, before.max_attempts);
+    assert_eq!(step.history().detail, "not_applied");
 }
 
 #[test]
