@@ -17,7 +17,7 @@ use crate::domain::transition::{
 use crate::domain::{
     Answer, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error, FailCommand, Found,
     OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, Target,
-    TenantId, UnresolvedPage, UnresolvedQuery,
+    TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
 use crate::store::{Applied, ClaimStart, Decide, Store};
@@ -42,8 +42,21 @@ pub struct ClaimReply {
 pub struct WriteReply {
     pub record: OperationRecord,
     pub now: DateTime<Utc>,
-    /// False when the write was a re-sent one, answered from the record.
+    /// False when the write was a re-sent one, answered from its receipt.
     pub changed: bool,
+}
+
+impl WriteReply {
+    /// What a Complete, Fail or Reconcile answers: the answer its receipt
+    /// keeps, so that a re-sent write gets the original answer however the
+    /// record moved on since (receipts from before answers were kept: the
+    /// record, as then).
+    pub fn answer(&self) -> WriteAnswer {
+        self.record
+            .last_write
+            .and_then(|receipt| receipt.answer)
+            .unwrap_or_else(|| WriteAnswer::of(&self.record))
+    }
 }
 
 #[derive(Clone)]

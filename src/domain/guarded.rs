@@ -16,7 +16,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::command::{CompleteCommand, FailCommand, FailDisposition, RenewCommand};
 use super::model::{
     FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord, Outcome,
-    State, WriteReceipt, Writer,
+    State, WriteAnswer, WriteReceipt, Writer,
 };
 
 /// The whole precondition of a guarded write. Every condition is required.
@@ -59,7 +59,8 @@ pub struct Write {
     /// The operation ends: `completed_at = now`, `retain_until = now + the
     /// row's retention`.
     pub finishes: bool,
-    /// Recorded, so that a re-sent write gets the original answer.
+    /// Recorded with the answer this write gets, so that a re-sent write
+    /// gets the same one (`answer` is filled in by [`Write::apply`]).
     pub receipt: Option<WriteReceipt>,
 }
 
@@ -136,10 +137,13 @@ impl Write {
             next.completed_at = Some(now);
             next.retain_until = Some(now + record.retention);
         }
-        if self.receipt.is_some() {
-            next.last_write = self.receipt;
-        }
         next.updated_at = now;
+        if let Some(receipt) = self.receipt {
+            next.last_write = Some(WriteReceipt {
+                answer: Some(WriteAnswer::of(&next)),
+                ..receipt
+            });
+        }
         next
     }
 }
@@ -267,5 +271,6 @@ fn owner_receipt(fence: Fence, digest: super::model::RequestDigest) -> WriteRece
         fence,
         digest,
         writer: Writer::Owner,
+        answer: None,
     }
 }

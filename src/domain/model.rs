@@ -147,6 +147,40 @@ pub struct WriteReceipt {
     pub fence: Fence,
     pub digest: RequestDigest,
     pub writer: Writer,
+    /// What the write answered; `None` for receipts stored before answers
+    /// were kept (they are answered from the record, as they were then).
+    pub answer: Option<WriteAnswer>,
+}
+
+/// The answer a write got, kept with its receipt: a re-sent write gets this
+/// same answer however the record moved on since (a new attempt, a sweep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteAnswer {
+    pub state: State,
+    pub failure: Option<FailureReason>,
+    pub retry_at: Option<DateTime<Utc>>,
+    /// The fence the operation carried after the write (a reconciler's new
+    /// one). [`DRAWN_FENCE`] until the store stamps the fence it drew.
+    pub fence: Fence,
+}
+
+/// Stands for the fence a write draws, until the store stamps it (fences
+/// start at 1).
+pub const DRAWN_FENCE: Fence = 0;
+
+impl WriteAnswer {
+    /// The answer of a write that left `record` as it is.
+    pub fn of(record: &OperationRecord) -> Self {
+        Self {
+            state: record.state,
+            failure: match &record.outcome {
+                Some(Outcome::Failed { reason, .. }) => Some(*reason),
+                _ => None,
+            },
+            retry_at: record.retry_at,
+            fence: record.fence,
+        }
+    }
 }
 
 /// Who made the write a receipt stands for. A reconciler's write takes a new

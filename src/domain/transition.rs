@@ -13,8 +13,9 @@ use super::command::{
 };
 use super::error::{Error, Refusal};
 use super::model::{
-    ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord,
-    Outcome, PreviousAttempt, RequestDigest, State, TenantId, WriteReceipt, Writer, time_left,
+    DRAWN_FENCE, ErrorReport, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId,
+    OperationRecord, Outcome, PreviousAttempt, RequestDigest, State, TenantId, WriteAnswer,
+    WriteReceipt, Writer, time_left,
 };
 
 /// What a Claim answers, besides errors. The ownership details (fence,
@@ -77,6 +78,16 @@ impl Effects {
             update.next.fence = fence;
             if let Some(history) = self.history.as_mut() {
                 history.fence = fence;
+            }
+            // A receipt this decision wrote answers with the fence drawn.
+            if let Some(answer) = update
+                .next
+                .last_write
+                .as_mut()
+                .and_then(|receipt| receipt.answer.as_mut())
+                .filter(|answer| answer.fence == DRAWN_FENCE)
+            {
+                answer.fence = fence;
             }
         }
         self
@@ -492,6 +503,7 @@ pub fn decide_complete(
         fence: command.fence,
         digest,
         writer: Writer::Owner,
+        answer: Some(WriteAnswer::of(&next)),
     });
     Decision::transition(
         record,
@@ -512,11 +524,12 @@ pub fn decide_fail(
     if let Some(decision) = refuse_owner_write(record, command.fence, Some(digest), "fail", now) {
         return decision;
     }
-    let receipt = Some(WriteReceipt {
+    let receipt = WriteReceipt {
         fence: command.fence,
         digest,
         writer: Writer::Owner,
-    });
+        answer: None,
+    };
     let failed = |reason| Outcome::Failed {
         reason,
         error: command.error.clone(),
@@ -561,7 +574,10 @@ pub fn decide_fail(
         ),
     };
     let next = OperationRecord {
-        last_write: receipt,
+        last_write: Some(WriteReceipt {
+            answer: Some(WriteAnswer::of(&next)),
+            ..receipt
+        }),
         ..next
     };
     Decision::transition(
@@ -604,11 +620,12 @@ pub fn decide_reconcile(
     if record.state == State::InProgress && !record.lease_expired(now) {
         return refuse(Refusal::LeaseStillLive, record);
     }
-    let receipt = Some(WriteReceipt {
+    let receipt = WriteReceipt {
         fence: command.expected_fence,
         digest,
         writer: Writer::Reconciler,
-    });
+        answer: None,
+    };
     let (next, detail) = match &command.resolution {
         Resolution::Succeeded(result) => (
             finish(record, Outcome::Succeeded(result.clone()), now),
@@ -658,8 +675,16 @@ pub fn decide_reconcile(
             (next, detail)
         }
     };
+    // The answer's fence is the one this reconciliation draws.
+    let answer = WriteAnswer {
+        fence: DRAWN_FENCE,
+        ..WriteAnswer::of(&next)
+    };
     let next = OperationRecord {
-        last_write: receipt,
+        last_write: Some(WriteReceipt {
+            answer: Some(answer),
+            ..receipt
+        }),
         ..next
     };
     Decision::transition(

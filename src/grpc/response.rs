@@ -221,26 +221,27 @@ pub fn renew_response(reply: &WriteReply) -> proto::RenewResponse {
 
 pub fn complete_response(reply: &WriteReply) -> proto::CompleteResponse {
     proto::CompleteResponse {
-        state: proto_state(reply.record.state).into(),
+        state: proto_state(reply.answer().state).into(),
     }
 }
 
 pub fn fail_response(reply: &WriteReply) -> proto::FailResponse {
-    let record = &reply.record;
+    let answer = reply.answer();
     proto::FailResponse {
-        state: proto_state(record.state).into(),
-        reason: match &record.outcome {
-            Some(Outcome::Failed { reason, .. }) => proto_reason(*reason).into(),
-            _ => proto::FailureReason::Unspecified.into(),
-        },
-        retry_after: (record.state == State::RetryWait)
-            .then(|| proto_duration(time_left(record.retry_at, reply.now))),
+        state: proto_state(answer.state).into(),
+        reason: answer
+            .failure
+            .map_or(proto::FailureReason::Unspecified, proto_reason)
+            .into(),
+        retry_after: (answer.state == State::RetryWait)
+            .then(|| proto_duration(time_left(answer.retry_at, reply.now))),
     }
 }
 
 pub fn reconcile_response(reply: &WriteReply) -> proto::ReconcileResponse {
+    let answer = reply.answer();
     proto::ReconcileResponse {
-        state: proto_state(reply.record.state).into(),
-        fence: reply.record.fence,
+        state: proto_state(answer.state).into(),
+        fence: answer.fence,
     }
 }

@@ -660,11 +660,26 @@ where
                 .bind(before.state.as_str())
                 .bind(write.last_write_by)
                 .bind(write.max_attempts)
+                .bind(write.last_write_state)
+                .bind(write.last_write_failure)
+                .bind(write.last_write_retry_at.map(D::stamp))
+                .bind(write.last_write_answer_fence)
                 .fetch_optional(&mut *connection)
                 .instrument(D::statement("UPDATE operations"))
                 .await?;
+            let answers_with_drawn_fence = write.last_write_answer_fence == Some(0);
             let (written, stamped) = settle_guarded_update(effects, written_fence)?;
             effects = stamped;
+            // A reconciler's receipt answers with the fence its write drew,
+            // known only now that the UPDATE drew it.
+            if answers_with_drawn_fence && let Some(drawn) = written_fence {
+                sqlx::query(sql::STAMP_ANSWERED_FENCE)
+                    .bind(before.operation_id.0)
+                    .bind(drawn)
+                    .execute(&mut *connection)
+                    .instrument(D::statement("UPDATE operations answer"))
+                    .await?;
+            }
             written_record = written;
         }
         if let Some(history) = &effects.history {

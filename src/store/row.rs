@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::domain::{
     Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OperationId,
     OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State, SuccessResult,
-    TenantId, WriteReceipt, Writer,
+    TenantId, WriteAnswer, WriteReceipt, Writer,
 };
 
 #[derive(Debug, sqlx::FromRow)]
@@ -47,6 +47,10 @@ pub(crate) struct OperationRow {
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
+    pub(crate) last_write_state: Option<String>,
+    pub(crate) last_write_failure: Option<String>,
+    pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
+    pub(crate) last_write_answer_fence: Option<i64>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -103,6 +107,22 @@ impl TryFrom<OperationRow> for OperationRecord {
                 fence: unsigned(fence, "fence")?,
                 digest: RequestDigest(digest.try_into().map_err(|_| corrupt("digest"))?),
                 writer: Writer::parse(&writer).ok_or_else(|| corrupt("writer"))?,
+                answer: match (row.last_write_state.as_deref(), row.last_write_answer_fence) {
+                    (Some(answered), Some(fence)) => Some(WriteAnswer {
+                        state: state(answered)?,
+                        failure: row
+                            .last_write_failure
+                            .as_deref()
+                            .map(|reason| {
+                                FailureReason::parse(reason)
+                                    .ok_or_else(|| corrupt("answered failure reason"))
+                            })
+                            .transpose()?,
+                        retry_at: row.last_write_retry_at,
+                        fence: unsigned(fence, "answered fence")?,
+                    }),
+                    _ => None,
+                },
             }),
             _ => None,
         };
@@ -166,6 +186,10 @@ pub(crate) struct OperationWrite<'a> {
     pub(crate) last_write_fence: Option<i64>,
     pub(crate) last_write_digest: Option<&'a [u8]>,
     pub(crate) last_write_by: Option<&'static str>,
+    pub(crate) last_write_state: Option<&'static str>,
+    pub(crate) last_write_failure: Option<&'static str>,
+    pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
+    pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
@@ -177,6 +201,7 @@ pub(crate) fn signed(value: u64) -> Result<i64> {
 
 impl<'a> OperationWrite<'a> {
     pub(crate) fn of(record: &'a OperationRecord) -> Result<Self> {
+        let answer = record.last_write.and_then(|receipt| receipt.answer);
         let (result, failure) = match &record.outcome {
             Some(Outcome::Succeeded(result)) => (Some(result), None),
             Some(Outcome::Failed { reason, error }) => (None, Some((reason, error))),
@@ -216,6 +241,12 @@ impl<'a> OperationWrite<'a> {
                 .as_ref()
                 .map(|receipt| &receipt.digest.0[..]),
             last_write_by: record.last_write.map(|receipt| receipt.writer.as_str()),
+            last_write_state: answer.map(|answer| answer.state.as_str()),
+            last_write_failure: answer
+                .and_then(|answer| answer.failure)
+                .map(FailureReason::as_str),
+            last_write_retry_at: answer.and_then(|answer| answer.retry_at),
+            last_write_answer_fence: answer.map(|answer| signed(answer.fence)).transpose()?,
             updated_at: record.updated_at,
             completed_at: record.completed_at,
             retain_until: record.retain_until,

@@ -10,7 +10,8 @@ macro_rules! operation_columns {
          max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, retry_at, \
          operation_deadline_at, outcome_state, result_body, result_content_type, result_metadata, \
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
-         last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until"
+         last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
+         last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence"
     };
 }
 pub(crate) use operation_columns;
@@ -54,7 +55,9 @@ macro_rules! guarded_update_sql {
              result_content_type = $15, result_metadata = $16, failure_reason = $17, \
              error_code = $18, error_message = $19, error_metadata = $20, \
              last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
-             completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28 \
+             completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28, \
+             last_write_state = $29, last_write_failure = $30, last_write_retry_at = $31, \
+             last_write_answer_fence = $32 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence"
         )
@@ -117,6 +120,10 @@ macro_rules! delete_expired_tombstones_sql {
     };
 }
 pub(crate) use delete_expired_tombstones_sql;
+
+/// Stamps the fence a reconciliation drew into its receipt's answer.
+pub(crate) const STAMP_ANSWERED_FENCE: &str =
+    "UPDATE operations SET last_write_answer_fence = $2 WHERE operation_id = $1";
 
 pub(crate) const SELECT_HISTORY: &str = "SELECT sequence, event, from_state, to_state, fence, \
      attempt, detail, count, first_at, last_at \

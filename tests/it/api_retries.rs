@@ -146,4 +146,129 @@ store_tests!(
     a_resent_claim_with_its_token_gets_the_same_acquired_answer,
     a_resent_complete_gets_the_original_ok_and_records_once,
     a_resent_fail_gets_the_original_ok_and_records_once,
+    a_resent_write_gets_its_original_answer_after_the_record_moved_on,
 );
+
+/// A re-sent write is answered with what the original write answered, kept
+/// with its receipt, however the record moved on since (DESIGN: "A re-sent
+/// write gets the answer the original got").
+async fn a_resent_write_gets_its_original_answer_after_the_record_moved_on(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claim = |key: &str| claim_json("payments.charge", key, "{}");
+
+    // Fail RETRYABLE, then the retry's new attempt: the re-sent Fail still
+    // hears RETRY_WAIT and its retry_after, not the new attempt's IN_PROGRESS.
+    let first = client
+        .claim(authorized(token, claim("retried")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&first).expect("acquired").clone();
+    let fail = proto::FailRequest {
+        operation_id: owner.operation_id.clone(),
+        fence: owner.fence,
+        disposition: proto::FailDisposition::Retryable.into(),
+        error: Some(proto::OperationError {
+            code: "timeout".into(),
+            ..Default::default()
+        }),
+        retry_after: millis(50),
+    };
+    let original = client
+        .fail(authorized(token, fail.clone()))
+        .await
+        .expect("fail")
+        .into_inner();
+    assert_eq!(original.state(), proto::OperationState::RetryWait);
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    let retry = client
+        .claim(authorized(token, claim("retried")))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(outcome_name(&retry), "acquired");
+    let resent = client
+        .fail(authorized(token, fail))
+        .await
+        .expect("the original OK")
+        .into_inner();
+    assert_eq!(resent.state(), proto::OperationState::RetryWait);
+    assert!(resent.retry_after.is_some(), "{resent:?}");
+
+    // Reconcile NOT_APPLIED, then a new owner with a new fence: the re-sent
+    // Reconcile still hears the fence it took.
+    let stalled = client
+        .claim(authorized(
+            token,
+            proto::ClaimRequest {
+                lease: millis(50),
+                max_attempt_duration: millis(100),
+                ..claim("reconciled")
+            },
+        ))
+        .await
+        .expect("claim")
+        .into_inner();
+    let stalled = ownership(&stalled).expect("acquired").clone();
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let reconcile = proto::ReconcileRequest {
+        operation_id: stalled.operation_id.clone(),
+        expected_fence: stalled.fence,
+        resolution: Some(proto::reconcile_request::Resolution::NotApplied(
+            proto::NotApplied {},
+        )),
+    };
+    let reconciled = client
+        .reconcile(authorized(token, reconcile.clone()))
+        .await
+        .expect("reconcile")
+        .into_inner();
+    let next_owner = client
+        .claim(authorized(token, claim("reconciled")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let next_owner = ownership(&next_owner).expect("acquired").clone();
+    assert!(next_owner.fence > reconciled.fence);
+    let resent = client
+        .reconcile(authorized(token, reconcile))
+        .await
+        .expect("the original OK")
+        .into_inner();
+    assert_eq!(
+        (resent.state(), resent.fence),
+        (proto::OperationState::RetryWait, reconciled.fence)
+    );
+
+    // Complete, then the result expires into a tombstone: the re-sent
+    // Complete still hears SUCCEEDED.
+    let done = client
+        .claim(authorized(token, claim("expired")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let done = ownership(&done).expect("acquired").clone();
+    let complete = proto::CompleteRequest {
+        operation_id: done.operation_id.clone(),
+        fence: done.fence,
+        result: result("ok"),
+    };
+    client
+        .complete(authorized(token, complete.clone()))
+        .await
+        .expect("complete");
+    world.backend.age_retention().await;
+    world
+        .store
+        .sweep(100, chrono::TimeDelta::hours(1))
+        .await
+        .expect("sweep");
+    let resent = client
+        .complete(authorized(token, complete))
+        .await
+        .expect("the original OK")
+        .into_inner();
+    assert_eq!(resent.state(), proto::OperationState::Succeeded);
+}

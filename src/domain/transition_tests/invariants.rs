@@ -10,8 +10,7 @@ use crate::domain::command::{
 use crate::domain::error::{Error, Refusal};
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::model::{
-    FailureReason, Fence, HistoryEvent, Outcome, PreviousAttempt, RequestDigest, State,
-    WriteReceipt, Writer,
+    FailureReason, Fence, HistoryEvent, Outcome, PreviousAttempt, RequestDigest, State, Writer,
 };
 use crate::domain::transition::{
     Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
@@ -600,12 +599,9 @@ impl Run {
     fn check_owner_write(&self, step: &Step, fence: Fence, digest: Option<RequestDigest>) {
         let before = &step.before;
         let resent = digest.is_some_and(|digest| {
-            before.last_write
-                == Some(WriteReceipt {
-                    fence,
-                    digest,
-                    writer: Writer::Owner,
-                })
+            before.last_write.is_some_and(|receipt| {
+                (receipt.fence, receipt.digest, receipt.writer) == (fence, digest, Writer::Owner)
+            })
         });
         assert!(
             !step.effects.takes_new_fence(),
@@ -638,12 +634,10 @@ impl Run {
 
     fn check_reconcile(&self, step: &Step, command: &ReconcileCommand) {
         let before = &step.before;
-        let resent = before.last_write
-            == Some(WriteReceipt {
-                fence: command.expected_fence,
-                digest: command.digest(),
-                writer: Writer::Reconciler,
-            });
+        let resent = before.last_write.is_some_and(|receipt| {
+            (receipt.fence, receipt.digest, receipt.writer)
+                == (command.expected_fence, command.digest(), Writer::Reconciler)
+        });
         if step.effects.update.is_some() {
             assert_eq!(command.expected_fence, before.fence, "{step:#?}");
             assert!(

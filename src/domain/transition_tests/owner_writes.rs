@@ -6,7 +6,7 @@ use chrono::TimeDelta;
 use crate::domain::command::{FailDisposition, Resolution};
 use crate::domain::error::{Error, Refusal};
 use crate::domain::model::{
-    FailureReason, HistoryEvent, OperationRecord, Outcome, State, WriteReceipt, Writer,
+    FailureReason, HistoryEvent, OperationRecord, Outcome, State, WriteAnswer, WriteReceipt, Writer,
 };
 use crate::domain::transition::{ClaimAnswer, PendingReason};
 
@@ -177,6 +177,15 @@ fn complete_with_the_current_fence_succeeds_and_keeps_a_receipt() {
             fence: FIRST_FENCE,
             digest: command.digest(),
             writer: Writer::Owner,
+            answer: Some(WriteAnswer {
+                state: next.state,
+                failure: match &next.outcome {
+                    Some(Outcome::Failed { reason, .. }) => Some(*reason),
+                    _ => None,
+                },
+                retry_at: None,
+                fence: FIRST_FENCE,
+            }),
         })
     );
     assert_eq!(
@@ -392,6 +401,15 @@ fn fail_terminal_ends_failed_with_the_callers_error() {
             fence: FIRST_FENCE,
             digest: command.digest(),
             writer: Writer::Owner,
+            answer: Some(WriteAnswer {
+                state: next.state,
+                failure: match &next.outcome {
+                    Some(Outcome::Failed { reason, .. }) => Some(*reason),
+                    _ => None,
+                },
+                retry_at: None,
+                fence: FIRST_FENCE,
+            }),
         })
     );
     assert_eq!(

@@ -2,7 +2,9 @@
 
 use crate::domain::command::{FailDisposition, Resolution};
 use crate::domain::error::Refusal;
-use crate::domain::model::{FailureReason, HistoryEvent, Outcome, State, WriteReceipt, Writer};
+use crate::domain::model::{
+    FailureReason, HistoryEvent, Outcome, State, WriteAnswer, WriteReceipt, Writer,
+};
 use crate::domain::transition::{ClaimAnswer, NOT_APPLIED_WITH_GRANT};
 
 use super::{
@@ -82,8 +84,10 @@ fn reconcile_succeeded_or_failed_resolves_every_unresolved_state_with_a_new_fenc
                     fence: before.fence,
                     digest: command.digest(),
                     writer: Writer::Reconciler,
+                    answer: Some(WriteAnswer::of(next)),
                 }),
-                "the receipt names the fence the reconciler expected"
+                "the receipt names the fence the reconciler expected, and answers \
+                 with the one it drew"
             );
             assert_eq!(
                 step.history(),

@@ -410,6 +410,18 @@ const WRITE_GUARDED: &str = concat!(
                  last_write_digest = CASE WHEN in_receipt THEN in_receipt_digest \
                      ELSE o.last_write_digest END, \
                  last_write_by = CASE WHEN in_receipt THEN 'owner' ELSE o.last_write_by END, \
+                 last_write_state = CASE WHEN in_receipt THEN in_state \
+                     ELSE o.last_write_state END, \
+                 last_write_failure = CASE WHEN in_receipt THEN \
+                     CASE WHEN in_set_outcome THEN in_failure_reason ELSE o.failure_reason END \
+                     ELSE o.last_write_failure END, \
+                 last_write_retry_at = CASE WHEN NOT in_receipt THEN o.last_write_retry_at \
+                     WHEN in_finishes THEN NULL \
+                     WHEN in_retry_after_ms IS NOT NULL \
+                         THEN clock.now + in_retry_after_ms * interval '1 millisecond' \
+                     ELSE o.retry_at END, \
+                 last_write_answer_fence = CASE WHEN in_receipt THEN in_fence \
+                     ELSE o.last_write_answer_fence END, \
                  updated_at = clock.now \
              FROM input CROSS JOIN clock \
              WHERE o.operation_id = in_operation_id AND o.tenant_id = in_tenant_id \
