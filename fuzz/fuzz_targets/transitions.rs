@@ -18,7 +18,7 @@ use idemd::domain::{
     ClaimRequested, CompleteRequested, Decision, ErrorReport, FailDisposition, FailRequested,
     FailureReason, Fingerprint, Limits, Metadata, OperationId, OperationRecord, Outcome,
     PreviousAttempt, ReconcileRequested, RenewRequested, RequestIdentity, Resolution, Scope, State,
-    SuccessResult, TenantId, WriteReceipt, Writer, decide_first_claim,
+    SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer, decide_first_claim,
 };
 use libfuzzer_sys::fuzz_target;
 use uuid::Uuid;
@@ -321,23 +321,52 @@ fn with_receipt(
     fence: u64,
     digest: idemd::domain::RequestDigest,
 ) -> Result<OperationRecord> {
+    let now = record.updated_at;
     let last_write = match input.int_in_range(0..=2u8)? {
         0 => None,
         1 => Some(WriteReceipt {
             fence,
             digest,
             writer: *input.choose(&[Writer::Owner, Writer::Reconciler])?,
+            answer: write_answer(input, fence, now)?,
         }),
         _ => Some(WriteReceipt {
             fence: fence_near(input, fence)?,
             digest: idemd::domain::RequestDigest(input.arbitrary()?),
             writer: *input.choose(&[Writer::Owner, Writer::Reconciler])?,
+            answer: write_answer(input, fence, now)?,
         }),
     };
     Ok(OperationRecord {
         last_write,
         ..record
     })
+}
+
+/// The answer kept with a receipt: absent (receipts stored before answers
+/// were kept), or any state the write could have left.
+fn write_answer(
+    input: &mut Unstructured<'_>,
+    fence: u64,
+    now: DateTime<Utc>,
+) -> Result<Option<WriteAnswer>> {
+    if input.arbitrary::<bool>()? {
+        return Ok(None);
+    }
+    Ok(Some(WriteAnswer {
+        state: *input.choose(&STATES)?,
+        failure: if input.arbitrary::<bool>()? {
+            Some(*input.choose(&[
+                FailureReason::Terminal,
+                FailureReason::AttemptsExhausted,
+                FailureReason::DeadlineExceeded,
+            ])?)
+        } else {
+            None
+        },
+        retry_at: around(input, now)?,
+        fence: fence_near(input, fence)?,
+    }))
 }
 
 fn claim_requested(
