@@ -46,7 +46,7 @@ ENV IDEMD_LISTEN=0.0.0.0:50051 \
     IDEMD_METRICS_LISTEN=0.0.0.0:9464 \
     IDEMD_DATA_DIR=/var/lib/idemd
 USER 65532:65532
-# 50051: gRPC API (idem.v1.Idempotency, grpc.health.v1.Health, reflection); 9464: /metrics.
+# 50051: gRPC API (idem.v1.IdempotencyService, grpc.health.v1.Health, reflection); 9464: /metrics.
 EXPOSE 50051 9464
 ENTRYPOINT ["/idemd"]
 CMD ["serve"]

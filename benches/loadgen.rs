@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
-use idemd::proto::idempotency_client::IdempotencyClient;
+use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use idemd::proto::{self, claim_response};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -251,7 +251,7 @@ enum ClaimAnswer {
 }
 
 struct Client {
-    idempotency: IdempotencyClient<Channel>,
+    idempotency: IdempotencyServiceClient<Channel>,
     health: HealthClient<Channel>,
     authorization: MetadataValue<tonic::metadata::Ascii>,
 }
@@ -264,7 +264,7 @@ impl Client {
             .connect()
             .await?;
         Ok(Self {
-            idempotency: IdempotencyClient::new(channel.clone()),
+            idempotency: IdempotencyServiceClient::new(channel.clone()),
             health: HealthClient::new(channel),
             authorization: format!("Bearer {token}").parse()?,
         })

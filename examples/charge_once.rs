@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clap::Parser;
-use idemd::proto::{self, claim_response::Outcome, idempotency_client::IdempotencyClient};
+use idemd::proto::{
+    self, claim_response::Outcome, idempotency_service_client::IdempotencyServiceClient,
+};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
@@ -62,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         format!("http://{}", flags.addr)
     };
-    let client = IdempotencyClient::connect(address).await?;
+    let client = IdempotencyServiceClient::connect(address).await?;
     let intent = Intent {
         operation: "payments.charge".into(),
         key: flags.key,
@@ -228,7 +230,7 @@ impl SimulatedProvider {
 /// outcome. An error is an answer the protocol does not cover (the key reused
 /// with another request, bad credentials): nothing was charged by this run.
 pub async fn charge_once(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     intent: &Intent,
     provider: &SimulatedProvider,
@@ -284,7 +286,7 @@ pub async fn charge_once(
 /// This run owns the operation: charge (unless the provider already has the
 /// earlier attempt's charge), renewing meanwhile, and record the outcome.
 async fn own(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     intent: &Intent,
     provider: &SimulatedProvider,
@@ -318,7 +320,7 @@ async fn own(
 }
 
 async fn complete(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     ownership: &proto::Ownership,
     body: Vec<u8>,
@@ -350,7 +352,7 @@ async fn complete(
 
 /// The charge did not finish in time: cancelled, its outcome unknown.
 async fn abandon(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     ownership: &proto::Ownership,
 ) -> Result<Ending, Status> {
@@ -380,7 +382,7 @@ async fn abandon(
 
 /// Renews every third of the lease until a Renew is refused; returns the refusal.
 async fn keep_renewing(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     ownership: &proto::Ownership,
     lease: Duration,
@@ -406,7 +408,7 @@ async fn keep_renewing(
 /// Told LEASE_LOST, a client looks the operation up and answers with what is
 /// stored; it never redoes the effect. Other refusals are errors.
 async fn superseded_or(
-    client: &IdempotencyClient<Channel>,
+    client: &IdempotencyServiceClient<Channel>,
     token: &str,
     ownership: &proto::Ownership,
     status: Status,

@@ -23,9 +23,9 @@ fi
 readonly token
 readonly key=${KEY:-order-$(date +%s)}
 
-# call METHOD JSON: one authorized call of idem.v1.Idempotency.
+# call METHOD JSON: one authorized call of idem.v1.IdempotencyService.
 call() {
-  grpcurl -plaintext -H "authorization: Bearer $token" -d "$2" "$addr" "idem.v1.Idempotency/$1"
+  grpcurl -plaintext -H "authorization: Bearer $token" -d "$2" "$addr" "idem.v1.IdempotencyService/$1"
 }
 
 # claim JSON_PAYLOAD: a Claim of payments.charge/$key; the payload is a JSON

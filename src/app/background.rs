@@ -17,7 +17,7 @@ use tonic_health::server::{HealthReporter, HealthService};
 use tracing::warn;
 
 use crate::grpc::server::IdempotencyApi;
-use crate::proto::idempotency_server::IdempotencyServer;
+use crate::proto::idempotency_service_server::IdempotencyServiceServer;
 use crate::service::IdempotencyService;
 
 /// The background tasks of one server.
@@ -87,13 +87,13 @@ pub(super) async fn report_readiness(
         match ready {
             Ok(()) => {
                 reporter
-                    .set_serving::<IdempotencyServer<IdempotencyApi>>()
+                    .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
                     .await
             }
             Err(error) => {
                 warn!(%error, "store not ready");
                 reporter
-                    .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
+                    .set_not_serving::<IdempotencyServiceServer<IdempotencyApi>>()
                     .await;
             }
         }

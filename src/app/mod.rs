@@ -21,7 +21,7 @@ use crate::domain::Limits;
 use crate::error::BoxError;
 use crate::grpc::server::{IdempotencyApi, routes};
 use crate::metrics::{LabelPolicy, Metrics};
-use crate::proto::idempotency_server::IdempotencyServer;
+use crate::proto::idempotency_service_server::IdempotencyServiceServer;
 use crate::service::IdempotencyService;
 use crate::shutdown;
 use crate::store::Store;
@@ -126,7 +126,7 @@ impl Application {
         let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();
         health
-            .set_serving::<IdempotencyServer<IdempotencyApi>>()
+            .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
         Ok(Self {
             routes: routes(api, metrics, health_service)?,
@@ -145,7 +145,7 @@ impl Application {
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
         self.health
-            .set_not_serving::<IdempotencyServer<IdempotencyApi>>()
+            .set_not_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
     }
 }

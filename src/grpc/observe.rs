@@ -59,10 +59,10 @@ macro_rules! api_methods {
     };
 }
 
-api_methods!("idem.v1.Idempotency": Claim, Renew, Complete, Fail, Lookup, Reconcile, ListUnresolved);
+api_methods!("idem.v1.IdempotencyService": Claim, Renew, Complete, Fail, Lookup, Reconcile, ListUnresolved);
 
 impl ApiMethod {
-    /// The method a request path (`/idem.v1.Idempotency/Claim`) names.
+    /// The method a request path (`/idem.v1.IdempotencyService/Claim`) names.
     pub fn from_path(path: &str) -> Self {
         let Some((service, method)) = path.strip_prefix('/').and_then(|path| path.split_once('/'))
         else {
@@ -134,7 +134,7 @@ impl<S: NamedService> Observed<S> {
         const {
             assert!(
                 same_name(S::NAME, API_SERVICE),
-                "Observed wraps the idem.v1.Idempotency service only"
+                "Observed wraps the idem.v1.IdempotencyService service only"
             );
         }
         Self { inner, metrics }
@@ -258,12 +258,12 @@ mod tests {
 
     use super::*;
     use crate::grpc::server::IdempotencyApi;
-    use crate::proto::idempotency_server::IdempotencyServer;
+    use crate::proto::idempotency_service_server::IdempotencyServiceServer;
 
     #[test]
     fn the_method_list_is_the_services_own() {
         assert_eq!(
-            <IdempotencyServer<IdempotencyApi> as NamedService>::NAME,
+            <IdempotencyServiceServer<IdempotencyApi> as NamedService>::NAME,
             API_SERVICE
         );
         let descriptors = prost_types::FileDescriptorSet::decode(crate::proto::FILE_DESCRIPTOR_SET)
@@ -293,10 +293,10 @@ mod tests {
             assert_eq!(method.span_name(), &path[1..]);
         }
         for path in [
-            "/idem.v1.Idempotency/Invented",
-            "/idem.v1.Idempotency/claim",
-            "/idem.v1.Idempotency/Claim/more",
-            "/idem.v1.Idempotency/",
+            "/idem.v1.IdempotencyService/Invented",
+            "/idem.v1.IdempotencyService/claim",
+            "/idem.v1.IdempotencyService/Claim/more",
+            "/idem.v1.IdempotencyService/",
             "/other.v1.Service/Claim",
             "/Claim",
             "",
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(ApiMethod::Unknown.as_str(), "unknown");
         assert_eq!(
             ApiMethod::Unknown.span_name(),
-            "idem.v1.Idempotency/unknown"
+            "idem.v1.IdempotencyService/unknown"
         );
     }
 

@@ -85,6 +85,8 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
                 ownership: Some(ownership(record, reply.now)),
                 previous_state: proto_state(previous.state).into(),
                 previous_fence: previous.fence,
+                // Kept on the record by the takeover: not yet (issue 11).
+                previous_attempt_deadline: None,
             })
         }
         ClaimAnswer::Pending {

@@ -21,7 +21,9 @@ use crate::auth::Authenticator;
 use crate::domain::{Limits, TenantId};
 use crate::metrics::Metrics;
 use crate::proto;
-use crate::proto::idempotency_server::{Idempotency, IdempotencyServer};
+use crate::proto::idempotency_service_server::{
+    IdempotencyService as IdempotencyRpcs, IdempotencyServiceServer,
+};
 use crate::service::{IdempotencyService, WriteReply};
 
 /// What is left of the caller's deadline is not all ours to wait: the answer
@@ -100,7 +102,7 @@ fn parse_grpc_timeout(value: &str) -> Option<Duration> {
 }
 
 #[tonic::async_trait]
-impl Idempotency for IdempotencyApi {
+impl IdempotencyRpcs for IdempotencyApi {
     async fn claim(
         &self,
         request: Request<proto::ClaimRequest>,
@@ -207,7 +209,7 @@ pub fn routes(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
     Ok(
-        Routes::new(Observed::new(IdempotencyServer::new(api), metrics))
+        Routes::new(Observed::new(IdempotencyServiceServer::new(api), metrics))
             .add_service(health)
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?),

@@ -29,7 +29,7 @@ from conftest import (
 )
 
 HOOK_EVENTS = "pre-install,pre-upgrade"
-READINESS_SERVICE = "idem.v1.Idempotency"
+READINESS_SERVICE = "idem.v1.IdempotencyService"
 PROM_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use idemd::domain::Limits;
 use idemd::metrics::{LabelPolicy, Metrics};
-use idemd::proto::idempotency_client::IdempotencyClient;
+use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use idemd::proto::{self, claim_response::Outcome};
 use idemd::service::IdempotencyService;
 use idemd::store::postgres::PostgresStore;
@@ -33,7 +33,7 @@ use tonic::codegen::http;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
-pub type Client = IdempotencyClient<Channel>;
+pub type Client = IdempotencyServiceClient<Channel>;
 
 /// Short leases so expiry tests need no long sleeps.
 pub fn test_limits() -> Limits {
@@ -389,7 +389,7 @@ impl TestServer {
     }
 
     pub async fn client(&self) -> Client {
-        IdempotencyClient::new(self.channel().await)
+        IdempotencyServiceClient::new(self.channel().await)
     }
 
     /// Graceful stop, as on SIGTERM.
@@ -792,7 +792,7 @@ impl Daemon {
             if let Ok(channel) = channel {
                 let answer = HealthClient::new(channel)
                     .check(HealthCheckRequest {
-                        service: "idem.v1.Idempotency".into(),
+                        service: "idem.v1.IdempotencyService".into(),
                     })
                     .await;
                 if answer
@@ -811,7 +811,7 @@ impl Daemon {
     }
 
     pub async fn client(&self) -> Client {
-        IdempotencyClient::new(
+        IdempotencyServiceClient::new(
             Channel::from_shared(format!("http://{}", self.addr))
                 .expect("uri")
                 .connect()

@@ -187,7 +187,7 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
         let has_database_span = ours.iter().any(|span| span.name.starts_with("INSERT"));
         if ours
             .iter()
-            .filter(|span| span.name == "idem.v1.Idempotency/Claim")
+            .filter(|span| span.name == "idem.v1.IdempotencyService/Claim")
             .count()
             >= 3
             && has_database_span
@@ -204,7 +204,7 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
         .collect();
     let claims: Vec<&Span> = spans
         .iter()
-        .filter(|span| span.name == "idem.v1.Idempotency/Claim")
+        .filter(|span| span.name == "idem.v1.IdempotencyService/Claim")
         .collect();
     for claim in &claims {
         assert_eq!(
@@ -223,7 +223,7 @@ async fn a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_
         );
         assert_eq!(
             attribute(claim, "rpc.service"),
-            Some(&Value::StringValue("idem.v1.Idempotency".into()))
+            Some(&Value::StringValue("idem.v1.IdempotencyService".into()))
         );
         assert_eq!(
             attribute(claim, "rpc.method"),
@@ -520,7 +520,7 @@ async fn invented_method_names_share_one_unknown_series_and_metrics_stay_bounded
     let mut grpc = tonic::client::Grpc::new(world.server.channel().await);
     let mut call_invented_method = async |index: usize| {
         grpc.ready().await.expect("channel ready");
-        let path = format!("/idem.v1.Idempotency/InventedMethod{index}")
+        let path = format!("/idem.v1.IdempotencyService/InventedMethod{index}")
             .parse()
             .expect("path");
         let codec = tonic_prost::ProstCodec::<(), ()>::default();

@@ -10,7 +10,7 @@ use crate::harness::*;
 async fn health_answers_without_credentials_and_goes_not_serving_on_drain(backend: Backend) {
     let world = World::start(backend).await;
     let mut health = HealthClient::new(world.server.channel().await);
-    for service in ["", "idem.v1.Idempotency"] {
+    for service in ["", "idem.v1.IdempotencyService"] {
         let status = health
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -24,7 +24,7 @@ async fn health_answers_without_credentials_and_goes_not_serving_on_drain(backen
     world.server.application.begin_drain().await;
     let status = health
         .check(HealthCheckRequest {
-            service: "idem.v1.Idempotency".into(),
+            service: "idem.v1.IdempotencyService".into(),
         })
         .await
         .expect("health answers")
@@ -64,7 +64,7 @@ async fn reflection_lists_the_api_without_credentials(backend: Backend) {
         .map(|service| service.name)
         .collect();
     assert!(
-        names.contains(&"idem.v1.Idempotency".to_owned()),
+        names.contains(&"idem.v1.IdempotencyService".to_owned()),
         "{names:?}"
     );
     assert!(

@@ -1,7 +1,7 @@
 //! TLS on the API, and the plaintext health port that Kubernetes' gRPC
 //! probes need (they speak neither TLS nor credentials).
 
-use idemd::proto::idempotency_client::IdempotencyClient;
+use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -42,7 +42,7 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
         .connect()
         .await
         .expect("a TLS connection");
-    let mut client = IdempotencyClient::new(channel);
+    let mut client = IdempotencyServiceClient::new(channel);
     let claimed = client
         .claim(authorized(
             &token,
@@ -59,7 +59,7 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
             .expect("uri")
             .connect()
             .await?;
-        IdempotencyClient::new(channel)
+        IdempotencyServiceClient::new(channel)
             .claim(authorized(
                 &token,
                 claim_json("payments.charge", "tls-2", "{}"),
@@ -79,7 +79,7 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
         .await
         .expect("the plaintext health port");
     let mut health = HealthClient::new(health_channel);
-    for service in ["", "idem.v1.Idempotency"] {
+    for service in ["", "idem.v1.IdempotencyService"] {
         let status = health
             .check(HealthCheckRequest {
                 service: service.into(),
