@@ -34,7 +34,10 @@ macro_rules! select_operation_sql {
             "SELECT ",
             $crate::store::sql::operation_columns!(),
             $extra_column,
-            " FROM operations WHERE tenant_id = $1 AND operation_id = $2",
+            // By the primary key; the tenant is a check, not `=`, so that no
+            // plan reads the scope index by tenant alone (see WRITE_GUARDED in
+            // postgres/statements.rs).
+            " FROM operations WHERE operation_id = $2 AND tenant_id IS NOT DISTINCT FROM $1",
             $lock
         )
     };

@@ -137,10 +137,12 @@ const INSERT_OR_FIND: &str = concat!(
                  in_event, in_detail, in_coalesce_key, ordinal) \
          ), clock AS (SELECT clock_timestamp() AS now), \
          existing AS ( \
-             SELECT input.ordinal, operations.* FROM input JOIN operations \
-               ON operations.tenant_id = input.in_tenant_id \
-              AND operations.operation = input.in_operation \
-              AND operations.idempotency_key = input.in_key \
+             SELECT input.ordinal, found.* FROM input CROSS JOIN LATERAL ( \
+                 SELECT * FROM operations \
+                 WHERE operations.tenant_id = input.in_tenant_id \
+                   AND operations.operation = input.in_operation \
+                   AND operations.idempotency_key = input.in_key \
+                 LIMIT 1) AS found \
          ), inserted AS ( \
              INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
                  fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
@@ -361,6 +363,14 @@ impl<'a> OutcomeColumns<'a> {
 }
 
 /// The statement of [`write_guarded`].
+///
+/// The tenant of the row is compared with `IS NOT DISTINCT FROM` (the same,
+/// for a NOT NULL column), not `=`, which would make the scope index
+/// (`tenant_id, operation, idempotency_key`) usable with its first column
+/// alone. A generic plan made while the table was small can pick it over the
+/// primary key and then read every row of the tenant per call (measured:
+/// 11,000 rows filtered per member, Claim + Complete at a third of its rate).
+/// Operations are found by their primary key; the tenant is a check.
 const WRITE_GUARDED: &str = concat!(
     "WITH input AS ( \
              SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::text[], $5::bool[], \
@@ -424,7 +434,8 @@ const WRITE_GUARDED: &str = concat!(
                      ELSE o.last_write_answer_fence END, \
                  updated_at = clock.now \
              FROM input CROSS JOIN clock \
-             WHERE o.operation_id = in_operation_id AND o.tenant_id = in_tenant_id \
+             WHERE o.operation_id = in_operation_id \
+               AND o.tenant_id IS NOT DISTINCT FROM in_tenant_id \
                AND o.fence = in_fence AND o.state = in_from_state \
                AND o.attempt_deadline_at > clock.now \
                AND NOT (in_no_receipt AND COALESCE(o.last_write_by = 'owner' \
@@ -616,4 +627,77 @@ pub(super) async fn write_guarded(
         });
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::PgPool;
+
+    use super::super::MIGRATOR;
+    use super::*;
+
+    /// The hot statements run with generic plans, made once per connection
+    /// and kept while the table grows; a plan made on an empty table must
+    /// still reach rows through a unique index, by the primary key or the
+    /// whole scope. Otherwise every call reads a table (or all of a tenant's
+    /// rows) growing under it until autovacuum next analyzes it (measured: a
+    /// new table ran Claim + Complete at 0.4x the rate of one of 1M rows,
+    /// falling as it grew).
+    #[sqlx::test(migrator = "MIGRATOR")]
+    async fn hot_statements_use_a_unique_index_even_when_planned_on_an_empty_table(pool: PgPool) {
+        use crate::store::flow::Dialect;
+        type Pg = super::super::PostgresStore;
+        let mut connection = pool.acquire().await.expect("a connection");
+        for (name, value) in super::super::SESSION_SETTINGS {
+            sqlx::query(sqlx::AssertSqlSafe(format!("SET {name} = {value}")))
+                .execute(&mut *connection)
+                .await
+                .expect("set");
+        }
+        for (name, sql) in [
+            ("insert_or_find", INSERT_OR_FIND),
+            ("write_guarded", WRITE_GUARDED),
+            ("lock by scope", Pg::LOCK_BY_SCOPE),
+            ("lock by id", Pg::LOCK_BY_ID),
+            ("read by scope", Pg::READ_BY_SCOPE),
+            ("read by id", Pg::READ_BY_ID),
+            ("guarded update", Pg::GUARDED_UPDATE),
+        ] {
+            let parameters = (1..=64)
+                .rev()
+                .find(|index| sql.contains(&format!("${index}")))
+                .unwrap_or(0);
+            sqlx::query(sqlx::AssertSqlSafe(format!("PREPARE hot AS {sql}")))
+                .execute(&mut *connection)
+                .await
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+            let nulls = vec!["NULL"; parameters].join(", ");
+            let plan: Vec<String> =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN EXECUTE hot({nulls})")))
+                    .fetch_all(&mut *connection)
+                    .await
+                    .unwrap_or_else(|error| panic!("{name}: {error}"));
+            sqlx::query("DEALLOCATE hot")
+                .execute(&mut *connection)
+                .await
+                .expect("deallocate");
+            assert!(
+                !plan
+                    .iter()
+                    .any(|line| line.contains("Seq Scan on operations")),
+                "{name} scans the table: {plan:#?}"
+            );
+            for (index, line) in plan.iter().enumerate() {
+                if line.contains("Scan using operations_") && line.contains(" on operations ") {
+                    let condition = plan.get(index + 1).map(String::as_str).unwrap_or("");
+                    assert!(
+                        line.contains("operations_pkey")
+                            || (line.contains("operations_scope")
+                                && condition.contains("idempotency_key")),
+                        "{name} reads operations through a non-unique prefix: {plan:#?}"
+                    );
+                }
+            }
+        }
+    }
 }
