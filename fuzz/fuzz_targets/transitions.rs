@@ -278,6 +278,7 @@ fn record(
         Some(PreviousAttempt {
             state: *input.choose(&[State::InProgress, State::Unknown])?,
             fence: input.arbitrary()?,
+            attempt_deadline_at: around(input, now)?,
         })
     } else {
         None

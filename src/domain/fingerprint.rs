@@ -263,7 +263,7 @@ mod tests {
     use crate::domain::model::hex;
 
     // Test vectors: other languages' clients must reproduce these bytes.
-    // They are also listed in README.md.
+    // They are also listed in README.md and testdata/fingerprints.json.
     #[test]
     fn json_fingerprint_matches_the_published_vector() {
         let canonical = canonical_json(r#"{ "b": [1, 2.50, "x"], "a": {"z": null, "y": true} }"#)
@@ -395,6 +395,53 @@ mod tests {
             canonical_json(r#"{"amount":1e2,"rate":1.5e-3}"#).expect("valid"),
             br#"{"amount":100,"rate":0.0015}"#
         );
+    }
+
+    /// testdata/fingerprints.json, the vectors every client shares (checked
+    /// independently by testdata/fingerprints.py): each one, as this
+    /// implementation computes it.
+    #[test]
+    fn every_shared_test_vector_is_reproduced() {
+        let file: Value = serde_json::from_str(include_str!("../../testdata/fingerprints.json"))
+            .expect("testdata/fingerprints.json is JSON");
+        let vectors = file["vectors"].as_array().expect("a vectors array");
+        assert!(vectors.len() >= 50, "only {} vectors", vectors.len());
+        let text = |vector: &Value, field: &str| vector[field].as_str().map(str::to_owned);
+        for vector in vectors {
+            let name = text(vector, "name").expect("every vector has a name");
+            let expected = text(vector, "fingerprint");
+            match text(vector, "mode").as_deref() {
+                Some("bytes") => {
+                    let input = text(vector, "input_hex").expect("input_hex");
+                    let payload: Vec<u8> = (0..input.len())
+                        .step_by(2)
+                        .map(|at| u8::from_str_radix(&input[at..at + 2], 16).expect("hex"))
+                        .collect();
+                    assert_eq!(Some(hex(&of_bytes(&payload).0)), expected, "{name}");
+                }
+                Some("json") => {
+                    let input = text(vector, "input").expect("input");
+                    match text(vector, "refused") {
+                        Some(why) => assert!(
+                            matches!(of_json(&input), Err(FingerprintError::NotIJson(_))),
+                            "{name}: {input:?} must be refused: {why}"
+                        ),
+                        None => {
+                            let canonical = canonical_json(&input)
+                                .unwrap_or_else(|error| panic!("{name}: {error}"));
+                            assert_eq!(
+                                String::from_utf8(canonical).ok(),
+                                text(vector, "canonical"),
+                                "{name}"
+                            );
+                            let fingerprint = of_json(&input).expect("valid");
+                            assert_eq!(Some(hex(&fingerprint.0)), expected, "{name}");
+                        }
+                    }
+                }
+                mode => panic!("{name}: unknown mode {mode:?}"),
+            }
+        }
     }
 
     #[test]

@@ -224,6 +224,20 @@ pub struct PreviousAttempt {
     /// IN_PROGRESS (its lease expired) or UNKNOWN (reported or marked).
     pub state: State,
     pub fence: Fence,
+    /// The replaced attempt's deadline: until it passes, that attempt's effect
+    /// may still be in flight, so a provider lookup that finds nothing proves
+    /// nothing. `None` only for a takeover recorded by a binary that did not
+    /// keep it (before schema version 6): not known.
+    pub attempt_deadline_at: Option<DateTime<Utc>>,
+}
+
+impl PreviousAttempt {
+    /// Time left until the replaced attempt's deadline at `now`; zero once it
+    /// has passed, `None` when it is not known.
+    pub fn attempt_deadline_left(&self, now: DateTime<Utc>) -> Option<TimeDelta> {
+        self.attempt_deadline_at
+            .map(|deadline| time_left(Some(deadline), now))
+    }
 }
 
 /// Everything stored about one operation.

@@ -5,7 +5,7 @@
 //! the history entry to append (if any) and the answer. It performs no I/O;
 //! the stores apply the decision inside the transaction that holds the lock.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 
 use super::command::{
     ClaimCommand, CompleteCommand, FailCommand, FailDisposition, ReconcileCommand, RenewCommand,
@@ -303,23 +303,22 @@ fn take_over_or_escalate(
     command: &ClaimCommand,
     now: DateTime<Utc>,
 ) -> Decision {
+    // The new attempt's deadline overwrites the replaced one's, which the new
+    // owner still needs: kept with the takeover and in its history entry.
     let previous = PreviousAttempt {
         state: record.state,
         fence: record.fence,
+        attempt_deadline_at: record.attempt_deadline_at,
     };
     let budget_left = record.attempt < record.max_attempts;
     if budget_left && !operation_deadline_passed(record, now) {
         let next = start_attempt(record, command, now, Some(previous));
-        let why = match record.state {
-            State::InProgress => "lease expired",
-            _ => "outcome unknown",
-        };
         return Decision::transition(
             record,
             next,
             true,
             HistoryEvent::TakenOver,
-            why,
+            takeover_detail(&previous),
             Answer::Claim(ClaimAnswer::ReconcileFirst(previous)),
         );
     }
@@ -344,6 +343,23 @@ fn take_over_or_escalate(
         why,
         Answer::Claim(ClaimAnswer::NeedsReconciliation),
     )
+}
+
+/// The TAKEN_OVER entry's detail: why, and the replaced attempt's deadline
+/// (RFC 3339, UTC, milliseconds), e.g. `lease expired; previous attempt
+/// deadline 2026-12-01T12:00:00.000Z`.
+pub fn takeover_detail(previous: &PreviousAttempt) -> String {
+    let why = match previous.state {
+        State::InProgress => "lease expired",
+        _ => "outcome unknown",
+    };
+    match previous.attempt_deadline_at {
+        Some(deadline) => format!(
+            "{why}; previous attempt deadline {}",
+            deadline.to_rfc3339_opts(SecondsFormat::Millis, true)
+        ),
+        None => why.to_owned(),
+    }
 }
 
 fn start_attempt(

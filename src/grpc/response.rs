@@ -85,8 +85,11 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
                 ownership: Some(ownership(record, reply.now)),
                 previous_state: proto_state(previous.state).into(),
                 previous_fence: previous.fence,
-                // Kept on the record by the takeover: not yet (issue 11).
-                previous_attempt_deadline: None,
+                // Counted like the ownership's durations, at this reply's
+                // clock: a re-sent Claim is told what is left by then.
+                previous_attempt_deadline: previous
+                    .attempt_deadline_left(reply.now)
+                    .map(proto_duration),
             })
         }
         ClaimAnswer::Pending {

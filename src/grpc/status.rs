@@ -1,7 +1,9 @@
 //! The one mapping from domain errors to gRPC statuses with google.rpc details.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 use tracing::error;
@@ -10,6 +12,33 @@ use crate::domain::{Error, ErrorReason, OperationId, State};
 
 /// The ErrorInfo domain of every reason idemd sends.
 pub const ERROR_DOMAIN: &str = "idem.v1";
+
+/// The trailer gRPC clients with a retry policy read as the server's pushback
+/// (gRFC A6): the delay before the next attempt, in whole milliseconds.
+pub const RETRY_PUSHBACK_TRAILER: &str = "grpc-retry-pushback-ms";
+
+/// A transient refusal, UNAVAILABLE or RESOURCE_EXHAUSTED: the reason, a
+/// RetryInfo with `retry_after`, and the same delay as the
+/// `grpc-retry-pushback-ms` trailer, so that a client's own retry policy
+/// waits as long as one reading RetryInfo. The only way idemd builds either
+/// code: a status of either without both would leave a client guessing.
+pub fn transient(
+    code: Code,
+    message: String,
+    reason: ErrorReason,
+    retry_after: Duration,
+) -> Status {
+    debug_assert!(matches!(code, Code::Unavailable | Code::ResourceExhausted));
+    let mut details = reason_details(reason);
+    details.set_retry_info(Some(retry_after));
+    let mut status = Status::with_error_details(code, message, details);
+    // Rounded up: a pushback shorter than RetryInfo's delay would contradict it.
+    let millis = u64::try_from(retry_after.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+    status
+        .metadata_mut()
+        .insert(RETRY_PUSHBACK_TRAILER, MetadataValue::from(millis));
+    status
+}
 
 fn state_name(state: State) -> &'static str {
     match state {
@@ -119,11 +148,12 @@ impl From<Error> for Status {
                 operation_id,
                 &[("state", state_name(state).to_owned())],
             ),
-            Error::Unavailable { retry_after, .. } => {
-                let mut details = reason_details(ErrorReason::StoreUnavailable);
-                details.set_retry_info(Some(retry_after));
-                Status::with_error_details(Code::Unavailable, message, details)
-            }
+            Error::Unavailable { retry_after, .. } => transient(
+                Code::Unavailable,
+                message,
+                ErrorReason::StoreUnavailable,
+                retry_after,
+            ),
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -138,8 +168,6 @@ impl From<Error> for Status {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use uuid::Uuid;
 
     use super::*;
@@ -246,6 +274,50 @@ mod tests {
                 .retry_delay,
             Some(Duration::from_millis(250))
         );
+    }
+
+    /// The pushback trailer of a status, in milliseconds.
+    fn pushback_millis(status: &Status) -> Option<u64> {
+        status
+            .metadata()
+            .get(RETRY_PUSHBACK_TRAILER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn transient_statuses_push_back_as_long_as_their_retry_info() {
+        for (code, retry_after, millis) in [
+            (Code::Unavailable, Duration::from_millis(250), 250),
+            (Code::Unavailable, Duration::ZERO, 0),
+            (Code::ResourceExhausted, Duration::from_secs(2), 2000),
+            // Never shorter than RetryInfo's delay.
+            (Code::ResourceExhausted, Duration::from_micros(1500), 2),
+        ] {
+            let status = transient(
+                code,
+                "try again".into(),
+                ErrorReason::StoreUnavailable,
+                retry_after,
+            );
+            assert_eq!(status.code(), code);
+            assert_eq!(
+                status
+                    .get_details_retry_info()
+                    .expect("RetryInfo")
+                    .retry_delay,
+                Some(retry_after)
+            );
+            assert_eq!(pushback_millis(&status), Some(millis), "{retry_after:?}");
+        }
+
+        let status = Status::from(Error::Unavailable {
+            reason: "pool exhausted".into(),
+            retry_after: Duration::from_millis(250),
+        });
+        assert_eq!(pushback_millis(&status), Some(250));
+        // Only transient statuses push back.
+        assert_eq!(pushback_millis(&Status::from(Error::NotFound)), None);
     }
 
     #[test]

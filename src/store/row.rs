@@ -51,6 +51,12 @@ pub(crate) struct OperationRow {
     pub(crate) last_write_failure: Option<String>,
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
+    pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
+    /// The replaced attempt `taken_over_deadline_at` belongs to: a binary
+    /// that did not keep the deadline leaves both as they were on its own
+    /// takeovers, so the deadline counts only while this equals
+    /// `taken_over_fence`.
+    pub(crate) taken_over_deadline_fence: Option<i64>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -95,6 +101,9 @@ impl TryFrom<OperationRow> for OperationRecord {
             (Some(previous_state), Some(fence)) => Some(PreviousAttempt {
                 state: state(previous_state)?,
                 fence: unsigned(fence, "fence")?,
+                attempt_deadline_at: row
+                    .taken_over_deadline_at
+                    .filter(|_| row.taken_over_deadline_fence == Some(fence)),
             }),
             _ => None,
         };
@@ -190,6 +199,8 @@ pub(crate) struct OperationWrite<'a> {
     pub(crate) last_write_failure: Option<&'static str>,
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
+    pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
+    pub(crate) taken_over_deadline_fence: Option<i64>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
@@ -247,6 +258,14 @@ impl<'a> OperationWrite<'a> {
                 .map(FailureReason::as_str),
             last_write_retry_at: answer.and_then(|answer| answer.retry_at),
             last_write_answer_fence: answer.map(|answer| signed(answer.fence)).transpose()?,
+            taken_over_deadline_at: record
+                .taken_over_from
+                .and_then(|previous| previous.attempt_deadline_at),
+            taken_over_deadline_fence: record
+                .taken_over_from
+                .filter(|previous| previous.attempt_deadline_at.is_some())
+                .map(|previous| signed(previous.fence))
+                .transpose()?,
             updated_at: record.updated_at,
             completed_at: record.completed_at,
             retain_until: record.retain_until,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use idemd::domain::transition::{decide_claim, decide_complete, decide_reconcile, decide_renew};
+use idemd::domain::transition::{
+    decide_claim, decide_complete, decide_reconcile, decide_renew, takeover_detail,
+};
 use idemd::domain::*;
 use idemd::service::{IdempotencyService, WriteReply};
 use idemd::store::{Applied, Store};
@@ -557,7 +559,8 @@ async fn an_expired_lease_is_taken_over_with_reconcile_first_until_the_budget_is
         answer,
         Ok(ClaimAnswer::ReconcileFirst(PreviousAttempt {
             state: State::InProgress,
-            fence: first.fence
+            fence: first.fence,
+            attempt_deadline_at: first.attempt_deadline_at,
         }))
     );
     assert_eq!(second.state, State::InProgress);
@@ -590,7 +593,20 @@ async fn an_expired_lease_is_taken_over_with_reconcile_first_until_the_budget_is
         (second.fence, 2),
         "the history entry carries the fence the store drew"
     );
-    assert_eq!(history[1].detail, "lease expired");
+    assert_eq!(
+        history[1].detail,
+        takeover_detail(&PreviousAttempt {
+            state: State::InProgress,
+            fence: first.fence,
+            attempt_deadline_at: first.attempt_deadline_at,
+        }),
+        "why, and the replaced attempt's deadline"
+    );
+    assert!(
+        history[1]
+            .detail
+            .starts_with("lease expired; previous attempt deadline ")
+    );
     assert_eq!(
         (history[2].from_state, history[2].to_state),
         (Some(State::InProgress), State::Unknown)
@@ -813,7 +829,8 @@ async fn an_unknown_outcome_is_taken_over_with_reconcile_first(backend: Backend)
         answer,
         Ok(ClaimAnswer::ReconcileFirst(PreviousAttempt {
             state: State::Unknown,
-            fence: owner.fence
+            fence: owner.fence,
+            attempt_deadline_at: owner.attempt_deadline_at,
         }))
     );
     assert_eq!((next.state, next.attempt), (State::InProgress, 2));

@@ -386,9 +386,51 @@ async fn an_unreachable_database_is_unavailable_with_retry_info(backend: Backend
         .await
         .expect_err("database gone");
     assert_eq!(status.code(), Code::Unavailable);
-    assert!(
-        status.get_details_retry_info().is_some(),
-        "RetryInfo expected: {status:?}"
+    let retry_delay = status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay)
+        .unwrap_or_else(|| panic!("RetryInfo expected: {status:?}"));
+    // A client's own retry policy (docs/grpc-service-config.json) reads the
+    // pushback trailer: the same delay as RetryInfo's, in milliseconds.
+    let pushback = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .unwrap_or_else(|| panic!("grpc-retry-pushback-ms expected: {status:?}"))
+        .to_str()
+        .expect("ascii");
+    assert_eq!(pushback, retry_delay.as_millis().to_string());
+    assert!(!retry_delay.is_zero());
+}
+
+/// The recommended service config the README publishes: valid JSON that names
+/// the service as the server registers it, retrying UNAVAILABLE only.
+#[test]
+fn the_published_service_config_parses_and_names_the_service() {
+    let config: serde_json::Value =
+        serde_json::from_str(include_str!("../../docs/grpc-service-config.json"))
+            .expect("docs/grpc-service-config.json is JSON");
+    let method_configs = config["methodConfig"].as_array().expect("methodConfig");
+    assert_eq!(method_configs.len(), 1);
+    let method_config = &method_configs[0];
+    assert_eq!(
+        method_config["name"],
+        serde_json::json!([{
+            "service": proto::idempotency_service_server::SERVICE_NAME
+        }])
+    );
+    assert_eq!(
+        proto::idempotency_service_server::SERVICE_NAME,
+        "idem.v1.IdempotencyService"
+    );
+    assert_eq!(
+        method_config["retryPolicy"],
+        serde_json::json!({
+            "maxAttempts": 5,
+            "initialBackoff": "0.1s",
+            "maxBackoff": "2s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        })
     );
 }
 

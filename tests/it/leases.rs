@@ -382,6 +382,138 @@ async fn renew_extends_the_lease_but_never_past_the_attempt_deadline(backend: Ba
     assert_status(&late, Code::FailedPrecondition, "ATTEMPT_DEADLINE_PASSED");
 }
 
+fn as_std(duration: Option<&prost_types::Duration>) -> Duration {
+    let duration = duration.expect("a duration");
+    Duration::new(
+        u64::try_from(duration.seconds).expect("not negative"),
+        u32::try_from(duration.nanos).expect("not negative"),
+    )
+}
+
+fn reconcile_first(response: &proto::ClaimResponse) -> &proto::ReconcileFirst {
+    let Some(Outcome::ReconcileFirst(takeover)) = &response.outcome else {
+        panic!("expected ReconcileFirst, got {response:?}");
+    };
+    takeover
+}
+
+async fn a_takeover_reports_the_time_left_until_the_previous_attempts_deadline(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let attempt_duration = Duration::from_secs(60);
+    let claim = |claim_token: &[u8]| proto::ClaimRequest {
+        max_attempt_duration: millis(60_000),
+        claim_token: claim_token.to_vec(),
+        ..short_lease_claim("k", 5)
+    };
+
+    // Owner A's lease runs out long before its attempt deadline.
+    let sent_first = std::time::Instant::now();
+    let first = client
+        .claim(authorized(token, claim(b"owner-a")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    sleep_past_lease().await;
+
+    let second = client
+        .claim(authorized(token, claim(b"owner-b")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let elapsed = sent_first.elapsed();
+    let takeover = reconcile_first(&second);
+    assert_eq!(takeover.previous_fence, owner_a.fence);
+    let left = as_std(takeover.previous_attempt_deadline.as_ref());
+    // What is left of A's attempt: at most its whole duration, and at least
+    // what remained of it when B's answer arrived.
+    assert!(left <= attempt_duration, "{left:?}");
+    assert!(
+        left >= attempt_duration - elapsed,
+        "{left:?} after {elapsed:?}"
+    );
+    // B's own attempt deadline is counted from the takeover: later than A's.
+    let owner_b = takeover.ownership.clone().expect("ownership");
+    assert!(as_std(owner_b.attempt_deadline.as_ref()) > left);
+
+    // B re-sends its Claim (a lost reply): ReconcileFirst again, with what
+    // is left of the same deadline by then.
+    let resent = client
+        .claim(authorized(token, claim(b"owner-b")))
+        .await
+        .expect("re-sent claim")
+        .into_inner();
+    let again = reconcile_first(&resent);
+    assert_eq!(again.previous_fence, owner_a.fence);
+    assert_eq!(
+        again.ownership.as_ref().map(|o| o.fence),
+        Some(owner_b.fence)
+    );
+    let left_again = as_std(again.previous_attempt_deadline.as_ref());
+    assert!(
+        left_again > Duration::ZERO && left_again <= left,
+        "{left_again:?}"
+    );
+
+    // The TAKEN_OVER entry keeps the deadline too.
+    let history = history(&mut client, token, &owner_a.operation_id).await;
+    assert_eq!(events(&history), ["CLAIMED", "TAKEN_OVER"]);
+    assert!(
+        history[1]
+            .detail
+            .starts_with("lease expired; previous attempt deadline 20"),
+        "{}",
+        history[1].detail
+    );
+
+    // A takeover recorded by an older binary (it leaves the deadline of an
+    // earlier takeover, or none) is told as not known, never as another
+    // attempt's deadline.
+    world
+        .backend
+        .execute("UPDATE operations SET taken_over_deadline_fence = taken_over_fence + 1")
+        .await;
+    let unknown = client
+        .claim(authorized(token, claim(b"owner-b")))
+        .await
+        .expect("re-sent claim")
+        .into_inner();
+    assert_eq!(reconcile_first(&unknown).previous_attempt_deadline, None);
+}
+
+async fn a_takeover_after_the_previous_attempts_deadline_reports_zero(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    // The attempt deadline is the lease: both have passed at the takeover.
+    let claim = proto::ClaimRequest {
+        max_attempt_duration: millis(LEASE_MS),
+        ..short_lease_claim("k", 5)
+    };
+    let first = client
+        .claim(authorized(token, claim.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    sleep_past_lease().await;
+
+    let second = client
+        .claim(authorized(token, claim))
+        .await
+        .expect("claim")
+        .into_inner();
+    let takeover = reconcile_first(&second);
+    assert_eq!(takeover.previous_fence, owner_a.fence);
+    assert_eq!(
+        takeover.previous_attempt_deadline,
+        Some(prost_types::Duration::default()),
+        "zero once the deadline has passed: a provider lookup is trustworthy now"
+    );
+}
+
 store_tests!(
     stale_owner_cannot_complete_after_takeover,
     repeated_stale_writes_coalesce_in_history,
@@ -389,4 +521,6 @@ store_tests!(
     not_applied_waits_for_the_attempt_deadline_then_releases,
     retryable_failure_releases_after_retry_after_within_the_budget,
     renew_extends_the_lease_but_never_past_the_attempt_deadline,
+    a_takeover_reports_the_time_left_until_the_previous_attempts_deadline,
+    a_takeover_after_the_previous_attempts_deadline_reports_zero,
 );

@@ -17,6 +17,7 @@ mod durability;
 mod embedded;
 mod errors;
 mod examples;
+mod fingerprint_vectors;
 mod inputs;
 mod leases;
 mod notify;

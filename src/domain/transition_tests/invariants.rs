@@ -558,7 +558,8 @@ impl Run {
                                 previous,
                                 PreviousAttempt {
                                     state: before.state,
-                                    fence: before.fence
+                                    fence: before.fence,
+                                    attempt_deadline_at: before.attempt_deadline_at,
                                 }
                             );
                         }
