@@ -402,9 +402,17 @@ async fn a_takeover_reports_the_time_left_until_the_previous_attempts_deadline(b
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let attempt_duration = Duration::from_secs(60);
+    // A's lease is short, to be taken over; B's is long, so that B's
+    // re-sends below meet B's live lease however slow the machine is (not a
+    // takeover of B).
     let claim = |claim_token: &[u8]| proto::ClaimRequest {
         max_attempt_duration: millis(60_000),
         claim_token: claim_token.to_vec(),
+        lease: if claim_token == b"owner-a" {
+            millis(LEASE_MS)
+        } else {
+            millis(30_000)
+        },
         ..short_lease_claim("k", 5)
     };
 
@@ -471,10 +479,11 @@ async fn a_takeover_reports_the_time_left_until_the_previous_attempts_deadline(b
     // A takeover recorded by an older binary (it leaves the deadline of an
     // earlier takeover, or none) is told as not known, never as another
     // attempt's deadline.
-    world
+    let n = world
         .backend
         .execute("UPDATE operations SET taken_over_deadline_fence = taken_over_fence + 1")
         .await;
+    assert_eq!(n, 1);
     let unknown = client
         .claim(authorized(token, claim(b"owner-b")))
         .await
