@@ -1,6 +1,7 @@
 """idemd's Python client: make a side effect happen at most once per logical request.
 
-:class:`Client` wraps every RPC; :mod:`idemd.errors` has the typed exceptions.
+:class:`Client` wraps every RPC; :mod:`idemd.errors` has the typed exceptions;
+:mod:`idemd.fingerprint` computes fingerprints exactly as the server does.
 """
 
 from idemd.client import Client
@@ -24,6 +25,7 @@ from idemd.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from idemd.fingerprint import fingerprint_bytes, fingerprint_json
 from idemd.retry import RetryPolicy
 
 __all__ = [
@@ -47,4 +49,6 @@ __all__ = [
     "SupersededError",
     "UnauthenticatedError",
     "UnavailableError",
+    "fingerprint_bytes",
+    "fingerprint_json",
 ]
