@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import idemd
+from proxy import Proxy
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -181,3 +182,20 @@ async def eventually(predicate: object, timeout: float = 5.0) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+async def proxy(server: Server) -> AsyncIterator[Proxy]:
+    p = await Proxy(server.port).start()
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
+@pytest.fixture
+async def proxied(server: Server, proxy: Proxy) -> AsyncIterator[idemd.Client]:
+    """A client whose every call goes through ``proxy``."""
+    policy = idemd.RetryPolicy(initial_backoff=0.02, max_backoff=0.2, call_timeout=5)
+    async with idemd.Client(proxy.addr, server.token, retry=policy) as c:  # type: ignore[attr-defined]
+        yield c

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -19,6 +19,9 @@ from google.protobuf.message import Message
 
 from idemd.proto import SERVICE, pb
 from idemd.retry import RetryPolicy, call_with_retry
+
+if TYPE_CHECKING:
+    from idemd.execute import Effect, Result
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -56,12 +59,23 @@ class _Rpc(Generic[Req, Resp]):
         return await self._call(request, timeout=timeout, metadata=tuple(metadata))
 
 
+#: gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
+#: backoff fails every call at once. idemd restarts and failovers are short, so the
+#: channel reconnects sooner and the retry policy (not the channel) paces re-sends.
+#: (``grpc.min_reconnect_backoff_ms`` is also the connect timeout: left at its default.)
+DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
 class Client:
     """An idemd client on one gRPC channel. Create it inside the running event loop;
     ``async with Client(...) as client`` closes the channel at the end.
 
     ``target`` is ``host:port``; pass ``credentials`` (``grpc.ssl_channel_credentials()``)
-    for TLS, or a ready ``channel``.
+    for TLS, or a ready ``channel``. ``options`` are gRPC channel options, added to
+    (and overriding) :data:`DEFAULT_CHANNEL_OPTIONS`.
     """
 
     def __init__(
@@ -75,6 +89,8 @@ class Client:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if channel is None:
+            given = dict(options)
+            options = [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
             if credentials is None:
                 channel = grpc.aio.insecure_channel(target, options=list(options))
             else:
@@ -311,3 +327,16 @@ class Client:
             operation=operation, page_size=page_size, page_token=page_token
         )
         return await self._send(self._list_unresolved, request, deadline=deadline)
+
+    async def execute_once(
+        self,
+        operation: str,
+        key: str,
+        payload: str | bytes | Mapping[str, Any] | list[Any] | None,
+        effect: Effect,
+        **options: Any,
+    ) -> Result:
+        """:func:`idemd.execute.execute_once` on this client."""
+        from idemd.execute import execute_once
+
+        return await execute_once(self, operation, key, payload, effect, **options)

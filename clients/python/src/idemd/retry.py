@@ -54,7 +54,7 @@ class RetryPolicy:
     """How a call is re-sent. Times are seconds."""
 
     #: Sends in all, the first included.
-    max_sends: int = 8
+    max_sends: int = 10
     initial_backoff: float = 0.05
     max_backoff: float = 2.0
     multiplier: float = 2.0
