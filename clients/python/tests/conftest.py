@@ -1,5 +1,7 @@
-"""A real idemd server per test, on each store: the embedded store in a temp data dir,
-and Postgres (a fresh database on DATABASE_URL's server) when DATABASE_URL is set.
+"""A real idemd server per test, on each store: the embedded store in a fresh temp data
+dir, and Postgres when DATABASE_URL is set (one fresh database for the session, made
+and migrated by `idemd migrate`; each test is its own tenant, so tests never see each
+other's operations).
 
 IDEMD_BIN names the server binary (default: the repository's target/debug/idemd).
 """
@@ -38,7 +40,9 @@ def idemd_bin() -> str:
 class Server:
     """One idemd store, and the server process serving it (restartable)."""
 
-    def __init__(self, store: str, tmp: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: str, tmp: Path, env: dict[str, str] | None = None, database_url: str | None = None
+    ) -> None:
         self.binary = idemd_bin()
         self.store = store
         self.tmp = tmp
@@ -50,14 +54,9 @@ class Server:
             "RUST_LOG": "info",
             **(env or {}),
         }
-        self.database: str | None = None
         if store == "postgres":
-            base = os.environ["DATABASE_URL"]
-            self.database = f"idemd_py_{uuid.uuid4().hex[:16]}"
-            parts = urlsplit(base)
-            self.env["DATABASE_URL"] = urlunsplit(parts._replace(path="/" + self.database))
-            self._admin_url = base
-            self.run("migrate")
+            assert database_url is not None
+            self.env["DATABASE_URL"] = database_url
         else:
             self.env["IDEMD_DATA_DIR"] = str(tmp / "data")
         self.process: subprocess.Popen[bytes] | None = None
@@ -73,8 +72,9 @@ class Server:
             raise RuntimeError(f"idemd {' '.join(args)} failed: {done.stderr.decode()}")
         return done.stdout.decode().strip()
 
-    def create_tenant(self, name: str = "py") -> str:
-        return self.run("tenant", "create", name)
+    def create_tenant(self) -> str:
+        """A new tenant (tests sharing a database are isolated by their tenants)."""
+        return self.run("tenant", "create", f"py-{uuid.uuid4().hex[:12]}")
 
     def start(self) -> None:
         """Starts serving; a restart listens on the same port."""
@@ -110,13 +110,29 @@ class Server:
 
     def close(self) -> None:
         self.kill()
-        if self.database and shutil.which("psql"):
-            subprocess.run(
-                ["psql", self._admin_url, "-q", "-c", f'DROP DATABASE IF EXISTS "{self.database}"'],
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str | None]:
+    """One fresh, migrated database on DATABASE_URL's server for the whole session."""
+    base = os.environ.get("DATABASE_URL")
+    if not base:
+        yield None
+        return
+    database = f"idemd_py_{uuid.uuid4().hex[:16]}"
+    url = urlunsplit(urlsplit(base)._replace(path="/" + database))
+    done = subprocess.run(
+        [idemd_bin(), "migrate"], env={"PATH": os.environ.get("PATH", ""), "DATABASE_URL": url},
+        capture_output=True, timeout=120, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"idemd migrate failed: {done.stderr.decode()}")
+    yield url
+    if shutil.which("psql"):
+        subprocess.run(
+            ["psql", base, "-q", "-c", f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'],
+            capture_output=True, timeout=30, check=False,
+        )
 
 
 STORES = ["sqlite", "postgres"]
@@ -136,8 +152,10 @@ def server_env() -> dict[str, str]:
 
 
 @pytest.fixture
-def server(store: str, tmp_path: Path, server_env: dict[str, str]) -> Iterator[Server]:
-    srv = Server(store, tmp_path, server_env)
+def server(
+    store: str, tmp_path: Path, server_env: dict[str, str], postgres_url: str | None
+) -> Iterator[Server]:
+    srv = Server(store, tmp_path, server_env, postgres_url)
     try:
         srv.token = srv.create_tenant()  # type: ignore[attr-defined]
         srv.start()
