@@ -317,3 +317,16 @@ async def test_conflict(client: idemd.Client, provider: Provider) -> None:
     with pytest.raises(idemd.ConflictError) as conflict:
         await execute_once(client, OP, k, {"amount": 2000, "currency": "EUR"}, charging(provider))
     assert conflict.value.operation_id == first.operation_id and len(provider.effects) == 1
+
+
+async def test_renewals_stop_once_the_lease_reaches_the_attempt_deadline(client: idemd.Client) -> None:
+    async def hangs(ctx: EffectContext) -> Success:
+        await asyncio.sleep(60)
+        return Success(b"never")
+
+    with pytest.raises(idemd.AttemptTimeoutError) as timeout:
+        await execute_once(client, OP, key(), PAYLOAD, hangs, lease=0.6, attempt_duration=0.8)
+    # The first Renew (a third into the lease) is granted up to the deadline; renewing
+    # again could only shrink towards it, call after call.
+    events = await history(client, timeout.value.operation_id)
+    assert events.count("RENEWED") == 1, events

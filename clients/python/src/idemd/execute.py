@@ -349,7 +349,8 @@ class _Attempt:
         self.deadline_at = min(self.deadline_at, sent_at + seconds(response.attempt_deadline))
 
     async def keep_renewing(self) -> None:
-        while not self.lost.is_set():
+        # Once the lease reaches the attempt deadline, Renew cannot extend it further.
+        while not self.lost.is_set() and self.lease_expires_at < self.deadline_at - 0.001:
             due = self.lease_expires_at - self.granted * 2 / 3
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             try:
@@ -378,9 +379,14 @@ class _Attempt:
             return task.result()
         task.cancel()
         await asyncio.wait({task}, timeout=self.margin / 2)
-        if self.lost.is_set():
-            raise _Lost()
+        self._raise_if_lost()
         raise _Stopped()
+
+    def _raise_if_lost(self) -> None:
+        if self.lost.is_set():
+            if isinstance(self.lost_error, AttemptDeadlinePassedError):
+                raise _Stopped()  # nobody took over: this attempt's time is up
+            raise _Lost()
 
     # ---- the attempt -----------------------------------------------------------
 
@@ -406,11 +412,13 @@ class _Attempt:
             found = await self._look_up_provider()
             if found is not None:
                 return await self._record(found)
-        # Never start the effect on a lease that may be running out.
+        # Never start the effect on a lease that may be running out, nor so close to
+        # the attempt deadline that it would be cancelled as soon as it started.
         if self.lease_expires_at - time.monotonic() < self.granted / 2:
             await self.renew()
-            if self.lost.is_set():
-                raise _Lost()
+            self._raise_if_lost()
+        if self.cancel_at - time.monotonic() < self.margin:
+            raise _Stopped()
         try:
             outcome = await self.guarded(effect(self.ctx))
         except (_Lost, _Stopped):
