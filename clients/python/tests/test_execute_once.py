@@ -183,14 +183,26 @@ def started_charging(provider: Provider, started: asyncio.Event, delay: float) -
     return effect
 
 
-async def test_pending_waits_for_the_running_attempt_then_replays(client: idemd.Client, provider: Provider) -> None:
+async def test_pending_waits_for_the_running_attempt_then_replays(
+    client: idemd.Client, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     k = key()
     started = asyncio.Event()
     first = asyncio.create_task(execute_once(client, OP, k, PAYLOAD, started_charging(provider, started, 0.4)))
     await started.wait()
+    waits: list[float | None] = []
+    send_claim = client.send_claim
+
+    async def spy(request: pb.ClaimRequest, **kw: Any) -> Any:
+        waits.append(request.wait.ToTimedelta().total_seconds() if request.HasField("wait") else None)
+        return await send_claim(request, **kw)
+
+    monkeypatch.setattr(client, "send_claim", spy)
     second = await execute_once(client, OP, k, PAYLOAD, charging(provider))
     assert second.replayed and second.body == (await first).body
     assert len(provider.effects) == 1
+    # Told Pending, it claimed again with a server-side wait instead of polling.
+    assert waits[0] is None and len(waits) == 2 and waits[1] is not None and waits[1] > 1, waits
 
 
 async def test_pending_past_the_deadline_raises_without_running(client: idemd.Client, provider: Provider) -> None:
