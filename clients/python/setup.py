@@ -24,8 +24,15 @@ PROTOS = (
     "google/rpc/status.proto",
     "google/rpc/error_details.proto",
 )
+# The google.rpc protos are compiled under a private file name and package: the
+# googleapis-common-protos package (which grpcio-status and Google's libraries bring)
+# registers google/rpc/status.proto and google.rpc.Status in protobuf's process-wide
+# pool, and a second, different registration of either fails the later import. The
+# wire format does not depend on the package; the decoder matches type URLs by name.
+PRIVATE_RPC_DIR = "idemd_rpc"
+PRIVATE_RPC_PACKAGE = "idemd.vendored.rpc"  # no "google" in it: scopes resolve outward
 # Where the generated modules go, inside the package: idemd._proto.idem.v1, ….
-PACKAGE_DIRS = ("", "idem", "idem/v1", "google", "google/rpc")
+PACKAGE_DIRS = ("", "idem", "idem/v1", PRIVATE_RPC_DIR)
 
 
 def proto_root() -> Path:
@@ -48,16 +55,29 @@ def compile_protos(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     root = proto_root()
     well_known = resources.files("grpc_tools") / "_proto"
-    args = [
-        "grpc_tools.protoc",
-        f"-I{root}",
-        f"-I{well_known}",
-        f"--python_out={out}",
-        f"--pyi_out={out}",
-        *(str(root / proto) for proto in PROTOS),
-    ]
-    if protoc.main(args) != 0:
-        raise SystemExit(f"idemd: protoc failed on {root}")
+    with tempfile.TemporaryDirectory() as scratch:
+        private = Path(scratch)
+        sources = [str(root / PROTOS[0])]
+        for proto in PROTOS[1:]:
+            text = (root / proto).read_text()
+            renamed = text.replace("package google.rpc;", f"package {PRIVATE_RPC_PACKAGE};")
+            if renamed == text:
+                raise SystemExit(f"idemd: {proto} does not declare package google.rpc")
+            target = private / PRIVATE_RPC_DIR / Path(proto).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(renamed)
+            sources.append(str(target))
+        args = [
+            "grpc_tools.protoc",
+            f"-I{root}",
+            f"-I{private}",
+            f"-I{well_known}",
+            f"--python_out={out}",
+            f"--pyi_out={out}",
+            *sources,
+        ]
+        if protoc.main(args) != 0:
+            raise SystemExit(f"idemd: protoc failed on {root}")
     for directory in PACKAGE_DIRS:
         init = out / directory / "__init__.py"
         if not init.exists():
@@ -68,7 +88,7 @@ def gencode_requirement() -> str:
     """protobuf's runtime must be at least the version of the generated code."""
     with tempfile.TemporaryDirectory() as scratch:
         compile_protos(Path(scratch))
-        generated = (Path(scratch) / "google/rpc/status_pb2.py").read_text()
+        generated = (Path(scratch) / PRIVATE_RPC_DIR / "status_pb2.py").read_text()
     found = re.search(r"Protobuf Python Version: (\d+)\.(\d+)\.(\d+)", generated)
     if found is None:
         return "protobuf>=5.26"

@@ -8,11 +8,11 @@ import time
 
 import grpc
 import pytest
-from google.protobuf import any_pb2, duration_pb2
+from google.protobuf import duration_pb2
 
 import idemd
 from idemd import errors
-from idemd.proto import error_details_pb2, pb, status_pb2
+from idemd.proto import error_details_pb2, pack_detail, pb, status_pb2
 
 from conftest import Server, key
 
@@ -146,9 +146,7 @@ async def test_a_dead_address_is_unavailable_without_a_reason() -> None:
 def _status(code: grpc.StatusCode, *details: object) -> bytes:
     status = status_pb2.Status(code=code.value[0], message="m")
     for detail in details:
-        packed = any_pb2.Any()
-        packed.Pack(detail)  # type: ignore[arg-type]
-        status.details.append(packed)
+        status.details.append(pack_detail(detail))  # type: ignore[arg-type]
     return status.SerializeToString()
 
 

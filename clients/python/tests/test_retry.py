@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from google.protobuf import any_pb2, duration_pb2
+from google.protobuf import duration_pb2
 
 import idemd
 from idemd import errors
-from idemd.proto import error_details_pb2, status_pb2
+from idemd.proto import error_details_pb2, pack_detail, status_pb2
 from idemd.retry import NEVER_RETRIED_CODES, RETRIED_CODES, call_with_retry
 
 
@@ -22,9 +22,7 @@ class FakeRpcError(grpc.RpcError):
             [error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(nanos=int(retry_after * 1e9)))]
             if retry_after is not None else []
         ):
-            packed = any_pb2.Any()
-            packed.Pack(detail)
-            status.details.append(packed)
+            status.details.append(pack_detail(detail))
         self._trailers = (("grpc-status-details-bin", status.SerializeToString()),)
 
     def code(self) -> grpc.StatusCode:

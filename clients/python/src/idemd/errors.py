@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import DecodeError
 
-from idemd.proto import error_details_pb2, pb, status_pb2
+from idemd.proto import error_details_pb2, pb, status_pb2, unpack_detail
 
 DOMAIN = "idem.v1"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -195,20 +195,22 @@ def from_status(
         except DecodeError:
             status = status_pb2.Status()
         for detail in status.details:
-            # Unpack answers False for a detail of another type.
             info = error_details_pb2.ErrorInfo()
             retry = error_details_pb2.RetryInfo()
             bad = error_details_pb2.BadRequest()
-            if detail.Unpack(info):
-                if info.domain == DOMAIN or reason is None:
-                    reason = info.reason
-                    metadata = dict(info.metadata)
-            elif detail.Unpack(retry):
-                retry_after = max(0.0, retry.retry_delay.ToTimedelta().total_seconds())
-            elif detail.Unpack(bad):
-                violations.extend(
-                    FieldViolation(v.field, v.description) for v in bad.field_violations
-                )
+            try:
+                if unpack_detail(detail, info):
+                    if info.domain == DOMAIN or reason is None:
+                        reason = info.reason
+                        metadata = dict(info.metadata)
+                elif unpack_detail(detail, retry):
+                    retry_after = max(0.0, retry.retry_delay.ToTimedelta().total_seconds())
+                elif unpack_detail(detail, bad):
+                    violations.extend(
+                        FieldViolation(v.field, v.description) for v in bad.field_violations
+                    )
+            except DecodeError:
+                continue
     cls = (reason and _BY_REASON.get(reason)) or _BY_CODE.get(code, InternalError)
     return cls(
         code,
