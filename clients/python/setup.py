@@ -52,7 +52,9 @@ def proto_root() -> Path:
 def compile_protos(out: Path) -> None:
     from grpc_tools import protoc
 
-    out.mkdir(parents=True, exist_ok=True)
+    # Start clean: an in-tree build/ keeps what earlier builds generated.
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     root = proto_root()
     well_known = resources.files("grpc_tools") / "_proto"
     with tempfile.TemporaryDirectory() as scratch:
