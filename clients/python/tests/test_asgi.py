@@ -7,7 +7,6 @@ import itertools
 from typing import Any
 
 import httpx
-import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse

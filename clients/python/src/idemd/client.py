@@ -18,7 +18,7 @@ from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
 from idemd.proto import SERVICE, pb
-from idemd.retry import RetryPolicy, call_with_retry
+from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
 
 if TYPE_CHECKING:
     from idemd.execute import Effect, Result
@@ -85,7 +85,7 @@ class Client:
         *,
         credentials: grpc.ChannelCredentials | None = None,
         channel: grpc.aio.Channel | None = None,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if channel is None:

@@ -68,6 +68,7 @@ class RetryPolicy:
         return min(self.max_backoff, self.initial_backoff * self.multiplier ** (resend - 1))
 
 
+DEFAULT_RETRY = RetryPolicy()
 NO_RETRY = RetryPolicy(max_sends=1)
 
 
