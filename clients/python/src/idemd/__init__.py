@@ -1,0 +1,76 @@
+"""idemd's Python client: make a side effect happen at most once per logical request.
+
+    async with idemd.Client("127.0.0.1:50051", token) as client:
+        result = await idemd.execute_once(client, "payments.charge", key, payload, charge)
+
+See README.md. :class:`Client` wraps every RPC; :func:`execute_once` runs the whole
+client protocol; :mod:`idemd.errors` has the typed exceptions; :mod:`idemd.asgi` the
+``Idempotency-Key`` middleware; :mod:`idemd.fingerprint` the server's fingerprint.
+"""
+
+from idemd.client import Client
+from idemd.errors import (
+    AttemptTimeoutError,
+    ConflictError,
+    IdemError,
+    InvalidArgumentError,
+    LeaseLostError,
+    NeedsReconciliationError,
+    NotFoundError,
+    OperationFailedError,
+    OperationTerminalError,
+    OutcomeUnknownError,
+    PendingError,
+    RequestMismatchError,
+    ResourceExhaustedError,
+    ResultExpiredError,
+    StatusError,
+    SupersededError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from idemd.execute import (
+    EffectContext,
+    Outcome,
+    Result,
+    Retryable,
+    Success,
+    Terminal,
+    Unknown,
+    execute_once,
+)
+from idemd.fingerprint import fingerprint_bytes, fingerprint_json
+from idemd.retry import RetryPolicy
+
+__all__ = [
+    "AttemptTimeoutError",
+    "Client",
+    "ConflictError",
+    "EffectContext",
+    "IdemError",
+    "InvalidArgumentError",
+    "LeaseLostError",
+    "NeedsReconciliationError",
+    "NotFoundError",
+    "OperationFailedError",
+    "OperationTerminalError",
+    "Outcome",
+    "OutcomeUnknownError",
+    "PendingError",
+    "RequestMismatchError",
+    "ResourceExhaustedError",
+    "Result",
+    "ResultExpiredError",
+    "RetryPolicy",
+    "Retryable",
+    "StatusError",
+    "Success",
+    "SupersededError",
+    "Terminal",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "Unknown",
+    "execute_once",
+    "fingerprint_bytes",
+    "fingerprint_json",
+]

@@ -1,0 +1,342 @@
+"""A typed asyncio client over every idemd RPC.
+
+Every call carries ``authorization: Bearer <token>``, is re-sent unchanged as
+:mod:`idemd.retry` decides, and raises a typed :mod:`idemd.errors` exception
+decoded from the status's google.rpc details. Durations are seconds (float).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import grpc
+import grpc.aio
+from google.protobuf import duration_pb2
+from google.protobuf.message import Message
+
+from idemd.proto import SERVICE, pb
+from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
+
+if TYPE_CHECKING:
+    from idemd.execute import Effect, Result
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    """A protobuf Duration of ``seconds``."""
+    message = duration_pb2.Duration()
+    message.FromTimedelta(timedelta(seconds=seconds))
+    return message
+
+
+def seconds(message: duration_pb2.Duration) -> float:
+    """A Duration the server sent, in seconds; negative counts as zero."""
+    return max(0.0, message.seconds + message.nanos / 1e9)
+
+
+class _Rpc(Generic[Req, Resp]):
+    def __init__(
+        self, channel: grpc.aio.Channel, name: str, request: type[Req], response: type[Resp]
+    ) -> None:
+        del request  # only for the type
+        self._call = cast(
+            "grpc.aio.UnaryUnaryMultiCallable[Req, Resp]",
+            channel.unary_unary(
+                f"/{SERVICE}/{name}",
+                request_serializer=lambda message: message.SerializeToString(),
+                response_deserializer=response.FromString,
+            ),
+        )
+
+    async def __call__(
+        self, request: Req, timeout: float, metadata: Sequence[tuple[str, str]]
+    ) -> Resp:
+        return await self._call(request, timeout=timeout, metadata=tuple(metadata))
+
+
+#: gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
+#: backoff fails every call at once. idemd restarts and failovers are short, so the
+#: channel reconnects sooner and the retry policy (not the channel) paces re-sends.
+#: (``grpc.min_reconnect_backoff_ms`` is also the connect timeout: left at its default.)
+DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+class Client:
+    """An idemd client on one gRPC channel. Create it inside the running event loop;
+    ``async with Client(...) as client`` closes the channel at the end.
+
+    ``target`` is ``host:port``; pass ``credentials`` (``grpc.ssl_channel_credentials()``)
+    for TLS, or a ready ``channel``. ``options`` are gRPC channel options, added to
+    (and overriding) :data:`DEFAULT_CHANNEL_OPTIONS`.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        token: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel: grpc.aio.Channel | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if channel is None:
+            given = dict(options)
+            options = [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
+            if credentials is None:
+                channel = grpc.aio.insecure_channel(target, options=list(options))
+            else:
+                channel = grpc.aio.secure_channel(target, credentials, options=list(options))
+        self._channel = channel
+        self.retry = retry
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._claim = _Rpc(channel, "Claim", pb.ClaimRequest, pb.ClaimResponse)
+        self._renew = _Rpc(channel, "Renew", pb.RenewRequest, pb.RenewResponse)
+        self._complete = _Rpc(channel, "Complete", pb.CompleteRequest, pb.CompleteResponse)
+        self._fail = _Rpc(channel, "Fail", pb.FailRequest, pb.FailResponse)
+        self._lookup = _Rpc(channel, "Lookup", pb.LookupRequest, pb.LookupResponse)
+        self._reconcile = _Rpc(channel, "Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
+        self._list_unresolved = _Rpc(channel, "ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def _send(
+        self,
+        rpc: _Rpc[Req, Resp],
+        request: Req,
+        *,
+        deadline: float | None,
+        extra_timeout: float = 0.0,
+    ) -> Resp:
+        async def send(timeout: float) -> Resp:
+            return await rpc(request, timeout, self._metadata)
+
+        return await call_with_retry(
+            send, self.retry, deadline=deadline, extra_timeout=extra_timeout
+        )
+
+    # ---- Claim ------------------------------------------------------------
+
+    @staticmethod
+    def claim_request(
+        operation: str,
+        key: str,
+        *,
+        json_payload: str | None = None,
+        bytes_payload: bytes | None = None,
+        fingerprint: bytes | None = None,
+        claim_token: bytes = b"",
+        lease: float | None = None,
+        max_attempt_duration: float | None = None,
+        max_attempts: int = 0,
+        retention: float | None = None,
+        operation_deadline: float | None = None,
+        wait: float | None = None,
+    ) -> pb.ClaimRequest:
+        """A ClaimRequest; exactly one of ``json_payload``, ``bytes_payload`` and
+        ``fingerprint`` identifies the request."""
+        given = [x is not None for x in (json_payload, bytes_payload, fingerprint)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of json_payload, bytes_payload, fingerprint")
+        request = pb.ClaimRequest(
+            scope=pb.Scope(operation=operation, key=key),
+            claim_token=claim_token,
+            max_attempts=max_attempts,
+        )
+        if json_payload is not None:
+            request.json_payload = json_payload
+        elif bytes_payload is not None:
+            request.bytes_payload = bytes_payload
+        elif fingerprint is not None:
+            request.fingerprint = fingerprint
+        for name, value in (
+            ("lease", lease),
+            ("max_attempt_duration", max_attempt_duration),
+            ("retention", retention),
+            ("operation_deadline", operation_deadline),
+            ("wait", wait),
+        ):
+            if value is not None:
+                getattr(request, name).CopyFrom(duration(value))
+        return request
+
+    async def send_claim(
+        self, request: pb.ClaimRequest, *, deadline: float | None = None
+    ) -> tuple[pb.ClaimResponse, float]:
+        """Sends a prepared Claim (re-sent unchanged, same claim_token, after
+        UNAVAILABLE or a lost reply). Returns the answer and the ``time.monotonic()``
+        of the first send, from which its lease and deadlines count."""
+        sent_at = time.monotonic()
+        wait = seconds(request.wait) if request.HasField("wait") else 0.0
+        response = await self._send(
+            self._claim, request, deadline=deadline, extra_timeout=wait
+        )
+        return response, sent_at
+
+    async def claim(
+        self, operation: str, key: str, *, deadline: float | None = None, **fields: Any
+    ) -> pb.ClaimResponse:
+        """Claim: start or rejoin an operation (fields as :meth:`claim_request`)."""
+        response, _ = await self.send_claim(
+            self.claim_request(operation, key, **fields), deadline=deadline
+        )
+        return response
+
+    # ---- owner writes -------------------------------------------------------
+
+    async def send_renew(
+        self,
+        operation_id: str,
+        fence: int,
+        *,
+        lease: float | None = None,
+        deadline: float | None = None,
+    ) -> tuple[pb.RenewResponse, float]:
+        """Renew; returns the answer and the monotonic time of its first send."""
+        request = pb.RenewRequest(operation_id=operation_id, fence=fence)
+        if lease is not None:
+            request.lease.CopyFrom(duration(lease))
+        sent_at = time.monotonic()
+        return await self._send(self._renew, request, deadline=deadline), sent_at
+
+    async def renew(
+        self,
+        operation_id: str,
+        fence: int,
+        *,
+        lease: float | None = None,
+        deadline: float | None = None,
+    ) -> pb.RenewResponse:
+        """Renew: extend the owner's lease, never past the attempt deadline."""
+        response, _ = await self.send_renew(
+            operation_id, fence, lease=lease, deadline=deadline
+        )
+        return response
+
+    async def complete(
+        self,
+        operation_id: str,
+        fence: int,
+        body: bytes,
+        *,
+        content_type: str = "",
+        metadata: Mapping[str, str] | None = None,
+        deadline: float | None = None,
+    ) -> pb.CompleteResponse:
+        """Complete: record the success result. Only the current fence may."""
+        request = pb.CompleteRequest(
+            operation_id=operation_id,
+            fence=fence,
+            result=pb.Result(body=body, content_type=content_type, metadata=metadata or {}),
+        )
+        return await self._send(self._complete, request, deadline=deadline)
+
+    async def fail(
+        self,
+        operation_id: str,
+        fence: int,
+        disposition: pb.FailDisposition,
+        *,
+        code: str,
+        message: str = "",
+        metadata: Mapping[str, str] | None = None,
+        retry_after: float | None = None,
+        deadline: float | None = None,
+    ) -> pb.FailResponse:
+        """Fail with a disposition: ``pb.FAIL_DISPOSITION_TERMINAL``, ``_RETRYABLE``
+        (the effect certainly did not happen) or ``_UNKNOWN`` (it may have)."""
+        request = pb.FailRequest(
+            operation_id=operation_id,
+            fence=fence,
+            disposition=disposition,
+            error=pb.OperationError(code=code, message=message, metadata=metadata or {}),
+        )
+        if retry_after is not None:
+            request.retry_after.CopyFrom(duration(retry_after))
+        return await self._send(self._fail, request, deadline=deadline)
+
+    # ---- reads and reconciliation ------------------------------------------------
+
+    async def lookup(
+        self,
+        *,
+        operation_id: str | None = None,
+        operation: str | None = None,
+        key: str | None = None,
+        include_history: bool = False,
+        deadline: float | None = None,
+    ) -> pb.LookupResponse:
+        """Lookup by ``operation_id``, or by scope (``operation`` and ``key``)."""
+        request = pb.LookupRequest(include_history=include_history)
+        if operation_id is not None:
+            request.operation_id = operation_id
+        elif operation is not None and key is not None:
+            request.scope.CopyFrom(pb.Scope(operation=operation, key=key))
+        else:
+            raise ValueError("give operation_id, or operation and key")
+        return await self._send(self._lookup, request, deadline=deadline)
+
+    async def reconcile(
+        self,
+        operation_id: str,
+        expected_fence: int,
+        *,
+        succeeded: pb.Result | None = None,
+        failed: pb.OperationError | None = None,
+        not_applied: bool = False,
+        deadline: float | None = None,
+    ) -> pb.ReconcileResponse:
+        """Reconcile from outside evidence: exactly one of ``succeeded``, ``failed``,
+        ``not_applied``."""
+        if sum([succeeded is not None, failed is not None, not_applied]) != 1:
+            raise ValueError("give exactly one of succeeded, failed, not_applied")
+        request = pb.ReconcileRequest(operation_id=operation_id, expected_fence=expected_fence)
+        if succeeded is not None:
+            request.succeeded.CopyFrom(succeeded)
+        elif failed is not None:
+            request.failed.CopyFrom(failed)
+        else:
+            request.not_applied.SetInParent()
+        return await self._send(self._reconcile, request, deadline=deadline)
+
+    async def list_unresolved(
+        self,
+        *,
+        operation: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        deadline: float | None = None,
+    ) -> pb.ListUnresolvedResponse:
+        """One page of the operations a reconciler must look at, oldest first."""
+        request = pb.ListUnresolvedRequest(
+            operation=operation, page_size=page_size, page_token=page_token
+        )
+        return await self._send(self._list_unresolved, request, deadline=deadline)
+
+    async def execute_once(
+        self,
+        operation: str,
+        key: str,
+        payload: str | bytes | Mapping[str, Any] | list[Any] | None,
+        effect: Effect,
+        **options: Any,
+    ) -> Result:
+        """:func:`idemd.execute.execute_once` on this client."""
+        from idemd.execute import execute_once
+
+        return await execute_once(self, operation, key, payload, effect, **options)

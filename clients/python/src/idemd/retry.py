@@ -1,0 +1,118 @@
+"""The one place that decides which failed calls are re-sent, and how.
+
+Every idemd RPC is safe to re-send unchanged after UNAVAILABLE or a lost reply (a
+Claim keeps its claim_token, owner writes are answered from their receipt). So:
+
+* re-sent, unchanged, with exponential backoff and full jitter, within an attempt
+  count and a total deadline, never sooner than the server's RetryInfo asks:
+  UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, and transport failures (a
+  status without idemd's ErrorInfo, e.g. a connection reset: UNKNOWN or INTERNAL);
+* never re-sent: INVALID_ARGUMENT, FAILED_PRECONDITION, PERMISSION_DENIED,
+  UNAUTHENTICATED, NOT_FOUND, ABORTED, and idemd's own INTERNAL. Re-sending those
+  cannot change the answer; ABORTED (LEASE_LOST) calls for a Lookup, not a re-send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from idemd.errors import DeadlineExceededError, StatusError, from_rpc_error
+
+T = TypeVar("T")
+
+RETRIED_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+NEVER_RETRIED_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ABORTED,
+    }
+)
+# Codes the transport itself produces when a connection breaks mid-call; from idemd
+# they carry an ErrorInfo (INTERNAL) and are not retried.
+_TRANSPORT_CODES = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a call is re-sent. Times are seconds."""
+
+    #: Sends in all, the first included.
+    max_sends: int = 10
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    #: No re-send starts later than this after the first send.
+    total_timeout: float = 30.0
+    #: The gRPC deadline of each send (a Claim's ``wait`` is added to it).
+    call_timeout: float = 10.0
+
+    def backoff_cap(self, resend: int) -> float:
+        """The backoff ceiling before re-send number ``resend`` (1-based)."""
+        return min(self.max_backoff, self.initial_backoff * self.multiplier ** (resend - 1))
+
+
+DEFAULT_RETRY = RetryPolicy()
+NO_RETRY = RetryPolicy(max_sends=1)
+
+
+def is_retryable(error: StatusError) -> bool:
+    if error.code in RETRIED_CODES:
+        return True
+    return error.code in _TRANSPORT_CODES and error.reason is None
+
+
+async def call_with_retry(
+    send: Callable[[float], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    deadline: float | None = None,
+    extra_timeout: float = 0.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    uniform: Callable[[float, float], float] = random.uniform,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """Calls ``send(timeout)`` until it returns, re-sending after retryable failures.
+
+    ``deadline`` (a ``time.monotonic()`` instant) further bounds the total time. A
+    failure is raised as its typed :class:`~idemd.errors.StatusError`.
+    """
+    end = clock() + policy.total_timeout
+    if deadline is not None:
+        end = min(end, deadline)
+    sends = 0
+    while True:
+        remaining = end - clock()
+        if remaining <= 0:
+            raise DeadlineExceededError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "no time left to send the call"
+            )
+        sends += 1
+        try:
+            return await send(min(policy.call_timeout + extra_timeout, remaining))
+        except grpc.RpcError as rpc_error:
+            error = from_rpc_error(rpc_error)
+        if not is_retryable(error) or sends >= policy.max_sends:
+            raise error
+        delay = uniform(0.0, policy.backoff_cap(sends))
+        if error.retry_after is not None:
+            delay = max(delay, error.retry_after)
+        if clock() + delay >= end:
+            raise error
+        await sleep(delay)

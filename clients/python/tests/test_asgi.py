@@ -1,0 +1,154 @@
+"""Item: the Idempotency-Key ASGI middleware, with Starlette apps against a real idemd."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+import idemd
+from idemd.asgi import IdempotencyMiddleware, default_operation, parse_key
+
+from conftest import Server, key
+
+
+class Shop:
+    """A Starlette app that counts the orders it creates."""
+
+    def __init__(self) -> None:
+        self.orders: list[dict[str, Any]] = []
+        self.hold: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+        self.ids = itertools.count(1)
+
+    async def create(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.entered.set()
+        if self.hold is not None:
+            await self.hold.wait()
+        order = {"id": f"ord_{next(self.ids)}", **body}
+        self.orders.append(order)
+        return JSONResponse(order, status_code=201, headers={"Location": f"/orders/{order['id']}", "X-Trace": "t1"})
+
+    async def listing(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.orders)
+
+    async def crash(self, request: Request) -> PlainTextResponse:
+        self.orders.append({"id": "crashed"})
+        raise RuntimeError("the app broke after its effect")
+
+    def app(self, client: Any, **options: Any) -> Starlette:
+        app = Starlette(routes=[
+            Route("/orders", self.create, methods=["POST"]),
+            Route("/orders", self.listing, methods=["GET"]),
+            Route("/crash", self.crash, methods=["POST"]),
+        ])
+        app.add_middleware(IdempotencyMiddleware, client=client, **options)  # type: ignore[arg-type]
+        return app
+
+
+def http(app: Starlette) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://shop")
+
+
+def idem_key() -> dict[str, str]:
+    return {"Idempotency-Key": f'"{key()}"'}
+
+
+async def test_replays_status_kept_headers_and_body(client: idemd.Client) -> None:
+    shop = Shop()
+    async with http(shop.app(client)) as web:
+        headers = idem_key()
+        first = await web.post("/orders", json={"sku": "a", "qty": 1}, headers=headers)
+        again = await web.post("/orders", json={"sku": "a", "qty": 1}, headers=headers)
+    assert first.status_code == 201 and again.status_code == 201
+    assert again.json() == first.json() and len(shop.orders) == 1
+    assert again.headers["location"] == first.headers["location"] == "/orders/ord_1"
+    assert again.headers["content-type"] == "application/json"
+    assert again.headers["idempotent-replayed"] == "true" and "idempotent-replayed" not in first.headers
+    assert "x-trace" not in again.headers  # not in keep_headers
+
+
+async def test_missing_key_is_400_where_required_and_passes_where_not(client: idemd.Client) -> None:
+    shop = Shop()
+    async with http(shop.app(client)) as web:
+        refused = await web.post("/orders", json={"sku": "a"})
+        assert refused.status_code == 400 and refused.headers["content-type"] == "application/problem+json"
+        assert (await web.post("/orders", json={"sku": "a"}, headers={"Idempotency-Key": '""'})).status_code == 400
+    assert shop.orders == []
+    async with http(shop.app(client, required=False)) as web:
+        assert (await web.post("/orders", json={"sku": "a"})).status_code == 201
+    assert len(shop.orders) == 1
+
+
+async def test_same_key_other_body_is_422(client: idemd.Client) -> None:
+    shop = Shop()
+    async with http(shop.app(client)) as web:
+        headers = idem_key()
+        assert (await web.post("/orders", json={"sku": "a"}, headers=headers)).status_code == 201
+        changed = await web.post("/orders", json={"sku": "b"}, headers=headers)
+    assert changed.status_code == 422 and len(shop.orders) == 1
+
+
+async def test_still_in_progress_is_409(client: idemd.Client) -> None:
+    shop = Shop()
+    shop.hold = asyncio.Event()
+    async with http(shop.app(client)) as web:
+        headers = idem_key()
+        first = asyncio.create_task(web.post("/orders", json={"sku": "a"}, headers=headers))
+        await shop.entered.wait()
+        busy = await web.post("/orders", json={"sku": "a"}, headers=headers)
+        shop.hold.set()
+        done = await first
+    assert busy.status_code == 409 and int(busy.headers["retry-after"]) >= 1
+    assert done.status_code == 201 and len(shop.orders) == 1
+
+
+async def test_only_configured_methods(client: idemd.Client) -> None:
+    shop = Shop()
+    async with http(shop.app(client)) as web:
+        assert (await web.get("/orders")).status_code == 200  # GET: no key needed
+    async with http(shop.app(client, methods=["PATCH"])) as web:
+        assert (await web.post("/orders", json={"sku": "a"})).status_code == 201
+        assert (await web.post("/orders", json={"sku": "a"})).status_code == 201
+    assert len(shop.orders) == 2
+
+
+async def test_an_app_that_raises_is_unknown_and_never_rerun(client: idemd.Client) -> None:
+    shop = Shop()
+    app = shop.app(client)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                 base_url="http://shop") as web:
+        headers = idem_key()
+        crashed = await web.post("/crash", json={}, headers=headers)
+        retried = await web.post("/crash", json={}, headers=headers)
+    assert crashed.status_code == 500 and retried.status_code == 500
+    assert retried.headers["content-type"] == "application/problem+json"
+    assert shop.orders == [{"id": "crashed"}]
+
+
+def test_with_starlettes_test_client(server: Server) -> None:
+    """TestClient runs the app on a loop of its own: the middleware makes its idemd
+    client there."""
+    shop = Shop()
+    app = shop.app(lambda: idemd.Client(server.addr, server.token))  # type: ignore[attr-defined]
+    with TestClient(app) as web:
+        headers = idem_key()
+        first = web.post("/orders", json={"sku": "z"}, headers=headers)
+        again = web.post("/orders", json={"sku": "z"}, headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() and len(shop.orders) == 1
+
+
+def test_key_and_operation_forms() -> None:
+    assert parse_key('"8e03978e-40d5-43e8-bc93-6894a57f9324"') == "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    assert parse_key('"a\\"b"') == 'a"b' and parse_key("bare") == "bare"
+    assert default_operation({"method": "POST", "path": "/orders/{x} y"}) == "http.post/orders/_x__y"
+    assert len(default_operation({"method": "POST", "path": "/" + "a" * 300})) == 128

@@ -1,0 +1,344 @@
+"""Item: execute_once's semantics, one test each, against a real server on each store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import idemd
+from idemd import EffectContext, Retryable, Success, Terminal, Unknown, execute_once
+from idemd.client import duration
+from idemd.execute import previous_attempt_settles_at
+from idemd.proto import pb
+
+from conftest import Provider, key
+from proxy import Proxy
+
+OP = "payments.charge"
+PAYLOAD = {"amount": 1000, "currency": "EUR"}
+
+
+def charging(provider: Provider, seen: list[EffectContext] | None = None, delay: float = 0.0) -> Any:
+    async def effect(ctx: EffectContext) -> Success:
+        if seen is not None:
+            seen.append(ctx)
+        await asyncio.sleep(delay)
+        return Success(provider.effect(ctx.operation_id), "application/json")
+
+    return effect
+
+
+async def history(client: idemd.Client, operation_id: str) -> list[str]:
+    found = await client.lookup(operation_id=operation_id, include_history=True)
+    return [entry.event for entry in found.history]
+
+
+async def abandoned_attempt(client: idemd.Client, k: str, **fields: Any) -> pb.Ownership:
+    """An earlier owner that stalled: its lease (50 ms) runs out, nobody completes."""
+    claimed = await client.claim(OP, k, json_payload='{"amount":1000,"currency":"EUR"}',
+                                 lease=0.05, max_attempt_duration=fields.pop("attempt", 1.0), **fields)
+    await asyncio.sleep(0.1)
+    return claimed.acquired.ownership
+
+
+async def test_success_is_completed_and_replayed_without_running(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    first = await execute_once(client, OP, k, PAYLOAD, charging(provider))
+    assert not first.replayed and first.attempts == 1
+    again = await client.execute_once(OP, k, {"currency": "EUR", "amount": 1000}, charging(provider))
+    assert again.replayed and again.body == first.body and again.operation_id == first.operation_id
+    assert len(provider.effects) == 1
+    assert await history(client, first.operation_id) == ["CLAIMED", "COMPLETED"]
+
+
+async def test_terminal_is_stored_and_replayed_as_a_typed_exception(client: idemd.Client) -> None:
+    async def declined(ctx: EffectContext) -> Terminal:
+        return Terminal("card_declined", "insufficient funds", {"decline_code": "51"})
+
+    k = key()
+    with pytest.raises(idemd.OperationFailedError) as first:
+        await execute_once(client, OP, k, PAYLOAD, declined)
+    assert first.value.code == "card_declined" and not first.value.replayed
+    ran = []
+
+    async def never(ctx: EffectContext) -> Success:
+        ran.append(ctx)
+        return Success(b"no")
+
+    with pytest.raises(idemd.OperationFailedError) as replay:
+        await execute_once(client, OP, k, PAYLOAD, never)
+    assert replay.value.replayed and replay.value.error.message == "insufficient funds"
+    assert dict(replay.value.error.metadata) == {"decline_code": "51"} and replay.value.reason == "FAILURE_REASON_TERMINAL"
+    assert ran == []
+
+
+async def test_retryable_releases_for_a_new_attempt_with_a_fresh_claim_token(
+    client: idemd.Client, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens: list[bytes] = []
+    send_claim = client.send_claim
+
+    async def spy(request: pb.ClaimRequest, **kw: Any) -> Any:
+        tokens.append(request.claim_token)
+        return await send_claim(request, **kw)
+
+    monkeypatch.setattr(client, "send_claim", spy)
+    calls = []
+
+    async def flaky(ctx: EffectContext) -> Success | Retryable:
+        calls.append(ctx.attempt)
+        if len(calls) == 1:
+            return Retryable("provider_busy", retry_after=0.05)
+        return Success(provider.effect(ctx.operation_id))
+
+    result = await execute_once(client, OP, key(), PAYLOAD, flaky)
+    assert calls == [1, 2] and result.attempts == 2 and len(provider.effects) == 1
+    assert len(tokens) >= 2 and len(set(tokens)) == len(tokens) and all(len(t) == 16 for t in tokens)
+
+
+async def test_unknown_and_a_raising_effect_are_reported_unknown(client: idemd.Client) -> None:
+    async def unsure(ctx: EffectContext) -> Unknown:
+        return Unknown("timeout", "provider did not answer")
+
+    with pytest.raises(idemd.OutcomeUnknownError) as unknown:
+        await execute_once(client, OP, key(), PAYLOAD, unsure)
+    found = await client.lookup(operation_id=unknown.value.operation_id)
+    assert found.operation.state == pb.OPERATION_STATE_UNKNOWN
+
+    async def broken(ctx: EffectContext) -> Success:
+        raise ConnectionResetError("provider hung up")
+
+    with pytest.raises(idemd.OutcomeUnknownError) as raised:
+        await execute_once(client, OP, key(), PAYLOAD, broken)
+    assert isinstance(raised.value.__cause__, ConnectionResetError)
+    assert (await client.lookup(operation_id=raised.value.operation_id)).operation.state == pb.OPERATION_STATE_UNKNOWN
+
+
+async def test_renews_while_the_effect_runs(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    result = await execute_once(client, OP, k, PAYLOAD, charging(provider, delay=0.5), lease=0.15, attempt_duration=5)
+    events = await history(client, result.operation_id)
+    assert events[0] == "CLAIMED" and events[-1] == "COMPLETED"
+    assert events.count("RENEWED") >= 3, events
+    assert "TAKEN_OVER" not in events and len(provider.effects) == 1
+
+
+async def test_the_effect_is_cancelled_at_the_attempt_deadline_then_unknown(client: idemd.Client) -> None:
+    cancelled = asyncio.Event()
+    contexts: list[EffectContext] = []
+
+    async def hangs(ctx: EffectContext) -> Success:
+        contexts.append(ctx)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return Success(b"never")
+
+    started = time.monotonic()
+    with pytest.raises(idemd.AttemptTimeoutError) as timeout:
+        await execute_once(client, OP, key(), PAYLOAD, hangs, lease=0.2, attempt_duration=1.0)
+    assert cancelled.is_set()
+    assert time.monotonic() - started < 1.0  # cancelled before the deadline, to report it
+    assert contexts[0].cancel_at <= started + 1.0
+    found = await client.lookup(operation_id=timeout.value.operation_id, include_history=True)
+    assert found.operation.state == pb.OPERATION_STATE_UNKNOWN
+    assert found.history[-1].event == "OUTCOME_UNKNOWN"
+
+
+async def test_the_lease_and_deadline_count_from_the_first_send_of_a_re_sent_claim(
+    server: Any, proxy: Proxy, proxied: idemd.Client, provider: Provider
+) -> None:
+    """The first Claim's reply is lost and the re-send is slow: the owner counts its
+    lease from the first send, so it renews before it starts the effect."""
+    seen: list[EffectContext] = []
+    lease, attempt = 0.6, 3.0
+
+    async def effect(ctx: EffectContext) -> Success:
+        seen.append(ctx)
+        events = await history(proxied, ctx.operation_id)
+        assert events[0] == "CLAIMED" and "RENEWED" in events, events  # renewed before starting
+        return Success(provider.effect(ctx.operation_id))
+
+    proxy.drop_next_reply()
+    proxy.connect_delay = 0.45
+    started = time.monotonic()
+    result = await execute_once(proxied, OP, key(), PAYLOAD, effect, lease=lease, attempt_duration=attempt)
+    assert proxy.dropped == 1 and len(provider.effects) == 1
+    # The re-sent Claim (same claim_token) got the same ownership: one attempt.
+    assert result.attempts == 1
+    assert seen[0].cancel_at <= started + attempt
+
+
+def started_charging(provider: Provider, started: asyncio.Event, delay: float) -> Any:
+    async def effect(ctx: EffectContext) -> Success:
+        started.set()
+        await asyncio.sleep(delay)
+        return Success(provider.effect(ctx.operation_id))
+
+    return effect
+
+
+async def test_pending_waits_for_the_running_attempt_then_replays(
+    client: idemd.Client, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    k = key()
+    started = asyncio.Event()
+    first = asyncio.create_task(execute_once(client, OP, k, PAYLOAD, started_charging(provider, started, 0.4)))
+    await started.wait()
+    waits: list[float | None] = []
+    send_claim = client.send_claim
+
+    async def spy(request: pb.ClaimRequest, **kw: Any) -> Any:
+        waits.append(request.wait.ToTimedelta().total_seconds() if request.HasField("wait") else None)
+        return await send_claim(request, **kw)
+
+    monkeypatch.setattr(client, "send_claim", spy)
+    second = await execute_once(client, OP, k, PAYLOAD, charging(provider))
+    assert second.replayed and second.body == (await first).body
+    assert len(provider.effects) == 1
+    # Told Pending, it claimed again with a server-side wait instead of polling.
+    assert waits[0] is None and len(waits) == 2 and waits[1] is not None and waits[1] > 1, waits
+
+
+async def test_pending_past_the_deadline_raises_without_running(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    started = asyncio.Event()
+    first = asyncio.create_task(execute_once(client, OP, k, PAYLOAD, started_charging(provider, started, 0.3)))
+    await started.wait()
+    with pytest.raises(idemd.PendingError) as pending:
+        await execute_once(client, OP, k, PAYLOAD, charging(provider), deadline=0)
+    assert pending.value.retry_after > 0 and pending.value.reason == "PENDING_REASON_IN_PROGRESS"
+    await first
+    assert len(provider.effects) == 1
+
+
+async def test_reconcile_first_gives_the_context_and_runs_without_a_lookup(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    stalled = await abandoned_attempt(client, k, attempt=2.0)
+    seen: list[EffectContext] = []
+    result = await execute_once(client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0)
+    ctx = seen[0]
+    assert ctx.previous_outcome_unknown and ctx.attempt == 2 and ctx.previous_fence == stalled.fence
+    assert ctx.operation_id == stalled.operation_id == result.operation_id  # the provider's key
+    # The server does not fill previous_attempt_deadline yet: assume a whole attempt.
+    assert ctx.previous_attempt_deadline is None
+    assert ctx.previous_attempt_settles_at is not None and ctx.previous_attempt_settles_at > ctx.cancel_at
+
+
+def test_previous_attempt_deadline_from_the_server_is_counted_from_the_send() -> None:
+    first = pb.ReconcileFirst(ownership=pb.Ownership(attempt_deadline=duration(300)))
+    assert previous_attempt_settles_at(first, 100.0) == (None, 400.0)
+    first.previous_attempt_deadline.CopyFrom(duration(2.5))
+    assert previous_attempt_settles_at(first, 100.0) == (2.5, 102.5)
+
+
+async def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_run(
+    client: idemd.Client, provider: Provider
+) -> None:
+    k = key()
+    await abandoned_attempt(client, k, attempt=1.0)
+    lookups: list[float] = []
+
+    async def lookup(ctx: EffectContext) -> Success | None:
+        lookups.append(time.monotonic())
+        return None
+
+    with pytest.raises(idemd.OutcomeUnknownError):
+        await execute_once(client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
+                           lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
+    assert provider.effects == [] and len(lookups) >= 2
+
+
+async def test_a_lookup_that_finds_the_earlier_effect_records_it(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    stalled = await abandoned_attempt(client, k, attempt=2.0)
+
+    async def lands_late() -> None:  # the stalled owner's effect lands meanwhile
+        await asyncio.sleep(0.3)
+        provider.effect(stalled.operation_id)
+
+    landing = asyncio.create_task(lands_late())
+
+    async def lookup(ctx: EffectContext) -> Success | None:
+        body = provider.records.get(ctx.operation_id)
+        return Success(body) if body else None
+
+    result = await execute_once(client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
+                                lease=0.5, attempt_duration=2.0, lookup_interval=0.1)
+    await landing
+    assert len(provider.effects) == 1 and result.body == provider.records[stalled.operation_id]
+    again = await execute_once(client, OP, k, PAYLOAD, charging(provider))
+    assert again.replayed and again.body == result.body and len(provider.effects) == 1
+
+
+async def test_lease_lost_looks_up_and_never_redoes(
+    client: idemd.Client, proxy: Proxy, proxied: idemd.Client, provider: Provider
+) -> None:
+    k = key()
+    taken_over = asyncio.Event()
+
+    async def effect(ctx: EffectContext) -> Success:
+        provider.effect(ctx.operation_id)
+        proxy.cut()  # this owner's renewals fail; its lease lapses
+        await asyncio.sleep(0.3)
+        other = await client.claim(OP, k, json_payload='{"amount":1000,"currency":"EUR"}', lease=5)
+        owner = other.reconcile_first.ownership
+        await client.complete(owner.operation_id, owner.fence, b"reconciled by another owner")
+        taken_over.set()
+        proxy.restore()
+        return Success(b"mine")
+
+    result = await execute_once(proxied, OP, k, PAYLOAD, effect, lease=0.15, attempt_duration=5)
+    assert taken_over.is_set()
+    assert result.body == b"reconciled by another owner" and result.replayed
+    assert len(provider.effects) == 1
+    events = await history(client, result.operation_id)
+    assert "STALE_WRITE_REFUSED" in events, events
+
+
+async def test_needs_reconciliation_never_executes(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    stalled = await abandoned_attempt(client, k, max_attempts=1)
+    with pytest.raises(idemd.NeedsReconciliationError) as needs:
+        await execute_once(client, OP, k, PAYLOAD, charging(provider), max_attempts=1)
+    assert needs.value.operation_id == stalled.operation_id and provider.effects == []
+
+
+class _NoOutcome:
+    async def send_claim(self, request: pb.ClaimRequest, **kw: Any) -> tuple[pb.ClaimResponse, float]:
+        return pb.ClaimResponse(), time.monotonic()
+
+    def claim_request(self, *args: Any, **kw: Any) -> pb.ClaimRequest:
+        return idemd.Client.claim_request(*args, **kw)
+
+
+async def test_an_unknown_outcome_never_executes(provider: Provider) -> None:
+    with pytest.raises(idemd.errors.UnrecognisedOutcomeError):
+        await execute_once(_NoOutcome(), OP, key(), PAYLOAD, charging(provider))  # type: ignore[arg-type]
+    assert provider.effects == []
+
+
+async def test_conflict(client: idemd.Client, provider: Provider) -> None:
+    k = key()
+    first = await execute_once(client, OP, k, PAYLOAD, charging(provider))
+    with pytest.raises(idemd.ConflictError) as conflict:
+        await execute_once(client, OP, k, {"amount": 2000, "currency": "EUR"}, charging(provider))
+    assert conflict.value.operation_id == first.operation_id and len(provider.effects) == 1
+
+
+async def test_renewals_stop_once_the_lease_reaches_the_attempt_deadline(client: idemd.Client) -> None:
+    async def hangs(ctx: EffectContext) -> Success:
+        await asyncio.sleep(60)
+        return Success(b"never")
+
+    with pytest.raises(idemd.AttemptTimeoutError) as timeout:
+        await execute_once(client, OP, key(), PAYLOAD, hangs, lease=0.6, attempt_duration=0.8)
+    # The first Renew (a third into the lease) is granted up to the deadline; renewing
+    # again could only shrink towards it, call after call.
+    events = await history(client, timeout.value.operation_id)
+    assert events.count("RENEWED") == 1, events
