@@ -33,7 +33,9 @@ def idemd_bin() -> str:
     configured = os.environ.get("IDEMD_BIN")
     candidate = Path(configured) if configured else REPO / "target/debug/idemd"
     if not candidate.is_file():
-        pytest.skip(f"no idemd binary at {candidate}: build it or set IDEMD_BIN")
+        # A failure, not a skip: a suite that quietly ran without its server
+        # would pass having tested nothing.
+        pytest.fail(f"no idemd binary at {candidate}: build it or set IDEMD_BIN")
     return str(candidate)
 
 

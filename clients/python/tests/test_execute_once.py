@@ -225,9 +225,9 @@ async def test_reconcile_first_gives_the_context_and_runs_without_a_lookup(clien
     ctx = seen[0]
     assert ctx.previous_outcome_unknown and ctx.attempt == 2 and ctx.previous_fence == stalled.fence
     assert ctx.operation_id == stalled.operation_id == result.operation_id  # the provider's key
-    # The server does not fill previous_attempt_deadline yet: assume a whole attempt.
-    assert ctx.previous_attempt_deadline is None
-    assert ctx.previous_attempt_settles_at is not None and ctx.previous_attempt_settles_at > ctx.cancel_at
+    # What is left of the abandoned attempt (2 s long, its lease long gone).
+    assert ctx.previous_attempt_deadline is not None and 0 < ctx.previous_attempt_deadline <= 2.0
+    assert ctx.previous_attempt_settles_at is not None
 
 
 def test_previous_attempt_deadline_from_the_server_is_counted_from_the_send() -> None:
