@@ -160,6 +160,12 @@ impl GuardedWrite {
             detail: self.detail.clone(),
         }
     }
+
+    /// The coalesce key of [`GuardedWrite::history`]'s entry, known before
+    /// the row is read: under the guard, the row carries the guard's fence.
+    pub fn coalesce_key(&self) -> Option<String> {
+        super::model::coalesce_key(self.event, self.guard.fence, &self.detail)
+    }
 }
 
 fn outcome_state(outcome: &Outcome) -> State {

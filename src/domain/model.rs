@@ -343,21 +343,33 @@ pub struct NewHistoryEntry {
 impl NewHistoryEntry {
     /// The one rule for coalescing history: an entry whose key equals the key
     /// of the operation's last entry is counted into that entry (`count`,
-    /// `last_at`) instead of appended. Refusals repeat (a stalled client
-    /// retrying the same write), so the same refusal of the same fence by the
-    /// same RPC coalesces; every transition gets an entry of its own (`None`).
-    /// The stores only compare keys: the rule lives here.
+    /// `last_at`, `last_fence`) instead of appended. The stores only compare
+    /// keys: the rule lives here.
+    ///
+    /// - Renewals coalesce per fence: one owner renewing N times is one
+    ///   `RENEWED` entry with count N (a new owner starts a new entry).
+    /// - Refusals coalesce per (event, RPC), whatever the fence: a stalled
+    ///   client, or many of them, retrying stale writes is one entry that
+    ///   keeps the first refused fence (`fence`), the last (`last_fence`)
+    ///   and the count, however the fences vary.
+    /// - Every other transition gets an entry of its own (`None`).
+    ///
+    /// The key depends on the event, the fence and the detail only, never on
+    /// the attempt or the states, so a store can compute it before it reads
+    /// the row ([`crate::domain::guarded::GuardedWrite::coalesce_key`]).
     pub fn coalesce_key(&self) -> Option<String> {
-        match self.event {
-            HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => Some(format!(
-                "{}/{}/{}/{}",
-                self.event.as_str(),
-                self.fence,
-                self.detail,
-                self.to_state.as_str()
-            )),
-            _ => None,
+        coalesce_key(self.event, self.fence, &self.detail)
+    }
+}
+
+/// See [`NewHistoryEntry::coalesce_key`].
+pub(crate) fn coalesce_key(event: HistoryEvent, fence: Fence, detail: &str) -> Option<String> {
+    match event {
+        HistoryEvent::Renewed => Some(format!("{}/{fence}", event.as_str())),
+        HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => {
+            Some(format!("{}/{detail}", event.as_str()))
         }
+        _ => None,
     }
 }
 
@@ -368,7 +380,12 @@ pub struct HistoryEntry {
     pub event: String,
     pub from_state: Option<State>,
     pub to_state: State,
+    /// The fence of the first event the entry stands for (for a refusal,
+    /// the refused one).
     pub fence: Fence,
+    /// The fence of the last event it stands for: differs from `fence` only
+    /// for refusals that coalesced across fences.
+    pub last_fence: Fence,
     pub attempt: u32,
     pub detail: String,
     pub count: u32,
@@ -384,4 +401,83 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
             let _ = write!(out, "{byte:02x}");
             out
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(event: HistoryEvent, fence: Fence, detail: &str) -> NewHistoryEntry {
+        NewHistoryEntry {
+            event,
+            from_state: Some(State::InProgress),
+            to_state: State::InProgress,
+            fence,
+            attempt: 1,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn renewals_coalesce_per_fence() {
+        let key = |fence| entry(HistoryEvent::Renewed, fence, "").coalesce_key();
+        assert!(key(7).is_some());
+        assert_eq!(key(7), key(7), "the same owner renewing again");
+        assert_ne!(key(7), key(8), "a new owner starts an entry of its own");
+        let later_attempt = NewHistoryEntry {
+            attempt: 3,
+            ..entry(HistoryEvent::Renewed, 7, "")
+        };
+        assert_eq!(
+            later_attempt.coalesce_key(),
+            key(7),
+            "the key names the fence only"
+        );
+    }
+
+    #[test]
+    fn refusals_coalesce_per_event_and_rpc_whatever_the_fence() {
+        for event in [
+            HistoryEvent::StaleWriteRefused,
+            HistoryEvent::LateWriteRefused,
+        ] {
+            let key = |fence, rpc| entry(event, fence, rpc).coalesce_key();
+            assert!(key(1, "renew").is_some());
+            assert_eq!(key(1, "renew"), key(999, "renew"), "{event:?}");
+            assert_ne!(key(1, "renew"), key(1, "complete"), "{event:?}");
+            let in_another_state = NewHistoryEntry {
+                to_state: State::Succeeded,
+                from_state: Some(State::Succeeded),
+                ..entry(event, 2, "renew")
+            };
+            assert_eq!(in_another_state.coalesce_key(), key(1, "renew"));
+        }
+        assert_ne!(
+            entry(HistoryEvent::StaleWriteRefused, 1, "renew").coalesce_key(),
+            entry(HistoryEvent::LateWriteRefused, 1, "renew").coalesce_key()
+        );
+        assert_ne!(
+            entry(HistoryEvent::StaleWriteRefused, 1, "renew").coalesce_key(),
+            entry(HistoryEvent::Renewed, 1, "renew").coalesce_key()
+        );
+    }
+
+    #[test]
+    fn every_other_transition_has_an_entry_of_its_own() {
+        for event in [
+            HistoryEvent::Claimed,
+            HistoryEvent::TakenOver,
+            HistoryEvent::RetryStarted,
+            HistoryEvent::MarkedUnknown,
+            HistoryEvent::Completed,
+            HistoryEvent::Failed,
+            HistoryEvent::RetryScheduled,
+            HistoryEvent::OutcomeUnknown,
+            HistoryEvent::Reconciled,
+            HistoryEvent::DeadlineExceeded,
+            HistoryEvent::Expired,
+        ] {
+            assert_eq!(entry(event, 1, "").coalesce_key(), None, "{event:?}");
+        }
+    }
 }

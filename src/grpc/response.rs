@@ -178,6 +178,7 @@ fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
             .into(),
         to_state: proto_state(entry.to_state).into(),
         fence: entry.fence,
+        last_fence: entry.last_fence,
         attempt: entry.attempt,
         detail: entry.detail.clone(),
         count: entry.count,

@@ -107,6 +107,7 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     fn count_into_last_history_entry(
         connection: &mut <Self::Db as Database>::Connection,
         operation_id: OperationId,
+        entry: &NewHistoryEntry,
         coalesce_key: &str,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
@@ -598,7 +599,8 @@ where
     ) -> StoreResult<()> {
         let coalesce_key = entry.coalesce_key();
         if let Some(key) = coalesce_key.as_deref()
-            && D::count_into_last_history_entry(&mut *connection, operation_id, key, now).await?
+            && D::count_into_last_history_entry(&mut *connection, operation_id, entry, key, now)
+                .await?
         {
             return Ok(());
         }

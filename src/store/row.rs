@@ -269,6 +269,9 @@ pub(crate) struct HistoryRow {
     pub(crate) from_state: Option<String>,
     pub(crate) to_state: String,
     pub(crate) fence: i64,
+    /// NULL: the entry's own fence (never coalesced across fences, or
+    /// written before the column existed).
+    pub(crate) last_fence: Option<i64>,
     pub(crate) attempt: i32,
     pub(crate) detail: String,
     pub(crate) count: i32,
@@ -286,6 +289,7 @@ impl TryFrom<HistoryRow> for HistoryEntry {
             from_state: row.from_state.as_deref().map(state).transpose()?,
             to_state: state(&row.to_state)?,
             fence: unsigned(row.fence, "fence")?,
+            last_fence: unsigned(row.last_fence.unwrap_or(row.fence), "fence")?,
             attempt: unsigned(row.attempt.into(), "attempt")?,
             detail: row.detail,
             count: unsigned(row.count.into(), "history count")?,

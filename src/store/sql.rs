@@ -126,7 +126,7 @@ pub(crate) const STAMP_ANSWERED_FENCE: &str =
     "UPDATE operations SET last_write_answer_fence = $2 WHERE operation_id = $1";
 
 pub(crate) const SELECT_HISTORY: &str = "SELECT sequence, event, from_state, to_state, fence, \
-     attempt, detail, count, first_at, last_at \
+     last_fence, attempt, detail, count, first_at, last_at \
      FROM operation_history WHERE operation_id = $1 ORDER BY sequence";
 
 /// Unresolved candidates oldest first, after a page token's position.

@@ -420,6 +420,7 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
             from_state: None,
             to_state: State::InProgress,
             fence: record.fence,
+            last_fence: record.fence,
             attempt: 1,
             detail: String::new(),
             count: 1,

@@ -17,6 +17,7 @@ mod durability;
 mod embedded;
 mod errors;
 mod examples;
+mod history;
 mod inputs;
 mod leases;
 mod notify;

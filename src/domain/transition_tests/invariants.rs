@@ -397,6 +397,11 @@ impl Run {
             "guarded write and decision disagree on {before:#?}"
         );
         assert_eq!(step.effects.history, Some(guarded.history(before)));
+        assert_eq!(
+            guarded.coalesce_key(),
+            guarded.history(before).coalesce_key(),
+            "the one-statement path coalesces as the locked path does"
+        );
         assert_eq!(step.answer, Ok(Answer::Written));
     }
 

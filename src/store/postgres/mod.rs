@@ -22,7 +22,7 @@ use super::sql::{
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
-use crate::domain::{ClaimCommand, Error, OperationId, Result, TenantId};
+use crate::domain::{ClaimCommand, Error, NewHistoryEntry, OperationId, Result, TenantId};
 
 mod notifier;
 mod statements;
@@ -221,7 +221,8 @@ impl Dialect for PostgresStore {
              SELECT sequence, coalesce_key FROM operation_history \
              WHERE operation_id = $1 ORDER BY sequence DESC LIMIT 1 \
          ), coalesced AS ( \
-             UPDATE operation_history AS history SET count = history.count + 1, last_at = $8 \
+             UPDATE operation_history AS history SET count = history.count + 1, last_at = $8, \
+                 last_fence = $5 \
              FROM last \
              WHERE history.operation_id = $1 AND history.sequence = last.sequence \
                AND last.coalesce_key = $9 \
@@ -288,6 +289,7 @@ impl Dialect for PostgresStore {
     async fn count_into_last_history_entry(
         _connection: &mut PgConnection,
         _operation_id: OperationId,
+        _entry: &NewHistoryEntry,
         _coalesce_key: &str,
         _now: DateTime<Utc>,
     ) -> StoreResult<bool> {

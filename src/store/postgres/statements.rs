@@ -367,13 +367,13 @@ const WRITE_GUARDED: &str = concat!(
                  $6::bool[], $7::int8[], $8::text[], $9::bool[], $10::text[], $11::bytea[], \
                  $12::text[], $13::jsonb[], $14::text[], $15::text[], $16::text[], $17::jsonb[], \
                  $18::bool[], $19::int8[], $20::int8[], $21::bool[], $22::bool[], \
-                 $23::bytea[], $24::text[], $25::text[]) \
+                 $23::bytea[], $24::text[], $25::text[], $26::text[]) \
              WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_fence, in_from_state, \
                  in_no_receipt, in_budget_left, in_deadline_beyond_ms, in_state, in_set_outcome, \
                  in_outcome_state, in_result_body, in_result_content_type, in_result_metadata, \
                  in_failure_reason, in_error_code, in_error_message, in_error_metadata, \
                  in_lease_clear, in_lease_ms, in_retry_after_ms, in_finishes, in_receipt, \
-                 in_receipt_digest, in_event, in_detail, ordinal) \
+                 in_receipt_digest, in_event, in_detail, in_coalesce_key, ordinal) \
          ), clock AS (SELECT clock_timestamp() AS now), \
          updated AS ( \
              UPDATE operations AS o SET \
@@ -434,16 +434,29 @@ const WRITE_GUARDED: &str = concat!(
                    OR o.operation_deadline_at \
                        > clock.now + in_deadline_beyond_ms * interval '1 millisecond') \
              RETURNING o.*, input.ordinal, input.in_from_state, input.in_event, \
-                 input.in_detail, clock.now AS db_now \
+                 input.in_detail, input.in_coalesce_key, clock.now AS db_now \
+         ), last AS ( \
+             SELECT updated.operation_id, last_entry.sequence, last_entry.coalesce_key \
+             FROM updated LEFT JOIN LATERAL ( \
+                 SELECT h.sequence, h.coalesce_key FROM operation_history AS h \
+                 WHERE h.operation_id = updated.operation_id \
+                 ORDER BY h.sequence DESC LIMIT 1) AS last_entry ON true \
+         ), coalesced AS ( \
+             UPDATE operation_history AS h SET count = h.count + 1, last_at = updated.db_now, \
+                 last_fence = updated.fence \
+             FROM updated JOIN last ON last.operation_id = updated.operation_id \
+             WHERE h.operation_id = updated.operation_id AND h.sequence = last.sequence \
+               AND last.coalesce_key = updated.in_coalesce_key \
+             RETURNING h.operation_id \
          ), history AS ( \
              INSERT INTO operation_history (operation_id, sequence, event, from_state, \
                  to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-             SELECT updated.operation_id, COALESCE((SELECT max(h.sequence) \
-                     FROM operation_history AS h \
-                     WHERE h.operation_id = updated.operation_id), 0) + 1, \
+             SELECT updated.operation_id, COALESCE(last.sequence, 0) + 1, \
                  in_event, in_from_state, updated.state, updated.fence, updated.attempt, \
-                 in_detail, 1, db_now, db_now, NULL \
-             FROM updated \
+                 in_detail, 1, db_now, db_now, in_coalesce_key \
+             FROM updated JOIN last ON last.operation_id = updated.operation_id \
+             WHERE NOT EXISTS (SELECT 1 FROM coalesced \
+                 WHERE coalesced.operation_id = updated.operation_id) \
          ) \
          SELECT ordinal, ",
     operation_columns!(),
@@ -593,6 +606,12 @@ pub(super) async fn write_guarded(
             members
                 .iter()
                 .map(|m| m.guarded.detail.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.coalesce_key())
                 .collect::<Vec<_>>(),
         )
         .fetch_all(pool)

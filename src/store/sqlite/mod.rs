@@ -29,15 +29,15 @@ use tracing::Instrument;
 
 use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
-use super::row::OperationRow;
+use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     operation_columns, select_operation_sql,
 };
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
-    ClaimCommand, Error, Found, OperationId, OperationRecord, Result, Target, TenantId,
-    decide_first_claim,
+    ClaimCommand, Error, Found, NewHistoryEntry, OperationId, OperationRecord, Result, Target,
+    TenantId, decide_first_claim,
 };
 
 mod group;
@@ -359,17 +359,19 @@ impl Dialect for SqliteStore {
     async fn count_into_last_history_entry(
         connection: &mut SqliteConnection,
         operation_id: OperationId,
+        entry: &NewHistoryEntry,
         coalesce_key: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let counted = sqlx::query(
-            "UPDATE operation_history SET count = count + 1, last_at = $3 \
+            "UPDATE operation_history SET count = count + 1, last_at = $3, last_fence = $4 \
              WHERE operation_id = $1 AND coalesce_key = $2 AND sequence = \
                  (SELECT max(sequence) FROM operation_history WHERE operation_id = $1)",
         )
         .bind(operation_id.0)
         .bind(coalesce_key)
         .bind(stamp(now))
+        .bind(signed(entry.fence)?)
         .execute(&mut *connection)
         .instrument(Self::statement("UPDATE operation_history"))
         .await?;
