@@ -305,6 +305,8 @@ pub enum HistoryEvent {
     StaleWriteRefused,
     LateWriteRefused,
     Expired,
+    /// Stands for the entries past the operation's history cap.
+    HistoryTruncated,
 }
 
 impl HistoryEvent {
@@ -324,6 +326,7 @@ impl HistoryEvent {
             HistoryEvent::StaleWriteRefused => "STALE_WRITE_REFUSED",
             HistoryEvent::LateWriteRefused => "LATE_WRITE_REFUSED",
             HistoryEvent::Expired => "EXPIRED",
+            HistoryEvent::HistoryTruncated => "HISTORY_TRUNCATED",
         }
     }
 }
@@ -359,6 +362,89 @@ impl NewHistoryEntry {
     /// the row ([`crate::domain::guarded::GuardedWrite::coalesce_key`]).
     pub fn coalesce_key(&self) -> Option<String> {
         coalesce_key(self.event, self.fence, &self.detail)
+    }
+}
+
+/// Whether an entry from `from_state` to `to_state` is appended even past
+/// the history cap: the transitions into a terminal state (and the first
+/// entry, CLAIMED, which the cap never reaches). See [`HistoryCap`].
+pub fn kept_past_history_cap(from_state: Option<State>, to_state: State) -> bool {
+    to_state.is_terminal() && from_state != Some(to_state)
+}
+
+impl NewHistoryEntry {
+    /// See [`kept_past_history_cap`].
+    pub fn kept_past_cap(&self) -> bool {
+        kept_past_history_cap(self.from_state, self.to_state)
+    }
+}
+
+/// How many entries an operation's history holds. The first `max_entries
+/// - 1` entries are appended (or coalesced, [`NewHistoryEntry::coalesce_key`])
+/// as usual; past them, every entry that is not kept past the cap
+/// ([`kept_past_history_cap`]: the terminal transitions) is counted into one
+/// `HISTORY_TRUNCATED` entry at the end instead (appended once, then counted
+/// into while it is the last entry). So the history keeps its beginning
+/// (CLAIMED and the first attempts), how much was left out and when, and
+/// how the operation ended; an operation holds at most `max_entries + 4`
+/// entries (the terminal transition and EXPIRED, each followed by at most one
+/// more `HISTORY_TRUNCATED`). The stores enforce it in the statement that
+/// writes the entry ([`HistoryCap::place`] says in Rust what it does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryCap {
+    pub max_entries: u32,
+}
+
+impl Default for HistoryCap {
+    fn default() -> Self {
+        Self {
+            max_entries: Self::DEFAULT_MAX_ENTRIES,
+        }
+    }
+}
+
+/// Where a new history entry goes; see [`HistoryCap::place`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryPlacement {
+    /// Counted into the last entry (its key matched, or it is the
+    /// truncation marker and the cap is reached).
+    CountIntoLast,
+    /// Appended as itself.
+    Append,
+    /// Appended as a new `HISTORY_TRUNCATED` entry.
+    AppendTruncationMarker,
+}
+
+impl HistoryCap {
+    pub const DEFAULT_MAX_ENTRIES: u32 = 100;
+    /// Room for CLAIMED, a few attempts and the marker.
+    pub const MIN_MAX_ENTRIES: u32 = 10;
+    pub const MAX_MAX_ENTRIES: u32 = 10_000;
+    /// The coalesce key of the truncation marker; no entry's key equals it.
+    pub const TRUNCATED_KEY: &'static str = "HISTORY_TRUNCATED";
+    /// The truncation marker's detail.
+    pub const TRUNCATED_DETAIL: &'static str = "entries past the history cap, counted";
+
+    /// Where `entry` goes, given the operation's last entry (its sequence,
+    /// which is the number of entries, and its coalesce key). The stores'
+    /// SQL does exactly this, in the statement that writes the entry.
+    pub fn place(
+        self,
+        entry: &NewHistoryEntry,
+        last: Option<(u64, Option<&str>)>,
+    ) -> HistoryPlacement {
+        let (last_sequence, last_key) = last.unwrap_or((0, None));
+        let key = entry.coalesce_key();
+        if key.is_some() && key.as_deref() == last_key {
+            return HistoryPlacement::CountIntoLast;
+        }
+        if entry.kept_past_cap() || last_sequence < u64::from(self.max_entries).saturating_sub(1) {
+            return HistoryPlacement::Append;
+        }
+        if last_key == Some(Self::TRUNCATED_KEY) {
+            return HistoryPlacement::CountIntoLast;
+        }
+        HistoryPlacement::AppendTruncationMarker
     }
 }
 
@@ -479,5 +565,77 @@ mod tests {
         ] {
             assert_eq!(entry(event, 1, "").coalesce_key(), None, "{event:?}");
         }
+    }
+
+    #[test]
+    fn past_the_cap_entries_fold_into_one_truncation_marker_but_terminal_ones_are_kept() {
+        let cap = HistoryCap { max_entries: 10 };
+        let renewal = entry(HistoryEvent::Renewed, 7, "");
+        let renewal_key = renewal.coalesce_key();
+        let taken_over = entry(HistoryEvent::TakenOver, 8, "lease expired");
+        let completed = NewHistoryEntry {
+            to_state: State::Succeeded,
+            ..entry(HistoryEvent::Completed, 8, "")
+        };
+        let refused_after_the_end = NewHistoryEntry {
+            from_state: Some(State::Succeeded),
+            to_state: State::Succeeded,
+            ..entry(HistoryEvent::StaleWriteRefused, 3, "complete")
+        };
+        let marker = Some(HistoryCap::TRUNCATED_KEY);
+
+        // Below the cap: as usual.
+        assert_eq!(cap.place(&taken_over, None), HistoryPlacement::Append);
+        assert_eq!(
+            cap.place(&taken_over, Some((8, None))),
+            HistoryPlacement::Append
+        );
+        assert_eq!(
+            cap.place(&renewal, Some((8, renewal_key.as_deref()))),
+            HistoryPlacement::CountIntoLast
+        );
+        // At the cap: a matching last entry still coalesces; anything else
+        // becomes (or counts into) the marker.
+        assert_eq!(
+            cap.place(&renewal, Some((9, renewal_key.as_deref()))),
+            HistoryPlacement::CountIntoLast
+        );
+        assert_eq!(
+            cap.place(&taken_over, Some((9, None))),
+            HistoryPlacement::AppendTruncationMarker
+        );
+        assert_eq!(
+            cap.place(&taken_over, Some((10, marker))),
+            HistoryPlacement::CountIntoLast
+        );
+        assert_eq!(
+            cap.place(&renewal, Some((10, marker))),
+            HistoryPlacement::CountIntoLast
+        );
+        // Terminal transitions are kept, and what follows them folds again.
+        assert!(completed.kept_past_cap());
+        assert_eq!(
+            cap.place(&completed, Some((10, marker))),
+            HistoryPlacement::Append
+        );
+        assert!(!refused_after_the_end.kept_past_cap(), "no transition");
+        assert_eq!(
+            cap.place(&refused_after_the_end, Some((11, None))),
+            HistoryPlacement::AppendTruncationMarker
+        );
+        let expired = NewHistoryEntry {
+            from_state: Some(State::Succeeded),
+            to_state: State::Expired,
+            ..entry(HistoryEvent::Expired, 8, "")
+        };
+        assert_eq!(
+            cap.place(&expired, Some((12, marker))),
+            HistoryPlacement::Append
+        );
+        assert_ne!(
+            renewal_key.as_deref(),
+            marker,
+            "no entry's key is the marker's"
+        );
     }
 }

@@ -91,10 +91,7 @@ async fn a_thousand_renewals_of_one_owner_are_one_entry(backend: Backend) {
         (renewed.fence, renewed.last_fence),
         (owner.fence, owner.fence)
     );
-    let (first, last) = (
-        renewed.at.expect("at"),
-        renewed.last_at.expect("last_at"),
-    );
+    let (first, last) = (renewed.at.expect("at"), renewed.last_at.expect("last_at"));
     assert!(
         (first.seconds, first.nanos) < (last.seconds, last.nanos),
         "first and last renewal: {first:?} {last:?}"
@@ -161,7 +158,102 @@ async fn a_thousand_stale_writes_with_as_many_fences_are_one_entry_per_rpc(backe
     assert_eq!(history[0].last_fence, owner.fence, "an entry of its own");
 }
 
+async fn past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is_kept(
+    backend: Backend,
+) {
+    skip_fences(&backend).await;
+    let world = World::start(backend.with_history_cap(10)).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let owner = claim(&mut client, token, "capped").await;
+    let operation_id = owner.operation_id.as_str();
+
+    // Alternating refusals never coalesce with the entry before them.
+    let mut stale_fence = 0;
+    for _ in 0..20 {
+        stale_fence += 1;
+        renew(&mut client, token, operation_id, stale_fence)
+            .await
+            .expect_err("stale");
+        stale_fence += 1;
+        complete(&mut client, token, operation_id, stale_fence)
+            .await
+            .expect_err("stale");
+    }
+    renew(&mut client, token, operation_id, owner.fence)
+        .await
+        .expect("the owner renews");
+    complete(&mut client, token, operation_id, owner.fence)
+        .await
+        .expect("the owner completes");
+    for _ in 0..5 {
+        stale_fence += 1;
+        renew(&mut client, token, operation_id, stale_fence)
+            .await
+            .expect_err("stale");
+    }
+    world.backend.age_retention().await;
+    let swept = world
+        .store
+        .sweep(100, chrono::TimeDelta::days(7))
+        .await
+        .expect("sweeps");
+    assert_eq!(swept.tombstoned, 1);
+    renew(&mut client, token, operation_id, 1)
+        .await
+        .expect_err("stale");
+
+    let history = history(&mut client, token, operation_id).await;
+    let mut expected = vec!["CLAIMED"];
+    expected.extend(["STALE_WRITE_REFUSED"; 8]);
+    expected.extend([
+        "HISTORY_TRUNCATED",
+        "COMPLETED",
+        "HISTORY_TRUNCATED",
+        "EXPIRED",
+        "HISTORY_TRUNCATED",
+    ]);
+    assert_eq!(events(&history), expected);
+    assert!(history.len() <= 10 + 4, "the cap, the end and its markers");
+    assert_eq!(
+        history
+            .iter()
+            .map(|entry| entry.sequence)
+            .collect::<Vec<_>>(),
+        (1..=14).collect::<Vec<u64>>()
+    );
+    assert!(history[1..9].iter().all(|entry| entry.count == 1));
+    // 40 refusals and a renewal: 8 have entries, the rest are counted.
+    let truncated = &history[9];
+    assert_eq!(
+        (
+            truncated.count,
+            truncated.fence,
+            truncated.last_fence,
+            truncated.attempt
+        ),
+        (33, 9, owner.fence, 1)
+    );
+    let first = truncated.at.expect("at");
+    let last = truncated.last_at.expect("last_at");
+    assert!((first.seconds, first.nanos) < (last.seconds, last.nanos));
+    assert_eq!((history[10].fence, history[10].count), (owner.fence, 1));
+    assert_eq!(
+        (history[11].count, history[11].last_fence),
+        (5, stale_fence)
+    );
+    assert_eq!(
+        (history[12].from_state, history[12].to_state),
+        (
+            proto::OperationState::Succeeded as i32,
+            proto::OperationState::Expired as i32
+        )
+    );
+    assert_eq!((history[13].count, history[13].fence), (1, 1));
+}
+
 store_tests!(
     a_thousand_renewals_of_one_owner_are_one_entry,
     a_thousand_stale_writes_with_as_many_fences_are_one_entry_per_rpc,
+    past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is_kept,
 );

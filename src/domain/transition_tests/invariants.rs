@@ -402,6 +402,11 @@ impl Run {
             guarded.history(before).coalesce_key(),
             "the one-statement path coalesces as the locked path does"
         );
+        assert_eq!(
+            guarded.kept_past_cap(),
+            guarded.history(before).kept_past_cap(),
+            "the one-statement path caps history as the locked path does"
+        );
         assert_eq!(step.answer, Ok(Answer::Written));
     }
 
