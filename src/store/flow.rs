@@ -25,9 +25,9 @@ use super::{
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
-    ClaimCommand, Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, Metadata,
-    NewHistoryEntry, OperationId, OperationRecord, Result, Target, TenantId, UnresolvedPage,
-    UnresolvedQuery,
+    ClaimCommand, Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
+    Metadata, NewHistoryEntry, OperationId, OperationRecord, Result, Target, TenantId,
+    UnresolvedPage, UnresolvedQuery,
 };
 
 /// What one database does its own way. Everything else is [`Shared`].
@@ -205,7 +205,7 @@ pub(crate) trait Shared: Dialect {
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> impl Future<Output = Result<Option<Found>>> + Send;
 
     fn list_unresolved_flow(
@@ -378,43 +378,51 @@ where
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Option<Found>> {
         let found = async {
             // Without history (the Claim replay path) one statement reads the
             // record and the clock; with history, one read transaction, so
             // that record, history and clock agree.
-            if !include_history {
+            let Some(page) = history else {
                 let found = D::read_with_clock(self.readers(), tenant, target).await?;
                 return found
                     .map(|(record, now)| {
                         Ok(Found {
                             record,
                             history: Vec::new(),
+                            more_history: false,
                             now,
                         })
                     })
                     .transpose();
-            }
+            };
             let mut transaction = self.readers().begin().await?;
             let Some((record, now)) = D::read_with_clock(&mut *transaction, tenant, target).await?
             else {
                 transaction.rollback().await?;
                 return Ok(None);
             };
+            // One entry more than the page: whether another page follows.
             let rows: Vec<HistoryRow> = sqlx::query_as(sql::SELECT_HISTORY)
                 .bind(record.operation_id.0)
+                .bind(i64::try_from(page.after).unwrap_or(i64::MAX))
+                .bind(i64::from(page.limit) + 1)
                 .fetch_all(&mut *transaction)
                 .instrument(D::statement("SELECT operation_history"))
                 .await?;
             transaction.rollback().await?;
-            let history = rows
+            let mut history = rows
                 .into_iter()
                 .map(HistoryEntry::try_from)
                 .collect::<Result<Vec<_>>>()?;
+            let limit = usize::try_from(page.limit).unwrap_or(usize::MAX);
+            let more_history = history.len() > limit;
+            history.truncate(limit);
             Ok(Some(Found {
                 record,
                 history,
+                more_history,
                 now,
             }))
         };
@@ -778,9 +786,9 @@ impl<D: Shared> Store for D {
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Option<Found>> {
-        self.find_flow(tenant, target, include_history).await
+        self.find_flow(tenant, target, history).await
     }
 
     #[instrument(name = "store.list_unresolved", skip_all, fields(db.system = D::SYSTEM))]

@@ -127,7 +127,8 @@ pub(crate) const STAMP_ANSWERED_FENCE: &str =
 
 pub(crate) const SELECT_HISTORY: &str = "SELECT sequence, event, from_state, to_state, fence, \
      last_fence, attempt, detail, count, first_at, last_at \
-     FROM operation_history WHERE operation_id = $1 ORDER BY sequence";
+     FROM operation_history WHERE operation_id = $1 AND sequence > $2 \
+     ORDER BY sequence LIMIT $3";
 
 /// Unresolved candidates oldest first, after a page token's position.
 pub(crate) const SELECT_UNRESOLVED: &str = concat!(

@@ -561,6 +561,7 @@ pub async fn history(
                     operation_id.into(),
                 )),
                 include_history: true,
+                ..Default::default()
             },
         ))
         .await

@@ -2,6 +2,7 @@
 
 use idemd::proto;
 use tonic::Code;
+use tonic_types::StatusExt;
 
 use crate::harness::*;
 
@@ -252,8 +253,147 @@ async fn past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is
     assert_eq!((history[13].count, history[13].fence), (1, 1));
 }
 
+/// A Lookup by id asking for one page of history.
+async fn history_page(
+    client: &mut Client,
+    token: &str,
+    operation_id: &str,
+    page_size: u32,
+    page_token: &str,
+) -> Result<proto::LookupResponse, tonic::Status> {
+    client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.into(),
+                )),
+                include_history: true,
+                history_page_size: page_size,
+                history_page_token: page_token.into(),
+            },
+        ))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// 1 + `refusals` entries: alternating refusals never coalesce.
+async fn operation_with_history(
+    client: &mut Client,
+    token: &str,
+    key: &str,
+    refusals: u64,
+) -> proto::Ownership {
+    let owner = claim(client, token, key).await;
+    for stale_fence in 1..=refusals {
+        let refused = if stale_fence % 2 == 1 {
+            renew(
+                client,
+                token,
+                &owner.operation_id,
+                owner.fence + stale_fence,
+            )
+            .await
+            .map(|_| ())
+        } else {
+            complete(
+                client,
+                token,
+                &owner.operation_id,
+                owner.fence + stale_fence,
+            )
+            .await
+            .map(|_| ())
+        };
+        refused.expect_err("stale");
+    }
+    owner
+}
+
+fn assert_invalid_page_token(status: &tonic::Status) {
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    let fields: Vec<String> = status
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect();
+    assert_eq!(fields, ["history_page_token"]);
+}
+
+async fn lookup_pages_through_history_in_order_and_refuses_tampered_tokens(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let owner = operation_with_history(&mut client, token, "paged", 24).await;
+    let operation_id = owner.operation_id.as_str();
+
+    let whole = history_page(&mut client, token, operation_id, 1000, "")
+        .await
+        .expect("one page");
+    assert_eq!(whole.history.len(), 25);
+    assert_eq!(whole.next_history_page_token, "", "nothing follows");
+
+    let mut concatenated = Vec::new();
+    let mut page_sizes = Vec::new();
+    let mut page_token = String::new();
+    let mut tokens = Vec::new();
+    loop {
+        let page = history_page(&mut client, token, operation_id, 10, &page_token)
+            .await
+            .expect("a page");
+        page_sizes.push(page.history.len());
+        concatenated.extend(page.history);
+        if page.next_history_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_history_page_token;
+        tokens.push(page_token.clone());
+    }
+    assert_eq!(page_sizes, [10, 10, 5]);
+    assert_eq!(
+        concatenated, whole.history,
+        "the pages are the history, in order"
+    );
+
+    // A token asks for history by itself; the default page is 100.
+    let implied = client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.into(),
+                )),
+                history_page_token: tokens[0].clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("the next page")
+        .into_inner();
+    assert_eq!(implied.history, whole.history[10..]);
+
+    // Anything but an unchanged token of this operation is refused.
+    let mut edited = tokens[0].clone().into_bytes();
+    edited[3] = if edited[3] == b'A' { b'B' } else { b'A' };
+    let edited = String::from_utf8(edited).expect("ascii");
+    for tampered in [edited, format!("{}A", tokens[0]), tokens[0][1..].to_owned()] {
+        let refused = history_page(&mut client, token, operation_id, 10, &tampered)
+            .await
+            .expect_err("tampered");
+        assert_invalid_page_token(&refused);
+    }
+    let other = claim(&mut client, token, "other").await;
+    let refused = history_page(&mut client, token, &other.operation_id, 10, &tokens[0])
+        .await
+        .expect_err("another operation's token");
+    assert_invalid_page_token(&refused);
+}
+
 store_tests!(
     a_thousand_renewals_of_one_owner_are_one_entry,
     a_thousand_stale_writes_with_as_many_fences_are_one_entry_per_rpc,
     past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is_kept,
+    lookup_pages_through_history_in_order_and_refuses_tampered_tokens,
 );

@@ -33,6 +33,7 @@ fn lookup_scope(key: &str) -> proto::LookupRequest {
             scope("payments.charge", key).expect("scope"),
         )),
         include_history: false,
+        ..Default::default()
     }
 }
 

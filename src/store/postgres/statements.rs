@@ -312,6 +312,7 @@ pub(super) async fn insert_or_find(
             ClaimStart::Existing(Found {
                 record,
                 history: Vec::new(),
+                more_history: false,
                 now: db_now,
             })
         });

@@ -263,6 +263,7 @@ impl SqliteStore {
                 ClaimStart::Existing(Found {
                     record,
                     history: Vec::new(),
+                    more_history: false,
                     now,
                 })
             }));
@@ -452,6 +453,7 @@ impl Dialect for SqliteStore {
             return Ok(Some(ClaimStart::Existing(Found {
                 record,
                 history: Vec::new(),
+                more_history: false,
                 now,
             })));
         }
