@@ -474,7 +474,7 @@ pub struct HistoryEntry {
     pub last_fence: Fence,
     pub attempt: u32,
     pub detail: String,
-    pub count: u32,
+    pub count: u64,
     pub first_at: DateTime<Utc>,
     pub last_at: DateTime<Utc>,
 }

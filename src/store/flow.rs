@@ -54,6 +54,8 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     const DUE_FOR_TOMBSTONE: &'static str;
     const DUE_FOR_DEADLINE: &'static str;
     const DELETE_EXPIRED_TOMBSTONES: &'static str;
+    /// One page of history ([`sql::select_history_sql`]).
+    const SELECT_HISTORY: &'static str;
 
     fn stamp(moment: DateTime<Utc>) -> Self::Stamp;
     fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
@@ -404,7 +406,7 @@ where
                 return Ok(None);
             };
             // One entry more than the page: whether another page follows.
-            let rows: Vec<HistoryRow> = sqlx::query_as(sql::SELECT_HISTORY)
+            let rows: Vec<HistoryRow> = sqlx::query_as(D::SELECT_HISTORY)
                 .bind(record.operation_id.0)
                 .bind(i64::try_from(page.after).unwrap_or(i64::MAX))
                 .bind(i64::from(page.limit) + 1)

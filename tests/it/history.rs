@@ -391,9 +391,73 @@ async fn lookup_pages_through_history_in_order_and_refuses_tampered_tokens(backe
     assert_invalid_page_token(&refused);
 }
 
+async fn counts_grow_past_32_bits_and_binaries_of_the_last_version_still_read_them(
+    backend: Backend,
+) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let owner = claim(&mut client, token, "counted").await;
+    let operation_id = owner.operation_id.as_str();
+
+    // The one-statement path (Renew), as if 2^31 - 1 renewals had been
+    // counted already.
+    renew(&mut client, token, operation_id, owner.fence)
+        .await
+        .expect("renewed");
+    world
+        .backend
+        .execute("UPDATE operation_history SET count = 2147483647 WHERE sequence = 2")
+        .await;
+    for _ in 0..2 {
+        renew(&mut client, token, operation_id, owner.fence)
+            .await
+            .expect("renewed");
+    }
+    // The locked path (a refusal), likewise.
+    renew(&mut client, token, operation_id, owner.fence + 1)
+        .await
+        .expect_err("stale");
+    world
+        .backend
+        .execute("UPDATE operation_history SET count = 2147483647 WHERE sequence = 3")
+        .await;
+    for _ in 0..2 {
+        renew(&mut client, token, operation_id, owner.fence + 1)
+            .await
+            .expect_err("stale");
+    }
+
+    let history = history(&mut client, token, operation_id).await;
+    let counts: Vec<(&str, u64)> = history
+        .iter()
+        .map(|entry| (entry.event.as_str(), entry.count))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("CLAIMED", 1),
+            ("RENEWED", 2_147_483_649),
+            ("STALE_WRITE_REFUSED", 2_147_483_649)
+        ]
+    );
+
+    // A binary of the previous version reads sequence and count as 32-bit
+    // integers: the schema still lets it (its count stops at 2^31 - 1).
+    if let Backend::Postgres { pool, .. } = &world.backend {
+        let old_read: Vec<(i32, i32)> =
+            sqlx::query_as("SELECT sequence, count FROM operation_history ORDER BY sequence")
+                .fetch_all(pool)
+                .await
+                .expect("int4 columns");
+        assert_eq!(old_read, [(1, 1), (2, i32::MAX), (3, i32::MAX)]);
+    }
+}
+
 store_tests!(
     a_thousand_renewals_of_one_owner_are_one_entry,
     a_thousand_stale_writes_with_as_many_fences_are_one_entry_per_rpc,
     past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is_kept,
     lookup_pages_through_history_in_order_and_refuses_tampered_tokens,
+    counts_grow_past_32_bits_and_binaries_of_the_last_version_still_read_them,
 );

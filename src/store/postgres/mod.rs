@@ -18,7 +18,7 @@ use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
-    select_operation_sql,
+    select_history_sql, select_operation_sql,
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
@@ -227,6 +227,11 @@ impl Dialect for PostgresStore {
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!(" FOR UPDATE SKIP LOCKED");
     const DELETE_EXPIRED_TOMBSTONES: &'static str =
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
+    // `count` is an int4 that binaries of version 5 read as such; past
+    // 2^31 - 1 it stays there and count_total carries the count (NULL:
+    // count is the count). See migration version 6.
+    const SELECT_HISTORY: &'static str =
+        select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
     // One statement, HistoryCap::place in SQL: count into the last entry
     // when the keys match (or the cap is reached and the last entry is the
     // truncation marker), else append the entry while there is room (or it
@@ -242,8 +247,10 @@ impl Dialect for PostgresStore {
                       WHEN (SELECT coalesce_key FROM last) = $14 THEN 'count' \
                       ELSE 'marker' END AS placement \
          ), coalesced AS ( \
-             UPDATE operation_history AS history SET count = history.count + 1, last_at = $8, \
-                 last_fence = $5, to_state = $4, attempt = $6 \
+             UPDATE operation_history AS history SET \
+                 count_total = GREATEST(history.count_total, history.count) + 1, \
+                 count = LEAST(CAST(history.count AS BIGINT) + 1, 2147483647), \
+                 last_at = $8, last_fence = $5, to_state = $4, attempt = $6 \
              FROM placed \
              WHERE history.operation_id = $1 AND history.sequence = placed.last_sequence \
                AND placed.placement = 'count' \

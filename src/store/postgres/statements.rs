@@ -455,7 +455,10 @@ const WRITE_GUARDED: &str = concat!(
                  WHERE h.operation_id = updated.operation_id \
                  ORDER BY h.sequence DESC LIMIT 1) AS last_entry ON true \
          ), coalesced AS ( \
-             UPDATE operation_history AS h SET count = h.count + 1, last_at = updated.db_now, \
+             UPDATE operation_history AS h SET \
+                 count_total = GREATEST(h.count_total, h.count) + 1, \
+                 count = LEAST(CAST(h.count AS BIGINT) + 1, 2147483647), \
+                 last_at = updated.db_now, \
                  last_fence = updated.fence, to_state = updated.state, \
                  attempt = updated.attempt \
              FROM updated JOIN last ON last.operation_id = updated.operation_id \

@@ -32,7 +32,7 @@ use super::flow::{Dialect, Shared};
 use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
-    operation_columns, select_operation_sql,
+    operation_columns, select_history_sql, select_operation_sql,
 };
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
@@ -313,6 +313,8 @@ impl Dialect for SqliteStore {
     const DUE_FOR_TOMBSTONE: &'static str = due_for_tombstone_sql!("");
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!("");
     const DELETE_EXPIRED_TOMBSTONES: &'static str = delete_expired_tombstones_sql!("");
+    // INTEGER columns are 64-bit: nothing to widen.
+    const SELECT_HISTORY: &'static str = select_history_sql!("count");
     // Runs when count_into_last_history_entry counted nothing: the entry
     // itself while the history has room (or the entry is kept past the
     // cap), the truncation marker otherwise.
