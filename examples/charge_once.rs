@@ -421,6 +421,7 @@ async fn superseded_or(
             ownership.operation_id.clone(),
         )),
         include_history: false,
+        ..Default::default()
     };
     let found = send(token, request, |request| {
         let mut client = client.clone();

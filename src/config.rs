@@ -86,6 +86,18 @@ pub struct DatabaseArgs {
     /// How long a call waits for a free connection before answering UNAVAILABLE.
     #[arg(long, env = "IDEMD_DB_ACQUIRE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
     pub db_acquire_timeout: Duration,
+
+    /// History entries kept per operation (10-10000). Past the cap, entries
+    /// are counted into one final HISTORY_TRUNCATED entry; CLAIMED and the
+    /// terminal transitions are always kept.
+    #[arg(
+        long,
+        env = "IDEMD_MAX_HISTORY_ENTRIES",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(10..=10_000),
+        global = true
+    )]
+    pub max_history_entries: u32,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -244,6 +256,30 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_history_cap_flag_says_what_the_domain_says() {
+        use crate::domain::HistoryCap;
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        assert_eq!(
+            cli.database.max_history_entries,
+            HistoryCap::DEFAULT_MAX_ENTRIES
+        );
+        for (value, accepted) in [
+            (HistoryCap::MIN_MAX_ENTRIES - 1, false),
+            (HistoryCap::MIN_MAX_ENTRIES, true),
+            (HistoryCap::MAX_MAX_ENTRIES, true),
+            (HistoryCap::MAX_MAX_ENTRIES + 1, false),
+        ] {
+            let parsed = Cli::try_parse_from([
+                "idemd",
+                "serve",
+                "--max-history-entries",
+                &value.to_string(),
+            ]);
+            assert_eq!(parsed.is_ok(), accepted, "{value}");
+        }
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::domain::transition::{
 };
 use crate::domain::{
     Answer, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error, FailCommand, Found,
-    OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result, Target,
-    TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
+    HistoryPage, OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result,
+    Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
 use crate::store::{Applied, ClaimStart, Decide, Store};
@@ -183,7 +183,7 @@ impl IdempotencyService {
         }
         let target = Target::Scope(command.scope.clone());
         let found = self
-            .timed("find", self.store.find(tenant, &target, false))
+            .timed("find", self.store.find(tenant, &target, None))
             .await?;
         if let Some(reply) = found.and_then(|found| self.answer_from_read(found, command)) {
             return reply;
@@ -328,15 +328,27 @@ impl IdempotencyService {
         Ok(reply)
     }
 
+    /// One operation, with one page of its history when `history` asks.
+    /// A page token made for another operation (another incarnation of the
+    /// scope) is INVALID_ARGUMENT.
     pub async fn lookup(
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Found> {
-        self.timed("find", self.store.find(tenant, target, include_history))
+        let found = self
+            .timed("find", self.store.find(tenant, target, history))
             .await?
-            .ok_or(Error::NotFound)
+            .ok_or(Error::NotFound)?;
+        let token_operation = history.and_then(|page| page.of);
+        if token_operation.is_some_and(|operation_id| operation_id != found.record.operation_id) {
+            return Err(Error::invalid(
+                "history_page_token",
+                "was made for another operation",
+            ));
+        }
+        Ok(found)
     }
 
     pub async fn list_unresolved(

@@ -160,6 +160,18 @@ impl GuardedWrite {
             detail: self.detail.clone(),
         }
     }
+
+    /// Whether [`GuardedWrite::history`]'s entry is kept past the history
+    /// cap (the guard's state is the row's).
+    pub fn kept_past_cap(&self) -> bool {
+        super::model::kept_past_history_cap(Some(self.guard.from), self.write.state)
+    }
+
+    /// The coalesce key of [`GuardedWrite::history`]'s entry, known before
+    /// the row is read: under the guard, the row carries the guard's fence.
+    pub fn coalesce_key(&self) -> Option<String> {
+        super::model::coalesce_key(self.event, self.guard.fence, &self.detail)
+    }
 }
 
 fn outcome_state(outcome: &Outcome) -> State {

@@ -14,7 +14,7 @@ use super::command::{
 use super::error::{Error, FieldViolation, Result};
 use super::fingerprint;
 use super::model::{ErrorReport, Fence, Fingerprint, Metadata, OperationId, Scope, SuccessResult};
-use super::query::{Target, UnresolvedQuery};
+use super::query::{HistoryPage, Target, UnresolvedQuery};
 use super::requested::{
     ClaimRequested, CompleteRequested, FailRequested, ReconcileRequested, RenewRequested,
     RequestIdentity, UnresolvedRequested,
@@ -48,6 +48,8 @@ pub struct Limits {
     pub max_error_message_bytes: usize,
     pub default_page_size: u32,
     pub max_page_size: u32,
+    pub default_history_page_size: u32,
+    pub max_history_page_size: u32,
     pub max_wait: TimeDelta,
 }
 
@@ -78,6 +80,8 @@ impl Default for Limits {
             max_error_message_bytes: 4 * 1024,
             default_page_size: 100,
             max_page_size: 1000,
+            default_history_page_size: 100,
+            max_history_page_size: 1000,
             max_wait: TimeDelta::seconds(30),
         }
     }
@@ -336,6 +340,21 @@ impl Limits {
         };
         violations.into_result()?;
         Ok(target)
+    }
+
+    /// The history page a Lookup asks for: `page_size` 0 is the default,
+    /// above the maximum is clamped (never refused); `after` comes from a
+    /// validated page token.
+    pub fn history_page(&self, page_size: u32, after: Option<(OperationId, u64)>) -> HistoryPage {
+        let limit = match page_size {
+            0 => self.default_history_page_size,
+            size => size.min(self.max_history_page_size),
+        };
+        HistoryPage {
+            after: after.map_or(0, |(_, sequence)| sequence),
+            limit,
+            of: after.map(|(operation_id, _)| operation_id),
+        }
     }
 
     pub fn unresolved(
@@ -779,6 +798,19 @@ mod tests {
             )),
             ["lease"]
         );
+    }
+
+    #[test]
+    fn history_page_size_zero_is_the_default_and_above_the_cap_is_clamped() {
+        let limits = Limits::default();
+        assert_eq!(limits.history_page(0, None).limit, 100);
+        assert_eq!(limits.history_page(7, None).limit, 7);
+        assert_eq!(limits.history_page(1000, None).limit, 1000);
+        assert_eq!(limits.history_page(u32::MAX, None).limit, 1000);
+        let operation_id = OperationId(Uuid::nil());
+        let page = limits.history_page(10, Some((operation_id, 42)));
+        assert_eq!((page.after, page.of), (42, Some(operation_id)));
+        assert_eq!(limits.history_page(10, None).after, 0);
     }
 
     #[test]

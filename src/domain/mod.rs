@@ -20,7 +20,7 @@ pub use command::*;
 pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
 pub use limits::Limits;
 pub use model::*;
-pub use query::{Found, Target, UnresolvedPage, UnresolvedQuery};
+pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};
 pub use requested::*;
 pub use transition::{
     Answer, ClaimAnswer, Decision, Effects, FirstClaim, PendingReason, Update, decide_first_claim,

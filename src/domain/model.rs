@@ -319,6 +319,8 @@ pub enum HistoryEvent {
     StaleWriteRefused,
     LateWriteRefused,
     Expired,
+    /// Stands for the entries past the operation's history cap.
+    HistoryTruncated,
 }
 
 impl HistoryEvent {
@@ -338,6 +340,7 @@ impl HistoryEvent {
             HistoryEvent::StaleWriteRefused => "STALE_WRITE_REFUSED",
             HistoryEvent::LateWriteRefused => "LATE_WRITE_REFUSED",
             HistoryEvent::Expired => "EXPIRED",
+            HistoryEvent::HistoryTruncated => "HISTORY_TRUNCATED",
         }
     }
 }
@@ -357,21 +360,116 @@ pub struct NewHistoryEntry {
 impl NewHistoryEntry {
     /// The one rule for coalescing history: an entry whose key equals the key
     /// of the operation's last entry is counted into that entry (`count`,
-    /// `last_at`) instead of appended. Refusals repeat (a stalled client
-    /// retrying the same write), so the same refusal of the same fence by the
-    /// same RPC coalesces; every transition gets an entry of its own (`None`).
-    /// The stores only compare keys: the rule lives here.
+    /// `last_at`, `last_fence`) instead of appended. The stores only compare
+    /// keys: the rule lives here.
+    ///
+    /// - Renewals coalesce per fence: one owner renewing N times is one
+    ///   `RENEWED` entry with count N (a new owner starts a new entry).
+    /// - Refusals coalesce per (event, RPC), whatever the fence: a stalled
+    ///   client, or many of them, retrying stale writes is one entry that
+    ///   keeps the first refused fence (`fence`), the last (`last_fence`)
+    ///   and the count, however the fences vary.
+    /// - Every other transition gets an entry of its own (`None`).
+    ///
+    /// The key depends on the event, the fence and the detail only, never on
+    /// the attempt or the states, so a store can compute it before it reads
+    /// the row ([`crate::domain::guarded::GuardedWrite::coalesce_key`]).
     pub fn coalesce_key(&self) -> Option<String> {
-        match self.event {
-            HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => Some(format!(
-                "{}/{}/{}/{}",
-                self.event.as_str(),
-                self.fence,
-                self.detail,
-                self.to_state.as_str()
-            )),
-            _ => None,
+        coalesce_key(self.event, self.fence, &self.detail)
+    }
+}
+
+/// Whether an entry from `from_state` to `to_state` is appended even past
+/// the history cap: the transitions into a terminal state (and the first
+/// entry, CLAIMED, which the cap never reaches). See [`HistoryCap`].
+pub fn kept_past_history_cap(from_state: Option<State>, to_state: State) -> bool {
+    to_state.is_terminal() && from_state != Some(to_state)
+}
+
+impl NewHistoryEntry {
+    /// See [`kept_past_history_cap`].
+    pub fn kept_past_cap(&self) -> bool {
+        kept_past_history_cap(self.from_state, self.to_state)
+    }
+}
+
+/// How many entries an operation's history holds. The first `max_entries
+/// - 1` entries are appended (or coalesced, [`NewHistoryEntry::coalesce_key`])
+/// as usual; past them, every entry that is not kept past the cap
+/// ([`kept_past_history_cap`]: the terminal transitions) is counted into one
+/// `HISTORY_TRUNCATED` entry at the end instead (appended once, then counted
+/// into while it is the last entry). So the history keeps its beginning
+/// (CLAIMED and the first attempts), how much was left out and when, and
+/// how the operation ended; an operation holds at most `max_entries + 4`
+/// entries (the terminal transition and EXPIRED, each followed by at most one
+/// more `HISTORY_TRUNCATED`). The stores enforce it in the statement that
+/// writes the entry ([`HistoryCap::place`] says in Rust what it does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryCap {
+    pub max_entries: u32,
+}
+
+impl Default for HistoryCap {
+    fn default() -> Self {
+        Self {
+            max_entries: Self::DEFAULT_MAX_ENTRIES,
         }
+    }
+}
+
+/// Where a new history entry goes; see [`HistoryCap::place`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryPlacement {
+    /// Counted into the last entry (its key matched, or it is the
+    /// truncation marker and the cap is reached).
+    CountIntoLast,
+    /// Appended as itself.
+    Append,
+    /// Appended as a new `HISTORY_TRUNCATED` entry.
+    AppendTruncationMarker,
+}
+
+impl HistoryCap {
+    pub const DEFAULT_MAX_ENTRIES: u32 = 100;
+    /// Room for CLAIMED, a few attempts and the marker.
+    pub const MIN_MAX_ENTRIES: u32 = 10;
+    pub const MAX_MAX_ENTRIES: u32 = 10_000;
+    /// The coalesce key of the truncation marker; no entry's key equals it.
+    pub const TRUNCATED_KEY: &'static str = "HISTORY_TRUNCATED";
+    /// The truncation marker's detail.
+    pub const TRUNCATED_DETAIL: &'static str = "entries past the history cap, counted";
+
+    /// Where `entry` goes, given the operation's last entry (its sequence,
+    /// which is the number of entries, and its coalesce key). The stores'
+    /// SQL does exactly this, in the statement that writes the entry.
+    pub fn place(
+        self,
+        entry: &NewHistoryEntry,
+        last: Option<(u64, Option<&str>)>,
+    ) -> HistoryPlacement {
+        let (last_sequence, last_key) = last.unwrap_or((0, None));
+        let key = entry.coalesce_key();
+        if key.is_some() && key.as_deref() == last_key {
+            return HistoryPlacement::CountIntoLast;
+        }
+        if entry.kept_past_cap() || last_sequence < u64::from(self.max_entries).saturating_sub(1) {
+            return HistoryPlacement::Append;
+        }
+        if last_key == Some(Self::TRUNCATED_KEY) {
+            return HistoryPlacement::CountIntoLast;
+        }
+        HistoryPlacement::AppendTruncationMarker
+    }
+}
+
+/// See [`NewHistoryEntry::coalesce_key`].
+pub(crate) fn coalesce_key(event: HistoryEvent, fence: Fence, detail: &str) -> Option<String> {
+    match event {
+        HistoryEvent::Renewed => Some(format!("{}/{fence}", event.as_str())),
+        HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => {
+            Some(format!("{}/{detail}", event.as_str()))
+        }
+        _ => None,
     }
 }
 
@@ -382,10 +480,15 @@ pub struct HistoryEntry {
     pub event: String,
     pub from_state: Option<State>,
     pub to_state: State,
+    /// The fence of the first event the entry stands for (for a refusal,
+    /// the refused one).
     pub fence: Fence,
+    /// The fence of the last event it stands for: differs from `fence` only
+    /// for refusals that coalesced across fences.
+    pub last_fence: Fence,
     pub attempt: u32,
     pub detail: String,
-    pub count: u32,
+    pub count: u64,
     pub first_at: DateTime<Utc>,
     pub last_at: DateTime<Utc>,
 }
@@ -398,4 +501,155 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
             let _ = write!(out, "{byte:02x}");
             out
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(event: HistoryEvent, fence: Fence, detail: &str) -> NewHistoryEntry {
+        NewHistoryEntry {
+            event,
+            from_state: Some(State::InProgress),
+            to_state: State::InProgress,
+            fence,
+            attempt: 1,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn renewals_coalesce_per_fence() {
+        let key = |fence| entry(HistoryEvent::Renewed, fence, "").coalesce_key();
+        assert!(key(7).is_some());
+        assert_eq!(key(7), key(7), "the same owner renewing again");
+        assert_ne!(key(7), key(8), "a new owner starts an entry of its own");
+        let later_attempt = NewHistoryEntry {
+            attempt: 3,
+            ..entry(HistoryEvent::Renewed, 7, "")
+        };
+        assert_eq!(
+            later_attempt.coalesce_key(),
+            key(7),
+            "the key names the fence only"
+        );
+    }
+
+    #[test]
+    fn refusals_coalesce_per_event_and_rpc_whatever_the_fence() {
+        for event in [
+            HistoryEvent::StaleWriteRefused,
+            HistoryEvent::LateWriteRefused,
+        ] {
+            let key = |fence, rpc| entry(event, fence, rpc).coalesce_key();
+            assert!(key(1, "renew").is_some());
+            assert_eq!(key(1, "renew"), key(999, "renew"), "{event:?}");
+            assert_ne!(key(1, "renew"), key(1, "complete"), "{event:?}");
+            let in_another_state = NewHistoryEntry {
+                to_state: State::Succeeded,
+                from_state: Some(State::Succeeded),
+                ..entry(event, 2, "renew")
+            };
+            assert_eq!(in_another_state.coalesce_key(), key(1, "renew"));
+        }
+        assert_ne!(
+            entry(HistoryEvent::StaleWriteRefused, 1, "renew").coalesce_key(),
+            entry(HistoryEvent::LateWriteRefused, 1, "renew").coalesce_key()
+        );
+        assert_ne!(
+            entry(HistoryEvent::StaleWriteRefused, 1, "renew").coalesce_key(),
+            entry(HistoryEvent::Renewed, 1, "renew").coalesce_key()
+        );
+    }
+
+    #[test]
+    fn every_other_transition_has_an_entry_of_its_own() {
+        for event in [
+            HistoryEvent::Claimed,
+            HistoryEvent::TakenOver,
+            HistoryEvent::RetryStarted,
+            HistoryEvent::MarkedUnknown,
+            HistoryEvent::Completed,
+            HistoryEvent::Failed,
+            HistoryEvent::RetryScheduled,
+            HistoryEvent::OutcomeUnknown,
+            HistoryEvent::Reconciled,
+            HistoryEvent::DeadlineExceeded,
+            HistoryEvent::Expired,
+        ] {
+            assert_eq!(entry(event, 1, "").coalesce_key(), None, "{event:?}");
+        }
+    }
+
+    #[test]
+    fn past_the_cap_entries_fold_into_one_truncation_marker_but_terminal_ones_are_kept() {
+        let cap = HistoryCap { max_entries: 10 };
+        let renewal = entry(HistoryEvent::Renewed, 7, "");
+        let renewal_key = renewal.coalesce_key();
+        let taken_over = entry(HistoryEvent::TakenOver, 8, "lease expired");
+        let completed = NewHistoryEntry {
+            to_state: State::Succeeded,
+            ..entry(HistoryEvent::Completed, 8, "")
+        };
+        let refused_after_the_end = NewHistoryEntry {
+            from_state: Some(State::Succeeded),
+            to_state: State::Succeeded,
+            ..entry(HistoryEvent::StaleWriteRefused, 3, "complete")
+        };
+        let marker = Some(HistoryCap::TRUNCATED_KEY);
+
+        // Below the cap: as usual.
+        assert_eq!(cap.place(&taken_over, None), HistoryPlacement::Append);
+        assert_eq!(
+            cap.place(&taken_over, Some((8, None))),
+            HistoryPlacement::Append
+        );
+        assert_eq!(
+            cap.place(&renewal, Some((8, renewal_key.as_deref()))),
+            HistoryPlacement::CountIntoLast
+        );
+        // At the cap: a matching last entry still coalesces; anything else
+        // becomes (or counts into) the marker.
+        assert_eq!(
+            cap.place(&renewal, Some((9, renewal_key.as_deref()))),
+            HistoryPlacement::CountIntoLast
+        );
+        assert_eq!(
+            cap.place(&taken_over, Some((9, None))),
+            HistoryPlacement::AppendTruncationMarker
+        );
+        assert_eq!(
+            cap.place(&taken_over, Some((10, marker))),
+            HistoryPlacement::CountIntoLast
+        );
+        assert_eq!(
+            cap.place(&renewal, Some((10, marker))),
+            HistoryPlacement::CountIntoLast
+        );
+        // Terminal transitions are kept, and what follows them folds again.
+        assert!(completed.kept_past_cap());
+        assert_eq!(
+            cap.place(&completed, Some((10, marker))),
+            HistoryPlacement::Append
+        );
+        assert!(!refused_after_the_end.kept_past_cap(), "no transition");
+        assert_eq!(
+            cap.place(&refused_after_the_end, Some((11, None))),
+            HistoryPlacement::AppendTruncationMarker
+        );
+        let expired = NewHistoryEntry {
+            from_state: Some(State::Succeeded),
+            to_state: State::Expired,
+            ..entry(HistoryEvent::Expired, 8, "")
+        };
+        assert_eq!(
+            cap.place(&expired, Some((12, marker))),
+            HistoryPlacement::Append
+        );
+        assert_ne!(
+            renewal_key.as_deref(),
+            marker,
+            "no entry's key is the marker's"
+        );
+    }
 }

@@ -17,8 +17,22 @@ pub enum Target {
 #[derive(Debug, Clone)]
 pub struct Found {
     pub record: OperationRecord,
+    /// One page of the history, oldest first (empty when not asked for).
     pub history: Vec<HistoryEntry>,
+    /// Entries follow the page: ask again after its last sequence.
+    pub more_history: bool,
     pub now: DateTime<Utc>,
+}
+
+/// Which page of an operation's history a read returns: the entries after
+/// sequence `after` (0: from the first), at most `limit` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryPage {
+    pub after: u64,
+    pub limit: u32,
+    /// The operation a page token was made for; a read of another
+    /// operation (another incarnation of the scope) refuses the token.
+    pub of: Option<OperationId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

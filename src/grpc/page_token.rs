@@ -1,10 +1,21 @@
-//! The ListUnresolved page token: where the last page ended. Opaque to
-//! callers: base64url (no padding) of a fixed-size binary form, versioned so
-//! that a later encoding can tell old tokens apart, with a check value.
+//! Page tokens: where the last page ended. Opaque to callers: base64url (no
+//! padding) of a fixed-size binary form, versioned so that a later encoding
+//! can tell old tokens apart, with a check value.
+//!
+//! ListUnresolved's:
 //!
 //! ```text
 //! version (1 byte, 1) ‖ created_at (i64 microseconds since 1970, big-endian)
 //!   ‖ operation_id (16 bytes) ‖ check (first 4 bytes of SHA-256 of the rest)
+//! ```
+//!
+//! Lookup's history pages ([`history_after`]): the operation's id and the
+//! last sequence returned, checked under a domain of their own, so neither
+//! kind of token passes for the other:
+//!
+//! ```text
+//! version (1 byte, 1) ‖ operation_id (16 bytes) ‖ sequence (u64, big-endian)
+//!   ‖ check (first 4 bytes of SHA-256 of the history domain and the rest)
 //! ```
 //!
 //! A token reaches the database's query only after every part is validated:
@@ -92,13 +103,60 @@ pub fn parse(token: &str) -> Option<(DateTime<Utc>, OperationId)> {
 }
 
 fn check_value(payload: &[u8]) -> [u8; CHECK_BYTES] {
+    checked_in(CHECK_DOMAIN, payload)
+}
+
+fn checked_in(domain: &[u8], payload: &[u8]) -> [u8; CHECK_BYTES] {
     let digest = Sha256::new()
-        .chain_update(CHECK_DOMAIN)
+        .chain_update(domain)
         .chain_update(payload)
         .finalize();
     let mut check = [0u8; CHECK_BYTES];
     check.copy_from_slice(&digest[..CHECK_BYTES]);
     check
+}
+
+const HISTORY_CHECK_DOMAIN: &[u8] = b"idem.v1 history page token\0";
+const HISTORY_PAYLOAD_BYTES: usize = 1 + 16 + 8;
+const HISTORY_TOKEN_BYTES: usize = HISTORY_PAYLOAD_BYTES + CHECK_BYTES;
+const HISTORY_TOKEN_CHARS: usize = (HISTORY_TOKEN_BYTES * 4).div_ceil(3);
+
+/// The token of the history page that follows entry `sequence` of
+/// `operation_id`.
+pub fn history_after(operation_id: OperationId, sequence: u64) -> String {
+    let mut token = [0u8; HISTORY_TOKEN_BYTES];
+    let (payload, check) = token.split_at_mut(HISTORY_PAYLOAD_BYTES);
+    payload[0] = VERSION;
+    payload[1..17].copy_from_slice(operation_id.0.as_bytes());
+    payload[17..].copy_from_slice(&sequence.to_be_bytes());
+    check.copy_from_slice(&checked_in(HISTORY_CHECK_DOMAIN, payload));
+    URL_SAFE_NO_PAD.encode(token)
+}
+
+/// The operation and the sequence a history token continues after; None for
+/// anything that is not a history token this server wrote. The sequence is
+/// at least 1 and fits the stores' signed 64-bit binding.
+pub fn parse_history(token: &str) -> Option<(OperationId, u64)> {
+    if token.len() != HISTORY_TOKEN_CHARS {
+        return None;
+    }
+    let mut decoded = [0u8; HISTORY_TOKEN_CHARS.div_ceil(4) * 3];
+    let written = URL_SAFE_NO_PAD
+        .decode_slice(token.as_bytes(), &mut decoded)
+        .ok()?;
+    if written != HISTORY_TOKEN_BYTES {
+        return None;
+    }
+    let (payload, check) = decoded[..HISTORY_TOKEN_BYTES].split_at(HISTORY_PAYLOAD_BYTES);
+    if payload[0] != VERSION || check != checked_in(HISTORY_CHECK_DOMAIN, payload) {
+        return None;
+    }
+    let operation_id = Uuid::from_slice(&payload[1..17]).ok()?;
+    let sequence = u64::from_be_bytes(payload[17..].try_into().ok()?);
+    if sequence == 0 || i64::try_from(sequence).is_err() {
+        return None;
+    }
+    Some((OperationId(operation_id), sequence))
 }
 
 #[cfg(test)]
@@ -176,6 +234,42 @@ mod tests {
             "A".repeat(10_000),
         ] {
             assert_eq!(parse(&refused), None, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_history_token_continues_after_its_operation_and_sequence() {
+        let operation_id = OperationId(Uuid::now_v7());
+        let token = history_after(operation_id, 100);
+        assert_eq!(parse_history(&token), Some((operation_id, 100)));
+        assert!(
+            token
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
+            "url-safe: {token}"
+        );
+        for refused in [0, u64::MAX] {
+            assert_eq!(parse_history(&history_after(operation_id, refused)), None);
+        }
+    }
+
+    #[test]
+    fn history_and_unresolved_tokens_never_pass_for_each_other() {
+        let operation_id = OperationId(Uuid::now_v7());
+        let unresolved = encode(moment("2026-12-01T09:21:00Z"), operation_id);
+        let history = history_after(operation_id, 7);
+        assert_eq!(parse_history(&unresolved), None);
+        assert_eq!(parse(&history), None);
+        let mut edited = history.clone().into_bytes();
+        edited[5] = if edited[5] == b'A' { b'B' } else { b'A' };
+        let edited = String::from_utf8(edited).expect("ascii");
+        for refused in [
+            edited,
+            history[1..].to_owned(),
+            format!("{history}A"),
+            String::new(),
+        ] {
+            assert_eq!(parse_history(&refused), None, "{refused:?}");
         }
     }
 }

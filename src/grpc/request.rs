@@ -11,7 +11,7 @@ use super::page_token;
 use crate::domain::limits::Violations;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, ErrorReport, FailCommand,
-    FailDisposition, FailRequested, Limits, Metadata, OperationId, ReconcileCommand,
+    FailDisposition, FailRequested, HistoryPage, Limits, Metadata, OperationId, ReconcileCommand,
     ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
     SuccessResult, Target, UnresolvedQuery, UnresolvedRequested,
 };
@@ -167,16 +167,35 @@ pub fn reconcile_command(
     limits.reconcile(requested, violations)
 }
 
-pub fn lookup_target(request: proto::LookupRequest, limits: &Limits) -> Result<Target> {
+/// What a Lookup addresses, and the page of history it asks for (`None`:
+/// no history).
+pub fn lookup_request(
+    request: proto::LookupRequest,
+    limits: &Limits,
+) -> Result<(Target, Option<HistoryPage>)> {
     use proto::lookup_request::Target as ProtoTarget;
     let mut violations = Violations::default();
+    let after = if request.history_page_token.is_empty() {
+        None
+    } else {
+        let parsed = page_token::parse_history(&request.history_page_token);
+        if parsed.is_none() {
+            violations.add(
+                "history_page_token",
+                "is not a token from a previous response",
+            );
+        }
+        parsed
+    };
+    let wants_history = request.include_history || !request.history_page_token.is_empty();
+    let page = wants_history.then(|| limits.history_page(request.history_page_size, after));
     let requested = request.target.map(|target| match target {
         ProtoTarget::Scope(value) => Target::Scope(scope(value)),
         ProtoTarget::OperationId(value) => {
             Target::Id(operation_id("operation_id", &value, &mut violations))
         }
     });
-    limits.lookup_target(requested, violations)
+    Ok((limits.lookup_target(requested, violations)?, page))
 }
 
 pub fn unresolved_query(

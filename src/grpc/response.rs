@@ -181,6 +181,7 @@ fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
             .into(),
         to_state: proto_state(entry.to_state).into(),
         fence: entry.fence,
+        last_fence: entry.last_fence,
         attempt: entry.attempt,
         detail: entry.detail.clone(),
         count: entry.count,
@@ -193,6 +194,12 @@ pub fn lookup_response(reply: &Found) -> proto::LookupResponse {
     proto::LookupResponse {
         operation: Some(operation(&reply.record, reply.now, true)),
         history: reply.history.iter().map(history_entry).collect(),
+        next_history_page_token: match reply.history.last() {
+            Some(last) if reply.more_history => {
+                page_token::history_after(reply.record.operation_id, last.sequence)
+            }
+            _ => String::new(),
+        },
     }
 }
 

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::observe::Observed;
 use super::request::{
-    claim_command, complete_command, fail_command, lookup_target, reconcile_command, renew_command,
-    unresolved_query,
+    claim_command, complete_command, fail_command, lookup_request, reconcile_command,
+    renew_command, unresolved_query,
 };
 use super::response::{
     claim_response, complete_response, fail_response, lookup_response, reconcile_response,
@@ -161,12 +161,8 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::LookupResponse>, Status> {
         let (metadata, _, message) = request.into_parts();
         let tenant = self.tenant(&metadata).await?;
-        let include_history = message.include_history;
-        let target = lookup_target(message, &self.limits)?;
-        let reply = self
-            .service
-            .lookup(tenant, &target, include_history)
-            .await?;
+        let (target, history) = lookup_request(message, &self.limits)?;
+        let reply = self.service.lookup(tenant, &target, history).await?;
         Ok(Response::new(lookup_response(&reply)))
     }
 

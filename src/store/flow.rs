@@ -25,8 +25,9 @@ use super::{
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
-    ClaimCommand, Effects, Error, Found, HistoryEntry, Metadata, NewHistoryEntry, OperationId,
-    OperationRecord, Result, Target, TenantId, UnresolvedPage, UnresolvedQuery,
+    ClaimCommand, Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
+    Metadata, NewHistoryEntry, OperationId, OperationRecord, Result, Target, TenantId,
+    UnresolvedPage, UnresolvedQuery,
 };
 
 /// What one database does its own way. Everything else is [`Shared`].
@@ -53,6 +54,8 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     const DUE_FOR_TOMBSTONE: &'static str;
     const DUE_FOR_DEADLINE: &'static str;
     const DELETE_EXPIRED_TOMBSTONES: &'static str;
+    /// One page of history ([`sql::select_history_sql`]).
+    const SELECT_HISTORY: &'static str;
 
     fn stamp(moment: DateTime<Utc>) -> Self::Stamp;
     fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
@@ -97,19 +100,27 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
         connection: &mut <Self::Db as Database>::Connection,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Appends a history entry, bound as [`Shared::write_history`] binds it;
-    /// a dialect that can also coalesce in this statement does so here.
+    /// Appends a history entry, bound as [`Shared::append_history`] binds
+    /// it, as itself or as the truncation marker past the cap
+    /// ([`HistoryCap::place`]); a dialect that can also count into the last
+    /// entry in this statement does so here.
     const APPEND_HISTORY: &'static str;
 
-    /// Counts `entry` into the operation's last history entry when their
-    /// coalesce keys ([`NewHistoryEntry::coalesce_key`]) are equal; `false`:
-    /// nothing counted, append it.
+    /// Counts `entry` into the operation's last history entry when
+    /// [`HistoryCap::place`] says so (their coalesce keys are equal, or the
+    /// cap is reached and the last entry is the truncation marker), in one
+    /// statement; `false`: nothing counted, append it.
     fn count_into_last_history_entry(
         connection: &mut <Self::Db as Database>::Connection,
         operation_id: OperationId,
-        coalesce_key: &str,
+        entry: &NewHistoryEntry,
+        coalesce_key: Option<&str>,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// How many entries an operation's history holds.
+    fn history_cap(&self) -> HistoryCap;
 
     /// The first step of a Claim ([`Store::insert_or_find`]): the scope's
     /// first record inserted as [`decide_first_claim`] says, or the record
@@ -196,7 +207,7 @@ pub(crate) trait Shared: Dialect {
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> impl Future<Output = Result<Option<Found>>> + Send;
 
     fn list_unresolved_flow(
@@ -235,14 +246,17 @@ pub(crate) trait Shared: Dialect {
     ) -> impl Future<Output = StoreResult<Option<OperationRecord>>> + Send;
 
     /// Appends `entry` to the operation's history, or counts it into the
-    /// last entry when their coalesce keys are equal. [`Dialect::APPEND_HISTORY`]
+    /// last entry, as [`HistoryCap::place`] says. [`Dialect::APPEND_HISTORY`]
     /// gets the entry as `$1` operation_id, `$2` event, `$3` from_state,
-    /// `$4` to_state, `$5` fence, `$6` attempt, `$7` detail, `$8` now and
-    /// `$9` its coalesce key.
+    /// `$4` to_state, `$5` fence, `$6` attempt, `$7` detail, `$8` now, `$9`
+    /// its coalesce key, `$10` whether it is kept past the cap, `$11` the
+    /// cap, and the truncation marker's `$12` event, `$13` detail and `$14`
+    /// key.
     fn append_history(
         connection: &mut <Self::Db as Database>::Connection,
         operation_id: OperationId,
         entry: &NewHistoryEntry,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
@@ -259,6 +273,7 @@ pub(crate) trait Shared: Dialect {
         connection: &mut <Self::Db as Database>::Connection,
         before: &OperationRecord,
         effects: Effects,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<OperationRecord>> + Send;
 }
@@ -338,7 +353,14 @@ where
                 let Some(decision) = decide_sweep(&record, now, tombstone_retention) else {
                     continue;
                 };
-                let after = D::apply(&mut transaction, &record, decision.effects, now).await?;
+                let after = D::apply(
+                    &mut transaction,
+                    &record,
+                    decision.effects,
+                    self.history_cap(),
+                    now,
+                )
+                .await?;
                 report.count(&after);
             }
             report.deleted = sqlx::query(D::DELETE_EXPIRED_TOMBSTONES)
@@ -358,43 +380,51 @@ where
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Option<Found>> {
         let found = async {
             // Without history (the Claim replay path) one statement reads the
             // record and the clock; with history, one read transaction, so
             // that record, history and clock agree.
-            if !include_history {
+            let Some(page) = history else {
                 let found = D::read_with_clock(self.readers(), tenant, target).await?;
                 return found
                     .map(|(record, now)| {
                         Ok(Found {
                             record,
                             history: Vec::new(),
+                            more_history: false,
                             now,
                         })
                     })
                     .transpose();
-            }
+            };
             let mut transaction = self.readers().begin().await?;
             let Some((record, now)) = D::read_with_clock(&mut *transaction, tenant, target).await?
             else {
                 transaction.rollback().await?;
                 return Ok(None);
             };
-            let rows: Vec<HistoryRow> = sqlx::query_as(sql::SELECT_HISTORY)
+            // One entry more than the page: whether another page follows.
+            let rows: Vec<HistoryRow> = sqlx::query_as(D::SELECT_HISTORY)
                 .bind(record.operation_id.0)
+                .bind(i64::try_from(page.after).unwrap_or(i64::MAX))
+                .bind(i64::from(page.limit) + 1)
                 .fetch_all(&mut *transaction)
                 .instrument(D::statement("SELECT operation_history"))
                 .await?;
             transaction.rollback().await?;
-            let history = rows
+            let mut history = rows
                 .into_iter()
                 .map(HistoryEntry::try_from)
                 .collect::<Result<Vec<_>>>()?;
+            let limit = usize::try_from(page.limit).unwrap_or(usize::MAX);
+            let more_history = history.len() > limit;
+            history.truncate(limit);
             Ok(Some(Found {
                 record,
                 history,
+                more_history,
                 now,
             }))
         };
@@ -594,12 +624,20 @@ where
         connection: &mut <D::Db as Database>::Connection,
         operation_id: OperationId,
         entry: &NewHistoryEntry,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let coalesce_key = entry.coalesce_key();
-        if let Some(key) = coalesce_key.as_deref()
-            && D::count_into_last_history_entry(&mut *connection, operation_id, key, now).await?
-        {
+        let counted = D::count_into_last_history_entry(
+            &mut *connection,
+            operation_id,
+            entry,
+            coalesce_key.as_deref(),
+            cap,
+            now,
+        )
+        .await?;
+        if counted {
             return Ok(());
         }
         sqlx::query(D::APPEND_HISTORY)
@@ -612,6 +650,11 @@ where
             .bind(entry.detail.as_str())
             .bind(D::stamp(now))
             .bind(coalesce_key.as_deref())
+            .bind(entry.kept_past_cap())
+            .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
+            .bind(HistoryEvent::HistoryTruncated.as_str())
+            .bind(HistoryCap::TRUNCATED_DETAIL)
+            .bind(HistoryCap::TRUNCATED_KEY)
             .execute(&mut *connection)
             .instrument(D::statement("INSERT operation_history"))
             .await?;
@@ -622,6 +665,7 @@ where
         connection: &mut <D::Db as Database>::Connection,
         before: &OperationRecord,
         effects: Effects,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<OperationRecord> {
         let mut effects = effects;
@@ -685,7 +729,7 @@ where
             written_record = written;
         }
         if let Some(history) = &effects.history {
-            D::append_history(&mut *connection, before.operation_id, history, now).await?;
+            D::append_history(&mut *connection, before.operation_id, history, cap, now).await?;
         }
         // Without an update (a refusal recorded in history) the record stands.
         Ok(written_record.unwrap_or_else(|| before.clone()))
@@ -746,9 +790,9 @@ impl<D: Shared> Store for D {
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Option<Found>> {
-        self.find_flow(tenant, target, include_history).await
+        self.find_flow(tenant, target, history).await
     }
 
     #[instrument(name = "store.list_unresolved", skip_all, fields(db.system = D::SYSTEM))]
@@ -829,7 +873,14 @@ async fn try_transition<D: Shared>(
             record_changed: false,
         }));
     }
-    let record_after = D::apply(&mut transaction, &record, decision.effects, now).await?;
+    let record_after = D::apply(
+        &mut transaction,
+        &record,
+        decision.effects,
+        dialect.history_cap(),
+        now,
+    )
+    .await?;
     dialect.commit(transaction).await?;
     if record_after.state != record.state {
         dialect.announce_change(record.operation_id);

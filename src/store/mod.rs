@@ -9,8 +9,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    Answer, ClaimCommand, Decision, Found, OperationId, OperationRecord, Result, Target, TenantId,
-    UnresolvedPage, UnresolvedQuery,
+    Answer, ClaimCommand, Decision, Found, HistoryPage, OperationId, OperationRecord, Result,
+    Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 mod batch;
@@ -171,11 +171,13 @@ pub trait Store: Send + Sync + 'static {
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>>;
 
+    /// One operation, with the page `history` names of its history (none
+    /// when `None`).
     async fn find(
         &self,
         tenant: TenantId,
         target: &Target,
-        include_history: bool,
+        history: Option<HistoryPage>,
     ) -> Result<Option<Found>>;
 
     async fn list_unresolved(

@@ -9,6 +9,7 @@ use sqlx::migrate::MigrateDatabase;
 use tracing::{info, warn};
 
 use crate::config::DatabaseArgs;
+use crate::domain::HistoryCap;
 use crate::error::BoxError;
 use crate::store::Store;
 use crate::store::postgres::{PostgresOptions, PostgresStore};
@@ -153,6 +154,7 @@ async fn open_postgres(
     if migrate {
         store.migrate().await?;
     }
+    let store = store.with_history_cap(history_cap(database));
     if !database.pg_notify {
         return Ok(store.without_change_notifications());
     }
@@ -174,7 +176,9 @@ async fn open_sqlite(
         acquire_timeout: database.db_acquire_timeout,
     };
     if let Some(lock) = DatabaseLock::try_acquire(path)? {
-        let store = SqliteStore::open(&options, lock).await?;
+        let store = SqliteStore::open(&options, lock)
+            .await?
+            .with_history_cap(history_cap(database));
         info!(database = %path.display(), "embedded sqlite store opened and migrated");
         return Ok(store);
     }
@@ -187,7 +191,9 @@ async fn open_sqlite(
                 database = %path.display(),
                 "another idemd process{holder} owns the embedded store: writing beside it"
             );
-            Ok(SqliteStore::open_beside_owner(&options).await?)
+            Ok(SqliteStore::open_beside_owner(&options)
+                .await?
+                .with_history_cap(history_cap(database)))
         }
         Purpose::Serve(_) => Err(format!(
             "{} is in use by another idemd process{holder}: the embedded store belongs to one \
@@ -201,5 +207,11 @@ async fn open_sqlite(
             path.display()
         )
         .into()),
+    }
+}
+
+fn history_cap(database: &DatabaseArgs) -> HistoryCap {
+    HistoryCap {
+        max_entries: database.max_history_entries,
     }
 }

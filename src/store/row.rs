@@ -283,14 +283,17 @@ pub(crate) struct RowWithClock {
 
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct HistoryRow {
-    pub(crate) sequence: i32,
+    pub(crate) sequence: i64,
     pub(crate) event: String,
     pub(crate) from_state: Option<String>,
     pub(crate) to_state: String,
     pub(crate) fence: i64,
+    /// NULL: the entry's own fence (never coalesced across fences, or
+    /// written before the column existed).
+    pub(crate) last_fence: Option<i64>,
     pub(crate) attempt: i32,
     pub(crate) detail: String,
-    pub(crate) count: i32,
+    pub(crate) count: i64,
     pub(crate) first_at: DateTime<Utc>,
     pub(crate) last_at: DateTime<Utc>,
 }
@@ -300,14 +303,15 @@ impl TryFrom<HistoryRow> for HistoryEntry {
 
     fn try_from(row: HistoryRow) -> Result<Self> {
         Ok(HistoryEntry {
-            sequence: unsigned(row.sequence.into(), "history sequence")?,
+            sequence: unsigned(row.sequence, "history sequence")?,
             event: row.event,
             from_state: row.from_state.as_deref().map(state).transpose()?,
             to_state: state(&row.to_state)?,
             fence: unsigned(row.fence, "fence")?,
+            last_fence: unsigned(row.last_fence.unwrap_or(row.fence), "fence")?,
             attempt: unsigned(row.attempt.into(), "attempt")?,
             detail: row.detail,
-            count: unsigned(row.count.into(), "history count")?,
+            count: unsigned(row.count, "history count")?,
             first_at: row.first_at,
             last_at: row.last_at,
         })

@@ -130,9 +130,22 @@ pub(crate) use delete_expired_tombstones_sql;
 pub(crate) const STAMP_ANSWERED_FENCE: &str =
     "UPDATE operations SET last_write_answer_fence = $2 WHERE operation_id = $1";
 
-pub(crate) const SELECT_HISTORY: &str = "SELECT sequence, event, from_state, to_state, fence, \
-     attempt, detail, count, first_at, last_at \
-     FROM operation_history WHERE operation_id = $1 ORDER BY sequence";
+/// One page of an operation's history: after sequence `$2`, at most `$3`
+/// entries. `$count` is the dialect's 64-bit count expression; the sequence
+/// is read as 64 bits too, whatever width the column has.
+macro_rules! select_history_sql {
+    ($count:literal) => {
+        concat!(
+            "SELECT CAST(sequence AS BIGINT) AS sequence, event, from_state, to_state, fence, \
+             last_fence, attempt, detail, ",
+            $count,
+            " AS count, first_at, last_at \
+             FROM operation_history WHERE operation_id = $1 AND sequence > $2 \
+             ORDER BY sequence LIMIT $3"
+        )
+    };
+}
+pub(crate) use select_history_sql;
 
 /// Unresolved candidates oldest first, after a page token's position.
 pub(crate) const SELECT_UNRESOLVED: &str = concat!(

@@ -446,6 +446,7 @@ OPTIONAL_SETTINGS = {
     "config.bounds.defaultMaxAttempts": "IDEMD_DEFAULT_MAX_ATTEMPTS",
     "config.bounds.maxResultBytes": "IDEMD_MAX_RESULT_BYTES",
     "config.bounds.maxPayloadBytes": "IDEMD_MAX_PAYLOAD_BYTES",
+    "config.bounds.maxHistoryEntries": "IDEMD_MAX_HISTORY_ENTRIES",
     "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
     "config.resultCacheBytes": "IDEMD_RESULT_CACHE_BYTES",
     "config.readinessInterval": "IDEMD_READINESS_INTERVAL",

@@ -253,7 +253,13 @@ async fn lookup_through(
     target: &Target,
     include_history: bool,
 ) -> Option<Found> {
-    match service.lookup(tenant, target, include_history).await {
+    // The whole history: more than any test writes.
+    let history = include_history.then_some(HistoryPage {
+        after: 0,
+        limit: 10_000,
+        of: None,
+    });
+    match service.lookup(tenant, target, history).await {
         Ok(found) => Some(found),
         Err(Error::NotFound) => None,
         Err(error) => panic!("the service answers a lookup: {error:?}"),
@@ -422,6 +428,7 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
             from_state: None,
             to_state: State::InProgress,
             fence: record.fence,
+            last_fence: record.fence,
             attempt: 1,
             detail: String::new(),
             count: 1,

@@ -121,7 +121,7 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
         .find(
             tenant,
             &idemd::domain::Target::Id(existing.operation_id),
-            false,
+            None,
         )
         .await
         .expect("reads go on");

@@ -13,6 +13,7 @@ fn lookup_scope(operation: &str, key: &str) -> proto::LookupRequest {
             scope(operation, key).expect("scope"),
         )),
         include_history: true,
+        ..Default::default()
     }
 }
 
@@ -329,6 +330,7 @@ async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(backe
             operation_id.into(),
         )),
         include_history: false,
+        ..Default::default()
     };
 
     let foreign = client

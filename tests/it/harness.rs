@@ -134,6 +134,26 @@ impl Backend {
         Self::Sqlite { directory, store }
     }
 
+    /// The same store, holding each operation's history to `max_entries`.
+    pub fn with_history_cap(self, max_entries: u32) -> Self {
+        let cap = idemd::domain::HistoryCap { max_entries };
+        match self {
+            Self::Postgres {
+                connect,
+                pool,
+                store,
+            } => Self::Postgres {
+                connect,
+                pool,
+                store: store.with_history_cap(cap),
+            },
+            Self::Sqlite { directory, store } => Self::Sqlite {
+                directory,
+                store: store.with_history_cap(cap),
+            },
+        }
+    }
+
     pub fn store(&self) -> Arc<dyn Store> {
         match self {
             Self::Postgres { store, .. } => Arc::new(store.clone()),
@@ -541,6 +561,7 @@ pub async fn history(
                     operation_id.into(),
                 )),
                 include_history: true,
+                ..Default::default()
             },
         ))
         .await

@@ -33,6 +33,7 @@ fn lookup_scope(key: &str) -> proto::LookupRequest {
             scope("payments.charge", key).expect("scope"),
         )),
         include_history: false,
+        ..Default::default()
     }
 }
 
@@ -479,7 +480,7 @@ fn every_error_reason_is_documented_in_the_proto_and_the_readme() {
 
 /// Every event the domain writes; the match below stops compiling when one
 /// is added, until it is listed here too.
-const HISTORY_EVENTS: [HistoryEvent; 14] = [
+const HISTORY_EVENTS: [HistoryEvent; 15] = [
     HistoryEvent::Claimed,
     HistoryEvent::TakenOver,
     HistoryEvent::RetryStarted,
@@ -494,6 +495,7 @@ const HISTORY_EVENTS: [HistoryEvent; 14] = [
     HistoryEvent::StaleWriteRefused,
     HistoryEvent::LateWriteRefused,
     HistoryEvent::Expired,
+    HistoryEvent::HistoryTruncated,
 ];
 
 fn listed(event: HistoryEvent) -> bool {
@@ -511,7 +513,8 @@ fn listed(event: HistoryEvent) -> bool {
         | HistoryEvent::DeadlineExceeded
         | HistoryEvent::StaleWriteRefused
         | HistoryEvent::LateWriteRefused
-        | HistoryEvent::Expired => HISTORY_EVENTS.contains(&event),
+        | HistoryEvent::Expired
+        | HistoryEvent::HistoryTruncated => HISTORY_EVENTS.contains(&event),
     }
 }
 

@@ -18,6 +18,7 @@ mod embedded;
 mod errors;
 mod examples;
 mod fingerprint_vectors;
+mod history;
 mod inputs;
 mod leases;
 mod notify;

@@ -48,6 +48,7 @@ async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(backend: Bac
                     operation_id.clone(),
                 )),
                 include_history: true,
+                ..Default::default()
             },
         ))
         .await

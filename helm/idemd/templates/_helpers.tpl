@@ -193,6 +193,7 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_DEFAULT_MAX_ATTEMPTS" $config.bounds.defaultMaxAttempts)
   (list "IDEMD_MAX_RESULT_BYTES" $config.bounds.maxResultBytes)
   (list "IDEMD_MAX_PAYLOAD_BYTES" $config.bounds.maxPayloadBytes)
+  (list "IDEMD_MAX_HISTORY_ENTRIES" $config.bounds.maxHistoryEntries)
   (list "IDEMD_AUTH_CACHE_TTL" $config.authCacheTtl)
   (list "IDEMD_RESULT_CACHE_BYTES" $config.resultCacheBytes)
   (list "IDEMD_READINESS_INTERVAL" $config.readinessInterval)

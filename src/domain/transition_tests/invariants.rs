@@ -397,6 +397,16 @@ impl Run {
             "guarded write and decision disagree on {before:#?}"
         );
         assert_eq!(step.effects.history, Some(guarded.history(before)));
+        assert_eq!(
+            guarded.coalesce_key(),
+            guarded.history(before).coalesce_key(),
+            "the one-statement path coalesces as the locked path does"
+        );
+        assert_eq!(
+            guarded.kept_past_cap(),
+            guarded.history(before).kept_past_cap(),
+            "the one-statement path caps history as the locked path does"
+        );
         assert_eq!(step.answer, Ok(Answer::Written));
     }
 

@@ -18,11 +18,13 @@ use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
-    select_operation_sql,
+    select_history_sql, select_operation_sql,
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
-use crate::domain::{ClaimCommand, Error, OperationId, Result, TenantId};
+use crate::domain::{
+    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
+};
 
 mod notifier;
 mod statements;
@@ -41,6 +43,7 @@ pub struct PostgresStore {
     claims: Batcher<ClaimRequest, Option<ClaimStart>>,
     /// Concurrent owner writes' common cases, sharing statements.
     writes: Batcher<WriteRequest, Option<Applied>>,
+    history_cap: HistoryCap,
 }
 
 /// Statements in flight per kind (claims, owner writes); concurrent calls
@@ -162,6 +165,15 @@ impl PostgresStore {
             notifier: Some(notifier),
             claims,
             writes,
+            history_cap: HistoryCap::default(),
+        }
+    }
+
+    /// The same store, holding each operation's history to `cap`.
+    pub fn with_history_cap(&self, cap: HistoryCap) -> Self {
+        Self {
+            history_cap: cap,
+            ..self.clone()
         }
     }
 
@@ -228,23 +240,41 @@ impl Dialect for PostgresStore {
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!(" FOR UPDATE SKIP LOCKED");
     const DELETE_EXPIRED_TOMBSTONES: &'static str =
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
-    // One statement: count into the last entry when the keys match, append
-    // otherwise.
+    // `count` is an int4 that binaries from before count_total read as such; past
+    // 2^31 - 1 it stays there and count_total carries the count (NULL:
+    // count is the count). See migration 20261201000006_history_count_total.
+    const SELECT_HISTORY: &'static str =
+        select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
+    // One statement, HistoryCap::place in SQL: count into the last entry
+    // when the keys match (or the cap is reached and the last entry is the
+    // truncation marker), else append the entry while there is room (or it
+    // is kept past the cap), else append the truncation marker.
     const APPEND_HISTORY: &'static str = "WITH last AS ( \
              SELECT sequence, coalesce_key FROM operation_history \
              WHERE operation_id = $1 ORDER BY sequence DESC LIMIT 1 \
+         ), placed AS ( \
+             SELECT COALESCE((SELECT sequence FROM last), 0) AS last_sequence, \
+                 CASE WHEN (SELECT coalesce_key FROM last) = $9 THEN 'count' \
+                      WHEN $10 OR COALESCE((SELECT sequence FROM last), 0) < $11 - 1 \
+                          THEN 'append' \
+                      WHEN (SELECT coalesce_key FROM last) = $14 THEN 'count' \
+                      ELSE 'marker' END AS placement \
          ), coalesced AS ( \
-             UPDATE operation_history AS history SET count = history.count + 1, last_at = $8 \
-             FROM last \
-             WHERE history.operation_id = $1 AND history.sequence = last.sequence \
-               AND last.coalesce_key = $9 \
-             RETURNING history.sequence \
+             UPDATE operation_history AS history SET \
+                 count_total = GREATEST(history.count_total, history.count) + 1, \
+                 count = LEAST(CAST(history.count AS BIGINT) + 1, 2147483647), \
+                 last_at = $8, last_fence = $5, to_state = $4, attempt = $6 \
+             FROM placed \
+             WHERE history.operation_id = $1 AND history.sequence = placed.last_sequence \
+               AND placed.placement = 'count' \
          ) \
          INSERT INTO operation_history (operation_id, sequence, event, from_state, to_state, \
              fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-         SELECT $1, COALESCE((SELECT sequence FROM last), 0) + 1, $2, $3, $4, $5, $6, $7, \
-             1, $8, $8, $9 \
-         WHERE NOT EXISTS (SELECT 1 FROM coalesced)";
+         SELECT $1, last_sequence + 1, \
+             CASE WHEN placement = 'append' THEN $2 ELSE $12 END, $3, $4, $5, $6, \
+             CASE WHEN placement = 'append' THEN $7 ELSE $13 END, 1, $8, $8, \
+             CASE WHEN placement = 'append' THEN $9 ELSE $14 END \
+         FROM placed WHERE placement <> 'count'";
 
     fn stamp(moment: DateTime<Utc>) -> DateTime<Utc> {
         moment
@@ -279,6 +309,10 @@ impl Dialect for PostgresStore {
         self.pause_before_write.as_ref()
     }
 
+    fn history_cap(&self) -> HistoryCap {
+        self.history_cap
+    }
+
     type Write = Transaction<'static, Postgres>;
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
@@ -301,7 +335,9 @@ impl Dialect for PostgresStore {
     async fn count_into_last_history_entry(
         _connection: &mut PgConnection,
         _operation_id: OperationId,
-        _coalesce_key: &str,
+        _entry: &NewHistoryEntry,
+        _coalesce_key: Option<&str>,
+        _cap: HistoryCap,
         _now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         // APPEND_HISTORY counts or appends in one statement.
@@ -360,7 +396,12 @@ impl Dialect for PostgresStore {
         tenant: TenantId,
         guarded: GuardedWrite,
     ) -> StoreResult<Option<Applied>> {
-        Ok(self.writes.call(WriteRequest { tenant, guarded }).await?)
+        let request = WriteRequest {
+            tenant,
+            guarded,
+            history_cap: self.history_cap,
+        };
+        Ok(self.writes.call(request).await?)
     }
 
     fn announce_change(&self, operation_id: OperationId) {

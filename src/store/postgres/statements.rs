@@ -17,8 +17,8 @@ use super::super::sql::operation_columns;
 use super::super::{Applied, ClaimStart};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
-    Answer, ClaimCommand, Found, Metadata, OperationId, OperationRecord, Outcome, TenantId,
-    decide_first_claim,
+    Answer, ClaimCommand, Found, HistoryCap, HistoryEvent, Metadata, OperationId, OperationRecord,
+    Outcome, TenantId, decide_first_claim,
 };
 
 /// One Claim's first step, as queued for a shared statement.
@@ -34,6 +34,7 @@ pub(super) struct ClaimRequest {
 pub(super) struct WriteRequest {
     pub(super) tenant: TenantId,
     pub(super) guarded: GuardedWrite,
+    pub(super) history_cap: HistoryCap,
 }
 
 /// Two claims of one scope never share a statement.
@@ -67,6 +68,7 @@ impl WriteRequest {
         WriteMember {
             tenant: self.tenant,
             guarded: &self.guarded,
+            history_cap: self.history_cap,
         }
     }
 }
@@ -84,6 +86,7 @@ pub(super) struct ClaimMember<'a> {
 pub(super) struct WriteMember<'a> {
     pub(super) tenant: TenantId,
     pub(super) guarded: &'a GuardedWrite,
+    pub(super) history_cap: HistoryCap,
 }
 
 #[derive(sqlx::FromRow)]
@@ -311,6 +314,7 @@ pub(super) async fn insert_or_find(
             ClaimStart::Existing(Found {
                 record,
                 history: Vec::new(),
+                more_history: false,
                 now: db_now,
             })
         });
@@ -377,13 +381,15 @@ const WRITE_GUARDED: &str = concat!(
                  $6::bool[], $7::int8[], $8::text[], $9::bool[], $10::text[], $11::bytea[], \
                  $12::text[], $13::jsonb[], $14::text[], $15::text[], $16::text[], $17::jsonb[], \
                  $18::bool[], $19::int8[], $20::int8[], $21::bool[], $22::bool[], \
-                 $23::bytea[], $24::text[], $25::text[]) \
+                 $23::bytea[], $24::text[], $25::text[], $26::text[], \
+                 $27::bool[], $28::int4[]) \
              WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_fence, in_from_state, \
                  in_no_receipt, in_budget_left, in_deadline_beyond_ms, in_state, in_set_outcome, \
                  in_outcome_state, in_result_body, in_result_content_type, in_result_metadata, \
                  in_failure_reason, in_error_code, in_error_message, in_error_metadata, \
                  in_lease_clear, in_lease_ms, in_retry_after_ms, in_finishes, in_receipt, \
-                 in_receipt_digest, in_event, in_detail, ordinal) \
+                 in_receipt_digest, in_event, in_detail, in_coalesce_key, in_kept_past_cap, \
+                 in_history_cap, ordinal) \
          ), clock AS (SELECT clock_timestamp() AS now), \
          updated AS ( \
              UPDATE operations AS o SET \
@@ -445,16 +451,41 @@ const WRITE_GUARDED: &str = concat!(
                    OR o.operation_deadline_at \
                        > clock.now + in_deadline_beyond_ms * interval '1 millisecond') \
              RETURNING o.*, input.ordinal, input.in_from_state, input.in_event, \
-                 input.in_detail, clock.now AS db_now \
+                 input.in_detail, input.in_coalesce_key, input.in_kept_past_cap, \
+                 input.in_history_cap, clock.now AS db_now \
+         ), last AS ( \
+             SELECT updated.operation_id, COALESCE(last_entry.sequence, 0) AS last_sequence, \
+                 CASE WHEN last_entry.coalesce_key = updated.in_coalesce_key THEN 'count' \
+                      WHEN updated.in_kept_past_cap \
+                          OR COALESCE(last_entry.sequence, 0) < updated.in_history_cap - 1 \
+                          THEN 'append' \
+                      WHEN last_entry.coalesce_key = $31 THEN 'count' \
+                      ELSE 'marker' END AS placement \
+             FROM updated LEFT JOIN LATERAL ( \
+                 SELECT h.sequence, h.coalesce_key FROM operation_history AS h \
+                 WHERE h.operation_id = updated.operation_id \
+                 ORDER BY h.sequence DESC LIMIT 1) AS last_entry ON true \
+         ), coalesced AS ( \
+             UPDATE operation_history AS h SET \
+                 count_total = GREATEST(h.count_total, h.count) + 1, \
+                 count = LEAST(CAST(h.count AS BIGINT) + 1, 2147483647), \
+                 last_at = updated.db_now, \
+                 last_fence = updated.fence, to_state = updated.state, \
+                 attempt = updated.attempt \
+             FROM updated JOIN last ON last.operation_id = updated.operation_id \
+             WHERE h.operation_id = updated.operation_id AND h.sequence = last.last_sequence \
+               AND last.placement = 'count' \
          ), history AS ( \
              INSERT INTO operation_history (operation_id, sequence, event, from_state, \
                  to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-             SELECT updated.operation_id, COALESCE((SELECT max(h.sequence) \
-                     FROM operation_history AS h \
-                     WHERE h.operation_id = updated.operation_id), 0) + 1, \
-                 in_event, in_from_state, updated.state, updated.fence, updated.attempt, \
-                 in_detail, 1, db_now, db_now, NULL \
-             FROM updated \
+             SELECT updated.operation_id, last.last_sequence + 1, \
+                 CASE WHEN last.placement = 'append' THEN in_event ELSE $29 END, \
+                 in_from_state, updated.state, updated.fence, updated.attempt, \
+                 CASE WHEN last.placement = 'append' THEN in_detail ELSE $30 END, \
+                 1, db_now, db_now, \
+                 CASE WHEN last.placement = 'append' THEN in_coalesce_key ELSE $31 END \
+             FROM updated JOIN last ON last.operation_id = updated.operation_id \
+             WHERE last.placement <> 'count' \
          ) \
          SELECT ordinal, ",
     operation_columns!(),
@@ -606,6 +637,27 @@ pub(super) async fn write_guarded(
                 .map(|m| m.guarded.detail.as_str())
                 .collect::<Vec<_>>(),
         )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.coalesce_key())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| m.guarded.kept_past_cap())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            members
+                .iter()
+                .map(|m| small(m.history_cap.max_entries))
+                .collect::<Vec<_>>(),
+        )
+        .bind(HistoryEvent::HistoryTruncated.as_str())
+        .bind(HistoryCap::TRUNCATED_DETAIL)
+        .bind(HistoryCap::TRUNCATED_KEY)
         .fetch_all(pool)
         .instrument(statement("UPDATE operations"))
         .await?;

@@ -29,15 +29,15 @@ use tracing::Instrument;
 
 use super::error::{ErrorClass, StoreResult};
 use super::flow::{Dialect, Shared};
-use super::row::OperationRow;
+use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
-    operation_columns, select_operation_sql,
+    operation_columns, select_history_sql, select_operation_sql,
 };
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
-    ClaimCommand, Error, Found, OperationId, OperationRecord, Result, Target, TenantId,
-    decide_first_claim,
+    ClaimCommand, Error, Found, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result,
+    Target, TenantId, decide_first_claim,
 };
 
 mod group;
@@ -76,6 +76,7 @@ pub struct SqliteStore {
     /// `None` for a store opened beside the owning process (tenant commands).
     lock: Arc<Mutex<Option<DatabaseLock>>>,
     pause_before_write: Option<PauseHook>,
+    history_cap: HistoryCap,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -159,6 +160,7 @@ impl SqliteStore {
             readers,
             lock: Arc::new(Mutex::new(lock)),
             pause_before_write: None,
+            history_cap: HistoryCap::default(),
         })
     }
 
@@ -166,6 +168,14 @@ impl SqliteStore {
     pub fn with_pause_before_write(&self, hook: PauseHook) -> Self {
         Self {
             pause_before_write: Some(hook),
+            ..self.clone()
+        }
+    }
+
+    /// The same store, holding each operation's history to `cap`.
+    pub fn with_history_cap(&self, cap: HistoryCap) -> Self {
+        Self {
+            history_cap: cap,
             ..self.clone()
         }
     }
@@ -253,13 +263,21 @@ impl SqliteStore {
                 ClaimStart::Existing(Found {
                     record,
                     history: Vec::new(),
+                    more_history: false,
                     now,
                 })
             }));
         };
         let record = OperationRecord::try_from(row)?;
         let history = first.history_with_fence(record.fence);
-        Self::append_history(&mut transaction, operation_id, &history, now).await?;
+        Self::append_history(
+            &mut transaction,
+            operation_id,
+            &history,
+            self.history_cap,
+            now,
+        )
+        .await?;
         self.commit(transaction).await?;
         Ok(Some(ClaimStart::Inserted(record)))
     }
@@ -295,10 +313,20 @@ impl Dialect for SqliteStore {
     const DUE_FOR_TOMBSTONE: &'static str = due_for_tombstone_sql!("");
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!("");
     const DELETE_EXPIRED_TOMBSTONES: &'static str = delete_expired_tombstones_sql!("");
+    // INTEGER columns are 64-bit: nothing to widen.
+    const SELECT_HISTORY: &'static str = select_history_sql!("count");
+    // Runs when count_into_last_history_entry counted nothing: the entry
+    // itself while the history has room (or the entry is kept past the
+    // cap), the truncation marker otherwise.
     const APPEND_HISTORY: &'static str = "INSERT INTO operation_history (operation_id, sequence, \
              event, from_state, to_state, fence, attempt, detail, count, first_at, last_at, \
              coalesce_key) \
-         SELECT $1, COALESCE(max(sequence), 0) + 1, $2, $3, $4, $5, $6, $7, 1, $8, $8, $9 \
+         SELECT $1, COALESCE(max(sequence), 0) + 1, \
+             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $2 ELSE $12 END, \
+             $3, $4, $5, $6, \
+             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $7 ELSE $13 END, \
+             1, $8, $8, \
+             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $9 ELSE $14 END \
          FROM operation_history WHERE operation_id = $1";
 
     fn stamp(moment: DateTime<Utc>) -> String {
@@ -324,6 +352,10 @@ impl Dialect for SqliteStore {
 
     fn pause_before_write(&self) -> Option<&PauseHook> {
         self.pause_before_write.as_ref()
+    }
+
+    fn history_cap(&self) -> HistoryCap {
+        self.history_cap
     }
 
     type Write = Member;
@@ -355,21 +387,34 @@ impl Dialect for SqliteStore {
     }
 
     // SQLite has no writable CTEs: counting into the last entry is a
-    // statement of its own.
+    // statement of its own, whose WHERE is HistoryCap::place's counting
+    // cases: the keys match, or the cap is reached and the last entry is
+    // the truncation marker.
     async fn count_into_last_history_entry(
         connection: &mut SqliteConnection,
         operation_id: OperationId,
-        coalesce_key: &str,
+        entry: &NewHistoryEntry,
+        coalesce_key: Option<&str>,
+        cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let counted = sqlx::query(
-            "UPDATE operation_history SET count = count + 1, last_at = $3 \
-             WHERE operation_id = $1 AND coalesce_key = $2 AND sequence = \
-                 (SELECT max(sequence) FROM operation_history WHERE operation_id = $1)",
+            "UPDATE operation_history SET count = count + 1, last_at = $3, last_fence = $4, \
+                 to_state = $5, attempt = $6 \
+             WHERE operation_id = $1 AND sequence = \
+                 (SELECT max(sequence) FROM operation_history WHERE operation_id = $1) \
+               AND (coalesce_key = $2 \
+                 OR (NOT $7 AND sequence >= $8 - 1 AND coalesce_key = $9))",
         )
         .bind(operation_id.0)
         .bind(coalesce_key)
         .bind(stamp(now))
+        .bind(signed(entry.fence)?)
+        .bind(entry.to_state.as_str())
+        .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
+        .bind(entry.kept_past_cap())
+        .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
+        .bind(HistoryCap::TRUNCATED_KEY)
         .execute(&mut *connection)
         .instrument(Self::statement("UPDATE operation_history"))
         .await?;
@@ -410,6 +455,7 @@ impl Dialect for SqliteStore {
             return Ok(Some(ClaimStart::Existing(Found {
                 record,
                 history: Vec::new(),
+                more_history: false,
                 now,
             })));
         }

@@ -1,0 +1,12 @@
+-- idemd schema, version 7 (expand only: binaries of version 6 keep running).
+-- History counts grow past 2^31 - 1. `count` is an int4 that binaries of
+-- version 6 read as one (sqlx refuses to read an int8 into it), and ALTER
+-- COLUMN ... TYPE bigint would rewrite the table under an exclusive lock, so
+-- the count is widened beside it: count_total is the count (NULL: count is),
+-- and `count` stays within int4, stopping at 2^31 - 1. Binaries of version 7
+-- write both and read GREATEST(count_total, count): a coalesce by a binary of
+-- version 6 (count + 1) is counted too. `sequence` stays int4: the history
+-- cap (at most 10000 + 4 entries) bounds it; binaries of version 7 read it
+-- as 64 bits, so a later migration may widen it without them noticing.
+-- SQLite's INTEGER columns are 64-bit already: no change there.
+ALTER TABLE operation_history ADD COLUMN count_total BIGINT;
