@@ -1,0 +1,3 @@
+//! The Rust client of idemd.
+
+pub mod proto;
