@@ -6,9 +6,14 @@
 
 mod client;
 mod error;
+mod execute;
 pub mod proto;
 pub mod retry;
 
 pub use crate::client::{Client, ClientConfig};
 pub use crate::error::{ERROR_DOMAIN, Error, FieldViolation};
+pub use crate::execute::{
+    DeadlineSource, Disposition, EffectContext, Execution, Operation, Outcome, Payload,
+    PreviousAttempt, Source,
+};
 pub use crate::proto::{OperationError, OperationState, Result as OperationResult};

@@ -1,0 +1,302 @@
+//! `Client::execute_once` against the real `idemd` binary, on both stores.
+//! Every test counts effects at the provider, not successful responses.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use idemd_client::{
+    DeadlineSource, Disposition, Error, Execution, Operation, OperationState, Outcome, Payload,
+    Source, proto,
+};
+use support::*;
+
+fn order(key: &str) -> Operation {
+    Operation {
+        lease: Duration::from_secs(3),
+        safety_margin: Duration::from_millis(300),
+        wait: Duration::from_secs(2),
+        deadline: Duration::from_secs(30),
+        ..Operation::new(
+            "orders.create",
+            key,
+            Payload::Json(r#"{"amount":1000,"currency":"EUR"}"#.into()),
+        )
+    }
+}
+
+fn succeeded(execution: &Execution) -> Vec<u8> {
+    match &execution.outcome {
+        Outcome::Succeeded(result) => result.body.clone(),
+        Outcome::Failed(error) => panic!("expected a result, got {error:?}"),
+    }
+}
+
+async fn history(client: &idemd_client::Client, operation_id: &str) -> Vec<String> {
+    client
+        .lookup(proto::LookupRequest {
+            target: Some(proto::lookup_request::Target::OperationId(
+                operation_id.into(),
+            )),
+            include_history: true,
+        })
+        .await
+        .expect("lookup")
+        .history
+        .into_iter()
+        .map(|entry| entry.event)
+        .collect()
+}
+
+both_stores!(
+    concurrent_duplicates_run_one_effect_and_share_its_result,
+    a_lost_claim_reply_is_resent_with_the_same_claim_token,
+    a_lost_complete_reply_is_resent_and_counted_once,
+    a_server_restart_during_the_effect_leaves_one_effect_and_a_stable_result,
+    lease_lost_looks_the_operation_up_and_never_reruns_the_effect,
+    a_changed_payload_is_a_conflict_and_runs_nothing,
+);
+
+async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = order("order-1");
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, provider, operation) =
+                (client.clone(), provider.clone(), operation.clone());
+            tokio::spawn(async move {
+                client
+                    .execute_once(&operation, |context| {
+                        let provider = provider.clone();
+                        async move {
+                            // Long enough for the others to find it pending.
+                            tokio::time::sleep(Duration::from_millis(300)).await;
+                            Disposition::Success(result(provider.perform(context.operation_id())))
+                        }
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let mut executions = Vec::new();
+    for run in runs {
+        executions.push(run.await.expect("task").expect("executed or replayed"));
+    }
+    assert_eq!(provider.total(), 1, "one effect for one intent");
+    let first = succeeded(&executions[0]);
+    assert!(executions.iter().all(|execution| succeeded(execution) == first));
+    assert_eq!(
+        executions
+            .iter()
+            .filter(|execution| execution.source == Source::Executed)
+            .count(),
+        1
+    );
+    assert!(
+        executions
+            .iter()
+            .all(|execution| execution.operation_id == executions[0].operation_id)
+    );
+    world.finish().await;
+}
+
+async fn a_lost_claim_reply_is_resent_with_the_same_claim_token(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    proxy.arm(1, ReplyFault::Lose);
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let execution = client
+        .execute_once(&order("order-2"), |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    assert!(proxy.responses() >= 3, "the Claim reply was lost and re-sent");
+    assert_eq!(provider.total(), 1);
+    assert_eq!(execution.source, Source::Executed);
+    // The re-sent Claim carried the first one's token: the server answered it
+    // as the same attempt, not as a rival (Pending) or a takeover.
+    assert_eq!(execution.attempt, 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
+
+async fn a_lost_complete_reply_is_resent_and_counted_once(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // 1: Claim, 2: Complete (the effect is quicker than the first renewal).
+    proxy.arm(2, ReplyFault::Lose);
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = order("order-3");
+    let execution = client
+        .execute_once(&operation, |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert!(proxy.responses() >= 3, "the Complete reply was lost and re-sent");
+    let replay = world
+        .client()
+        .await
+        .execute_once(&operation, |_| async { panic!("a replay runs nothing") })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    assert_eq!(succeeded(&replay), succeeded(&execution));
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+async fn a_server_restart_during_the_effect_leaves_one_effect_and_a_stable_result(store: Store) {
+    let mut world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = order("order-4");
+    let (started, mut effect_started) = tokio::sync::mpsc::channel::<()>(1);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let run = tokio::spawn({
+        let (client, provider, operation, release) = (
+            client.clone(),
+            provider.clone(),
+            operation.clone(),
+            release.clone(),
+        );
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let (provider, started, release) =
+                        (provider.clone(), started.clone(), release.clone());
+                    async move {
+                        let _ = started.send(()).await;
+                        release.notified().await;
+                        Disposition::Success(result(provider.perform(context.operation_id())))
+                    }
+                })
+                .await
+        }
+    });
+    effect_started.recv().await.expect("the effect started");
+    world.kill();
+    // Down for longer than a renewal interval: renewals fail meanwhile.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    world.serve().await;
+    release.notify_one();
+    let execution = run.await.expect("task").expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert_eq!(provider.total(), 1);
+    let replay = client
+        .execute_once(&operation, |_| async { panic!("a replay runs nothing") })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    assert_eq!(succeeded(&replay), succeeded(&execution));
+    world.finish().await;
+}
+
+async fn lease_lost_looks_the_operation_up_and_never_reruns_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_millis(600),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-5")
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (started, mut effect_started) = tokio::sync::mpsc::channel::<String>(1);
+    let run = tokio::spawn({
+        let (client, operation, runs) = (client.clone(), operation.clone(), runs.clone());
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let (started, runs) = (started.clone(), runs.clone());
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        let _ = started.send(context.operation_id().to_owned()).await;
+                        // Stalls: only the lost lease ends it.
+                        std::future::pending::<Disposition>().await
+                    }
+                })
+                .await
+        }
+    });
+    let operation_id = effect_started.recv().await.expect("the effect started");
+    // The owner is cut off; its lease runs out and another owner takes over.
+    proxy.set_blackout(true);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let direct = world.client().await;
+    let taken_over = direct
+        .claim(claim_json(
+            "orders.create",
+            "order-5",
+            r#"{"amount":1000,"currency":"EUR"}"#,
+        ))
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::ReconcileFirst(reconcile_first)) =
+        taken_over.outcome
+    else {
+        panic!("expected a takeover, got {taken_over:?}");
+    };
+    let ownership = reconcile_first.ownership.expect("ownership");
+    let other_body = provider.perform(&operation_id);
+    direct
+        .complete(proto::CompleteRequest {
+            operation_id: ownership.operation_id.clone(),
+            fence: ownership.fence,
+            result: Some(result(other_body.clone())),
+        })
+        .await
+        .expect("the new owner completes");
+    proxy.set_blackout(false);
+    let execution = run.await.expect("task").expect("what is stored");
+    assert_eq!(execution.source, Source::Superseded);
+    assert_eq!(succeeded(&execution), other_body);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the effect never ran again");
+    let events = history(&direct, &operation_id).await;
+    assert!(
+        events.iter().any(|event| event == "STALE_WRITE_REFUSED"),
+        "the old owner's write was refused as stale: {events:?}"
+    );
+    world.finish().await;
+}
+
+async fn a_changed_payload_is_a_conflict_and_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let first = client
+        .execute_once(&order("order-6"), |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    let changed = Operation {
+        payload: Payload::Json(r#"{"amount":2000,"currency":"EUR"}"#.into()),
+        ..order("order-6")
+    };
+    let refused = client
+        .execute_once(&changed, |_| async { panic!("a conflict runs nothing") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::Conflict {
+            operation_id: first.operation_id.clone()
+        })
+    );
+    assert_eq!(provider.total(), 1);
+    let _ = (OperationState::Succeeded, DeadlineSource::Server);
+    world.finish().await;
+}
