@@ -57,6 +57,13 @@ both_stores!(
     a_server_restart_during_the_effect_leaves_one_effect_and_a_stable_result,
     lease_lost_looks_the_operation_up_and_never_reruns_the_effect,
     a_changed_payload_is_a_conflict_and_runs_nothing,
+    the_attempt_deadline_cancels_the_effect_and_reports_unknown,
+    a_negative_lookup_is_trusted_only_after_the_earlier_attempt_deadline,
+    a_takeover_records_what_the_lookup_found_without_running_the_effect,
+    a_retryable_failure_is_released_and_claimed_again,
+    a_terminal_failure_is_stored_and_replayed,
+    too_little_lease_left_never_starts_the_effect,
+    needs_reconciliation_runs_nothing,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -88,7 +95,11 @@ async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store)
     }
     assert_eq!(provider.total(), 1, "one effect for one intent");
     let first = succeeded(&executions[0]);
-    assert!(executions.iter().all(|execution| succeeded(execution) == first));
+    assert!(
+        executions
+            .iter()
+            .all(|execution| succeeded(execution) == first)
+    );
     assert_eq!(
         executions
             .iter()
@@ -117,7 +128,10 @@ async fn a_lost_claim_reply_is_resent_with_the_same_claim_token(store: Store) {
         })
         .await
         .expect("executed");
-    assert!(proxy.responses() >= 3, "the Claim reply was lost and re-sent");
+    assert!(
+        proxy.responses() >= 3,
+        "the Claim reply was lost and re-sent"
+    );
     assert_eq!(provider.total(), 1);
     assert_eq!(execution.source, Source::Executed);
     // The re-sent Claim carried the first one's token: the server answered it
@@ -144,7 +158,10 @@ async fn a_lost_complete_reply_is_resent_and_counted_once(store: Store) {
         .await
         .expect("executed");
     assert_eq!(execution.source, Source::Executed);
-    assert!(proxy.responses() >= 3, "the Complete reply was lost and re-sent");
+    assert!(
+        proxy.responses() >= 3,
+        "the Complete reply was lost and re-sent"
+    );
     let replay = world
         .client()
         .await
@@ -244,8 +261,7 @@ async fn lease_lost_looks_the_operation_up_and_never_reruns_the_effect(store: St
         ))
         .await
         .expect("claim");
-    let Some(proto::claim_response::Outcome::ReconcileFirst(reconcile_first)) =
-        taken_over.outcome
+    let Some(proto::claim_response::Outcome::ReconcileFirst(reconcile_first)) = taken_over.outcome
     else {
         panic!("expected a takeover, got {taken_over:?}");
     };
@@ -297,6 +313,293 @@ async fn a_changed_payload_is_a_conflict_and_runs_nothing(store: Store) {
         })
     );
     assert_eq!(provider.total(), 1);
-    let _ = (OperationState::Succeeded, DeadlineSource::Server);
+    world.finish().await;
+}
+
+/// An attempt that claimed `key` and crashed: it never writes again.
+async fn crashed_attempt(
+    client: &idemd_client::Client,
+    key: &str,
+    attempt_duration: Duration,
+    max_attempts: u32,
+) -> proto::Ownership {
+    let response = client
+        .claim(proto::ClaimRequest {
+            lease: millis(50),
+            max_attempt_duration: prost_types::Duration::try_from(attempt_duration).ok(),
+            max_attempts,
+            claim_token: b"crashed-attempt".to_vec(),
+            ..claim_json("orders.create", key, r#"{"amount":1000,"currency":"EUR"}"#)
+        })
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::Acquired(acquired)) = response.outcome else {
+        panic!("expected Acquired, got {response:?}");
+    };
+    // Past its lease: the next Claim takes over.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    acquired.ownership.expect("ownership")
+}
+
+async fn the_attempt_deadline_cancels_the_effect_and_reports_unknown(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        attempt_duration: Some(Duration::from_secs(1)),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-7")
+    };
+    let (told, mut cancelled) = tokio::sync::oneshot::channel::<()>();
+    let mut told = Some(told);
+    let refused = client
+        .execute_once(&operation, |context| {
+            let told = told.take();
+            async move {
+                // Work the effect spawned learns of the cancellation too.
+                tokio::spawn({
+                    let context = context.clone();
+                    async move {
+                        context.cancelled().await;
+                        if let Some(told) = told {
+                            let _ = told.send(());
+                        }
+                    }
+                });
+                std::future::pending::<Disposition>().await
+            }
+        })
+        .await;
+    let Err(Error::OutcomeUnknown {
+        operation_id,
+        attempt: 1,
+    }) = refused
+    else {
+        panic!("expected an unknown outcome, got {refused:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(5), &mut cancelled)
+        .await
+        .expect("the context said cancelled")
+        .expect("sent");
+    let stored = client
+        .lookup_operation(&operation_id)
+        .await
+        .expect("lookup");
+    assert_eq!(stored.state(), OperationState::Unknown);
+    let events = history(&client, &operation_id).await;
+    assert!(events.contains(&"OUTCOME_UNKNOWN".to_owned()), "{events:?}");
+    world.finish().await;
+}
+
+async fn a_negative_lookup_is_trusted_only_after_the_earlier_attempt_deadline(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let crashed_sent = tokio::time::Instant::now();
+    crashed_attempt(&client, "order-8", Duration::from_secs(1), 0).await;
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        attempt_duration: Some(Duration::from_secs(1)),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-8")
+    };
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let started = Arc::new(std::sync::Mutex::new(None));
+    let execution = client
+        .execute_once_with_lookup(
+            &operation,
+            |context| {
+                let (provider, lookups) = (provider.clone(), lookups.clone());
+                async move {
+                    lookups.fetch_add(1, Ordering::SeqCst);
+                    provider
+                        .find(context.operation_id())
+                        .map(|body| Disposition::Success(result(body)))
+                }
+            },
+            |context| {
+                let (provider, started) = (provider.clone(), started.clone());
+                async move {
+                    *started.lock().expect("lock") = Some((
+                        tokio::time::Instant::now(),
+                        context.attempt(),
+                        context.previous_outcome_unknown().cloned(),
+                    ));
+                    Disposition::Success(result(provider.perform(context.operation_id())))
+                }
+            },
+        )
+        .await
+        .expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert_eq!(provider.total(), 1);
+    let (started_at, attempt, previous) = started.lock().expect("lock").clone().expect("ran");
+    // The server does not yet say when the crashed attempt's deadline is, so
+    // the helper waited a whole attempt duration (handing its own attempt on
+    // as UNKNOWN, attempt 2) before it trusted "not found" (attempt 3).
+    assert!(
+        started_at >= crashed_sent + Duration::from_secs(1),
+        "the effect started before the crashed attempt's deadline"
+    );
+    assert_eq!(attempt, 3);
+    let previous = previous.expect("told of the earlier attempt");
+    assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
+    assert!(lookups.load(Ordering::SeqCst) >= 2);
+    world.finish().await;
+}
+
+async fn a_takeover_records_what_the_lookup_found_without_running_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let crashed = crashed_attempt(&client, "order-9", Duration::from_secs(5), 0).await;
+    // The crashed attempt's effect did happen at the provider.
+    let earlier = provider.perform(&crashed.operation_id);
+    let execution = client
+        .execute_once_with_lookup(
+            &order("order-9"),
+            |context| {
+                let provider = provider.clone();
+                async move {
+                    provider
+                        .find(context.operation_id())
+                        .map(|body| Disposition::Success(result(body)))
+                }
+            },
+            |_| async { panic!("the effect already happened") },
+        )
+        .await
+        .expect("reconciled");
+    assert_eq!(execution.source, Source::Reconciled);
+    assert_eq!(succeeded(&execution), earlier);
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+async fn a_retryable_failure_is_released_and_claimed_again(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let execution = client
+        .execute_once(&order("order-10"), |context| {
+            let (provider, calls) = (provider.clone(), calls.clone());
+            async move {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Disposition::Retryable(
+                        proto::OperationError {
+                            code: "provider_busy".into(),
+                            ..Default::default()
+                        },
+                        Duration::from_millis(50),
+                    );
+                }
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    let events = history(&client, &execution.operation_id).await;
+    assert_eq!(
+        events,
+        ["CLAIMED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+        "{events:?}"
+    );
+    world.finish().await;
+}
+
+async fn a_terminal_failure_is_stored_and_replayed(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let declined = proto::OperationError {
+        code: "card_declined".into(),
+        message: "declined".into(),
+        ..Default::default()
+    };
+    let execution = client
+        .execute_once(&order("order-11"), |_| {
+            let declined = declined.clone();
+            async move { Disposition::Terminal(declined) }
+        })
+        .await
+        .expect("ended");
+    let Outcome::Failed(error) = &execution.outcome else {
+        panic!("expected a failure, got {execution:?}");
+    };
+    assert_eq!(error.code, "card_declined");
+    assert_eq!(error.reason(), proto::FailureReason::Terminal);
+    let replay = client
+        .execute_once(&order("order-11"), |_| async {
+            panic!("a replay runs nothing")
+        })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    let Outcome::Failed(replayed) = &replay.outcome else {
+        panic!("expected the failure replayed, got {replay:?}");
+    };
+    assert_eq!(replayed.code, "card_declined");
+    world.finish().await;
+}
+
+async fn too_little_lease_left_never_starts_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The first Claim's reply arrives with 200 ms of a 1 s lease left, less
+    // than the 300 ms margin.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_millis(800)));
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_secs(1),
+        safety_margin: Duration::from_millis(300),
+        ..order("order-12")
+    };
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let execution = client
+        .execute_once(&operation, |context| {
+            let (provider, attempts) = (provider.clone(), attempts.clone());
+            async move {
+                attempts.lock().expect("lock").push(context.attempt());
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(
+        *attempts.lock().expect("lock"),
+        [2],
+        "attempt 1 never started"
+    );
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(
+        events,
+        ["CLAIMED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+        "{events:?}"
+    );
+    world.finish().await;
+}
+
+async fn needs_reconciliation_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let crashed = crashed_attempt(&client, "order-13", Duration::from_secs(5), 1).await;
+    let refused = client
+        .execute_once(&order("order-13"), |_| async { panic!("nothing may run") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::NeedsReconciliation {
+            operation_id: crashed.operation_id,
+            fence: crashed.fence,
+            attempts: 1,
+        })
+    );
     world.finish().await;
 }

@@ -180,7 +180,11 @@ impl World {
         self.server = Some(child);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(status) = self.server.as_mut().and_then(|child| child.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .server
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten())
+            {
                 panic!("idemd exited with {status}: {}", self.log());
             }
             if let Ok(client) = Client::connect(&self.addr().to_string(), &self.token).await {
@@ -455,12 +459,14 @@ async fn relay(
             if up_read.read_exact(&mut header).await.is_err() {
                 return;
             }
-            let length = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+            let length =
+                usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
             let mut payload = vec![0u8; length];
             if up_read.read_exact(&mut payload).await.is_err() {
                 return;
             }
-            let stream = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
+            let stream =
+                u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
             const HEADERS: u8 = 0x1;
             if header[3] == HEADERS && stream != 0 && streams.insert(stream) {
                 let number = responses.fetch_add(1, Ordering::SeqCst) + 1;
