@@ -437,15 +437,19 @@ struct Owned {
     attempt_deadline: Instant,
     /// The effect is cancelled here, a margin before the attempt deadline.
     stop_at: Instant,
-    lease_until: Mutex<Instant>,
+    /// The lease as last granted: from when (the send of the Claim or the
+    /// Renew that got it) and for how long.
+    lease: Mutex<(Instant, Duration)>,
 }
 
 impl Owned {
+    fn lease(&self) -> (Instant, Duration) {
+        *self.lease.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn lease_until(&self) -> Instant {
-        *self
-            .lease_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let (since, granted) = self.lease();
+        since + granted
     }
 }
 
@@ -467,7 +471,7 @@ impl Run<'_> {
         let margin = self.operation.margin();
         let attempt_deadline = sent_at + std_duration(ownership.attempt_deadline);
         let owned = Owned {
-            lease_until: Mutex::new(sent_at + std_duration(ownership.lease)),
+            lease: Mutex::new((sent_at, std_duration(ownership.lease))),
             stop_at: attempt_deadline.checked_sub(margin).unwrap_or(sent_at),
             attempt_deadline,
             ownership,
@@ -588,16 +592,15 @@ impl Run<'_> {
         }
     }
 
-    /// Renews every third of the lease until a Renew is refused; returns
-    /// the refusal. Transient failures (re-sent within the attempt) do not
-    /// stop it: the fence, not the lease, decides who may write.
+    /// Renews a third of the way through each granted lease until a Renew
+    /// is refused; returns the refusal. Transient failures (already re-sent
+    /// within the attempt by the retry policy) do not stop it: the fence, not
+    /// the lease, decides who may write.
     async fn keep_renewing(&self, owned: &Owned) -> Error {
-        let mut granted = owned
-            .lease_until()
-            .saturating_duration_since(Instant::now())
-            .max(self.operation.lease);
+        let (since, granted) = owned.lease();
+        let mut due = since + granted / 3;
         loop {
-            sleep((granted / 3).max(Duration::from_millis(5))).await;
+            sleep_until(due.max(Instant::now() + Duration::from_millis(5))).await;
             let sent = Instant::now();
             if sent >= owned.attempt_deadline {
                 return std::future::pending().await;
@@ -613,13 +616,13 @@ impl Run<'_> {
                 .await
             {
                 Ok(renewed) => {
-                    granted = std_duration(renewed.lease);
-                    *owned
-                        .lease_until
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = sent + granted;
+                    let granted = std_duration(renewed.lease);
+                    *owned.lease.lock().unwrap_or_else(PoisonError::into_inner) = (sent, granted);
+                    due = sent + granted / 3;
                 }
-                Err(error) if retryable(&error).is_some() => {}
+                Err(error) if retryable(&error).is_some() => {
+                    due = Instant::now() + self.operation.lease / 10;
+                }
                 Err(refusal) => return refusal,
             }
         }
@@ -733,11 +736,19 @@ impl Run<'_> {
             }
             Disposition::Unknown(error) => {
                 let request = fail(proto::FailDisposition::Unknown, &error, None);
+                let unknown = || Error::OutcomeUnknown {
+                    operation_id: ownership.operation_id.clone(),
+                    attempt: ownership.attempt,
+                };
                 match self.client.fail_until(request, None).await {
-                    Ok(_) => Err(Error::OutcomeUnknown {
-                        operation_id: ownership.operation_id.clone(),
-                        attempt: ownership.attempt,
-                    }),
+                    Ok(_) => Err(unknown()),
+                    // Refused as too late, the attempt is just as unknown: the
+                    // server hands the next owner a takeover either way.
+                    Err(Error::FailedPrecondition { reason, .. })
+                        if reason == "ATTEMPT_DEADLINE_PASSED" =>
+                    {
+                        Err(unknown())
+                    }
                     Err(error) => Err(error),
                 }
             }

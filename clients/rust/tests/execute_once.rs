@@ -64,6 +64,8 @@ both_stores!(
     a_terminal_failure_is_stored_and_replayed,
     too_little_lease_left_never_starts_the_effect,
     needs_reconciliation_runs_nothing,
+    the_lease_is_renewed_while_the_effect_runs,
+    a_pending_operation_past_the_callers_deadline_runs_nothing,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -599,6 +601,95 @@ async fn needs_reconciliation_runs_nothing(store: Store) {
             operation_id: crashed.operation_id,
             fence: crashed.fence,
             attempts: 1,
+        })
+    );
+    world.finish().await;
+}
+
+async fn the_lease_is_renewed_while_the_effect_runs(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-14")
+    };
+    let run = tokio::spawn({
+        let (client, provider, operation) = (client.clone(), provider.clone(), operation.clone());
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let provider = provider.clone();
+                    async move {
+                        // More than three leases long.
+                        tokio::time::sleep(Duration::from_millis(1000)).await;
+                        Disposition::Success(result(provider.perform(context.operation_id())))
+                    }
+                })
+                .await
+        }
+    });
+    // Past the first lease, the running effect still holds the operation.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let meanwhile = client
+        .claim(claim_json(
+            "orders.create",
+            "order-14",
+            r#"{"amount":1000,"currency":"EUR"}"#,
+        ))
+        .await
+        .expect("claim");
+    assert!(
+        matches!(
+            meanwhile.outcome,
+            Some(proto::claim_response::Outcome::Pending(_))
+        ),
+        "{meanwhile:?}"
+    );
+    let execution = run.await.expect("task").expect("executed");
+    assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
+    assert_eq!(provider.total(), 1);
+    let events = history(&client, &execution.operation_id).await;
+    assert!(
+        events.iter().filter(|event| *event == "RENEWED").count() >= 2,
+        "{events:?}"
+    );
+    assert_eq!(events.last().map(String::as_str), Some("COMPLETED"));
+    world.finish().await;
+}
+
+async fn a_pending_operation_past_the_callers_deadline_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    // Another owner holds a long lease.
+    let holder = client
+        .claim(proto::ClaimRequest {
+            lease: millis(10_000),
+            ..claim_json(
+                "orders.create",
+                "order-15",
+                r#"{"amount":1000,"currency":"EUR"}"#,
+            )
+        })
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::Acquired(acquired)) = holder.outcome else {
+        panic!("expected Acquired, got {holder:?}");
+    };
+    let operation_id = acquired.ownership.expect("ownership").operation_id;
+    let operation = Operation {
+        deadline: Duration::from_millis(500),
+        wait: Duration::from_millis(200),
+        ..order("order-15")
+    };
+    let refused = client
+        .execute_once(&operation, |_| async { panic!("another owner holds it") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::DeadlinePassed {
+            operation_id: Some(operation_id)
         })
     );
     world.finish().await;
