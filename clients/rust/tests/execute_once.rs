@@ -66,6 +66,7 @@ both_stores!(
     needs_reconciliation_runs_nothing,
     the_lease_is_renewed_while_the_effect_runs,
     a_pending_operation_past_the_callers_deadline_runs_nothing,
+    a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -692,5 +693,43 @@ async fn a_pending_operation_past_the_callers_deadline_runs_nothing(store: Store
             operation_id: Some(operation_id)
         })
     );
+    world.finish().await;
+}
+
+async fn a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token(
+    store: Store,
+) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The Claim is handled at once, its reply held past the call's deadline:
+    // the client gives up on it (DEADLINE_EXCEEDED) and re-sends.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_millis(1000)));
+    let base = proxy.client(&world.token).await;
+    let client = base.clone().with_config(idemd_client::ClientConfig {
+        call_timeout: Duration::from_millis(400),
+        ..base.config().clone()
+    });
+    let provider = Provider::default();
+    let execution = client
+        .execute_once(
+            // No server-side wait, which would lengthen the call's deadline.
+            &Operation {
+                wait: Duration::ZERO,
+                ..order("order-16")
+            },
+            |context| {
+                let provider = provider.clone();
+                async move {
+                    Disposition::Success(result(provider.perform(context.operation_id())))
+                }
+            },
+        )
+        .await
+        .expect("executed");
+    assert!(proxy.responses() >= 3, "the Claim was re-sent");
+    assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
+    assert_eq!(provider.total(), 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
     world.finish().await;
 }
