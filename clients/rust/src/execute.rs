@@ -322,6 +322,7 @@ impl Client {
             // Lease and attempt deadline count from the first send.
             let sent_at = Instant::now();
             let response = self.claim_until(request, Some(overall)).await?;
+            let received_at = Instant::now();
             match claim_step(response)? {
                 ClaimStep::Own {
                     ownership,
@@ -329,7 +330,13 @@ impl Client {
                 } => {
                     run.operation_id = Some(ownership.operation_id.clone());
                     let step = run
-                        .own(ownership, sent_at, previous, lookup.as_mut(), &mut effect)
+                        .own(
+                            ownership,
+                            (sent_at, received_at),
+                            previous,
+                            lookup.as_mut(),
+                            &mut effect,
+                        )
                         .await?;
                     match step {
                         Step::Done(execution) => return Ok(execution),
@@ -457,7 +464,7 @@ impl Run<'_> {
     async fn own<E, F, L, LF>(
         &mut self,
         ownership: proto::Ownership,
-        sent_at: Instant,
+        (sent_at, received_at): (Instant, Instant),
         previous: Option<proto::ReconcileFirst>,
         lookup: Option<&mut L>,
         effect: &mut E,
@@ -476,10 +483,25 @@ impl Run<'_> {
             attempt_deadline,
             ownership,
         };
-        self.own_deadlines
-            .insert(owned.ownership.fence, owned.attempt_deadline);
-        let previous = previous
-            .map(|reconcile_first| self.previous_attempt(&reconcile_first, sent_at, &owned));
+        let previous = previous.map(|reconcile_first| {
+            Self::previous_attempt(
+                &reconcile_first,
+                received_at,
+                &owned,
+                self.own_deadlines.get(&reconcile_first.previous_fence),
+            )
+        });
+        // Should a later attempt of this call take this one over, it knows
+        // when this one's effect stopped, and that any doubt this one
+        // inherited lasts no longer than it did.
+        self.own_deadlines.insert(
+            owned.ownership.fence,
+            previous
+                .as_ref()
+                .map_or(owned.attempt_deadline, |previous| {
+                    previous.attempt_deadline.max(owned.attempt_deadline)
+                }),
+        );
         let (cancel, cancelled) = watch::channel(false);
         let context = EffectContext {
             operation_id: owned.ownership.operation_id.clone(),
@@ -565,25 +587,33 @@ impl Run<'_> {
         }
     }
 
+    /// When the earlier attempt's effect is surely no longer in flight, as
+    /// a local instant. Where a lease counts from the send of the Claim (the
+    /// early end), this counts from its reply (the late end): the server
+    /// measured the time left somewhere in between.
     fn previous_attempt(
-        &self,
         reconcile_first: &proto::ReconcileFirst,
-        sent_at: Instant,
+        received_at: Instant,
         owned: &Owned,
+        own_deadline: Option<&Instant>,
     ) -> PreviousAttempt {
-        let (attempt_deadline, deadline_source) = match (
-            reconcile_first.previous_attempt_deadline,
-            self.own_deadlines.get(&reconcile_first.previous_fence),
-        ) {
-            (Some(left), _) => (sent_at + std_duration(Some(left)), DeadlineSource::Server),
-            (None, Some(own)) => (*own, DeadlineSource::OwnAttempt),
-            // The server does not fill previous_attempt_deadline yet. Then
-            // assume the worst: the earlier attempt began before this one and
-            // its duration is the same (fixed per operation), so its deadline
-            // is no later than a whole attempt duration after this Claim was
-            // sent, which is this attempt's own deadline.
-            (None, None) => (owned.attempt_deadline, DeadlineSource::Assumed),
-        };
+        let (attempt_deadline, deadline_source) =
+            match (reconcile_first.previous_attempt_deadline, own_deadline) {
+                (Some(left), _) => (
+                    received_at + std_duration(Some(left)),
+                    DeadlineSource::Server,
+                ),
+                (None, Some(own)) => (*own, DeadlineSource::OwnAttempt),
+                // The server does not fill previous_attempt_deadline yet (absent
+                // in the reply). Then assume the worst: the earlier attempt began
+                // before this one and its duration is the same (fixed per
+                // operation), so its deadline is at most a whole attempt duration
+                // after the server took this Claim, which was before its reply.
+                (None, None) => (
+                    received_at + std_duration(owned.ownership.attempt_deadline),
+                    DeadlineSource::Assumed,
+                ),
+            };
         PreviousAttempt {
             state: reconcile_first.previous_state(),
             fence: reconcile_first.previous_fence,
@@ -817,6 +847,50 @@ mod tests {
     use prost::Message;
 
     use super::*;
+
+    #[test]
+    fn an_earlier_attempts_deadline_counts_from_the_reply_and_absent_assumes_a_whole_attempt() {
+        let sent_at = Instant::now();
+        let received_at = sent_at + Duration::from_millis(40);
+        let owned = Owned {
+            ownership: proto::Ownership {
+                attempt_deadline: proto_duration(Duration::from_secs(60)),
+                ..Default::default()
+            },
+            attempt_deadline: sent_at + Duration::from_secs(60),
+            stop_at: sent_at + Duration::from_secs(58),
+            lease: Mutex::new((sent_at, Duration::from_secs(30))),
+        };
+        let told = proto::ReconcileFirst {
+            previous_fence: 3,
+            previous_attempt_deadline: proto_duration(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let previous = Run::previous_attempt(&told, received_at, &owned, None);
+        assert_eq!(previous.deadline_source, DeadlineSource::Server);
+        assert_eq!(
+            previous.attempt_deadline,
+            received_at + Duration::from_secs(5)
+        );
+
+        let absent = proto::ReconcileFirst {
+            previous_fence: 3,
+            previous_attempt_deadline: None,
+            ..Default::default()
+        };
+        let previous = Run::previous_attempt(&absent, received_at, &owned, None);
+        assert_eq!(previous.deadline_source, DeadlineSource::Assumed);
+        assert_eq!(
+            previous.attempt_deadline,
+            received_at + Duration::from_secs(60)
+        );
+        assert!(previous.attempt_deadline > owned.attempt_deadline);
+
+        let own = sent_at + Duration::from_secs(2);
+        let previous = Run::previous_attempt(&absent, received_at, &owned, Some(&own));
+        assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
+        assert_eq!(previous.attempt_deadline, own);
+    }
 
     #[test]
     fn an_outcome_this_client_does_not_know_is_never_executed() {
