@@ -239,8 +239,21 @@ impl World {
 }
 
 impl Drop for World {
+    /// Also after a failed test: the server stops and the database goes (on
+    /// a thread of its own, as a panicking test's runtime may be unusable).
     fn drop(&mut self) {
         self.kill();
+        if let Some((_, name)) = self.database.take() {
+            let dropped = std::thread::spawn(move || {
+                if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    runtime.block_on(drop_database(&name));
+                }
+            });
+            let _ = dropped.join();
+        }
     }
 }
 
