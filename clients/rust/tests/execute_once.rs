@@ -1,0 +1,735 @@
+//! `Client::execute_once` against the real `idemd` binary, on both stores.
+//! Every test counts effects at the provider, not successful responses.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use idemd_client::{
+    DeadlineSource, Disposition, Error, Execution, Operation, OperationState, Outcome, Payload,
+    Source, proto,
+};
+use support::*;
+
+fn order(key: &str) -> Operation {
+    Operation {
+        lease: Duration::from_secs(3),
+        safety_margin: Duration::from_millis(300),
+        wait: Duration::from_secs(2),
+        deadline: Duration::from_secs(30),
+        ..Operation::new(
+            "orders.create",
+            key,
+            Payload::Json(r#"{"amount":1000,"currency":"EUR"}"#.into()),
+        )
+    }
+}
+
+fn succeeded(execution: &Execution) -> Vec<u8> {
+    match &execution.outcome {
+        Outcome::Succeeded(result) => result.body.clone(),
+        Outcome::Failed(error) => panic!("expected a result, got {error:?}"),
+    }
+}
+
+async fn history(client: &idemd_client::Client, operation_id: &str) -> Vec<String> {
+    client
+        .lookup(proto::LookupRequest {
+            target: Some(proto::lookup_request::Target::OperationId(
+                operation_id.into(),
+            )),
+            include_history: true,
+        })
+        .await
+        .expect("lookup")
+        .history
+        .into_iter()
+        .map(|entry| entry.event)
+        .collect()
+}
+
+both_stores!(
+    concurrent_duplicates_run_one_effect_and_share_its_result,
+    a_lost_claim_reply_is_resent_with_the_same_claim_token,
+    a_lost_complete_reply_is_resent_and_counted_once,
+    a_server_restart_during_the_effect_leaves_one_effect_and_a_stable_result,
+    lease_lost_looks_the_operation_up_and_never_reruns_the_effect,
+    a_changed_payload_is_a_conflict_and_runs_nothing,
+    the_attempt_deadline_cancels_the_effect_and_reports_unknown,
+    a_negative_lookup_is_trusted_only_after_the_earlier_attempt_deadline,
+    a_takeover_records_what_the_lookup_found_without_running_the_effect,
+    a_retryable_failure_is_released_and_claimed_again,
+    a_terminal_failure_is_stored_and_replayed,
+    too_little_lease_left_never_starts_the_effect,
+    needs_reconciliation_runs_nothing,
+    the_lease_is_renewed_while_the_effect_runs,
+    a_pending_operation_past_the_callers_deadline_runs_nothing,
+    a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token,
+);
+
+async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = order("order-1");
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, provider, operation) =
+                (client.clone(), provider.clone(), operation.clone());
+            tokio::spawn(async move {
+                client
+                    .execute_once(&operation, |context| {
+                        let provider = provider.clone();
+                        async move {
+                            // Long enough for the others to find it pending.
+                            tokio::time::sleep(Duration::from_millis(300)).await;
+                            Disposition::Success(result(provider.perform(context.operation_id())))
+                        }
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let mut executions = Vec::new();
+    for run in runs {
+        executions.push(run.await.expect("task").expect("executed or replayed"));
+    }
+    assert_eq!(provider.total(), 1, "one effect for one intent");
+    let first = succeeded(&executions[0]);
+    assert!(
+        executions
+            .iter()
+            .all(|execution| succeeded(execution) == first)
+    );
+    assert_eq!(
+        executions
+            .iter()
+            .filter(|execution| execution.source == Source::Executed)
+            .count(),
+        1
+    );
+    assert!(
+        executions
+            .iter()
+            .all(|execution| execution.operation_id == executions[0].operation_id)
+    );
+    world.finish().await;
+}
+
+async fn a_lost_claim_reply_is_resent_with_the_same_claim_token(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    proxy.arm(1, ReplyFault::Lose);
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let execution = client
+        .execute_once(&order("order-2"), |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    assert!(
+        proxy.responses() >= 3,
+        "the Claim reply was lost and re-sent"
+    );
+    assert_eq!(provider.total(), 1);
+    assert_eq!(execution.source, Source::Executed);
+    // The re-sent Claim carried the first one's token: the server answered it
+    // as the same attempt, not as a rival (Pending) or a takeover.
+    assert_eq!(execution.attempt, 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
+
+async fn a_lost_complete_reply_is_resent_and_counted_once(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // 1: Claim, 2: Complete (the effect is quicker than the first renewal).
+    proxy.arm(2, ReplyFault::Lose);
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = order("order-3");
+    let execution = client
+        .execute_once(&operation, |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert!(
+        proxy.responses() >= 3,
+        "the Complete reply was lost and re-sent"
+    );
+    let replay = world
+        .client()
+        .await
+        .execute_once(&operation, |_| async { panic!("a replay runs nothing") })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    assert_eq!(succeeded(&replay), succeeded(&execution));
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+async fn a_server_restart_during_the_effect_leaves_one_effect_and_a_stable_result(store: Store) {
+    let mut world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = order("order-4");
+    let (started, mut effect_started) = tokio::sync::mpsc::channel::<()>(1);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let run = tokio::spawn({
+        let (client, provider, operation, release) = (
+            client.clone(),
+            provider.clone(),
+            operation.clone(),
+            release.clone(),
+        );
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let (provider, started, release) =
+                        (provider.clone(), started.clone(), release.clone());
+                    async move {
+                        let _ = started.send(()).await;
+                        release.notified().await;
+                        Disposition::Success(result(provider.perform(context.operation_id())))
+                    }
+                })
+                .await
+        }
+    });
+    effect_started.recv().await.expect("the effect started");
+    world.kill();
+    // Down for longer than a renewal interval: renewals fail meanwhile.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    world.serve().await;
+    release.notify_one();
+    let execution = run.await.expect("task").expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert_eq!(provider.total(), 1);
+    let replay = client
+        .execute_once(&operation, |_| async { panic!("a replay runs nothing") })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    assert_eq!(succeeded(&replay), succeeded(&execution));
+    world.finish().await;
+}
+
+async fn lease_lost_looks_the_operation_up_and_never_reruns_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_millis(600),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-5")
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (started, mut effect_started) = tokio::sync::mpsc::channel::<String>(1);
+    let run = tokio::spawn({
+        let (client, operation, runs) = (client.clone(), operation.clone(), runs.clone());
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let (started, runs) = (started.clone(), runs.clone());
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        let _ = started.send(context.operation_id().to_owned()).await;
+                        // Stalls: only the lost lease ends it.
+                        std::future::pending::<Disposition>().await
+                    }
+                })
+                .await
+        }
+    });
+    let operation_id = effect_started.recv().await.expect("the effect started");
+    // The owner is cut off; its lease runs out and another owner takes over.
+    proxy.set_blackout(true);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let direct = world.client().await;
+    let taken_over = direct
+        .claim(claim_json(
+            "orders.create",
+            "order-5",
+            r#"{"amount":1000,"currency":"EUR"}"#,
+        ))
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::ReconcileFirst(reconcile_first)) = taken_over.outcome
+    else {
+        panic!("expected a takeover, got {taken_over:?}");
+    };
+    let ownership = reconcile_first.ownership.expect("ownership");
+    let other_body = provider.perform(&operation_id);
+    direct
+        .complete(proto::CompleteRequest {
+            operation_id: ownership.operation_id.clone(),
+            fence: ownership.fence,
+            result: Some(result(other_body.clone())),
+        })
+        .await
+        .expect("the new owner completes");
+    proxy.set_blackout(false);
+    let execution = run.await.expect("task").expect("what is stored");
+    assert_eq!(execution.source, Source::Superseded);
+    assert_eq!(succeeded(&execution), other_body);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the effect never ran again");
+    let events = history(&direct, &operation_id).await;
+    assert!(
+        events.iter().any(|event| event == "STALE_WRITE_REFUSED"),
+        "the old owner's write was refused as stale: {events:?}"
+    );
+    world.finish().await;
+}
+
+async fn a_changed_payload_is_a_conflict_and_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let first = client
+        .execute_once(&order("order-6"), |context| {
+            let provider = provider.clone();
+            async move { Disposition::Success(result(provider.perform(context.operation_id()))) }
+        })
+        .await
+        .expect("executed");
+    let changed = Operation {
+        payload: Payload::Json(r#"{"amount":2000,"currency":"EUR"}"#.into()),
+        ..order("order-6")
+    };
+    let refused = client
+        .execute_once(&changed, |_| async { panic!("a conflict runs nothing") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::Conflict {
+            operation_id: first.operation_id.clone()
+        })
+    );
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+/// An attempt that claimed `key` and crashed: it never writes again.
+async fn crashed_attempt(
+    client: &idemd_client::Client,
+    key: &str,
+    attempt_duration: Duration,
+    max_attempts: u32,
+) -> proto::Ownership {
+    let response = client
+        .claim(proto::ClaimRequest {
+            lease: millis(50),
+            max_attempt_duration: prost_types::Duration::try_from(attempt_duration).ok(),
+            max_attempts,
+            claim_token: b"crashed-attempt".to_vec(),
+            ..claim_json("orders.create", key, r#"{"amount":1000,"currency":"EUR"}"#)
+        })
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::Acquired(acquired)) = response.outcome else {
+        panic!("expected Acquired, got {response:?}");
+    };
+    // Past its lease: the next Claim takes over.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    acquired.ownership.expect("ownership")
+}
+
+async fn the_attempt_deadline_cancels_the_effect_and_reports_unknown(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        attempt_duration: Some(Duration::from_secs(1)),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-7")
+    };
+    let (told, mut cancelled) = tokio::sync::oneshot::channel::<()>();
+    let mut told = Some(told);
+    let refused = client
+        .execute_once(&operation, |context| {
+            let told = told.take();
+            async move {
+                // Work the effect spawned learns of the cancellation too.
+                tokio::spawn({
+                    let context = context.clone();
+                    async move {
+                        context.cancelled().await;
+                        if let Some(told) = told {
+                            let _ = told.send(());
+                        }
+                    }
+                });
+                std::future::pending::<Disposition>().await
+            }
+        })
+        .await;
+    let Err(Error::OutcomeUnknown {
+        operation_id,
+        attempt: 1,
+    }) = refused
+    else {
+        panic!("expected an unknown outcome, got {refused:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(5), &mut cancelled)
+        .await
+        .expect("the context said cancelled")
+        .expect("sent");
+    let stored = client
+        .lookup_operation(&operation_id)
+        .await
+        .expect("lookup");
+    assert_eq!(stored.state(), OperationState::Unknown);
+    let events = history(&client, &operation_id).await;
+    assert!(events.contains(&"OUTCOME_UNKNOWN".to_owned()), "{events:?}");
+    world.finish().await;
+}
+
+async fn a_negative_lookup_is_trusted_only_after_the_earlier_attempt_deadline(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let crashed_sent = tokio::time::Instant::now();
+    crashed_attempt(&client, "order-8", Duration::from_secs(1), 0).await;
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        attempt_duration: Some(Duration::from_secs(1)),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-8")
+    };
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let started = Arc::new(std::sync::Mutex::new(None));
+    let execution = client
+        .execute_once_with_lookup(
+            &operation,
+            |context| {
+                let (provider, lookups) = (provider.clone(), lookups.clone());
+                async move {
+                    lookups.fetch_add(1, Ordering::SeqCst);
+                    provider
+                        .find(context.operation_id())
+                        .map(|body| Disposition::Success(result(body)))
+                }
+            },
+            |context| {
+                let (provider, started) = (provider.clone(), started.clone());
+                async move {
+                    *started.lock().expect("lock") = Some((
+                        tokio::time::Instant::now(),
+                        context.attempt(),
+                        context.previous_outcome_unknown().cloned(),
+                    ));
+                    Disposition::Success(result(provider.perform(context.operation_id())))
+                }
+            },
+        )
+        .await
+        .expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert_eq!(provider.total(), 1);
+    let (started_at, attempt, previous) = started.lock().expect("lock").clone().expect("ran");
+    // The server does not yet say when the crashed attempt's deadline is, so
+    // the helper waited a whole attempt duration (handing its own attempt on
+    // as UNKNOWN, attempt 2) before it trusted "not found" (attempt 3).
+    assert!(
+        started_at >= crashed_sent + Duration::from_secs(1),
+        "the effect started before the crashed attempt's deadline"
+    );
+    assert_eq!(attempt, 3);
+    let previous = previous.expect("told of the earlier attempt");
+    assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
+    assert!(lookups.load(Ordering::SeqCst) >= 2);
+    world.finish().await;
+}
+
+async fn a_takeover_records_what_the_lookup_found_without_running_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let crashed = crashed_attempt(&client, "order-9", Duration::from_secs(5), 0).await;
+    // The crashed attempt's effect did happen at the provider.
+    let earlier = provider.perform(&crashed.operation_id);
+    let execution = client
+        .execute_once_with_lookup(
+            &order("order-9"),
+            |context| {
+                let provider = provider.clone();
+                async move {
+                    provider
+                        .find(context.operation_id())
+                        .map(|body| Disposition::Success(result(body)))
+                }
+            },
+            |_| async { panic!("the effect already happened") },
+        )
+        .await
+        .expect("reconciled");
+    assert_eq!(execution.source, Source::Reconciled);
+    assert_eq!(succeeded(&execution), earlier);
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+async fn a_retryable_failure_is_released_and_claimed_again(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let execution = client
+        .execute_once(&order("order-10"), |context| {
+            let (provider, calls) = (provider.clone(), calls.clone());
+            async move {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Disposition::Retryable(
+                        proto::OperationError {
+                            code: "provider_busy".into(),
+                            ..Default::default()
+                        },
+                        Duration::from_millis(50),
+                    );
+                }
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    let events = history(&client, &execution.operation_id).await;
+    assert_eq!(
+        events,
+        ["CLAIMED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+        "{events:?}"
+    );
+    world.finish().await;
+}
+
+async fn a_terminal_failure_is_stored_and_replayed(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let declined = proto::OperationError {
+        code: "card_declined".into(),
+        message: "declined".into(),
+        ..Default::default()
+    };
+    let execution = client
+        .execute_once(&order("order-11"), |_| {
+            let declined = declined.clone();
+            async move { Disposition::Terminal(declined) }
+        })
+        .await
+        .expect("ended");
+    let Outcome::Failed(error) = &execution.outcome else {
+        panic!("expected a failure, got {execution:?}");
+    };
+    assert_eq!(error.code, "card_declined");
+    assert_eq!(error.reason(), proto::FailureReason::Terminal);
+    let replay = client
+        .execute_once(&order("order-11"), |_| async {
+            panic!("a replay runs nothing")
+        })
+        .await
+        .expect("replayed");
+    assert_eq!(replay.source, Source::Replayed);
+    let Outcome::Failed(replayed) = &replay.outcome else {
+        panic!("expected the failure replayed, got {replay:?}");
+    };
+    assert_eq!(replayed.code, "card_declined");
+    world.finish().await;
+}
+
+async fn too_little_lease_left_never_starts_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The first Claim's reply arrives with 200 ms of a 1 s lease left, less
+    // than the 300 ms margin.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_millis(800)));
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_secs(1),
+        safety_margin: Duration::from_millis(300),
+        ..order("order-12")
+    };
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let execution = client
+        .execute_once(&operation, |context| {
+            let (provider, attempts) = (provider.clone(), attempts.clone());
+            async move {
+                attempts.lock().expect("lock").push(context.attempt());
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(
+        *attempts.lock().expect("lock"),
+        [2],
+        "attempt 1 never started"
+    );
+    assert_eq!(execution.attempt, 2);
+    assert_eq!(provider.total(), 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(
+        events,
+        ["CLAIMED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+        "{events:?}"
+    );
+    world.finish().await;
+}
+
+async fn needs_reconciliation_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let crashed = crashed_attempt(&client, "order-13", Duration::from_secs(5), 1).await;
+    let refused = client
+        .execute_once(&order("order-13"), |_| async { panic!("nothing may run") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::NeedsReconciliation {
+            operation_id: crashed.operation_id,
+            fence: crashed.fence,
+            attempts: 1,
+        })
+    );
+    world.finish().await;
+}
+
+async fn the_lease_is_renewed_while_the_effect_runs(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_millis(300),
+        safety_margin: Duration::from_millis(100),
+        ..order("order-14")
+    };
+    let run = tokio::spawn({
+        let (client, provider, operation) = (client.clone(), provider.clone(), operation.clone());
+        async move {
+            client
+                .execute_once(&operation, |context| {
+                    let provider = provider.clone();
+                    async move {
+                        // More than three leases long.
+                        tokio::time::sleep(Duration::from_millis(1000)).await;
+                        Disposition::Success(result(provider.perform(context.operation_id())))
+                    }
+                })
+                .await
+        }
+    });
+    // Past the first lease, the running effect still holds the operation.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let meanwhile = client
+        .claim(claim_json(
+            "orders.create",
+            "order-14",
+            r#"{"amount":1000,"currency":"EUR"}"#,
+        ))
+        .await
+        .expect("claim");
+    assert!(
+        matches!(
+            meanwhile.outcome,
+            Some(proto::claim_response::Outcome::Pending(_))
+        ),
+        "{meanwhile:?}"
+    );
+    let execution = run.await.expect("task").expect("executed");
+    assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
+    assert_eq!(provider.total(), 1);
+    let events = history(&client, &execution.operation_id).await;
+    assert!(
+        events.iter().filter(|event| *event == "RENEWED").count() >= 2,
+        "{events:?}"
+    );
+    assert_eq!(events.last().map(String::as_str), Some("COMPLETED"));
+    world.finish().await;
+}
+
+async fn a_pending_operation_past_the_callers_deadline_runs_nothing(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    // Another owner holds a long lease.
+    let holder = client
+        .claim(proto::ClaimRequest {
+            lease: millis(10_000),
+            ..claim_json(
+                "orders.create",
+                "order-15",
+                r#"{"amount":1000,"currency":"EUR"}"#,
+            )
+        })
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::Acquired(acquired)) = holder.outcome else {
+        panic!("expected Acquired, got {holder:?}");
+    };
+    let operation_id = acquired.ownership.expect("ownership").operation_id;
+    let operation = Operation {
+        deadline: Duration::from_millis(500),
+        wait: Duration::from_millis(200),
+        ..order("order-15")
+    };
+    let refused = client
+        .execute_once(&operation, |_| async { panic!("another owner holds it") })
+        .await;
+    assert_eq!(
+        refused,
+        Err(Error::DeadlinePassed {
+            operation_id: Some(operation_id)
+        })
+    );
+    world.finish().await;
+}
+
+async fn a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token(
+    store: Store,
+) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The Claim is handled at once, its reply held past the call's deadline:
+    // the client gives up on it (DEADLINE_EXCEEDED) and re-sends.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_millis(1000)));
+    let base = proxy.client(&world.token).await;
+    let client = base.clone().with_config(idemd_client::ClientConfig {
+        call_timeout: Duration::from_millis(400),
+        ..base.config().clone()
+    });
+    let provider = Provider::default();
+    let execution = client
+        .execute_once(
+            // No server-side wait, which would lengthen the call's deadline.
+            &Operation {
+                wait: Duration::ZERO,
+                ..order("order-16")
+            },
+            |context| {
+                let provider = provider.clone();
+                async move {
+                    Disposition::Success(result(provider.perform(context.operation_id())))
+                }
+            },
+        )
+        .await
+        .expect("executed");
+    assert!(proxy.responses() >= 3, "the Claim was re-sent");
+    assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
+    assert_eq!(provider.total(), 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
