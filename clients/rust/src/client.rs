@@ -196,6 +196,7 @@ impl Client {
                     operation_id.to_owned(),
                 )),
                 include_history: false,
+                ..Default::default()
             })
             .await?;
         found

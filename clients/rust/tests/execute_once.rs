@@ -41,6 +41,7 @@ async fn history(client: &idemd_client::Client, operation_id: &str) -> Vec<Strin
                 operation_id.into(),
             )),
             include_history: true,
+            ..Default::default()
         })
         .await
         .expect("lookup")
