@@ -79,6 +79,7 @@ async fn every_shared_fingerprint_vector_is_what_the_server_stores() {
                         scope("vectors.check", &key).expect("scope"),
                     )),
                     include_history: false,
+                    ..Default::default()
                 },
             ))
             .await
