@@ -604,8 +604,8 @@ impl Run<'_> {
                     DeadlineSource::Server,
                 ),
                 (None, Some(own)) => (*own, DeadlineSource::OwnAttempt),
-                // The server does not fill previous_attempt_deadline yet (absent
-                // in the reply). Then assume the worst: the earlier attempt began
+                // The server could not tell previous_attempt_deadline (absent
+                // in the reply: a takeover recorded by an older server). Then assume the worst: the earlier attempt began
                 // before this one and its duration is the same (fixed per
                 // operation), so its deadline is at most a whole attempt duration
                 // after the server took this Claim, which was before its reply.
