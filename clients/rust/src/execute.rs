@@ -604,11 +604,12 @@ impl Run<'_> {
                     DeadlineSource::Server,
                 ),
                 (None, Some(own)) => (*own, DeadlineSource::OwnAttempt),
-                // The server could not tell previous_attempt_deadline (absent
-                // in the reply: a takeover recorded by an older server). Then assume the worst: the earlier attempt began
-                // before this one and its duration is the same (fixed per
-                // operation), so its deadline is at most a whole attempt duration
-                // after the server took this Claim, which was before its reply.
+                // The server could not tell previous_attempt_deadline (absent:
+                // a takeover recorded by an older server). Then assume the
+                // worst: the earlier attempt began before this one and its
+                // duration is the same (fixed per operation), so its deadline
+                // is at most a whole attempt duration after the server took
+                // this Claim, which was before its reply.
                 (None, None) => (
                     received_at + std_duration(owned.ownership.attempt_deadline),
                     DeadlineSource::Assumed,
