@@ -248,9 +248,16 @@ impl Dialect for PostgresStore {
             // from a snapshot older than a concurrent locked write of the
             // same operation (scopes and tenant names are inserted ON
             // CONFLICT DO NOTHING): again, too.
+            // Once the attempts are spent they answer UNAVAILABLE too.
             "40001" | "40P01" | "23505" => ErrorClass::Conflict,
-            // Connection exceptions, insufficient resources, operator
-            // intervention.
+            // Not now, but soon: a lock or statement that took too long
+            // (lock_timeout 55P03, statement_timeout or a cancel 57014), a
+            // session ended while idle in a transaction (25P03), a primary
+            // demoted under us (25006, read-only transaction), the server
+            // shutting down or starting (57P01-57P05), connection
+            // exceptions (08*), insufficient resources (53*: too many
+            // connections, out of memory or disk).
+            "55P03" | "57014" | "25006" | "25P03" => ErrorClass::Unavailable,
             code if code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") => {
                 ErrorClass::Unavailable
             }
@@ -363,6 +370,49 @@ mod tests {
 
     use super::*;
     use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+    /// Every transient condition of a Postgres server answers UNAVAILABLE
+    /// (retry), never INTERNAL; only what no retry can mend is INTERNAL.
+    #[test]
+    fn transient_sqlstates_are_unavailable_and_the_rest_internal() {
+        use crate::store::error::StoreError;
+        for (sqlstate, class) in [
+            ("55P03", ErrorClass::Unavailable), // lock_timeout
+            ("57014", ErrorClass::Unavailable), // statement_timeout, cancel
+            ("25006", ErrorClass::Unavailable), // read-only: a demoted primary
+            ("25P03", ErrorClass::Unavailable), // idle_in_transaction_session_timeout
+            ("57P01", ErrorClass::Unavailable), // admin shutdown
+            ("57P02", ErrorClass::Unavailable), // crash shutdown
+            ("57P03", ErrorClass::Unavailable), // cannot connect now
+            ("53300", ErrorClass::Unavailable), // too many connections
+            ("53100", ErrorClass::Unavailable), // disk full
+            ("08006", ErrorClass::Unavailable), // connection failure
+            ("08001", ErrorClass::Unavailable), // cannot establish a connection
+            ("08P01", ErrorClass::Unavailable), // protocol violation
+            ("40001", ErrorClass::Conflict),    // serialization failure
+            ("40P01", ErrorClass::Conflict),    // deadlock
+            ("23505", ErrorClass::Conflict),    // a history sequence raced
+            ("42P01", ErrorClass::Internal),    // undefined table: a bug
+            ("22P02", ErrorClass::Internal),    // invalid text representation
+            ("23502", ErrorClass::Internal),    // not null violation
+            ("XX000", ErrorClass::Internal),    // internal error
+        ] {
+            assert_eq!(PostgresStore::classify_code(sqlstate), class, "{sqlstate}");
+        }
+        // A conflict whose attempts are spent is UNAVAILABLE too, as is the
+        // pool's own failure; neither is INTERNAL.
+        for error in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ] {
+            let translated = PostgresStore::translate(StoreError::Database(error));
+            assert!(
+                matches!(translated, Error::Unavailable { .. }),
+                "{translated:?}"
+            );
+        }
+    }
 
     /// The statements that run over many rows (the sweeper's, the gauges',
     /// ListUnresolved) must find their rows through an index: with sequential
