@@ -14,6 +14,7 @@ use crate::domain::{
 };
 
 mod batch;
+mod bounded;
 mod error;
 mod flow;
 pub mod open;
@@ -21,6 +22,8 @@ pub mod postgres;
 mod row;
 mod sql;
 pub mod sqlite;
+
+pub use bounded::Bounded;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;

@@ -453,6 +453,10 @@ OPTIONAL_SETTINGS = {
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
     "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",
     "database.acquireTimeout": "IDEMD_DB_ACQUIRE_TIMEOUT",
+    "database.lockTimeout": "IDEMD_DB_LOCK_TIMEOUT",
+    "database.statementTimeout": "IDEMD_DB_STATEMENT_TIMEOUT",
+    "database.idleInTransactionTimeout": "IDEMD_DB_IDLE_IN_TRANSACTION_TIMEOUT",
+    "database.callTimeout": "IDEMD_DB_CALL_TIMEOUT",
     "metrics.gaugeInterval": "IDEMD_GAUGE_INTERVAL",
 }
 

@@ -85,6 +85,48 @@ pub struct PostgresOptions {
     pub url: String,
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    pub timeouts: SessionTimeouts,
+}
+
+/// The server-side bounds of every idemd session: a stalled lock holder, a
+/// runaway statement or a session left idle inside a transaction ends with
+/// an error the caller retries, instead of holding connections and locks.
+/// Zero turns one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionTimeouts {
+    pub lock_timeout: Duration,
+    pub statement_timeout: Duration,
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for SessionTimeouts {
+    /// The defaults of `idemd serve`.
+    fn default() -> Self {
+        Self {
+            lock_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl SessionTimeouts {
+    /// None of them: for migrations, which may wait for the migration lock
+    /// another replica holds and may rewrite large tables.
+    pub const NONE: Self = Self {
+        lock_timeout: Duration::ZERO,
+        statement_timeout: Duration::ZERO,
+        idle_in_transaction_timeout: Duration::ZERO,
+    };
+}
+
+/// Milliseconds, as Postgres reads a bare number for its timeouts.
+fn postgres_millis(duration: Duration) -> String {
+    // Postgres takes at most i32::MAX ms; longer is the same as none.
+    match i32::try_from(duration.as_millis()) {
+        Ok(millis) => millis.to_string(),
+        Err(_) => "0".to_owned(),
+    }
 }
 
 /// The settings of every idemd session.
@@ -95,10 +137,22 @@ pub struct PostgresOptions {
 /// Postgres keeps planning the multi-CTE one-statement paths afresh for
 /// each call (0.6 ms of planning for 0.1 ms of work, measured), since their
 /// generic plan looks no cheaper than a custom one.
-pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
-    options
-        .application_name("idemd")
-        .options([("plan_cache_mode", "force_generic_plan")])
+///
+/// And the [`SessionTimeouts`], sent with the startup packet, so they hold
+/// from the session's first statement without a round trip of their own.
+pub fn session_settings(options: PgConnectOptions, timeouts: &SessionTimeouts) -> PgConnectOptions {
+    options.application_name("idemd").options([
+        ("plan_cache_mode", "force_generic_plan".to_owned()),
+        ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
+        (
+            "statement_timeout",
+            postgres_millis(timeouts.statement_timeout),
+        ),
+        (
+            "idle_in_transaction_session_timeout",
+            postgres_millis(timeouts.idle_in_transaction_timeout),
+        ),
+    ])
 }
 
 impl PostgresStore {
@@ -114,7 +168,7 @@ impl PostgresStore {
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
             .test_before_acquire(false)
-            .connect_with(session_settings(connect_options))
+            .connect_with(session_settings(connect_options, &options.timeouts))
             .await
             .map_err(|error| Self::translate(error.into()))?;
         Ok(Self::from_pool(pool))
@@ -171,9 +225,22 @@ impl PostgresStore {
     }
 
     /// Applies pending migrations. sqlx holds an advisory lock meanwhile, so
-    /// replicas starting together migrate once.
+    /// replicas starting together migrate once. They run on a connection of
+    /// their own without the session timeouts: waiting for another replica's
+    /// migration lock, or rewriting a large table, is no stall.
     pub async fn migrate(&self) -> Result<()> {
-        super::run_migrations(&MIGRATOR, &self.pool).await
+        let options = session_settings(
+            self.pool.connect_options().as_ref().clone(),
+            &SessionTimeouts::NONE,
+        );
+        let connection = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|error| Self::translate(error.into()))?;
+        let migrated = super::run_migrations(&MIGRATOR, &connection).await;
+        connection.close().await;
+        migrated
     }
 
     /// Acknowledged results must survive a crash; with asynchronous commit

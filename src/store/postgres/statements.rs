@@ -375,7 +375,11 @@ const WRITE_GUARDED: &str = concat!(
                  in_lease_clear, in_lease_ms, in_retry_after_ms, in_finishes, in_receipt, \
                  in_receipt_digest, in_event, in_detail, ordinal) \
          ), clock AS (SELECT clock_timestamp() AS now), \
-         updated AS ( \
+         locked AS ( \
+             SELECT o.operation_id FROM operations AS o JOIN input \
+               ON o.operation_id = input.in_operation_id AND o.tenant_id = input.in_tenant_id \
+             FOR UPDATE OF o SKIP LOCKED \
+         ), updated AS ( \
              UPDATE operations AS o SET \
                  state = in_state, \
                  outcome_state = CASE WHEN in_set_outcome THEN in_outcome_state \
@@ -425,6 +429,7 @@ const WRITE_GUARDED: &str = concat!(
                  updated_at = clock.now \
              FROM input CROSS JOIN clock \
              WHERE o.operation_id = in_operation_id AND o.tenant_id = in_tenant_id \
+               AND o.operation_id IN (SELECT operation_id FROM locked) \
                AND o.fence = in_fence AND o.state = in_from_state \
                AND o.attempt_deadline_at > clock.now \
                AND NOT (in_no_receipt AND COALESCE(o.last_write_by = 'owner' \
@@ -455,8 +460,11 @@ const WRITE_GUARDED: &str = concat!(
 /// and whose SET is its [`crate::domain::guarded::Write`], relative to the
 /// statement's clock and the row's own columns, with the history entries in
 /// the same statement. A member whose guard does not hold is `None`: the
-/// locked path decides and explains it. Members must name distinct
-/// operations.
+/// locked path decides and explains it. So is a member whose row another
+/// transaction holds (`SKIP LOCKED`): the shared statement never waits for
+/// one operation's lock, which would hold up every member and every write
+/// queued behind it; that member waits on its own, in the locked path, up
+/// to `lock_timeout`. Members must name distinct operations.
 pub(super) async fn write_guarded(
     pool: &PgPool,
     members: &[WriteMember<'_>],
