@@ -20,6 +20,7 @@ use crate::domain::{
     TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
+use crate::shutdown::Backoff;
 use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::current_trace_id;
 
@@ -30,6 +31,8 @@ const CLAIM_ROUNDS: usize = 3;
 /// this one only through the database.
 const WAIT_POLL_START: Duration = Duration::from_millis(25);
 const WAIT_POLL_MAX: Duration = Duration::from_millis(500);
+/// The longest pause before listening again for other replicas' changes.
+const RELAY_MAX_PAUSE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct ClaimReply {
@@ -417,8 +420,9 @@ impl IdempotencyService {
     /// after a failure. Waiters poll as well, so a lost notification costs
     /// latency, never correctness.
     pub async fn relay_changes_from_other_replicas(self, stop: CancellationToken) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new(Duration::from_millis(100), RELAY_MAX_PAUSE);
         loop {
+            let started = tokio::time::Instant::now();
             let changes = self.changes.clone();
             let relay = move |operation_id: OperationId| {
                 let _ = changes.send(operation_id);
@@ -435,14 +439,17 @@ impl IdempotencyService {
                 }
                 Some(Ok(())) => {}
             }
+            // A listener that ran a while had worked: start over.
+            if started.elapsed() >= RELAY_MAX_PAUSE {
+                backoff.reset();
+            }
             if stop
-                .run_until_cancelled(tokio::time::sleep(backoff))
+                .run_until_cancelled(tokio::time::sleep(backoff.pause()))
                 .await
                 .is_none()
             {
                 return;
             }
-            backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     }
 

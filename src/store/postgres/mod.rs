@@ -11,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
-use self::notifier::{CHANGES_CHANNEL, Notifier};
+use self::notifier::Notifier;
 use self::statements::{ClaimRequest, WriteRequest};
 use super::batch::Batcher;
 use super::error::{ErrorClass, StoreResult};
@@ -23,6 +23,7 @@ use super::sql::{
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{ClaimCommand, Error, OperationId, Result, TenantId};
+use crate::shutdown::Backoff;
 
 mod notifier;
 mod statements;
@@ -49,6 +50,10 @@ pub struct PostgresStore {
 /// 3.8k–4.1k ops/s with 1 or 2, 2.8k with 4 and 2.1k with 8. Two keep one
 /// slow statement (a row lock waited for) from holding up every call.
 const STATEMENTS_IN_FLIGHT: usize = 2;
+
+/// Pauses before listening again for other replicas' changes.
+const LISTEN_FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(10);
 
 /// Runs a one-statement path again after a serialization failure, deadlock
 /// or history sequence collision (a concurrent locked write of the same
@@ -384,6 +389,9 @@ impl Dialect for PostgresStore {
         self.pool.close().await;
     }
 
+    /// Listens on a connection of its own, outside the pool, checked while
+    /// silent; a lost one is listened on again after a pause that doubles
+    /// while it keeps failing and starts over once listening worked.
     async fn listen_for_changes(
         &self,
         changed: &(dyn Fn(OperationId) + Send + Sync),
@@ -391,14 +399,13 @@ impl Dialect for PostgresStore {
         if self.notifier.is_none() {
             std::future::pending::<()>().await;
         }
-        let translate = |error: sqlx::Error| Self::translate(error.into());
-        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
-            .await
-            .map_err(translate)?;
-        listener.listen(CHANGES_CHANNEL).await.map_err(translate)?;
+        let connect = self.pool.connect_options();
+        let mut backoff = Backoff::new(LISTEN_FIRST_PAUSE, LISTEN_MAX_PAUSE);
         loop {
-            let notification = listener.recv().await.map_err(translate)?;
-            notifier::changed_operations(notification.payload()).for_each(changed);
+            if let Err(error) = notifier::listen(&connect, changed, &mut backoff).await {
+                warn!(%error, "not listening for other replicas' changes; waiters poll meanwhile");
+            }
+            tokio::time::sleep(backoff.pause()).await;
         }
     }
 

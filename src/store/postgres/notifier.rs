@@ -18,13 +18,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use super::super::flow::statement_span;
 use crate::domain::OperationId;
+use crate::shutdown::Backoff;
 
 /// The channel state changes are announced on; the payload is a
 /// comma-separated list of operation_ids.
@@ -157,6 +158,81 @@ async fn send_changes(
     if let Some(open) = connection {
         let _ = open.close().await;
     }
+}
+
+/// How long the LISTEN connection may stay silent before it is checked: a
+/// database gone without closing the socket sends nothing either.
+const LISTEN_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How long connecting, LISTEN and each check may take before the
+/// connection counts as lost.
+const LISTEN_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn timed_out(what: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} took longer than {LISTEN_CHECK_TIMEOUT:?}"),
+    ))
+}
+
+/// Listens for other replicas' changes on a connection of its own, outside
+/// the store's pool (so a pool of one connection still serves calls), and
+/// calls `changed` for each operation heard of. Resets `backoff` once
+/// listening; returns when the connection is lost or fails its check (a
+/// `SELECT 1` after each silent [`LISTEN_CHECK_INTERVAL`], answered within
+/// [`LISTEN_CHECK_TIMEOUT`]), for the caller to pause and listen again.
+pub(super) async fn listen(
+    connect: &PgConnectOptions,
+    changed: &(dyn Fn(OperationId) + Send + Sync),
+    backoff: &mut Backoff,
+) -> Result<(), sqlx::Error> {
+    // PgListener reconnects through a pool: this one holds its one
+    // connection and nothing else.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(LISTEN_CHECK_TIMEOUT)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with(connect.clone());
+    let listening = async {
+        let mut listener = tokio::time::timeout(LISTEN_CHECK_TIMEOUT, async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            // A lost connection is reported, not silently replaced: the
+            // caller's backoff paces reconnection.
+            listener.eager_reconnect(false);
+            listener.listen(CHANGES_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        })
+        .await
+        .map_err(|_| timed_out("connecting to LISTEN"))??;
+        backoff.reset();
+        loop {
+            match tokio::time::timeout(LISTEN_CHECK_INTERVAL, listener.try_recv()).await {
+                Ok(Ok(Some(notification))) => {
+                    changed_operations(notification.payload()).for_each(changed);
+                }
+                Ok(Ok(None)) => {
+                    return Err(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "the LISTEN connection was lost",
+                    )));
+                }
+                Ok(Err(error)) => return Err(error),
+                Err(_) => {
+                    tokio::time::timeout(
+                        LISTEN_CHECK_TIMEOUT,
+                        sqlx::query("SELECT 1").execute(&mut listener),
+                    )
+                    .instrument(statement_span("postgresql", "SELECT 1 (LISTEN check)"))
+                    .await
+                    .map_err(|_| timed_out("checking the LISTEN connection"))??;
+                }
+            }
+        }
+    };
+    let outcome = listening.await;
+    // Not awaited: a connection the network swallowed may never close.
+    drop(pool);
+    outcome
 }
 
 /// The operation_ids, comma-separated, in as few payloads as fit.
