@@ -110,6 +110,19 @@ pub struct DatabaseArgs {
     /// database that stopped answering without closing the connection.
     #[arg(long, env = "IDEMD_DB_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
     pub db_call_timeout: Duration,
+
+    /// Postgres: this database has no standby to fail over to, so commits
+    /// that wait for no standby lose nothing on failover. Silences the
+    /// start-up warning about `synchronous_commit` and
+    /// `synchronous_standby_names` (not the one about `synchronous_commit =
+    /// off`, which loses results in a crash of the one node too).
+    #[arg(
+        long = "acknowledge-single-node",
+        env = "IDEMD_SINGLE_NODE_DURABILITY_OK",
+        default_value_t = false,
+        global = true
+    )]
+    pub single_node_durability_ok: bool,
 }
 
 #[derive(Debug, Clone, Args)]

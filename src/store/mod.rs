@@ -105,13 +105,17 @@ pub struct PoolUsage {
     pub max: u32,
 }
 
-/// Applies a store's pending migrations.
+/// Applies a store's pending migrations. Migrations this binary does not
+/// know (a newer binary applied them) are no error: migrations are
+/// expand/contract, so schema N+1 still serves binary N.
 async fn run_migrations<'a, A>(migrator: &sqlx::migrate::Migrator, connection: A) -> Result<()>
 where
     A: sqlx::Acquire<'a>,
     <A::Connection as std::ops::Deref>::Target: sqlx::migrate::Migrate,
 {
-    migrator
+    let mut tolerant = sqlx::migrate::Migrator::with_migrations(migrator.iter().cloned().collect());
+    tolerant.set_ignore_missing(true);
+    tolerant
         .run(connection)
         .await
         .map_err(|error| crate::domain::Error::Internal(format!("migration failed: {error}")))

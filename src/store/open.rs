@@ -104,7 +104,9 @@ pub(crate) async fn open_store(
             let location = postgres_location(&url);
             let store = open_postgres(database, url, migrate).await?;
             if matches!(purpose, Purpose::Serve(_)) {
-                store.warn_if_commits_are_asynchronous().await?;
+                store
+                    .warn_about_durability(database.single_node_durability_ok)
+                    .await?;
             }
             OpenedStore {
                 store: Arc::new(store),

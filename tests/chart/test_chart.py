@@ -487,6 +487,12 @@ def test_large_numbers_are_written_as_integers():
     assert data["IDEMD_SWEEP_BATCH"] == "500"
 
 
+def test_single_node_durability_is_acknowledged_only_when_asked():
+    assert config_data(render())["IDEMD_SINGLE_NODE_DURABILITY_OK"] == "false"
+    data = config_data(render({"database.singleNodeDurabilityOk": True}))
+    assert data["IDEMD_SINGLE_NODE_DURABILITY_OK"] == "true"
+
+
 def test_migration_job_gets_the_acquire_timeout(full_render, all_features_values):
     data = full_render.one("ConfigMap", f"{fullname()}-migrate")["data"]
     assert data["IDEMD_DB_ACQUIRE_TIMEOUT"] == all_features_values["database"]["acquireTimeout"]

@@ -177,6 +177,7 @@ IDEMD_DRAIN_TIMEOUT: {{ printf "%ds" (int $config.drainTimeoutSeconds) | quote }
 IDEMD_DB_MAX_CONNECTIONS: {{ .Values.database.maxConnections | int | toString | quote }}
 IDEMD_METRICS_TENANT_LABEL: {{ .Values.metrics.tenantLabel | toString | quote }}
 IDEMD_PG_NOTIFY: {{ .Values.database.notify | toString | quote }}
+IDEMD_SINGLE_NODE_DURABILITY_OK: {{ .Values.database.singleNodeDurabilityOk | toString | quote }}
 {{- with .Values.metrics.operations }}
 IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
 {{- end }}

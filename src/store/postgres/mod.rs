@@ -248,22 +248,64 @@ impl PostgresStore {
         migrated
     }
 
-    /// Acknowledged results must survive a crash; with asynchronous commit
-    /// they may not.
-    pub async fn warn_if_commits_are_asynchronous(&self) -> Result<()> {
-        let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(&self.pool)
-            .instrument(Self::statement("SHOW synchronous_commit"))
-            .await
-            .map_err(|error| Self::translate(error.into()))?;
-        if setting == "off" {
-            warn!(
-                synchronous_commit = %setting,
+    /// Acknowledged results must survive a crash, and a failover: warns
+    /// when the database's commit settings say they may not (see
+    /// [`durability_risk`]). `single_node`: the operator says there is no
+    /// standby to fail over to.
+    pub async fn warn_about_durability(&self, single_node: bool) -> Result<()> {
+        let (synchronous_commit, standby_names): (String, String) = sqlx::query_as(
+            "SELECT current_setting('synchronous_commit'), \
+                    current_setting('synchronous_standby_names')",
+        )
+        .fetch_one(&self.pool)
+        .instrument(Self::statement("SHOW synchronous_commit"))
+        .await
+        .map_err(|error| Self::translate(error.into()))?;
+        match durability_risk(&synchronous_commit, &standby_names) {
+            Some(DurabilityRisk::Crash) => warn!(
+                synchronous_commit = %synchronous_commit,
                 "postgres synchronous_commit is off: a database crash can lose results that \
                  idemd already acknowledged, and a retry would then execute the effect again"
-            );
+            ),
+            Some(DurabilityRisk::Failover) if !single_node => warn!(
+                synchronous_commit = %synchronous_commit,
+                synchronous_standby_names = %standby_names,
+                "postgres commits do not wait for a synchronous standby to flush them: a \
+                 failover can lose results that idemd already acknowledged, and a retry would \
+                 then execute the effect again. Set synchronous_commit = on (or remote_apply) \
+                 with synchronous_standby_names, or, if this database has no standby to fail \
+                 over to, acknowledge it with IDEMD_SINGLE_NODE_DURABILITY_OK=true"
+            ),
+            Some(DurabilityRisk::Failover) | None => {}
         }
         Ok(())
+    }
+}
+
+/// How acknowledged results could be lost, by the commit settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DurabilityRisk {
+    /// `synchronous_commit = off`: in a crash of the primary itself.
+    Crash,
+    /// Commits that wait for no standby's flush: on a failover to a standby
+    /// that had not received them.
+    Failover,
+}
+
+/// What `synchronous_commit` and `synchronous_standby_names` risk. Only
+/// `on` and `remote_apply` wait for a synchronous standby to flush, and
+/// only when one is named; `remote_write` waits for its write, not its
+/// flush; `local` waits for none.
+pub(crate) fn durability_risk(
+    synchronous_commit: &str,
+    synchronous_standby_names: &str,
+) -> Option<DurabilityRisk> {
+    let no_standby = synchronous_standby_names.trim().is_empty();
+    match synchronous_commit.trim().to_ascii_lowercase().as_str() {
+        "off" | "false" | "no" | "0" => Some(DurabilityRisk::Crash),
+        "local" | "remote_write" => Some(DurabilityRisk::Failover),
+        _ if no_standby => Some(DurabilityRisk::Failover),
+        _ => None,
     }
 }
 
@@ -444,6 +486,30 @@ mod tests {
 
     use super::*;
     use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+    #[test]
+    fn commit_settings_that_can_lose_acknowledged_results_are_named() {
+        for (commit, standbys, risk) in [
+            ("off", "", Some(DurabilityRisk::Crash)),
+            ("off", "replica1", Some(DurabilityRisk::Crash)),
+            ("local", "replica1", Some(DurabilityRisk::Failover)),
+            (
+                "remote_write",
+                "ANY 1 (a, b)",
+                Some(DurabilityRisk::Failover),
+            ),
+            ("on", "", Some(DurabilityRisk::Failover)),
+            ("remote_apply", " ", Some(DurabilityRisk::Failover)),
+            ("on", "replica1", None),
+            ("remote_apply", "FIRST 1 (a, b)", None),
+        ] {
+            assert_eq!(
+                durability_risk(commit, standbys),
+                risk,
+                "{commit} / {standbys:?}"
+            );
+        }
+    }
 
     /// Every transient condition of a Postgres server answers UNAVAILABLE
     /// (retry), never INTERNAL; only what no retry can mend is INTERNAL.
