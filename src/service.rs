@@ -22,7 +22,7 @@ use crate::domain::{
 use crate::metrics::Metrics;
 use crate::shutdown::Backoff;
 use crate::store::{Applied, ClaimStart, Decide, Store};
-use crate::telemetry::current_trace_id;
+use crate::telemetry::{LogLimiter, current_trace_id};
 
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.
@@ -31,6 +31,9 @@ const CLAIM_ROUNDS: usize = 3;
 /// this one only through the database.
 const WAIT_POLL_START: Duration = Duration::from_millis(25);
 const WAIT_POLL_MAX: Duration = Duration::from_millis(500);
+/// At most one log line per this interval for refused stale writes, and one
+/// for late ones, per replica.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest pause before listening again for other replicas' changes.
 const RELAY_MAX_PAUSE: Duration = Duration::from_secs(30);
 
@@ -72,6 +75,9 @@ pub struct IdempotencyService {
     draining: CancellationToken,
     /// Terminal records, to answer replays without the database.
     results: TerminalCache,
+    /// Refused stale and late writes are logged at most once a second each.
+    stale_writes: Arc<LogLimiter>,
+    late_writes: Arc<LogLimiter>,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -92,6 +98,8 @@ impl IdempotencyService {
             changes,
             draining,
             results: TerminalCache::new(0),
+            stale_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
+            late_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
         }
     }
 
@@ -385,25 +393,31 @@ impl IdempotencyService {
         match &applied.answer {
             Err(Error::LeaseLost { current_fence, .. }) => {
                 self.metrics.stale_write(tenant, operation, rpc);
-                info!(
-                    %operation_id,
-                    rpc,
-                    current_fence,
-                    trace_id = current_trace_id().as_deref(),
-                    "stale write refused"
-                );
+                if let Some(suppressed) = self.stale_writes.admit(std::time::Instant::now()) {
+                    info!(
+                        %operation_id,
+                        rpc,
+                        current_fence,
+                        suppressed,
+                        trace_id = current_trace_id().as_deref(),
+                        "stale write refused"
+                    );
+                }
             }
             Err(Error::Refused {
                 refusal: Refusal::AttemptDeadlinePassed,
                 ..
             }) => {
                 self.metrics.late_write(tenant, operation, rpc);
-                info!(
-                    %operation_id,
-                    rpc,
-                    trace_id = current_trace_id().as_deref(),
-                    "late write refused: past the attempt deadline"
-                );
+                if let Some(suppressed) = self.late_writes.admit(std::time::Instant::now()) {
+                    info!(
+                        %operation_id,
+                        rpc,
+                        suppressed,
+                        trace_id = current_trace_id().as_deref(),
+                        "late write refused: past the attempt deadline"
+                    );
+                }
             }
             _ => {}
         }

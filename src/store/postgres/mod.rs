@@ -383,6 +383,16 @@ impl Dialect for PostgresStore {
         &self.pool
     }
 
+    /// READ COMMITTED would give each statement a snapshot of its own: a
+    /// transition committed between the record's read and the history's
+    /// would show in one and not the other.
+    async fn begin_snapshot(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        Ok(self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?)
+    }
+
     fn pause_before_write(&self) -> Option<&PauseHook> {
         self.pause_before_write.as_ref()
     }
