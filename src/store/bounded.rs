@@ -6,11 +6,11 @@
 //! dropped with its connection, and whatever the database did or did not
 //! commit meanwhile is settled by the record, as for a lost reply.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
-use std::sync::Arc;
 use tracing::warn;
 
 use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, SweepReport};
