@@ -245,7 +245,7 @@ async fn sessions_carry_the_timeouts_and_migrations_wait_for_locks(
 /// Another transaction holds one operation's row (a stalled replica, an
 /// operator's session): the calls on that operation answer UNAVAILABLE once
 /// lock_timeout passes, and meanwhile the other tenant's calls keep
-/// succeeding; none of them waits for that row.
+/// succeeding, even those that shared a statement with one of them.
 #[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn a_held_row_lock_fails_its_callers_while_other_tenants_keep_working(
     _: sqlx::postgres::PgPoolOptions,
@@ -259,12 +259,19 @@ async fn a_held_row_lock_fails_its_callers_while_other_tenants_keep_working(
     let (operation_id, fence) = acquire(&mut client, &tenant_a, "held").await;
     let holder = lock_row(&connect, &operation_id).await;
 
+    // Callers of the held row keep re-sending, as clients do on UNAVAILABLE.
     let stuck: Vec<_> = (0..3)
         .map(|_| {
             let mut client = client.clone();
             let token = tenant_a.clone();
             let request = complete(&operation_id, fence);
-            tokio::spawn(async move { client.complete(authorized(&token, request)).await })
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for _ in 0..4 {
+                    answers.push(client.complete(authorized(&token, request.clone())).await);
+                }
+                answers
+            })
         })
         .collect();
     let stuck_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -309,12 +316,14 @@ async fn a_held_row_lock_fails_its_callers_while_other_tenants_keep_working(
         })
         .collect();
 
-    for call in stuck {
-        let answered = tokio::time::timeout(Duration::from_secs(30), call)
+    for caller in stuck {
+        let answers = tokio::time::timeout(Duration::from_secs(30), caller)
             .await
             .expect("the held row's callers are answered")
             .expect("joined");
-        assert_unavailable(&answered.expect_err("the row is held"));
+        for answered in answers {
+            assert_unavailable(&answered.expect_err("the row is held"));
+        }
     }
     stuck_done.store(true, std::sync::atomic::Ordering::Release);
     let mut succeeded = 0;

@@ -198,7 +198,17 @@ impl PostgresStore {
                 let pool = pool.clone();
                 Box::pin(async move {
                     let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
-                    retry_conflicts(|| statements::write_guarded(&pool, &members)).await
+                    retry_conflicts(|| async {
+                        match statements::write_guarded(&pool, &members).await {
+                            // A row held elsewhere: each member decides
+                            // alone, in the locked path.
+                            Err(error) if statements::is_lock_timeout(&error) => {
+                                Ok(members.iter().map(|_| None).collect())
+                            }
+                            written => written,
+                        }
+                    })
+                    .await
                 })
             })
         };
