@@ -98,6 +98,43 @@ pub struct DatabaseArgs {
         global = true
     )]
     pub max_history_entries: u32,
+
+    /// Postgres `lock_timeout` of every session: how long a statement waits
+    /// for a row lock (another transaction holding the operation) before the
+    /// call answers UNAVAILABLE. `0` waits for ever.
+    #[arg(long, env = "IDEMD_DB_LOCK_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration, global = true)]
+    pub db_lock_timeout: Duration,
+
+    /// Postgres `statement_timeout` of every session: the longest one
+    /// statement may run before the call answers UNAVAILABLE. `0` for none.
+    /// Migrations run without it.
+    #[arg(long, env = "IDEMD_DB_STATEMENT_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration, global = true)]
+    pub db_statement_timeout: Duration,
+
+    /// Postgres `idle_in_transaction_session_timeout` of every session: a
+    /// session idle this long inside a transaction (a stalled replica holding
+    /// row locks) is ended by the server, releasing its locks. `0` for none.
+    #[arg(long, env = "IDEMD_DB_IDLE_IN_TRANSACTION_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub db_idle_in_transaction_timeout: Duration,
+
+    /// The longest one store call may take, connection wait and every
+    /// statement included, before it answers UNAVAILABLE; also bounds a
+    /// database that stopped answering without closing the connection.
+    #[arg(long, env = "IDEMD_DB_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub db_call_timeout: Duration,
+
+    /// Postgres: this database has no standby to fail over to, so commits
+    /// that wait for no standby lose nothing on failover. Silences the
+    /// start-up warning about `synchronous_commit` and
+    /// `synchronous_standby_names` (not the one about `synchronous_commit =
+    /// off`, which loses results in a crash of the one node too).
+    #[arg(
+        long = "acknowledge-single-node",
+        env = "IDEMD_SINGLE_NODE_DURABILITY_OK",
+        default_value_t = false,
+        global = true
+    )]
+    pub single_node_durability_ok: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -20,8 +20,9 @@ use crate::domain::{
     Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
+use crate::shutdown::Backoff;
 use crate::store::{Applied, ClaimStart, Decide, Store};
-use crate::telemetry::current_trace_id;
+use crate::telemetry::{LogLimiter, current_trace_id};
 
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.
@@ -30,6 +31,11 @@ const CLAIM_ROUNDS: usize = 3;
 /// this one only through the database.
 const WAIT_POLL_START: Duration = Duration::from_millis(25);
 const WAIT_POLL_MAX: Duration = Duration::from_millis(500);
+/// At most one log line per this interval for refused stale writes, and one
+/// for late ones, per replica.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest pause before listening again for other replicas' changes.
+const RELAY_MAX_PAUSE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct ClaimReply {
@@ -69,6 +75,9 @@ pub struct IdempotencyService {
     draining: CancellationToken,
     /// Terminal records, to answer replays without the database.
     results: TerminalCache,
+    /// Refused stale and late writes are logged at most once a second each.
+    stale_writes: Arc<LogLimiter>,
+    late_writes: Arc<LogLimiter>,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -89,6 +98,8 @@ impl IdempotencyService {
             changes,
             draining,
             results: TerminalCache::new(0),
+            stale_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
+            late_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
         }
     }
 
@@ -394,25 +405,31 @@ impl IdempotencyService {
         match &applied.answer {
             Err(Error::LeaseLost { current_fence, .. }) => {
                 self.metrics.stale_write(tenant, operation, rpc);
-                info!(
-                    %operation_id,
-                    rpc,
-                    current_fence,
-                    trace_id = current_trace_id().as_deref(),
-                    "stale write refused"
-                );
+                if let Some(suppressed) = self.stale_writes.admit(std::time::Instant::now()) {
+                    info!(
+                        %operation_id,
+                        rpc,
+                        current_fence,
+                        suppressed,
+                        trace_id = current_trace_id().as_deref(),
+                        "stale write refused"
+                    );
+                }
             }
             Err(Error::Refused {
                 refusal: Refusal::AttemptDeadlinePassed,
                 ..
             }) => {
                 self.metrics.late_write(tenant, operation, rpc);
-                info!(
-                    %operation_id,
-                    rpc,
-                    trace_id = current_trace_id().as_deref(),
-                    "late write refused: past the attempt deadline"
-                );
+                if let Some(suppressed) = self.late_writes.admit(std::time::Instant::now()) {
+                    info!(
+                        %operation_id,
+                        rpc,
+                        suppressed,
+                        trace_id = current_trace_id().as_deref(),
+                        "late write refused: past the attempt deadline"
+                    );
+                }
             }
             _ => {}
         }
@@ -429,8 +446,9 @@ impl IdempotencyService {
     /// after a failure. Waiters poll as well, so a lost notification costs
     /// latency, never correctness.
     pub async fn relay_changes_from_other_replicas(self, stop: CancellationToken) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new(Duration::from_millis(100), RELAY_MAX_PAUSE);
         loop {
+            let started = tokio::time::Instant::now();
             let changes = self.changes.clone();
             let relay = move |operation_id: OperationId| {
                 let _ = changes.send(operation_id);
@@ -447,14 +465,17 @@ impl IdempotencyService {
                 }
                 Some(Ok(())) => {}
             }
+            // A listener that ran a while had worked: start over.
+            if started.elapsed() >= RELAY_MAX_PAUSE {
+                backoff.reset();
+            }
             if stop
-                .run_until_cancelled(tokio::time::sleep(backoff))
+                .run_until_cancelled(tokio::time::sleep(backoff.pause()))
                 .await
                 .is_none()
             {
                 return;
             }
-            backoff = (backoff * 2).min(Duration::from_secs(30));
         }
     }
 

@@ -143,3 +143,71 @@ pub fn current_trace_id() -> Option<String> {
         .is_valid()
         .then(|| span_context.trace_id().to_string())
 }
+
+/// At most one log line per `interval` for a kind of event that callers can
+/// cause at will (a client re-sending a stale write in a loop), so that log
+/// volume stays bounded; the line that is logged counts those left out
+/// since the last one. Metrics still count every event.
+#[derive(Debug)]
+pub struct LogLimiter {
+    interval: std::time::Duration,
+    state: std::sync::Mutex<LimiterState>,
+}
+
+#[derive(Debug, Default)]
+struct LimiterState {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    pub fn new(interval: std::time::Duration) -> Self {
+        Self {
+            interval,
+            state: std::sync::Mutex::new(LimiterState::default()),
+        }
+    }
+
+    /// Whether an event at `now` may be logged: `Some(n)` with the `n`
+    /// events left out before it, or `None` (counted, not logged).
+    pub fn admit(&self, now: std::time::Instant) -> Option<u64> {
+        let Ok(mut state) = self.state.lock() else {
+            return Some(0);
+        };
+        let due = state
+            .last
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.interval);
+        if !due {
+            state.suppressed += 1;
+            return None;
+        }
+        state.last = Some(now);
+        Some(std::mem::take(&mut state.suppressed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::LogLimiter;
+
+    #[test]
+    fn the_limiter_admits_one_event_per_interval_and_counts_the_others() {
+        let limiter = LogLimiter::new(Duration::from_secs(1));
+        let start = Instant::now();
+        let at = |millis| start + Duration::from_millis(millis);
+        assert_eq!(limiter.admit(at(0)), Some(0));
+        assert_eq!(limiter.admit(at(1)), None);
+        assert_eq!(limiter.admit(at(500)), None);
+        assert_eq!(limiter.admit(at(999)), None);
+        assert_eq!(
+            limiter.admit(at(1_000)),
+            Some(3),
+            "three left out before it"
+        );
+        assert_eq!(limiter.admit(at(1_200)), None);
+        assert_eq!(limiter.admit(at(5_000)), Some(1));
+        assert_eq!(limiter.admit(at(6_000)), Some(0));
+    }
+}

@@ -78,6 +78,14 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     }
     /// The pool reads and read transactions use.
     fn readers(&self) -> &Pool<Self::Db>;
+
+    /// A read-only transaction whose statements all read one snapshot, so
+    /// that a record and its history agree.
+    fn begin_snapshot(
+        &self,
+    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
+        async { Ok(self.readers().begin().await?) }
+    }
     fn pause_before_write(&self) -> Option<&PauseHook>;
 
     /// A write transaction; it derefs to the connection it runs on.
@@ -384,8 +392,8 @@ where
     ) -> Result<Option<Found>> {
         let found = async {
             // Without history (the Claim replay path) one statement reads the
-            // record and the clock; with history, one read transaction, so
-            // that record, history and clock agree.
+            // record and the clock; with history, one snapshot, so that
+            // record, history and clock agree.
             let Some(page) = history else {
                 let found = D::read_with_clock(self.readers(), tenant, target).await?;
                 return found
@@ -399,7 +407,7 @@ where
                     })
                     .transpose();
             };
-            let mut transaction = self.readers().begin().await?;
+            let mut transaction = self.begin_snapshot().await?;
             let Some((record, now)) = D::read_with_clock(&mut *transaction, tenant, target).await?
             else {
                 transaction.rollback().await?;

@@ -14,6 +14,7 @@ use crate::domain::{
 };
 
 mod batch;
+mod bounded;
 mod error;
 mod flow;
 pub mod open;
@@ -21,6 +22,8 @@ pub mod postgres;
 mod row;
 mod sql;
 pub mod sqlite;
+
+pub use bounded::Bounded;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;
@@ -102,13 +105,17 @@ pub struct PoolUsage {
     pub max: u32,
 }
 
-/// Applies a store's pending migrations.
+/// Applies a store's pending migrations. Migrations this binary does not
+/// know (a newer binary applied them) are no error: migrations are
+/// expand/contract, so schema N+1 still serves binary N.
 async fn run_migrations<'a, A>(migrator: &sqlx::migrate::Migrator, connection: A) -> Result<()>
 where
     A: sqlx::Acquire<'a>,
     <A::Connection as std::ops::Deref>::Target: sqlx::migrate::Migrate,
 {
-    migrator
+    let mut tolerant = sqlx::migrate::Migrator::with_migrations(migrator.iter().cloned().collect());
+    tolerant.set_ignore_missing(true);
+    tolerant
         .run(connection)
         .await
         .map_err(|error| crate::domain::Error::Internal(format!("migration failed: {error}")))

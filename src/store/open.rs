@@ -11,9 +11,9 @@ use tracing::{info, warn};
 use crate::config::DatabaseArgs;
 use crate::domain::HistoryCap;
 use crate::error::BoxError;
-use crate::store::Store;
-use crate::store::postgres::{PostgresOptions, PostgresStore};
+use crate::store::postgres::{PostgresOptions, PostgresStore, SessionTimeouts};
 use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
+use crate::store::{Bounded, Store};
 
 /// The embedded store's file in the data directory.
 pub const SQLITE_FILE_NAME: &str = "idemd.db";
@@ -95,7 +95,7 @@ pub(crate) async fn open_store(
     database: &DatabaseArgs,
     purpose: Purpose,
 ) -> Result<OpenedStore, BoxError> {
-    match StoreLocation::of(database)? {
+    let opened = match StoreLocation::of(database)? {
         StoreLocation::Postgres { url } => {
             let migrate = match purpose {
                 Purpose::Serve(migrate) => migrate,
@@ -105,22 +105,28 @@ pub(crate) async fn open_store(
             let location = postgres_location(&url);
             let store = open_postgres(database, url, migrate).await?;
             if matches!(purpose, Purpose::Serve(_)) {
-                store.warn_if_commits_are_asynchronous().await?;
+                store
+                    .warn_about_durability(database.single_node_durability_ok)
+                    .await?;
             }
-            Ok(OpenedStore {
+            OpenedStore {
                 store: Arc::new(store),
                 location,
-            })
+            }
         }
         StoreLocation::Sqlite { path } => {
             let store = open_sqlite(database, &path, purpose).await?;
             let location = std::path::absolute(&path).unwrap_or(path);
-            Ok(OpenedStore {
+            OpenedStore {
                 store: Arc::new(store),
                 location: location.display().to_string(),
-            })
+            }
         }
-    }
+    };
+    Ok(OpenedStore {
+        store: Arc::new(Bounded::new(opened.store, database.db_call_timeout)),
+        location: opened.location,
+    })
 }
 
 /// host:port/database of a Postgres URL, without user or password.
@@ -149,6 +155,11 @@ async fn open_postgres(
         url,
         max_connections: database.db_max_connections,
         acquire_timeout: database.db_acquire_timeout,
+        timeouts: SessionTimeouts {
+            lock_timeout: database.db_lock_timeout,
+            statement_timeout: database.db_statement_timeout,
+            idle_in_transaction_timeout: database.db_idle_in_transaction_timeout,
+        },
     })
     .await?;
     if migrate {

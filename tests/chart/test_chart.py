@@ -454,6 +454,10 @@ OPTIONAL_SETTINGS = {
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
     "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",
     "database.acquireTimeout": "IDEMD_DB_ACQUIRE_TIMEOUT",
+    "database.lockTimeout": "IDEMD_DB_LOCK_TIMEOUT",
+    "database.statementTimeout": "IDEMD_DB_STATEMENT_TIMEOUT",
+    "database.idleInTransactionTimeout": "IDEMD_DB_IDLE_IN_TRANSACTION_TIMEOUT",
+    "database.callTimeout": "IDEMD_DB_CALL_TIMEOUT",
     "metrics.gaugeInterval": "IDEMD_GAUGE_INTERVAL",
 }
 
@@ -482,6 +486,12 @@ def test_large_numbers_are_written_as_integers():
     data = config_data(render({"config.bounds.maxResultBytes": 16777216, "config.sweeper.batch": 500}))
     assert data["IDEMD_MAX_RESULT_BYTES"] == "16777216"
     assert data["IDEMD_SWEEP_BATCH"] == "500"
+
+
+def test_single_node_durability_is_acknowledged_only_when_asked():
+    assert config_data(render())["IDEMD_SINGLE_NODE_DURABILITY_OK"] == "false"
+    data = config_data(render({"database.singleNodeDurabilityOk": True}))
+    assert data["IDEMD_SINGLE_NODE_DURABILITY_OK"] == "true"
 
 
 def test_migration_job_gets_the_acquire_timeout(full_render, all_features_values):

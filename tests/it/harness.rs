@@ -47,7 +47,10 @@ pub fn test_limits() -> Limits {
 pub async fn pool(connect: PgConnectOptions) -> PgPool {
     PgPoolOptions::new()
         .max_connections(20)
-        .connect_with(idemd::store::postgres::session_settings(connect))
+        .connect_with(idemd::store::postgres::session_settings(
+            connect,
+            &idemd::store::postgres::SessionTimeouts::default(),
+        ))
         .await
         .expect("test database reachable")
 }

@@ -13,6 +13,7 @@ mod api_retries;
 mod cli;
 mod concurrency;
 mod conformance;
+mod dbfaults;
 mod durability;
 mod embedded;
 mod errors;

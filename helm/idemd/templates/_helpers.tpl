@@ -177,6 +177,7 @@ IDEMD_DRAIN_TIMEOUT: {{ printf "%ds" (int $config.drainTimeoutSeconds) | quote }
 IDEMD_DB_MAX_CONNECTIONS: {{ .Values.database.maxConnections | int | toString | quote }}
 IDEMD_METRICS_TENANT_LABEL: {{ .Values.metrics.tenantLabel | toString | quote }}
 IDEMD_PG_NOTIFY: {{ .Values.database.notify | toString | quote }}
+IDEMD_SINGLE_NODE_DURABILITY_OK: {{ .Values.database.singleNodeDurabilityOk | toString | quote }}
 {{- with .Values.metrics.operations }}
 IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
 {{- end }}
@@ -201,6 +202,10 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
   (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)
   (list "IDEMD_DB_ACQUIRE_TIMEOUT" .Values.database.acquireTimeout)
+  (list "IDEMD_DB_LOCK_TIMEOUT" .Values.database.lockTimeout)
+  (list "IDEMD_DB_STATEMENT_TIMEOUT" .Values.database.statementTimeout)
+  (list "IDEMD_DB_IDLE_IN_TRANSACTION_TIMEOUT" .Values.database.idleInTransactionTimeout)
+  (list "IDEMD_DB_CALL_TIMEOUT" .Values.database.callTimeout)
   (list "IDEMD_GAUGE_INTERVAL" .Values.metrics.gaugeInterval) }}
 {{- range $optional }}
 {{- include "idemd.optionalSetting" . }}

@@ -11,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
-use self::notifier::{CHANGES_CHANNEL, Notifier};
+use self::notifier::Notifier;
 use self::statements::{ClaimRequest, WriteRequest};
 use super::batch::Batcher;
 use super::error::{ErrorClass, StoreResult};
@@ -25,6 +25,7 @@ use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
 };
+use crate::shutdown::Backoff;
 
 mod notifier;
 mod statements;
@@ -52,6 +53,10 @@ pub struct PostgresStore {
 /// 3.8k–4.1k ops/s with 1 or 2, 2.8k with 4 and 2.1k with 8. Two keep one
 /// slow statement (a row lock waited for) from holding up every call.
 const STATEMENTS_IN_FLIGHT: usize = 2;
+
+/// Pauses before listening again for other replicas' changes.
+const LISTEN_FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(10);
 
 /// Runs a one-statement path again after a serialization failure, deadlock
 /// or history sequence collision (a concurrent locked write of the same
@@ -88,6 +93,48 @@ pub struct PostgresOptions {
     pub url: String,
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    pub timeouts: SessionTimeouts,
+}
+
+/// The server-side bounds of every idemd session: a stalled lock holder, a
+/// runaway statement or a session left idle inside a transaction ends with
+/// an error the caller retries, instead of holding connections and locks.
+/// Zero turns one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionTimeouts {
+    pub lock_timeout: Duration,
+    pub statement_timeout: Duration,
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for SessionTimeouts {
+    /// The defaults of `idemd serve`.
+    fn default() -> Self {
+        Self {
+            lock_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl SessionTimeouts {
+    /// None of them: for migrations, which may wait for the migration lock
+    /// another replica holds and may rewrite large tables.
+    pub const NONE: Self = Self {
+        lock_timeout: Duration::ZERO,
+        statement_timeout: Duration::ZERO,
+        idle_in_transaction_timeout: Duration::ZERO,
+    };
+}
+
+/// Milliseconds, as Postgres reads a bare number for its timeouts.
+fn postgres_millis(duration: Duration) -> String {
+    // Postgres takes at most i32::MAX ms; longer is the same as none.
+    match i32::try_from(duration.as_millis()) {
+        Ok(millis) => millis.to_string(),
+        Err(_) => "0".to_owned(),
+    }
 }
 
 /// The settings of every idemd session.
@@ -108,13 +155,28 @@ pub struct PostgresOptions {
 /// autovacuum analyzes it. Every statement idemd runs has an index to read;
 /// the setting only takes the scan off the planner's table (it remains the
 /// last resort where no index applies).
-pub const SESSION_SETTINGS: [(&str, &str); 2] = [
+pub const PLANNER_SETTINGS: [(&str, &str); 2] = [
     ("plan_cache_mode", "force_generic_plan"),
     ("enable_seqscan", "off"),
 ];
 
-pub fn session_settings(options: PgConnectOptions) -> PgConnectOptions {
-    options.application_name("idemd").options(SESSION_SETTINGS)
+/// And the [`SessionTimeouts`], sent with the startup packet, so they hold
+/// from the session's first statement without a round trip of their own.
+pub fn session_settings(options: PgConnectOptions, timeouts: &SessionTimeouts) -> PgConnectOptions {
+    let planner = PLANNER_SETTINGS.map(|(name, value)| (name, value.to_owned()));
+    options
+        .application_name("idemd")
+        .options(planner.into_iter().chain([
+            ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
+            (
+                "statement_timeout",
+                postgres_millis(timeouts.statement_timeout),
+            ),
+            (
+                "idle_in_transaction_session_timeout",
+                postgres_millis(timeouts.idle_in_transaction_timeout),
+            ),
+        ]))
 }
 
 impl PostgresStore {
@@ -130,7 +192,7 @@ impl PostgresStore {
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
             .test_before_acquire(false)
-            .connect_with(session_settings(connect_options))
+            .connect_with(session_settings(connect_options, &options.timeouts))
             .await
             .map_err(|error| Self::translate(error.into()))?;
         Ok(Self::from_pool(pool))
@@ -155,7 +217,17 @@ impl PostgresStore {
                 let pool = pool.clone();
                 Box::pin(async move {
                     let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
-                    retry_conflicts(|| statements::write_guarded(&pool, &members)).await
+                    retry_conflicts(|| async {
+                        match statements::write_guarded(&pool, &members).await {
+                            // A row held elsewhere: each member decides
+                            // alone, in the locked path.
+                            Err(error) if statements::is_lock_timeout(&error) => {
+                                Ok(members.iter().map(|_| None).collect())
+                            }
+                            written => written,
+                        }
+                    })
+                    .await
                 })
             })
         };
@@ -196,27 +268,82 @@ impl PostgresStore {
     }
 
     /// Applies pending migrations. sqlx holds an advisory lock meanwhile, so
-    /// replicas starting together migrate once.
+    /// replicas starting together migrate once. They run on a connection of
+    /// their own without the session timeouts: waiting for another replica's
+    /// migration lock, or rewriting a large table, is no stall.
     pub async fn migrate(&self) -> Result<()> {
-        super::run_migrations(&MIGRATOR, &self.pool).await
-    }
-
-    /// Acknowledged results must survive a crash; with asynchronous commit
-    /// they may not.
-    pub async fn warn_if_commits_are_asynchronous(&self) -> Result<()> {
-        let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
-            .fetch_one(&self.pool)
-            .instrument(Self::statement("SHOW synchronous_commit"))
+        let options = session_settings(
+            self.pool.connect_options().as_ref().clone(),
+            &SessionTimeouts::NONE,
+        );
+        let connection = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
             .await
             .map_err(|error| Self::translate(error.into()))?;
-        if setting == "off" {
-            warn!(
-                synchronous_commit = %setting,
+        let migrated = super::run_migrations(&MIGRATOR, &connection).await;
+        connection.close().await;
+        migrated
+    }
+
+    /// Acknowledged results must survive a crash, and a failover: warns
+    /// when the database's commit settings say they may not (see
+    /// [`durability_risk`]). `single_node`: the operator says there is no
+    /// standby to fail over to.
+    pub async fn warn_about_durability(&self, single_node: bool) -> Result<()> {
+        let (synchronous_commit, standby_names): (String, String) = sqlx::query_as(
+            "SELECT current_setting('synchronous_commit'), \
+                    current_setting('synchronous_standby_names')",
+        )
+        .fetch_one(&self.pool)
+        .instrument(Self::statement("SHOW synchronous_commit"))
+        .await
+        .map_err(|error| Self::translate(error.into()))?;
+        match durability_risk(&synchronous_commit, &standby_names) {
+            Some(DurabilityRisk::Crash) => warn!(
+                synchronous_commit = %synchronous_commit,
                 "postgres synchronous_commit is off: a database crash can lose results that \
                  idemd already acknowledged, and a retry would then execute the effect again"
-            );
+            ),
+            Some(DurabilityRisk::Failover) if !single_node => warn!(
+                synchronous_commit = %synchronous_commit,
+                synchronous_standby_names = %standby_names,
+                "postgres commits do not wait for a synchronous standby to flush them: a \
+                 failover can lose results that idemd already acknowledged, and a retry would \
+                 then execute the effect again. Set synchronous_commit = on (or remote_apply) \
+                 with synchronous_standby_names, or, if this database has no standby to fail \
+                 over to, acknowledge it with IDEMD_SINGLE_NODE_DURABILITY_OK=true"
+            ),
+            Some(DurabilityRisk::Failover) | None => {}
         }
         Ok(())
+    }
+}
+
+/// How acknowledged results could be lost, by the commit settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DurabilityRisk {
+    /// `synchronous_commit = off`: in a crash of the primary itself.
+    Crash,
+    /// Commits that wait for no standby's flush: on a failover to a standby
+    /// that had not received them.
+    Failover,
+}
+
+/// What `synchronous_commit` and `synchronous_standby_names` risk. Only
+/// `on` and `remote_apply` wait for a synchronous standby to flush, and
+/// only when one is named; `remote_write` waits for its write, not its
+/// flush; `local` waits for none.
+pub(crate) fn durability_risk(
+    synchronous_commit: &str,
+    synchronous_standby_names: &str,
+) -> Option<DurabilityRisk> {
+    let no_standby = synchronous_standby_names.trim().is_empty();
+    match synchronous_commit.trim().to_ascii_lowercase().as_str() {
+        "off" | "false" | "no" | "0" => Some(DurabilityRisk::Crash),
+        "local" | "remote_write" => Some(DurabilityRisk::Failover),
+        _ if no_standby => Some(DurabilityRisk::Failover),
+        _ => None,
     }
 }
 
@@ -291,9 +418,16 @@ impl Dialect for PostgresStore {
             // from a snapshot older than a concurrent locked write of the
             // same operation (scopes and tenant names are inserted ON
             // CONFLICT DO NOTHING): again, too.
+            // Once the attempts are spent they answer UNAVAILABLE too.
             "40001" | "40P01" | "23505" => ErrorClass::Conflict,
-            // Connection exceptions, insufficient resources, operator
-            // intervention.
+            // Not now, but soon: a lock or statement that took too long
+            // (lock_timeout 55P03, statement_timeout or a cancel 57014), a
+            // session ended while idle in a transaction (25P03), a primary
+            // demoted under us (25006, read-only transaction), the server
+            // shutting down or starting (57P01-57P05), connection
+            // exceptions (08*), insufficient resources (53*: too many
+            // connections, out of memory or disk).
+            "55P03" | "57014" | "25006" | "25P03" => ErrorClass::Unavailable,
             code if code.starts_with("08") || code.starts_with("53") || code.starts_with("57P") => {
                 ErrorClass::Unavailable
             }
@@ -303,6 +437,16 @@ impl Dialect for PostgresStore {
 
     fn readers(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// READ COMMITTED would give each statement a snapshot of its own: a
+    /// transition committed between the record's read and the history's
+    /// would show in one and not the other.
+    async fn begin_snapshot(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        Ok(self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?)
     }
 
     fn pause_before_write(&self) -> Option<&PauseHook> {
@@ -359,6 +503,9 @@ impl Dialect for PostgresStore {
         self.pool.close().await;
     }
 
+    /// Listens on a connection of its own, outside the pool, checked while
+    /// silent; a lost one is listened on again after a pause that doubles
+    /// while it keeps failing and starts over once listening worked.
     async fn listen_for_changes(
         &self,
         changed: &(dyn Fn(OperationId) + Send + Sync),
@@ -366,14 +513,13 @@ impl Dialect for PostgresStore {
         if self.notifier.is_none() {
             std::future::pending::<()>().await;
         }
-        let translate = |error: sqlx::Error| Self::translate(error.into());
-        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
-            .await
-            .map_err(translate)?;
-        listener.listen(CHANGES_CHANNEL).await.map_err(translate)?;
+        let connect = self.pool.connect_options();
+        let mut backoff = Backoff::new(LISTEN_FIRST_PAUSE, LISTEN_MAX_PAUSE);
         loop {
-            let notification = listener.recv().await.map_err(translate)?;
-            notifier::changed_operations(notification.payload()).for_each(changed);
+            if let Err(error) = notifier::listen(&connect, changed, &mut backoff).await {
+                warn!(%error, "not listening for other replicas' changes; waiters poll meanwhile");
+            }
+            tokio::time::sleep(backoff.pause()).await;
         }
     }
 
@@ -417,6 +563,73 @@ mod tests {
 
     use super::*;
     use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+    #[test]
+    fn commit_settings_that_can_lose_acknowledged_results_are_named() {
+        for (commit, standbys, risk) in [
+            ("off", "", Some(DurabilityRisk::Crash)),
+            ("off", "replica1", Some(DurabilityRisk::Crash)),
+            ("local", "replica1", Some(DurabilityRisk::Failover)),
+            (
+                "remote_write",
+                "ANY 1 (a, b)",
+                Some(DurabilityRisk::Failover),
+            ),
+            ("on", "", Some(DurabilityRisk::Failover)),
+            ("remote_apply", " ", Some(DurabilityRisk::Failover)),
+            ("on", "replica1", None),
+            ("remote_apply", "FIRST 1 (a, b)", None),
+        ] {
+            assert_eq!(
+                durability_risk(commit, standbys),
+                risk,
+                "{commit} / {standbys:?}"
+            );
+        }
+    }
+
+    /// Every transient condition of a Postgres server answers UNAVAILABLE
+    /// (retry), never INTERNAL; only what no retry can mend is INTERNAL.
+    #[test]
+    fn transient_sqlstates_are_unavailable_and_the_rest_internal() {
+        use crate::store::error::StoreError;
+        for (sqlstate, class) in [
+            ("55P03", ErrorClass::Unavailable), // lock_timeout
+            ("57014", ErrorClass::Unavailable), // statement_timeout, cancel
+            ("25006", ErrorClass::Unavailable), // read-only: a demoted primary
+            ("25P03", ErrorClass::Unavailable), // idle_in_transaction_session_timeout
+            ("57P01", ErrorClass::Unavailable), // admin shutdown
+            ("57P02", ErrorClass::Unavailable), // crash shutdown
+            ("57P03", ErrorClass::Unavailable), // cannot connect now
+            ("53300", ErrorClass::Unavailable), // too many connections
+            ("53100", ErrorClass::Unavailable), // disk full
+            ("08006", ErrorClass::Unavailable), // connection failure
+            ("08001", ErrorClass::Unavailable), // cannot establish a connection
+            ("08P01", ErrorClass::Unavailable), // protocol violation
+            ("40001", ErrorClass::Conflict),    // serialization failure
+            ("40P01", ErrorClass::Conflict),    // deadlock
+            ("23505", ErrorClass::Conflict),    // a history sequence raced
+            ("42P01", ErrorClass::Internal),    // undefined table: a bug
+            ("22P02", ErrorClass::Internal),    // invalid text representation
+            ("23502", ErrorClass::Internal),    // not null violation
+            ("XX000", ErrorClass::Internal),    // internal error
+        ] {
+            assert_eq!(PostgresStore::classify_code(sqlstate), class, "{sqlstate}");
+        }
+        // A conflict whose attempts are spent is UNAVAILABLE too, as is the
+        // pool's own failure; neither is INTERNAL.
+        for error in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ] {
+            let translated = PostgresStore::translate(StoreError::Database(error));
+            assert!(
+                matches!(translated, Error::Unavailable { .. }),
+                "{translated:?}"
+            );
+        }
+    }
 
     /// The statements that run over many rows (the sweeper's, the gauges',
     /// ListUnresolved) must find their rows through an index: with sequential

@@ -18,13 +18,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use super::super::flow::statement_span;
 use crate::domain::OperationId;
+use crate::shutdown::Backoff;
 
 /// The channel state changes are announced on; the payload is a
 /// comma-separated list of operation_ids.
@@ -36,7 +37,10 @@ const MAX_PAYLOAD_BYTES: usize = 7_900;
 const QUEUE_CAPACITY: usize = 16_384;
 /// At most this many changes go out per statement.
 const MAX_BATCH: usize = 4_096;
-const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+/// Pauses before connecting again to send notifications: doubling while
+/// connecting or sending keeps failing, back to the first after a send.
+const RECONNECT_FIRST_PAUSE: Duration = Duration::from_millis(100);
+const RECONNECT_MAX_PAUSE: Duration = Duration::from_secs(10);
 /// After a notification, changes gather this long before the next one, so a
 /// busy replica sends a few notifications a second, not one per write.
 const COALESCE_WINDOW: Duration = Duration::from_millis(5);
@@ -102,6 +106,7 @@ async fn send_changes(
     closed: CancellationToken,
 ) {
     let mut connection: Option<PgConnection> = None;
+    let mut backoff = Backoff::new(RECONNECT_FIRST_PAUSE, RECONNECT_MAX_PAUSE);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         let received = tokio::select! {
@@ -131,11 +136,15 @@ async fn send_changes(
                 .as_ref()
                 .clone()
                 .options([("synchronous_commit", "off")]);
-            match PgConnection::connect_with(&options).await {
+            let opened =
+                tokio::time::timeout(CONNECTION_TIMEOUT, PgConnection::connect_with(&options))
+                    .await
+                    .unwrap_or_else(|_| Err(timed_out("connecting to NOTIFY")));
+            match opened {
                 Ok(opened) => connection = Some(opened),
                 Err(error) => {
                     warn!(%error, "cannot connect to send change notifications; waiters poll");
-                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                    tokio::time::sleep(backoff.pause()).await;
                     continue;
                 }
             }
@@ -143,20 +152,104 @@ async fn send_changes(
         let Some(open) = connection.as_mut() else {
             continue;
         };
-        let sent = sqlx::query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload")
-            .bind(CHANGES_CHANNEL)
-            .bind(&payloads)
-            .execute(&mut *open)
-            .instrument(statement_span("postgresql", "NOTIFY operations changed"))
-            .await;
-        if let Err(error) = sent {
-            warn!(%error, "change notifications not sent; waiters poll");
-            connection = None;
+        let sending =
+            sqlx::query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload")
+                .bind(CHANGES_CHANNEL)
+                .bind(&payloads)
+                .execute(&mut *open)
+                .instrument(statement_span("postgresql", "NOTIFY operations changed"));
+        // Bounded: a connection the network swallowed must not stop the
+        // sender for good.
+        let sent = tokio::time::timeout(CONNECTION_TIMEOUT, sending)
+            .await
+            .unwrap_or_else(|_| Err(timed_out("sending NOTIFY")));
+        match sent {
+            Ok(_) => backoff.reset(),
+            Err(error) => {
+                warn!(%error, "change notifications not sent; waiters poll");
+                connection = None;
+                tokio::time::sleep(backoff.pause()).await;
+            }
         }
     }
     if let Some(open) = connection {
         let _ = open.close().await;
     }
+}
+
+/// How long the LISTEN connection may stay silent before it is checked: a
+/// database gone without closing the socket sends nothing either.
+const LISTEN_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How long connecting, LISTEN, each check and each NOTIFY may take before
+/// the connection counts as lost.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn timed_out(what: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} took longer than {CONNECTION_TIMEOUT:?}"),
+    ))
+}
+
+/// Listens for other replicas' changes on a connection of its own, outside
+/// the store's pool (so a pool of one connection still serves calls), and
+/// calls `changed` for each operation heard of. Resets `backoff` once
+/// listening; returns when the connection is lost or fails its check (a
+/// `SELECT 1` after each silent [`LISTEN_CHECK_INTERVAL`], answered within
+/// [`CONNECTION_TIMEOUT`]), for the caller to pause and listen again.
+pub(super) async fn listen(
+    connect: &PgConnectOptions,
+    changed: &(dyn Fn(OperationId) + Send + Sync),
+    backoff: &mut Backoff,
+) -> Result<(), sqlx::Error> {
+    // PgListener reconnects through a pool: this one holds its one
+    // connection and nothing else.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(CONNECTION_TIMEOUT)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with(connect.clone());
+    let listening = async {
+        let mut listener = tokio::time::timeout(CONNECTION_TIMEOUT, async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            // A lost connection is reported, not silently replaced: the
+            // caller's backoff paces reconnection.
+            listener.eager_reconnect(false);
+            listener.listen(CHANGES_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        })
+        .await
+        .map_err(|_| timed_out("connecting to LISTEN"))??;
+        backoff.reset();
+        loop {
+            match tokio::time::timeout(LISTEN_CHECK_INTERVAL, listener.try_recv()).await {
+                Ok(Ok(Some(notification))) => {
+                    changed_operations(notification.payload()).for_each(changed);
+                }
+                Ok(Ok(None)) => {
+                    return Err(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "the LISTEN connection was lost",
+                    )));
+                }
+                Ok(Err(error)) => return Err(error),
+                Err(_) => {
+                    tokio::time::timeout(
+                        CONNECTION_TIMEOUT,
+                        sqlx::query("SELECT 1").execute(&mut listener),
+                    )
+                    .instrument(statement_span("postgresql", "SELECT 1 (LISTEN check)"))
+                    .await
+                    .map_err(|_| timed_out("checking the LISTEN connection"))??;
+                }
+            }
+        }
+    };
+    let outcome = listening.await;
+    // Not awaited: a connection the network swallowed may never close.
+    drop(pool);
+    outcome
 }
 
 /// The operation_ids, comma-separated, in as few payloads as fit.

@@ -1,0 +1,184 @@
+//! Every store call bounded in time. The database's own timeouts end what
+//! the server sees (a lock waited for, a long statement); this bound also
+//! ends what it cannot see: a connection whose packets vanish, a server that
+//! stopped answering without closing the socket. A call past its bound
+//! answers UNAVAILABLE, which the caller retries; the work it abandoned is
+//! dropped with its connection, and whatever the database did or did not
+//! commit meanwhile is settled by the record, as for a lost reply.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::TimeDelta;
+use tracing::warn;
+
+use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, SweepReport};
+use crate::domain::guarded::GuardedWrite;
+use crate::domain::{
+    ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, Result, Target,
+    TenantId, UnresolvedPage, UnresolvedQuery,
+};
+
+/// A store whose every call ends within `bound`.
+pub struct Bounded {
+    inner: Arc<dyn Store>,
+    bound: Duration,
+}
+
+impl Bounded {
+    /// `inner`, each call bounded by `bound` (zero: unbounded).
+    pub fn new(inner: Arc<dyn Store>, bound: Duration) -> Self {
+        Self { inner, bound }
+    }
+
+    async fn within<T>(
+        &self,
+        call: &'static str,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if self.bound.is_zero() {
+            return work.await;
+        }
+        match tokio::time::timeout(self.bound, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                warn!(
+                    call,
+                    bound = ?self.bound,
+                    "store call did not finish within --db-call-timeout: abandoned"
+                );
+                Err(Error::unavailable("the database did not answer in time"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Bounded {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Bounded")
+            .field("bound", &self.bound)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Store for Bounded {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn insert_or_find(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> Result<Option<ClaimStart>> {
+        self.within(
+            "insert_or_find",
+            self.inner.insert_or_find(tenant, operation_id, command),
+        )
+        .await
+    }
+
+    async fn insert_new(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+    ) -> Result<Option<OperationRecord>> {
+        self.within(
+            "insert_new",
+            self.inner.insert_new(tenant, operation_id, command),
+        )
+        .await
+    }
+
+    async fn transition(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>> {
+        self.within("transition", self.inner.transition(tenant, target, decide))
+            .await
+    }
+
+    async fn write(
+        &self,
+        tenant: TenantId,
+        guarded: GuardedWrite,
+        decide: &Decide<'_>,
+    ) -> Result<Option<Applied>> {
+        self.within("write", self.inner.write(tenant, guarded, decide))
+            .await
+    }
+
+    async fn find(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+        history: Option<HistoryPage>,
+    ) -> Result<Option<Found>> {
+        self.within("find", self.inner.find(tenant, target, history))
+            .await
+    }
+
+    async fn list_unresolved(
+        &self,
+        tenant: TenantId,
+        query: &UnresolvedQuery,
+    ) -> Result<UnresolvedPage> {
+        self.within("list_unresolved", self.inner.list_unresolved(tenant, query))
+            .await
+    }
+
+    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
+        self.within("sweep", self.inner.sweep(batch, tombstone_retention))
+            .await
+    }
+
+    async fn count_operations(&self) -> Result<OperationCounts> {
+        self.within("count_operations", self.inner.count_operations())
+            .await
+    }
+
+    fn pool_usage(&self) -> PoolUsage {
+        self.inner.pool_usage()
+    }
+
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
+        self.within("authenticate", self.inner.authenticate(token_sha256))
+            .await
+    }
+
+    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
+        self.within(
+            "create_tenant",
+            self.inner.create_tenant(name, token_sha256),
+        )
+        .await
+    }
+
+    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
+        self.within("revoke_tenant", self.inner.revoke_tenant(name))
+            .await
+    }
+
+    /// Unbounded: it runs as long as the store does.
+    async fn listen_for_changes(
+        &self,
+        changed: &(dyn Fn(OperationId) + Send + Sync),
+    ) -> Result<()> {
+        self.inner.listen_for_changes(changed).await
+    }
+
+    async fn check_ready(&self) -> Result<()> {
+        self.within("check_ready", self.inner.check_ready()).await
+    }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
