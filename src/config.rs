@@ -170,6 +170,29 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub bounds: BoundsArgs,
+
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+/// What one connection and one call may hold: streams, keepalive, time.
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
+    /// HTTP/2 streams (concurrent calls) one connection may have open; a
+    /// client opens more on further connections, or waits.
+    #[arg(long, env = "IDEMD_MAX_CONCURRENT_STREAMS", default_value_t = 100)]
+    pub max_concurrent_streams: u32,
+    /// How often an HTTP/2 PING checks that a quiet peer is still there.
+    #[arg(long, env = "IDEMD_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed.
+    #[arg(long, env = "IDEMD_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_timeout: Duration,
+    /// Longest a call may take, reading its request included (a stalled
+    /// body is cut off: DEADLINE_EXCEEDED, REQUEST_TIMEOUT). At least
+    /// --max-wait plus 1s, so a waiting Claim still has time to answer.
+    #[arg(long, env = "IDEMD_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
 }
 
 /// An address, or `off`.

@@ -6,6 +6,7 @@ mod background;
 mod serve;
 mod settings;
 mod tls;
+mod transport;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use crate::config::{Cli, Command};
 use crate::dev;
 use crate::domain::Limits;
 use crate::error::BoxError;
+use crate::grpc::admission::AdmissionSettings;
 use crate::grpc::server::{IdempotencyApi, routes};
 use crate::metrics::{LabelPolicy, Metrics};
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
@@ -29,6 +31,7 @@ use crate::store::open::{Purpose, open_store};
 use crate::tenant::manage_tenant;
 
 pub use serve::serve;
+pub use transport::ServerSettings;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
@@ -105,6 +108,7 @@ impl Application {
             store,
             limits,
             auth_cache_ttl,
+            AdmissionSettings::default(),
             metrics,
             TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
         )
@@ -115,6 +119,7 @@ impl Application {
         store: Arc<dyn Store>,
         limits: Limits,
         auth_cache_ttl: std::time::Duration,
+        admission: AdmissionSettings,
         metrics: Metrics,
         results: TerminalCache,
     ) -> Result<Self, BoxError> {
@@ -129,7 +134,7 @@ impl Application {
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
         Ok(Self {
-            routes: routes(api, metrics, health_service)?,
+            routes: routes(api, admission, metrics, health_service)?,
             health,
             service,
             draining,

@@ -10,7 +10,9 @@ use tracing::{info, warn};
 
 use super::Application;
 use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
-use super::settings::{label_policy_from, sweeper_settings_from};
+use super::settings::{
+    admission_settings_from, label_policy_from, server_settings_from, sweeper_settings_from,
+};
 use super::tls::tls_config;
 use crate::config::ServeArgs;
 use crate::domain::Limits;
@@ -31,7 +33,8 @@ pub async fn serve(
 ) -> Result<(), BoxError> {
     // Everything that can refuse the flags or a port, before any task starts.
     let sweeper_settings = sweeper_settings_from(args)?;
-    let mut builder = tonic::transport::Server::builder();
+    let admission = admission_settings_from(&args.transport, &args.bounds)?;
+    let mut builder = server_settings_from(&args.transport).server();
     if let Some(tls) = tls_config(args)? {
         builder = builder.tls_config(tls)?;
         info!("tls on");
@@ -45,6 +48,7 @@ pub async fn serve(
         store.clone(),
         limits,
         args.auth_cache_ttl,
+        admission,
         metrics.clone(),
         crate::cache::TerminalCache::new(args.result_cache_bytes),
     )

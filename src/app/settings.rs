@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 
-use crate::config::{BoundsArgs, ServeArgs};
+use super::transport::ServerSettings;
+use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
 use crate::domain::Limits;
+use crate::grpc::admission::AdmissionSettings;
 use crate::metrics::LabelPolicy;
 use crate::sweeper::SweeperSettings;
 
@@ -32,6 +34,32 @@ pub(super) fn sweeper_settings_from(args: &ServeArgs) -> Result<SweeperSettings,
 
 fn delta(duration: Duration) -> Result<TimeDelta, String> {
     TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
+}
+
+/// What a Claim that waits its whole cap needs beyond it, to answer.
+const REQUEST_TIMEOUT_HEADROOM: Duration = Duration::from_secs(1);
+
+pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings {
+    ServerSettings {
+        max_concurrent_streams: transport.max_concurrent_streams.max(1),
+        http2_keepalive_interval: transport.http2_keepalive_interval,
+        http2_keepalive_timeout: transport.http2_keepalive_timeout,
+    }
+}
+
+pub(super) fn admission_settings_from(
+    transport: &TransportArgs,
+    bounds: &BoundsArgs,
+) -> Result<AdmissionSettings, String> {
+    if transport.request_timeout < bounds.max_wait.saturating_add(REQUEST_TIMEOUT_HEADROOM) {
+        return Err(format!(
+            "--request-timeout ({:?}) must be at least --max-wait ({:?}) plus {:?}",
+            transport.request_timeout, bounds.max_wait, REQUEST_TIMEOUT_HEADROOM
+        ));
+    }
+    Ok(AdmissionSettings {
+        request_timeout: transport.request_timeout,
+    })
 }
 
 pub(super) fn limits_from(bounds: &BoundsArgs) -> Result<Limits, String> {
@@ -84,6 +112,39 @@ mod tests {
             crate::cache::DEFAULT_BUDGET_BYTES,
             "servers and in-process applications cache alike"
         );
+    }
+
+    #[test]
+    fn transport_defaults_are_the_built_in_ones() {
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            server_settings_from(&args.transport),
+            ServerSettings::default()
+        );
+        assert_eq!(
+            admission_settings_from(&args.transport, &args.bounds).expect("valid"),
+            AdmissionSettings::default()
+        );
+    }
+
+    #[test]
+    fn the_request_timeout_must_outlast_the_longest_wait() {
+        let cli = Cli::try_parse_from([
+            "idemd",
+            "serve",
+            "--max-wait",
+            "30s",
+            "--request-timeout",
+            "30s",
+        ])
+        .expect("parses");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert!(admission_settings_from(&args.transport, &args.bounds).is_err());
     }
 
     #[test]

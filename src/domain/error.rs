@@ -77,11 +77,16 @@ pub enum ErrorReason {
     AttemptStillRunning,
     AttemptDeadlinePassed,
     StateForbids,
+    /// RESOURCE_EXHAUSTED: a request message larger than any legal request.
+    RequestTooLarge,
+    /// DEADLINE_EXCEEDED: the call took longer than the server's request
+    /// timeout (a stalled request body, for one).
+    RequestTimeout,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 15] = [
+    pub const ALL: [ErrorReason; 17] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -97,6 +102,8 @@ impl ErrorReason {
         ErrorReason::AttemptStillRunning,
         ErrorReason::AttemptDeadlinePassed,
         ErrorReason::StateForbids,
+        ErrorReason::RequestTooLarge,
+        ErrorReason::RequestTimeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -116,6 +123,8 @@ impl ErrorReason {
             ErrorReason::AttemptStillRunning => "ATTEMPT_STILL_RUNNING",
             ErrorReason::AttemptDeadlinePassed => "ATTEMPT_DEADLINE_PASSED",
             ErrorReason::StateForbids => "STATE_FORBIDS",
+            ErrorReason::RequestTooLarge => "REQUEST_TOO_LARGE",
+            ErrorReason::RequestTimeout => "REQUEST_TIMEOUT",
         }
     }
 }
@@ -154,6 +163,13 @@ pub enum Error {
         reason: String,
         retry_after: Duration,
     },
+    /// A request message longer than the decode limit; refused from its
+    /// length prefix, before its body is buffered.
+    #[error("request too large: the limit is {limit} bytes")]
+    RequestTooLarge { limit: usize },
+    /// The call outlived the server's request timeout.
+    #[error("request timed out after {timeout:?}")]
+    RequestTimeout { timeout: Duration },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -8,6 +8,7 @@ use tonic::metadata::MetadataMap;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
+use super::admission::{AdmissionSettings, Admitted};
 use super::observe::Observed;
 use super::request::{
     claim_command, complete_command, fail_command, lookup_target, reconcile_command, renew_command,
@@ -196,8 +197,12 @@ impl IdempotencyRpcs for IdempotencyApi {
 
 /// The served gRPC services: the API, health (no credentials: Kubernetes
 /// probes send none) and reflection (so grpcurl works out of the box).
+///
+/// The API admits calls first ([`Admitted`]) and decodes no message longer
+/// than the largest legal request ([`Limits::max_request_bytes`]).
 pub fn routes(
     api: IdempotencyApi,
+    admission: AdmissionSettings,
     metrics: Metrics,
     health: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health,
@@ -208,12 +213,18 @@ pub fn routes(
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
-    Ok(
-        Routes::new(Observed::new(IdempotencyServiceServer::new(api), metrics))
-            .add_service(health)
-            .add_service(reflection().build_v1()?)
-            .add_service(reflection().build_v1alpha()?),
-    )
+    let max_request_bytes = api.limits.max_request_bytes();
+    let max_response_bytes = api.limits.max_response_bytes();
+    let api = IdempotencyServiceServer::new(api)
+        .max_decoding_message_size(max_request_bytes)
+        .max_encoding_message_size(max_response_bytes);
+    Ok(Routes::new(Observed::new(
+        Admitted::new(api, admission, max_request_bytes),
+        metrics,
+    ))
+    .add_service(health)
+    .add_service(reflection().build_v1()?)
+    .add_service(reflection().build_v1alpha()?))
 }
 
 #[cfg(test)]

@@ -124,6 +124,14 @@ impl From<Error> for Status {
                 details.set_retry_info(Some(retry_after));
                 Status::with_error_details(Code::Unavailable, message, details)
             }
+            Error::RequestTooLarge { .. } => reason_only(
+                Code::ResourceExhausted,
+                message,
+                ErrorReason::RequestTooLarge,
+            ),
+            Error::RequestTimeout { .. } => {
+                reason_only(Code::DeadlineExceeded, message, ErrorReason::RequestTimeout)
+            }
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -204,6 +212,18 @@ mod tests {
                 Error::unavailable("the database is unavailable"),
                 Code::Unavailable,
                 "STORE_UNAVAILABLE",
+            ),
+            (
+                Error::RequestTooLarge { limit: 10 },
+                Code::ResourceExhausted,
+                "REQUEST_TOO_LARGE",
+            ),
+            (
+                Error::RequestTimeout {
+                    timeout: Duration::from_secs(1),
+                },
+                Code::DeadlineExceeded,
+                "REQUEST_TIMEOUT",
             ),
             (
                 Error::Internal("a cause that stays in the log".into()),

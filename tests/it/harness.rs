@@ -15,7 +15,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use idemd::app::ServerSettings;
+use idemd::cache::TerminalCache;
 use idemd::domain::Limits;
+use idemd::grpc::admission::AdmissionSettings;
 use idemd::metrics::{LabelPolicy, Metrics};
 use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use idemd::proto::{self, claim_response::Outcome};
@@ -348,12 +351,36 @@ pub struct TestServer {
     task: Option<JoinHandle<()>>,
 }
 
+/// The server-side settings a test may change; the defaults are the binary's.
+#[derive(Debug, Clone, Default)]
+pub struct ServerConfig {
+    pub server: ServerSettings,
+    pub admission: AdmissionSettings,
+}
+
 impl TestServer {
     pub async fn start(store: Arc<dyn Store>, limits: Limits) -> Self {
+        Self::start_configured(store, limits, ServerConfig::default()).await
+    }
+
+    pub async fn start_configured(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        config: ServerConfig,
+    ) -> Self {
+        let (metrics, _) =
+            Metrics::new(LabelPolicy::default(), None).expect("a metrics registry builds");
         let application = Arc::new(
-            Application::new(store, limits, Duration::from_secs(5))
-                .await
-                .expect("application builds"),
+            Application::build(
+                store,
+                limits,
+                Duration::from_secs(5),
+                config.admission,
+                metrics,
+                TerminalCache::new(idemd::cache::DEFAULT_BUDGET_BYTES),
+            )
+            .await
+            .expect("application builds"),
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
@@ -361,8 +388,9 @@ impl TestServer {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let routes = application.routes.clone();
         let layer = FaultLayer(faults.clone());
+        let server = config.server.server();
         let task = tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            server
                 .layer(layer)
                 .add_routes(routes)
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
@@ -419,10 +447,14 @@ impl World {
     }
 
     pub async fn start_with(backend: Backend, limits: Limits) -> Self {
+        Self::start_configured(backend, limits, ServerConfig::default()).await
+    }
+
+    pub async fn start_configured(backend: Backend, limits: Limits, config: ServerConfig) -> Self {
         let store = backend.store();
         let tenant_a = create_tenant(store.as_ref(), "tenant-a").await;
         let tenant_b = create_tenant(store.as_ref(), "tenant-b").await;
-        let server = TestServer::start(store.clone(), limits).await;
+        let server = TestServer::start_configured(store.clone(), limits, config).await;
         Self {
             backend,
             store,

@@ -26,3 +26,4 @@ mod retention;
 mod scenarios;
 mod surface;
 mod tls;
+mod transport;
