@@ -115,6 +115,21 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_AUTH_CACHE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub auth_cache_ttl: Duration,
 
+    /// How long a well-formed token the store does not know is refused
+    /// without asking the store again (tokens of the wrong shape never
+    /// reach it).
+    #[arg(long, env = "IDEMD_AUTH_NEGATIVE_CACHE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub auth_negative_cache_ttl: Duration,
+
+    /// Tokens the authentication cache remembers, known and unknown together.
+    #[arg(long, env = "IDEMD_AUTH_CACHE_ENTRIES", default_value_t = 10_000)]
+    pub auth_cache_entries: usize,
+
+    /// Token lookups in the store at once; calls with uncached tokens wait
+    /// for a turn, so a flood of unknown tokens cannot take the pool.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_CONCURRENCY", default_value_t = 4)]
+    pub auth_lookup_concurrency: usize,
+
     /// Bytes of memory for terminal results kept to answer replays without
     /// a database round trip (results count with their size); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::auth::Authenticator;
+use crate::auth::{AuthSettings, Authenticator};
 use crate::cache::TerminalCache;
 use crate::config::{Cli, Command};
 use crate::dev;
@@ -104,10 +104,14 @@ impl Application {
         auth_cache_ttl: std::time::Duration,
         metrics: Metrics,
     ) -> Result<Self, BoxError> {
+        let auth = AuthSettings {
+            cache_ttl: auth_cache_ttl,
+            ..AuthSettings::default()
+        };
         Self::build(
             store,
             limits,
-            auth_cache_ttl,
+            auth,
             AdmissionSettings::default(),
             metrics,
             TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
@@ -118,7 +122,7 @@ impl Application {
     pub async fn build(
         store: Arc<dyn Store>,
         limits: Limits,
-        auth_cache_ttl: std::time::Duration,
+        auth: AuthSettings,
         admission: AdmissionSettings,
         metrics: Metrics,
         results: TerminalCache,
@@ -127,14 +131,14 @@ impl Application {
         let service =
             IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token())
                 .with_result_cache(results);
-        let authenticator = Authenticator::new(store, auth_cache_ttl);
-        let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
+        let authenticator = Authenticator::new(store, auth, metrics.clone());
+        let api = IdempotencyApi::new(service.clone(), Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();
         health
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
         Ok(Self {
-            routes: routes(api, admission, metrics, health_service)?,
+            routes: routes(api, authenticator, admission, metrics, health_service)?,
             health,
             service,
             draining,

@@ -11,7 +11,8 @@ use tracing::{info, warn};
 use super::Application;
 use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
 use super::settings::{
-    admission_settings_from, label_policy_from, server_settings_from, sweeper_settings_from,
+    admission_settings_from, auth_settings_from, label_policy_from, server_settings_from,
+    sweeper_settings_from,
 };
 use super::tls::tls_config;
 use crate::config::ServeArgs;
@@ -47,7 +48,7 @@ pub async fn serve(
     let application = Application::build(
         store.clone(),
         limits,
-        args.auth_cache_ttl,
+        auth_settings_from(args),
         admission,
         metrics.clone(),
         crate::cache::TerminalCache::new(args.result_cache_bytes),

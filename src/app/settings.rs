@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::TimeDelta;
 
 use super::transport::ServerSettings;
+use crate::auth::AuthSettings;
 use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
 use crate::domain::Limits;
 use crate::grpc::admission::AdmissionSettings;
@@ -38,6 +39,15 @@ fn delta(duration: Duration) -> Result<TimeDelta, String> {
 
 /// What a Claim that waits its whole cap needs beyond it, to answer.
 const REQUEST_TIMEOUT_HEADROOM: Duration = Duration::from_secs(1);
+
+pub(super) fn auth_settings_from(args: &ServeArgs) -> AuthSettings {
+    AuthSettings {
+        cache_ttl: args.auth_cache_ttl,
+        negative_cache_ttl: args.auth_negative_cache_ttl,
+        cache_entries: args.auth_cache_entries.max(1),
+        lookup_concurrency: args.auth_lookup_concurrency.max(1),
+    }
+}
 
 pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings {
     ServerSettings {
@@ -128,6 +138,7 @@ mod tests {
             admission_settings_from(&args.transport, &args.bounds).expect("valid"),
             AdmissionSettings::default()
         );
+        assert_eq!(auth_settings_from(&args), AuthSettings::default());
     }
 
     #[test]

@@ -3,9 +3,13 @@
 //! can, before the request body is read) whether a call is served at all.
 //! Health and reflection are not behind it.
 //!
-//! It bounds each call's time ([`AdmissionSettings::request_timeout`]: a
-//! request body that stalls halfway is cut off, not held) and answers the
-//! codec's refusal of an oversized message in idemd's own terms.
+//! In order: it authenticates the call from its `authorization` header
+//! before the body is polled (a caller without credentials cannot make the
+//! server read, let alone buffer, a byte of its body) and hands the tenant
+//! to the handler in the request's extensions; it bounds each call's time
+//! ([`AdmissionSettings::request_timeout`]: a request body that stalls
+//! halfway is cut off, not held); and it answers the codec's refusal of an
+//! oversized message in idemd's own terms.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -17,7 +21,8 @@ use tonic::Status;
 use tonic::codegen::http;
 use tonic::server::NamedService;
 
-use crate::domain::Error;
+use crate::auth::Authenticator;
+use crate::domain::{Error, TenantId};
 
 /// Longest a call may take by default: twice the default `--max-wait`, so a
 /// Claim that waits its whole cap still has time to answer.
@@ -42,10 +47,14 @@ impl Default for AdmissionSettings {
     }
 }
 
+/// The tenant a call was admitted for, in its request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Authenticated(pub TenantId);
+
 /// What every call of one server shares.
-#[derive(Debug)]
 struct Shared {
     settings: AdmissionSettings,
+    authenticator: Authenticator,
     /// The API's decode limit, named in the answer to a larger message.
     max_request_bytes: usize,
 }
@@ -58,11 +67,17 @@ pub struct Admitted<S> {
 }
 
 impl<S> Admitted<S> {
-    pub fn new(inner: S, settings: AdmissionSettings, max_request_bytes: usize) -> Self {
+    pub fn new(
+        inner: S,
+        settings: AdmissionSettings,
+        authenticator: Authenticator,
+        max_request_bytes: usize,
+    ) -> Self {
         Self {
             inner,
             shared: Arc::new(Shared {
                 settings,
+                authenticator,
                 max_request_bytes,
             }),
         }
@@ -116,16 +131,29 @@ where
         self.inner.poll_ready(context)
     }
 
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         // The clone that was polled ready serves this call (tower's rule).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         Box::pin(async move {
             let timeout = shared.settings.request_timeout;
-            // A unary call's future reads the body, runs the handler and
-            // encodes the answer: the timeout bounds all of it.
-            let Ok(response) = tokio::time::timeout(timeout, inner.call(request)).await else {
+            let admitted = async {
+                let authorization = request
+                    .headers()
+                    .get(http::header::AUTHORIZATION)
+                    .and_then(|value| value.to_str().ok());
+                let tenant = match shared.authenticator.tenant(authorization).await {
+                    Ok(tenant) => tenant,
+                    Err(refused) => return Ok(refusal(refused)),
+                };
+                request.extensions_mut().insert(Authenticated(tenant));
+                // Only now is the body read: the generated service decodes it.
+                inner.call(request).await
+            };
+            // Authentication waits, the body is read, the handler runs and
+            // the answer is encoded: the timeout bounds all of it.
+            let Ok(response) = tokio::time::timeout(timeout, admitted).await else {
                 return Ok(refusal(Error::RequestTimeout { timeout }));
             };
             Ok(explain_decode_limit(response?, shared.max_request_bytes))

@@ -9,6 +9,7 @@
 
 mod harness;
 
+mod admission;
 mod api_retries;
 mod cli;
 mod concurrency;
