@@ -208,6 +208,14 @@ pub struct TransportArgs {
     /// --max-wait plus 1s, so a waiting Claim still has time to answer.
     #[arg(long, env = "IDEMD_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    /// Calls in flight on this server; more are shed at once with
+    /// UNAVAILABLE (OVERLOADED, RetryInfo) rather than queued.
+    #[arg(long, env = "IDEMD_MAX_IN_FLIGHT", default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Calls in flight for one tenant on this server; more are refused with
+    /// RESOURCE_EXHAUSTED (TENANT_CONCURRENCY_LIMIT, RetryInfo).
+    #[arg(long, env = "IDEMD_MAX_IN_FLIGHT_PER_TENANT", default_value_t = 256)]
+    pub max_in_flight_per_tenant: usize,
 }
 
 /// An address, or `off`.

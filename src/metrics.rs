@@ -223,6 +223,10 @@ impl Metrics {
                 "idemd_swept_total",
                 "Records handled by the retention sweeper, by kind.",
             ),
+            (
+                "idemd_calls_refused_total",
+                "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
+            ),
         ];
         for (name, help) in counters {
             recorder.describe_counter(name.into(), None, SharedString::const_str(help));
@@ -413,6 +417,20 @@ impl Metrics {
 
     pub fn store_latency(&self, call: &'static str, elapsed: Duration) {
         self.record(HistogramSeries::Store { call }, elapsed);
+    }
+
+    /// A call admission refused; `reason` is an ErrorInfo reason (a fixed set).
+    pub fn call_refused(&self, reason: &'static str) {
+        self.0
+            .recorder
+            .register_counter(
+                &Key::from_parts(
+                    "idemd_calls_refused_total",
+                    vec![Label::from_static_parts("reason", reason)],
+                ),
+                &METADATA,
+            )
+            .increment(1);
     }
 }
 

@@ -69,6 +69,8 @@ pub(super) fn admission_settings_from(
     }
     Ok(AdmissionSettings {
         request_timeout: transport.request_timeout,
+        max_in_flight: transport.max_in_flight.max(1),
+        max_in_flight_per_tenant: transport.max_in_flight_per_tenant.max(1),
     })
 }
 

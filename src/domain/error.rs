@@ -82,11 +82,17 @@ pub enum ErrorReason {
     /// DEADLINE_EXCEEDED: the call took longer than the server's request
     /// timeout (a stalled request body, for one).
     RequestTimeout,
+    /// UNAVAILABLE, with RetryInfo: this replica has as many calls in flight
+    /// as it admits; another replica, or this one a moment later, serves it.
+    Overloaded,
+    /// RESOURCE_EXHAUSTED, with RetryInfo: the tenant has as many calls in
+    /// flight on this replica as one tenant may.
+    TenantConcurrencyLimit,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 17] = [
+    pub const ALL: [ErrorReason; 19] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -104,6 +110,8 @@ impl ErrorReason {
         ErrorReason::StateForbids,
         ErrorReason::RequestTooLarge,
         ErrorReason::RequestTimeout,
+        ErrorReason::Overloaded,
+        ErrorReason::TenantConcurrencyLimit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,6 +133,8 @@ impl ErrorReason {
             ErrorReason::StateForbids => "STATE_FORBIDS",
             ErrorReason::RequestTooLarge => "REQUEST_TOO_LARGE",
             ErrorReason::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorReason::Overloaded => "OVERLOADED",
+            ErrorReason::TenantConcurrencyLimit => "TENANT_CONCURRENCY_LIMIT",
         }
     }
 }
@@ -170,6 +180,12 @@ pub enum Error {
     /// The call outlived the server's request timeout.
     #[error("request timed out after {timeout:?}")]
     RequestTimeout { timeout: Duration },
+    /// The replica admits no more calls now: shed, not queued.
+    #[error("overloaded: too many calls in flight on this server")]
+    Overloaded { retry_after: Duration },
+    /// The tenant has its whole share of calls in flight.
+    #[error("too many calls in flight for this tenant (at most {limit})")]
+    TenantConcurrencyLimit { limit: usize, retry_after: Duration },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -177,6 +193,26 @@ pub enum Error {
 impl Error {
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         Error::InvalidArgument(vec![FieldViolation::new(field, description)])
+    }
+
+    /// The ErrorInfo reason this error answers with.
+    pub fn reason(&self) -> ErrorReason {
+        match self {
+            Error::InvalidArgument(_) => ErrorReason::InvalidRequest,
+            Error::Unauthenticated => ErrorReason::InvalidCredentials,
+            Error::MissingCredentials => ErrorReason::MissingCredentials,
+            Error::NotFound => ErrorReason::OperationNotFound,
+            Error::KeyReused { .. } => ErrorReason::IdempotencyKeyReused,
+            Error::ResultExpired { .. } => ErrorReason::ResultExpired,
+            Error::LeaseLost { .. } => ErrorReason::LeaseLost,
+            Error::Refused { refusal, .. } => refusal.reason(),
+            Error::Unavailable { .. } => ErrorReason::StoreUnavailable,
+            Error::RequestTooLarge { .. } => ErrorReason::RequestTooLarge,
+            Error::RequestTimeout { .. } => ErrorReason::RequestTimeout,
+            Error::Overloaded { .. } => ErrorReason::Overloaded,
+            Error::TenantConcurrencyLimit { .. } => ErrorReason::TenantConcurrencyLimit,
+            Error::Internal(_) => ErrorReason::Internal,
+        }
     }
 
     pub fn unavailable(reason: impl Into<String>) -> Self {

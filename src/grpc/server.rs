@@ -208,12 +208,19 @@ pub fn routes(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
     let max_request_bytes = api.limits.max_request_bytes();
+    let admission_metrics = metrics.clone();
     let max_response_bytes = api.limits.max_response_bytes();
     let api = IdempotencyServiceServer::new(api)
         .max_decoding_message_size(max_request_bytes)
         .max_encoding_message_size(max_response_bytes);
     Ok(Routes::new(Observed::new(
-        Admitted::new(api, admission, authenticator, max_request_bytes),
+        Admitted::new(
+            api,
+            admission,
+            authenticator,
+            admission_metrics,
+            max_request_bytes,
+        ),
         metrics,
     ))
     .add_service(health)

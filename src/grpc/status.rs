@@ -132,6 +132,16 @@ impl From<Error> for Status {
             Error::RequestTimeout { .. } => {
                 reason_only(Code::DeadlineExceeded, message, ErrorReason::RequestTimeout)
             }
+            Error::Overloaded { retry_after } => {
+                let mut details = reason_details(ErrorReason::Overloaded);
+                details.set_retry_info(Some(retry_after));
+                Status::with_error_details(Code::Unavailable, message, details)
+            }
+            Error::TenantConcurrencyLimit { retry_after, .. } => {
+                let mut details = reason_details(ErrorReason::TenantConcurrencyLimit);
+                details.set_retry_info(Some(retry_after));
+                Status::with_error_details(Code::ResourceExhausted, message, details)
+            }
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -226,13 +236,30 @@ mod tests {
                 "REQUEST_TIMEOUT",
             ),
             (
+                Error::Overloaded {
+                    retry_after: Duration::from_millis(100),
+                },
+                Code::Unavailable,
+                "OVERLOADED",
+            ),
+            (
+                Error::TenantConcurrencyLimit {
+                    limit: 1,
+                    retry_after: Duration::from_millis(100),
+                },
+                Code::ResourceExhausted,
+                "TENANT_CONCURRENCY_LIMIT",
+            ),
+            (
                 Error::Internal("a cause that stays in the log".into()),
                 Code::Internal,
                 "INTERNAL",
             ),
         ] {
+            let reason_of_error = error.reason().as_str();
             let status = Status::from(error);
             assert_eq!(status.code(), code, "{status:?}");
+            assert_eq!(reason_of_error, reason);
             assert_eq!(
                 reason_and_domain(&status),
                 (reason.to_owned(), ERROR_DOMAIN.to_owned())

@@ -450,6 +450,8 @@ OPTIONAL_SETTINGS = {
     "config.transport.http2KeepaliveInterval": "IDEMD_HTTP2_KEEPALIVE_INTERVAL",
     "config.transport.http2KeepaliveTimeout": "IDEMD_HTTP2_KEEPALIVE_TIMEOUT",
     "config.transport.requestTimeout": "IDEMD_REQUEST_TIMEOUT",
+    "config.transport.maxInFlight": "IDEMD_MAX_IN_FLIGHT",
+    "config.transport.maxInFlightPerTenant": "IDEMD_MAX_IN_FLIGHT_PER_TENANT",
     "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
     "config.authNegativeCacheTtl": "IDEMD_AUTH_NEGATIVE_CACHE_TTL",
     "config.authCacheEntries": "IDEMD_AUTH_CACHE_ENTRIES",

@@ -1,16 +1,20 @@
 //! Admission: credentials are checked before a request body is read, bogus
-//! tokens do not reach the database, and lookups cannot take the pool.
+//! tokens do not reach the database, lookups cannot take the pool, a
+//! replica sheds what it cannot serve and a tenant cannot take the others'
+//! share.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use idemd::auth::AuthSettings;
+use idemd::grpc::admission::AdmissionSettings;
+use idemd::proto;
 use tonic::codegen::Bytes;
 use tonic::{Code, Status};
 
 use crate::harness::{
-    Backend, CountingStore, ServerConfig, TestServer, assert_status, authorized, claim_json,
-    create_tenant, outcome_name, store_tests, test_limits,
+    Backend, CountingStore, ServerConfig, TestServer, World, assert_status, authorized, claim_json,
+    create_tenant, millis, outcome_name, store_tests, test_limits,
 };
 use crate::transport::{answer_to, call_headers, message_prefix, raw_client};
 
@@ -207,7 +211,178 @@ async fn a_call_without_valid_credentials_is_refused_before_its_body_is_read() {
     assert_eq!(counting.authentications(), 0);
 }
 
+// ---- load shedding and per-tenant concurrency ------------------------------
+
+/// Claims `key` for `token` with a long lease, then starts `waiters` Claims
+/// of the same request that wait on it (each Pending, holding its call), on
+/// connections of their own. Aborting a task cancels its call.
+async fn hold_calls(
+    world: &World,
+    token: &str,
+    key: &str,
+    waiters: usize,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let request = || claim_json("payments.charge", key, "{}");
+    let held = world
+        .client()
+        .await
+        .claim(authorized(
+            token,
+            proto::ClaimRequest {
+                lease: millis(60_000),
+                ..request()
+            },
+        ))
+        .await
+        .expect("claimed")
+        .into_inner();
+    assert_eq!(outcome_name(&held), "acquired");
+    let mut handles = Vec::new();
+    for _ in 0..waiters {
+        let mut client = world.client().await;
+        let waiting = authorized(
+            token,
+            proto::ClaimRequest {
+                wait: millis(30_000),
+                ..request()
+            },
+        );
+        handles.push(tokio::spawn(async move {
+            let _ = client.claim(waiting).await;
+        }));
+    }
+    handles
+}
+
+/// Lookups by `token` until one is refused (the waiters are in flight by
+/// then); its refusal.
+async fn first_refusal(world: &World, token: &str) -> Status {
+    let mut client = world.client().await;
+    for _ in 0..1000 {
+        let looked_up = client
+            .lookup(authorized(
+                token,
+                proto::LookupRequest {
+                    target: Some(proto::lookup_request::Target::Scope(proto::Scope {
+                        operation: "payments.charge".into(),
+                        key: "absent".into(),
+                    })),
+                    include_history: false,
+                },
+            ))
+            .await;
+        match looked_up {
+            Err(status) if status.code() != Code::NotFound => return status,
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    panic!("calls past the limit were never refused");
+}
+
+fn retry_delay(status: &Status) -> Option<Duration> {
+    use tonic_types::StatusExt;
+    status.get_details_retry_info()?.retry_delay
+}
+
+async fn a_tenant_past_its_share_is_refused_while_another_is_served(backend: Backend) {
+    let config = ServerConfig {
+        admission: AdmissionSettings {
+            max_in_flight_per_tenant: 3,
+            ..AdmissionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(backend, test_limits(), config).await;
+    let waiters = hold_calls(&world, &world.tenant_a, "held", 3).await;
+
+    let refused = first_refusal(&world, &world.tenant_a).await;
+    assert_status(
+        &refused,
+        Code::ResourceExhausted,
+        "TENANT_CONCURRENCY_LIMIT",
+    );
+    assert!(retry_delay(&refused).is_some(), "RetryInfo: {refused:?}");
+    let claimed = world
+        .client()
+        .await
+        .claim(authorized(
+            &world.tenant_b,
+            claim_json("payments.charge", "held", "{}"),
+        ))
+        .await
+        .expect("the other tenant is served")
+        .into_inner();
+    assert_eq!(outcome_name(&claimed), "acquired");
+    let rendered = world.server.application.service.metrics().render();
+    assert!(
+        rendered.contains("idemd_calls_refused_total{reason=\"TENANT_CONCURRENCY_LIMIT\"}"),
+        "{rendered}"
+    );
+
+    // Cancelled calls give their share back.
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    let mut client = world.client().await;
+    for attempt in 0.. {
+        let claimed = client
+            .claim(authorized(
+                &world.tenant_a,
+                claim_json("payments.charge", "after", "{}"),
+            ))
+            .await;
+        match claimed {
+            Ok(_) => break,
+            Err(status) => {
+                assert_status(&status, Code::ResourceExhausted, "TENANT_CONCURRENCY_LIMIT");
+                assert!(attempt < 500, "the share never came back");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_replica_past_its_in_flight_limit_sheds_calls_with_retry_info() {
+    let config = ServerConfig {
+        admission: AdmissionSettings {
+            max_in_flight: 3,
+            ..AdmissionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    let waiters = hold_calls(&world, &world.tenant_a, "held", 3).await;
+
+    // Another tenant's call is shed too: the budget is the replica's.
+    let shed = first_refusal(&world, &world.tenant_b).await;
+    assert_status(&shed, Code::Unavailable, "OVERLOADED");
+    assert!(retry_delay(&shed).is_some(), "RetryInfo: {shed:?}");
+
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    let mut client = world.client().await;
+    for attempt in 0.. {
+        let claimed = client
+            .claim(authorized(
+                &world.tenant_b,
+                claim_json("payments.charge", "after", "{}"),
+            ))
+            .await;
+        match claimed {
+            Ok(_) => break,
+            Err(status) => {
+                assert_status(&status, Code::Unavailable, "OVERLOADED");
+                assert!(attempt < 500, "the replica never took calls again");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
 store_tests!(
     tokens_of_the_wrong_shape_never_reach_the_store,
     an_unknown_token_is_looked_up_once_however_often_it_is_sent,
+    a_tenant_past_its_share_is_refused_while_another_is_served,
 );

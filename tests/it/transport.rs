@@ -197,6 +197,7 @@ async fn a_request_body_that_stalls_is_cut_off_by_the_request_timeout() {
     let config = ServerConfig {
         admission: AdmissionSettings {
             request_timeout: Duration::from_millis(300),
+            ..AdmissionSettings::default()
         },
         ..ServerConfig::default()
     };

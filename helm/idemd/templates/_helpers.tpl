@@ -197,6 +197,8 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_HTTP2_KEEPALIVE_INTERVAL" $config.transport.http2KeepaliveInterval)
   (list "IDEMD_HTTP2_KEEPALIVE_TIMEOUT" $config.transport.http2KeepaliveTimeout)
   (list "IDEMD_REQUEST_TIMEOUT" $config.transport.requestTimeout)
+  (list "IDEMD_MAX_IN_FLIGHT" $config.transport.maxInFlight)
+  (list "IDEMD_MAX_IN_FLIGHT_PER_TENANT" $config.transport.maxInFlightPerTenant)
   (list "IDEMD_AUTH_CACHE_TTL" $config.authCacheTtl)
   (list "IDEMD_AUTH_NEGATIVE_CACHE_TTL" $config.authNegativeCacheTtl)
   (list "IDEMD_AUTH_CACHE_ENTRIES" $config.authCacheEntries)
