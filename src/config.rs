@@ -190,7 +190,8 @@ pub struct ServeArgs {
     pub transport: TransportArgs,
 }
 
-/// What one connection and one call may hold: streams, keepalive, time.
+/// What connections and calls may hold: streams, keepalive, time, calls
+/// in flight, waiting Claims.
 #[derive(Debug, Clone, Args)]
 pub struct TransportArgs {
     /// HTTP/2 streams (concurrent calls) one connection may have open; a
@@ -216,6 +217,14 @@ pub struct TransportArgs {
     /// RESOURCE_EXHAUSTED (TENANT_CONCURRENCY_LIMIT, RetryInfo).
     #[arg(long, env = "IDEMD_MAX_IN_FLIGHT_PER_TENANT", default_value_t = 256)]
     pub max_in_flight_per_tenant: usize,
+    /// Claims waiting for a pending operation at once on this server; past
+    /// it, a Claim answers Pending at once (with retry_after) instead.
+    #[arg(long, env = "IDEMD_MAX_WAITERS", default_value_t = 512)]
+    pub max_waiters: usize,
+    /// Claims of one tenant waiting at once on this server (keep it below
+    /// --max-in-flight-per-tenant); past it, Pending at once.
+    #[arg(long, env = "IDEMD_MAX_WAITERS_PER_TENANT", default_value_t = 128)]
+    pub max_waiters_per_tenant: usize,
 }
 
 /// An address, or `off`.

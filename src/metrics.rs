@@ -139,6 +139,8 @@ const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_opera
 const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
 const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
 const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
+const WAITING_CLAIMS: Key = Key::from_static_name("idemd_waiting_claims");
+const WAITS_REFUSED: Key = Key::from_static_name("idemd_waits_refused_total");
 static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
 static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
 static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
@@ -224,6 +226,10 @@ impl Metrics {
                 "Records handled by the retention sweeper, by kind.",
             ),
             (
+                "idemd_waits_refused_total",
+                "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
+            ),
+            (
                 "idemd_calls_refused_total",
                 "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
             ),
@@ -253,6 +259,10 @@ impl Metrics {
                 "Database pool connections, by state.",
             ),
             ("idemd_db_pool_max_connections", "Database pool size limit."),
+            (
+                "idemd_waiting_claims",
+                "Claims waiting for a pending operation on this replica.",
+            ),
         ];
         for (name, help) in gauges {
             recorder.describe_gauge(name.into(), None, SharedString::const_str(help));
@@ -417,6 +427,18 @@ impl Metrics {
 
     pub fn store_latency(&self, call: &'static str, elapsed: Duration) {
         self.record(HistogramSeries::Store { call }, elapsed);
+    }
+
+    /// A Claim that would have waited, answered at once instead.
+    pub fn waiter_refused(&self) {
+        self.0
+            .recorder
+            .register_counter(&WAITS_REFUSED, &METADATA)
+            .increment(1);
+    }
+
+    pub fn waiting_claims(&self, waiting: usize) {
+        self.gauge(&WAITING_CLAIMS).set(waiting as f64);
     }
 
     /// A call admission refused; `reason` is an ErrorInfo reason (a fixed set).

@@ -24,7 +24,7 @@ use crate::grpc::admission::AdmissionSettings;
 use crate::grpc::server::{IdempotencyApi, routes};
 use crate::metrics::{LabelPolicy, Metrics};
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
-use crate::service::IdempotencyService;
+use crate::service::{IdempotencyService, WaiterLimits};
 use crate::shutdown;
 use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
@@ -113,6 +113,7 @@ impl Application {
             limits,
             auth,
             AdmissionSettings::default(),
+            WaiterLimits::default(),
             metrics,
             TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
         )
@@ -124,13 +125,15 @@ impl Application {
         limits: Limits,
         auth: AuthSettings,
         admission: AdmissionSettings,
+        waiters: WaiterLimits,
         metrics: Metrics,
         results: TerminalCache,
     ) -> Result<Self, BoxError> {
         let draining = CancellationToken::new();
         let service =
             IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token())
-                .with_result_cache(results);
+                .with_result_cache(results)
+                .with_waiter_limits(waiters);
         let authenticator = Authenticator::new(store, auth, metrics.clone());
         let api = IdempotencyApi::new(service.clone(), Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();

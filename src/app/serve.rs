@@ -12,7 +12,7 @@ use super::Application;
 use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
 use super::settings::{
     admission_settings_from, auth_settings_from, label_policy_from, server_settings_from,
-    sweeper_settings_from,
+    sweeper_settings_from, waiter_limits_from,
 };
 use super::tls::tls_config;
 use crate::config::ServeArgs;
@@ -50,6 +50,7 @@ pub async fn serve(
         limits,
         auth_settings_from(args),
         admission,
+        waiter_limits_from(&args.transport),
         metrics.clone(),
         crate::cache::TerminalCache::new(args.result_cache_bytes),
     )

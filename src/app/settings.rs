@@ -11,6 +11,7 @@ use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
 use crate::domain::Limits;
 use crate::grpc::admission::AdmissionSettings;
 use crate::metrics::LabelPolicy;
+use crate::service::WaiterLimits;
 use crate::sweeper::SweeperSettings;
 
 pub(super) fn label_policy_from(args: &ServeArgs) -> LabelPolicy {
@@ -46,6 +47,13 @@ pub(super) fn auth_settings_from(args: &ServeArgs) -> AuthSettings {
         negative_cache_ttl: args.auth_negative_cache_ttl,
         cache_entries: args.auth_cache_entries.max(1),
         lookup_concurrency: args.auth_lookup_concurrency.max(1),
+    }
+}
+
+pub(super) fn waiter_limits_from(transport: &TransportArgs) -> WaiterLimits {
+    WaiterLimits {
+        per_replica: transport.max_waiters,
+        per_tenant: transport.max_waiters_per_tenant,
     }
 }
 
@@ -141,6 +149,7 @@ mod tests {
             AdmissionSettings::default()
         );
         assert_eq!(auth_settings_from(&args), AuthSettings::default());
+        assert_eq!(waiter_limits_from(&args.transport), WaiterLimits::default());
     }
 
     #[test]

@@ -452,6 +452,8 @@ OPTIONAL_SETTINGS = {
     "config.transport.requestTimeout": "IDEMD_REQUEST_TIMEOUT",
     "config.transport.maxInFlight": "IDEMD_MAX_IN_FLIGHT",
     "config.transport.maxInFlightPerTenant": "IDEMD_MAX_IN_FLIGHT_PER_TENANT",
+    "config.transport.maxWaiters": "IDEMD_MAX_WAITERS",
+    "config.transport.maxWaitersPerTenant": "IDEMD_MAX_WAITERS_PER_TENANT",
     "config.authCacheTtl": "IDEMD_AUTH_CACHE_TTL",
     "config.authNegativeCacheTtl": "IDEMD_AUTH_NEGATIVE_CACHE_TTL",
     "config.authCacheEntries": "IDEMD_AUTH_CACHE_ENTRIES",

@@ -9,6 +9,7 @@ use std::time::Duration;
 use idemd::auth::AuthSettings;
 use idemd::grpc::admission::AdmissionSettings;
 use idemd::proto;
+use idemd::service::WaiterLimits;
 use tonic::codegen::Bytes;
 use tonic::{Code, Status};
 
@@ -381,8 +382,114 @@ async fn a_replica_past_its_in_flight_limit_sheds_calls_with_retry_info() {
     }
 }
 
+// ---- waiting Claims --------------------------------------------------------
+
+/// A sample of the server's metrics (0 when the series does not exist yet).
+fn sample(world: &World, series: &str) -> f64 {
+    world
+        .server
+        .application
+        .service
+        .metrics()
+        .render()
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Until `count` Claims wait on the server.
+async fn until_waiting(world: &World, count: usize) {
+    for _ in 0..1000 {
+        if sample(world, "idemd_waiting_claims ") == count as f64 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{count} Claims never waited");
+}
+
+/// A Claim of `key` by `token` that would wait up to the server's cap; it
+/// must answer Pending without waiting (else the guard fails the test).
+async fn answered_without_waiting(world: &World, token: &str, key: &str) {
+    let mut client = world.client().await;
+    let claim = client.claim(authorized(
+        token,
+        proto::ClaimRequest {
+            wait: millis(60_000),
+            ..claim_json("payments.charge", key, "{}")
+        },
+    ));
+    let answer = tokio::time::timeout(Duration::from_secs(10), claim)
+        .await
+        .expect("answered at once, not after its wait")
+        .expect("a claim")
+        .into_inner();
+    let Some(proto::claim_response::Outcome::Pending(pending)) = answer.outcome else {
+        panic!("pending expected: {answer:?}");
+    };
+    assert!(pending.retry_after.is_some(), "{pending:?}");
+}
+
+async fn claims_past_the_tenants_waiter_cap_answer_pending_at_once(backend: Backend) {
+    let config = ServerConfig {
+        waiters: WaiterLimits {
+            per_replica: 100,
+            per_tenant: 2,
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(backend, test_limits(), config).await;
+    let mut held = hold_calls(&world, &world.tenant_a, "held", 2).await;
+    until_waiting(&world, 2).await;
+
+    answered_without_waiting(&world, &world.tenant_a, "held").await;
+    assert_eq!(sample(&world, "idemd_waits_refused_total "), 1.0);
+    assert_eq!(sample(&world, "idemd_waiting_claims "), 2.0);
+
+    // Another tenant still waits.
+    held.extend(hold_calls(&world, &world.tenant_b, "held", 1).await);
+    until_waiting(&world, 3).await;
+    for waiter in held {
+        waiter.abort();
+    }
+    until_waiting(&world, 0).await;
+}
+
+#[tokio::test]
+async fn claims_past_the_replicas_waiter_cap_answer_pending_at_once() {
+    let config = ServerConfig {
+        waiters: WaiterLimits {
+            per_replica: 2,
+            per_tenant: 100,
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    let held = hold_calls(&world, &world.tenant_a, "held", 2).await;
+    until_waiting(&world, 2).await;
+
+    // Tenant B holds an operation of its own; its waiter finds no place.
+    let mut client = world.client().await;
+    client
+        .claim(authorized(
+            &world.tenant_b,
+            proto::ClaimRequest {
+                lease: millis(60_000),
+                ..claim_json("payments.charge", "held-b", "{}")
+            },
+        ))
+        .await
+        .expect("claimed");
+    answered_without_waiting(&world, &world.tenant_b, "held-b").await;
+    assert_eq!(sample(&world, "idemd_waits_refused_total "), 1.0);
+    for waiter in held {
+        waiter.abort();
+    }
+}
+
 store_tests!(
     tokens_of_the_wrong_shape_never_reach_the_store,
     an_unknown_token_is_looked_up_once_however_often_it_is_sent,
     a_tenant_past_its_share_is_refused_while_another_is_served,
+    claims_past_the_tenants_waiter_cap_answer_pending_at_once,
 );

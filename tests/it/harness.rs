@@ -23,7 +23,7 @@ use idemd::grpc::admission::AdmissionSettings;
 use idemd::metrics::{LabelPolicy, Metrics};
 use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use idemd::proto::{self, claim_response::Outcome};
-use idemd::service::IdempotencyService;
+use idemd::service::{IdempotencyService, WaiterLimits};
 use idemd::store::postgres::PostgresStore;
 use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use idemd::store::{PauseHook, Store};
@@ -358,6 +358,7 @@ pub struct ServerConfig {
     pub server: ServerSettings,
     pub admission: AdmissionSettings,
     pub auth: AuthSettings,
+    pub waiters: WaiterLimits,
 }
 
 impl TestServer {
@@ -378,6 +379,7 @@ impl TestServer {
                 limits,
                 config.auth,
                 config.admission,
+                config.waiters,
                 metrics,
                 TerminalCache::new(idemd::cache::DEFAULT_BUDGET_BYTES),
             )

@@ -199,6 +199,8 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_REQUEST_TIMEOUT" $config.transport.requestTimeout)
   (list "IDEMD_MAX_IN_FLIGHT" $config.transport.maxInFlight)
   (list "IDEMD_MAX_IN_FLIGHT_PER_TENANT" $config.transport.maxInFlightPerTenant)
+  (list "IDEMD_MAX_WAITERS" $config.transport.maxWaiters)
+  (list "IDEMD_MAX_WAITERS_PER_TENANT" $config.transport.maxWaitersPerTenant)
   (list "IDEMD_AUTH_CACHE_TTL" $config.authCacheTtl)
   (list "IDEMD_AUTH_NEGATIVE_CACHE_TTL" $config.authNegativeCacheTtl)
   (list "IDEMD_AUTH_CACHE_ENTRIES" $config.authCacheEntries)
