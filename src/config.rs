@@ -122,7 +122,7 @@ pub struct ServeArgs {
     pub auth_negative_cache_ttl: Duration,
 
     /// Tokens the authentication cache remembers, known and unknown together.
-    #[arg(long, env = "IDEMD_AUTH_CACHE_ENTRIES", default_value_t = 10_000)]
+    #[arg(long, env = "IDEMD_AUTH_CACHE_ENTRIES", default_value_t = 10000)]
     pub auth_cache_entries: usize,
 
     /// Token lookups in the store at once; calls with uncached tokens wait
