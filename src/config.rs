@@ -225,6 +225,19 @@ pub struct TransportArgs {
     /// --max-in-flight-per-tenant); past it, Pending at once.
     #[arg(long, env = "IDEMD_MAX_WAITERS_PER_TENANT", default_value_t = 128)]
     pub max_waiters_per_tenant: usize,
+    /// Connections open at once on the API port; one more is accepted and
+    /// closed at once.
+    #[arg(long, env = "IDEMD_MAX_CONNECTIONS", default_value_t = 10000)]
+    pub max_connections: usize,
+    /// How long a new connection has for its TLS handshake, and then for its
+    /// first bytes (the HTTP/2 preface), before it is closed.
+    #[arg(long, env = "IDEMD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub handshake_timeout: Duration,
+    /// A connection from which nothing is read for this long is closed;
+    /// more than --http2-keepalive-interval plus --http2-keepalive-timeout,
+    /// whose PINGs every live peer answers.
+    #[arg(long, env = "IDEMD_CONNECTION_IDLE_TIMEOUT", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub connection_idle_timeout: Duration,
 }
 
 /// An address, or `off`.

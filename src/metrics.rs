@@ -139,6 +139,7 @@ const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_opera
 const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
 const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
 const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
+const CONNECTIONS_REFUSED: Key = Key::from_static_name("idemd_connections_refused_total");
 const WAITING_CLAIMS: Key = Key::from_static_name("idemd_waiting_claims");
 const WAITS_REFUSED: Key = Key::from_static_name("idemd_waits_refused_total");
 static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
@@ -228,6 +229,10 @@ impl Metrics {
             (
                 "idemd_waits_refused_total",
                 "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
+            ),
+            (
+                "idemd_connections_refused_total",
+                "Connections closed at once because the server had as many open as it keeps.",
             ),
             (
                 "idemd_calls_refused_total",
@@ -427,6 +432,14 @@ impl Metrics {
 
     pub fn store_latency(&self, call: &'static str, elapsed: Duration) {
         self.record(HistogramSeries::Store { call }, elapsed);
+    }
+
+    /// A connection closed at once: the server had as many open as it keeps.
+    pub fn connection_refused(&self) {
+        self.0
+            .recorder
+            .register_counter(&CONNECTIONS_REFUSED, &METADATA)
+            .increment(1);
     }
 
     /// A Claim that would have waited, answered at once instead.

@@ -3,6 +3,7 @@
 //! drain on SIGTERM.
 
 mod background;
+mod connections;
 mod serve;
 mod settings;
 mod tls;
@@ -30,6 +31,7 @@ use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
 use crate::tenant::manage_tenant;
 
+pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
 pub use transport::ServerSettings;
 

@@ -5,16 +5,16 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::time::Instant;
-use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use super::Application;
 use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
+use super::connections::incoming;
 use super::settings::{
-    admission_settings_from, auth_settings_from, label_policy_from, server_settings_from,
-    sweeper_settings_from, waiter_limits_from,
+    admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
+    server_settings_from, sweeper_settings_from, waiter_limits_from,
 };
-use super::tls::tls_config;
+use super::tls::tls_acceptor;
 use crate::config::ServeArgs;
 use crate::domain::Limits;
 use crate::error::BoxError;
@@ -35,9 +35,10 @@ pub async fn serve(
     // Everything that can refuse the flags or a port, before any task starts.
     let sweeper_settings = sweeper_settings_from(args)?;
     let admission = admission_settings_from(&args.transport, &args.bounds)?;
+    let connections = connection_settings_from(&args.transport)?;
     let mut builder = server_settings_from(&args.transport).server();
-    if let Some(tls) = tls_config(args)? {
-        builder = builder.tls_config(tls)?;
+    let tls = tls_acceptor(args)?;
+    if tls.is_some() {
         info!("tls on");
     }
     let health_listener = match args.health_listen {
@@ -102,8 +103,12 @@ pub async fn serve(
     let server = builder
         .add_routes(application.routes.clone())
         .serve_with_incoming_shutdown(
-            // No Nagle delay on replies: each is small and awaited.
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            incoming(
+                listener,
+                connections,
+                tls,
+                application.service.metrics().clone(),
+            ),
             stop.cancelled_owned(),
         );
     tokio::pin!(server);

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 
+use super::connections::ConnectionSettings;
 use super::transport::ServerSettings;
 use crate::auth::AuthSettings;
 use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
@@ -55,6 +56,26 @@ pub(super) fn waiter_limits_from(transport: &TransportArgs) -> WaiterLimits {
         per_replica: transport.max_waiters,
         per_tenant: transport.max_waiters_per_tenant,
     }
+}
+
+pub(super) fn connection_settings_from(
+    transport: &TransportArgs,
+) -> Result<ConnectionSettings, String> {
+    let keepalive = transport
+        .http2_keepalive_interval
+        .saturating_add(transport.http2_keepalive_timeout);
+    if transport.connection_idle_timeout <= keepalive {
+        return Err(format!(
+            "--connection-idle-timeout ({:?}) must exceed --http2-keepalive-interval plus \
+             --http2-keepalive-timeout ({keepalive:?}), or live idle connections are closed",
+            transport.connection_idle_timeout
+        ));
+    }
+    Ok(ConnectionSettings {
+        max_connections: transport.max_connections.max(1),
+        handshake_timeout: transport.handshake_timeout,
+        idle_timeout: transport.connection_idle_timeout,
+    })
 }
 
 pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings {
@@ -149,6 +170,10 @@ mod tests {
             AdmissionSettings::default()
         );
         assert_eq!(auth_settings_from(&args), AuthSettings::default());
+        assert_eq!(
+            connection_settings_from(&args.transport).expect("valid"),
+            ConnectionSettings::default()
+        );
         assert_eq!(waiter_limits_from(&args.transport), WaiterLimits::default());
     }
 

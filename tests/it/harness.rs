@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use idemd::app::ServerSettings;
+use idemd::app::{ConnectionSettings, ServerSettings};
 use idemd::auth::AuthSettings;
 use idemd::cache::TerminalCache;
 use idemd::domain::Limits;
@@ -32,7 +32,6 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codegen::http;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -359,6 +358,7 @@ pub struct ServerConfig {
     pub admission: AdmissionSettings,
     pub auth: AuthSettings,
     pub waiters: WaiterLimits,
+    pub connections: ConnectionSettings,
 }
 
 impl TestServer {
@@ -393,11 +393,18 @@ impl TestServer {
         let routes = application.routes.clone();
         let layer = FaultLayer(faults.clone());
         let server = config.server.server();
+        // The binary's own accept loop, bounds and all.
+        let incoming = idemd::app::incoming(
+            listener,
+            config.connections,
+            None,
+            application.service.metrics().clone(),
+        );
         let task = tokio::spawn(async move {
             server
                 .layer(layer)
                 .add_routes(routes)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
                 })
                 .await

@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use idemd::app::ServerSettings;
+use idemd::app::{ConnectionSettings, ServerSettings};
 use idemd::grpc::admission::AdmissionSettings;
 use idemd::proto;
+use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use prost::Message;
 use tokio::net::TcpStream;
 use tonic::codegen::{Bytes, http};
+use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::harness::{
@@ -227,4 +229,115 @@ async fn a_request_body_that_stalls_is_cut_off_by_the_request_timeout() {
         .expect("a call in time is served")
         .into_inner();
     assert_eq!(outcome_name(&claimed), "acquired");
+}
+
+/// Whether the server closes `stream` (end of file, or a reset) before the
+/// test's patience runs out; a connection it keeps open fails the test.
+async fn closed_by_the_server(mut stream: TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = [0_u8; 64];
+    loop {
+        match tokio::time::timeout(OWED_ANSWER, stream.read(&mut buffer)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            // What an HTTP/2 server sends first (its SETTINGS): read on.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn connections_that_send_nothing_are_closed_after_the_handshake_timeout() {
+    let config = ServerConfig {
+        connections: ConnectionSettings {
+            handshake_timeout: Duration::from_millis(200),
+            ..ConnectionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    let mut silent = Vec::new();
+    for _ in 0..100 {
+        silent.push(
+            TcpStream::connect(world.server.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    let mut closed = tokio::task::JoinSet::new();
+    for stream in silent {
+        closed.spawn(closed_by_the_server(stream));
+    }
+    let closed = closed.join_all().await;
+    assert_eq!(closed.iter().filter(|closed| **closed).count(), 100);
+
+    let claimed = world
+        .client()
+        .await
+        .claim(authorized(
+            &world.tenant_a,
+            claim_json("payments.charge", "after-silence", "{}"),
+        ))
+        .await
+        .expect("a real client is served")
+        .into_inner();
+    assert_eq!(outcome_name(&claimed), "acquired");
+}
+
+#[tokio::test]
+async fn the_connection_past_the_limit_is_closed_at_once() {
+    let config = ServerConfig {
+        connections: ConnectionSettings {
+            max_connections: 3,
+            ..ConnectionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(
+            TcpStream::connect(world.server.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    // Accepted in order: the fourth finds no place and is closed, while the
+    // first three (silent, well within the handshake timeout) stay open.
+    let fourth = TcpStream::connect(world.server.addr)
+        .await
+        .expect("connect");
+    assert!(closed_by_the_server(fourth).await);
+    let rendered = world.server.application.service.metrics().render();
+    assert!(
+        rendered.contains("idemd_connections_refused_total 1"),
+        "{rendered}"
+    );
+
+    // Closed connections give their place back.
+    drop(open);
+    for attempt in 0.. {
+        let channel = Channel::from_shared(format!("http://{}", world.server.addr))
+            .expect("uri")
+            .connect()
+            .await;
+        let called = match channel {
+            Ok(channel) => {
+                IdempotencyServiceClient::new(channel)
+                    .claim(authorized(
+                        &world.tenant_a,
+                        claim_json("payments.charge", "after-limit", "{}"),
+                    ))
+                    .await
+            }
+            Err(error) => Err(Status::unavailable(error.to_string())),
+        };
+        match called {
+            Ok(_) => break,
+            Err(status) => {
+                assert!(attempt < 200, "never served again: {status:?}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
 }
