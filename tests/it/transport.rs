@@ -341,3 +341,32 @@ async fn the_connection_past_the_limit_is_closed_at_once() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_pings_is_closed_by_http2_keepalive() {
+    use tokio::io::AsyncWriteExt;
+    let config = ServerConfig {
+        server: ServerSettings {
+            http2_keepalive_interval: Duration::from_millis(100),
+            http2_keepalive_timeout: Duration::from_millis(100),
+            ..ServerSettings::default()
+        },
+        // Longer than the test waits: only keepalive can close the peer.
+        connections: ConnectionSettings {
+            idle_timeout: Duration::from_secs(60),
+            ..ConnectionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    // A client preface and an empty SETTINGS frame, then silence: no
+    // SETTINGS ack, no PING ack, ever.
+    let mut stream = TcpStream::connect(world.server.addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("preface");
+    assert!(closed_by_the_server(stream).await);
+}
