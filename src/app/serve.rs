@@ -8,7 +8,9 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::Application;
-use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
+use super::background::{
+    BackgroundTasks, HealthListener, export_metrics, report_readiness, serve_health,
+};
 use super::connections::incoming;
 use super::settings::{
     admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
@@ -67,7 +69,16 @@ pub async fn serve(
         info!(listen = %health_listener.local_addr()?, "plaintext health served");
         background.spawn(
             "health server",
-            serve_health(health_listener, application.health.clone(), stop.clone()),
+            serve_health(
+                HealthListener {
+                    listener: health_listener,
+                    server: server_settings_from(&args.transport),
+                    connections: connections.clone(),
+                },
+                application.health.clone(),
+                metrics.clone(),
+                stop.clone(),
+            ),
         );
     }
     background.spawn(
