@@ -164,6 +164,21 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_AUTH_CACHE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub auth_cache_ttl: Duration,
 
+    /// How long a well-formed token the store does not know is refused
+    /// without asking the store again (tokens of the wrong shape never
+    /// reach it).
+    #[arg(long, env = "IDEMD_AUTH_NEGATIVE_CACHE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub auth_negative_cache_ttl: Duration,
+
+    /// Tokens the authentication cache remembers, known and unknown together.
+    #[arg(long, env = "IDEMD_AUTH_CACHE_ENTRIES", default_value_t = 10000)]
+    pub auth_cache_entries: usize,
+
+    /// Token lookups in the store at once; calls with uncached tokens wait
+    /// for a turn, so a flood of unknown tokens cannot take the pool.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_CONCURRENCY", default_value_t = 4)]
+    pub auth_lookup_concurrency: usize,
+
     /// Bytes of memory for terminal results kept to answer replays without
     /// a database round trip (results count with their size); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.
@@ -219,6 +234,59 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub bounds: BoundsArgs,
+
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+/// What connections and calls may hold: streams, keepalive, time, calls
+/// in flight, waiting Claims.
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
+    /// HTTP/2 streams (concurrent calls) one connection may have open; a
+    /// client opens more on further connections, or waits.
+    #[arg(long, env = "IDEMD_MAX_CONCURRENT_STREAMS", default_value_t = 100)]
+    pub max_concurrent_streams: u32,
+    /// How often an HTTP/2 PING checks that a quiet peer is still there.
+    #[arg(long, env = "IDEMD_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long a PING may go unanswered before the connection is closed.
+    #[arg(long, env = "IDEMD_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http2_keepalive_timeout: Duration,
+    /// Longest a call may take, reading its request included (a stalled
+    /// body is cut off: DEADLINE_EXCEEDED, REQUEST_TIMEOUT). At least
+    /// --max-wait plus 1s, so a waiting Claim still has time to answer.
+    #[arg(long, env = "IDEMD_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// Calls in flight on this server; more are shed at once with
+    /// UNAVAILABLE (OVERLOADED, RetryInfo) rather than queued.
+    #[arg(long, env = "IDEMD_MAX_IN_FLIGHT", default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Calls in flight for one tenant on this server; more are refused with
+    /// RESOURCE_EXHAUSTED (TENANT_CONCURRENCY_LIMIT, RetryInfo).
+    #[arg(long, env = "IDEMD_MAX_IN_FLIGHT_PER_TENANT", default_value_t = 256)]
+    pub max_in_flight_per_tenant: usize,
+    /// Claims waiting for a pending operation at once on this server; past
+    /// it, a Claim answers Pending at once (with retry_after) instead.
+    #[arg(long, env = "IDEMD_MAX_WAITERS", default_value_t = 512)]
+    pub max_waiters: usize,
+    /// Claims of one tenant waiting at once on this server (keep it below
+    /// --max-in-flight-per-tenant); past it, Pending at once.
+    #[arg(long, env = "IDEMD_MAX_WAITERS_PER_TENANT", default_value_t = 128)]
+    pub max_waiters_per_tenant: usize,
+    /// Connections open at once on the API port; one more is accepted and
+    /// closed at once.
+    #[arg(long, env = "IDEMD_MAX_CONNECTIONS", default_value_t = 10000)]
+    pub max_connections: usize,
+    /// How long a new connection has for its TLS handshake, and then for its
+    /// first bytes (the HTTP/2 preface), before it is closed.
+    #[arg(long, env = "IDEMD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub handshake_timeout: Duration,
+    /// A connection from which nothing is read for this long is closed;
+    /// more than --http2-keepalive-interval plus --http2-keepalive-timeout,
+    /// whose PINGs every live peer answers.
+    #[arg(long, env = "IDEMD_CONNECTION_IDLE_TIMEOUT", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub connection_idle_timeout: Duration,
 }
 
 /// An address, or `off`.

@@ -139,6 +139,9 @@ const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_opera
 const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
 const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
 const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
+const CONNECTIONS_REFUSED: Key = Key::from_static_name("idemd_connections_refused_total");
+const WAITING_CLAIMS: Key = Key::from_static_name("idemd_waiting_claims");
+const WAITS_REFUSED: Key = Key::from_static_name("idemd_waits_refused_total");
 static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
 static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
 static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
@@ -223,6 +226,18 @@ impl Metrics {
                 "idemd_swept_total",
                 "Records handled by the retention sweeper, by kind.",
             ),
+            (
+                "idemd_waits_refused_total",
+                "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
+            ),
+            (
+                "idemd_connections_refused_total",
+                "Connections closed at once because the server had as many open as it keeps.",
+            ),
+            (
+                "idemd_calls_refused_total",
+                "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
+            ),
         ];
         for (name, help) in counters {
             recorder.describe_counter(name.into(), None, SharedString::const_str(help));
@@ -249,6 +264,10 @@ impl Metrics {
                 "Database pool connections, by state.",
             ),
             ("idemd_db_pool_max_connections", "Database pool size limit."),
+            (
+                "idemd_waiting_claims",
+                "Claims waiting for a pending operation on this replica.",
+            ),
         ];
         for (name, help) in gauges {
             recorder.describe_gauge(name.into(), None, SharedString::const_str(help));
@@ -413,6 +432,40 @@ impl Metrics {
 
     pub fn store_latency(&self, call: &'static str, elapsed: Duration) {
         self.record(HistogramSeries::Store { call }, elapsed);
+    }
+
+    /// A connection closed at once: the server had as many open as it keeps.
+    pub fn connection_refused(&self) {
+        self.0
+            .recorder
+            .register_counter(&CONNECTIONS_REFUSED, &METADATA)
+            .increment(1);
+    }
+
+    /// A Claim that would have waited, answered at once instead.
+    pub fn waiter_refused(&self) {
+        self.0
+            .recorder
+            .register_counter(&WAITS_REFUSED, &METADATA)
+            .increment(1);
+    }
+
+    pub fn waiting_claims(&self, waiting: usize) {
+        self.gauge(&WAITING_CLAIMS).set(waiting as f64);
+    }
+
+    /// A call admission refused; `reason` is an ErrorInfo reason (a fixed set).
+    pub fn call_refused(&self, reason: &'static str) {
+        self.0
+            .recorder
+            .register_counter(
+                &Key::from_parts(
+                    "idemd_calls_refused_total",
+                    vec![Label::from_static_parts("reason", reason)],
+                ),
+                &METADATA,
+            )
+            .increment(1);
     }
 }
 

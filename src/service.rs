@@ -1,6 +1,8 @@
 //! The operations of the API, between the thin gRPC handlers and the store:
 //! the claim loop, waiting for pending operations, and change notification.
 
+mod waiters;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +25,9 @@ use crate::metrics::Metrics;
 use crate::shutdown::Backoff;
 use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::{LogLimiter, current_trace_id};
+
+pub use waiters::WaiterLimits;
+use waiters::Waiters;
 
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.
@@ -78,6 +83,8 @@ pub struct IdempotencyService {
     /// Refused stale and late writes are logged at most once a second each.
     stale_writes: Arc<LogLimiter>,
     late_writes: Arc<LogLimiter>,
+    /// Claims waiting now, within their bounds.
+    waiters: Arc<Waiters>,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -94,6 +101,7 @@ impl IdempotencyService {
         let (changes, _) = broadcast::channel(1024);
         Self {
             store,
+            waiters: Waiters::new(WaiterLimits::default(), metrics.clone()),
             metrics,
             changes,
             draining,
@@ -101,6 +109,12 @@ impl IdempotencyService {
             stale_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
             late_writes: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
         }
+    }
+
+    /// The same service, with these bounds on waiting Claims.
+    pub fn with_waiter_limits(mut self, limits: WaiterLimits) -> Self {
+        self.waiters = Waiters::new(limits, self.metrics.clone());
+        self
     }
 
     /// The same service, answering replays of terminal records from `results`.
@@ -151,6 +165,8 @@ impl IdempotencyService {
         let give_up_at = tokio::time::Instant::now() + wait;
         let mut poll = WAIT_POLL_START;
         let mut polls = 0_u32;
+        // Taken before the first wait, held until the Claim answers.
+        let mut waiting = None;
         loop {
             // Only a Claim that may wait listens for changes.
             let mut changes = (!wait.is_zero()).then(|| self.changes.subscribe());
@@ -176,6 +192,13 @@ impl IdempotencyService {
             let Some(changes) = changes.as_mut() else {
                 return Ok(reply);
             };
+            if waiting.is_none() {
+                // No place left to wait: Pending now, with its retry_after.
+                let Some(place) = self.waiters.enter(tenant) else {
+                    return Ok(reply);
+                };
+                waiting = Some(place);
+            }
             tokio::select! {
                 () = wait_for_change(changes, operation_id) => {}
                 () = tokio::time::sleep_until(wake_at) => {}

@@ -11,12 +11,14 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 use tracing::warn;
 
+use super::connections::{ConnectionSettings, incoming};
+use super::transport::ServerSettings;
 use crate::grpc::server::IdempotencyApi;
+use crate::metrics::Metrics;
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
 use crate::service::IdempotencyService;
 
@@ -109,21 +111,29 @@ pub(super) async fn export_metrics(exporter: ExporterFuture, stop: CancellationT
     }
 }
 
+/// Where the plaintext health listener serves, with the API's bounds on
+/// connections and streams.
+pub(super) struct HealthListener {
+    pub(super) listener: TcpListener,
+    pub(super) server: ServerSettings,
+    pub(super) connections: ConnectionSettings,
+}
+
 /// The plaintext health listener: stops accepting when `stop` is cancelled
 /// and answers the checks under way.
 pub(super) async fn serve_health(
-    listener: TcpListener,
+    listener: HealthListener,
     reporter: HealthReporter,
+    metrics: Metrics,
     stop: CancellationToken,
 ) {
     let health = HealthServer::new(HealthService::from_health_reporter(reporter));
-    let served = tonic::transport::Server::builder()
+    let incoming = incoming(listener.listener, listener.connections, None, metrics);
+    let served = listener
+        .server
+        .server()
         .add_service(health)
-        .serve_with_incoming_shutdown(
-            // No Nagle delay on replies: each is small and awaited.
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            stop.cancelled_owned(),
-        )
+        .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
         .await;
     if let Err(error) = served {
         warn!(%error, "plaintext health listener stopped");

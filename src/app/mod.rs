@@ -3,9 +3,11 @@
 //! drain on SIGTERM.
 
 mod background;
+mod connections;
 mod serve;
 mod settings;
 mod tls;
+mod transport;
 
 use std::sync::Arc;
 
@@ -13,22 +15,25 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::auth::Authenticator;
+use crate::auth::{AuthSettings, Authenticator};
 use crate::cache::TerminalCache;
 use crate::config::{Cli, Command};
 use crate::dev;
 use crate::domain::Limits;
 use crate::error::BoxError;
+use crate::grpc::admission::AdmissionSettings;
 use crate::grpc::server::{IdempotencyApi, routes};
 use crate::metrics::{LabelPolicy, Metrics};
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
-use crate::service::IdempotencyService;
+use crate::service::{IdempotencyService, WaiterLimits};
 use crate::shutdown;
 use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
 use crate::tenant::manage_tenant;
 
+pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
+pub use transport::ServerSettings;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
@@ -101,10 +106,16 @@ impl Application {
         auth_cache_ttl: std::time::Duration,
         metrics: Metrics,
     ) -> Result<Self, BoxError> {
+        let auth = AuthSettings {
+            cache_ttl: auth_cache_ttl,
+            ..AuthSettings::default()
+        };
         Self::build(
             store,
             limits,
-            auth_cache_ttl,
+            auth,
+            AdmissionSettings::default(),
+            WaiterLimits::default(),
             metrics,
             TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
         )
@@ -114,22 +125,25 @@ impl Application {
     pub async fn build(
         store: Arc<dyn Store>,
         limits: Limits,
-        auth_cache_ttl: std::time::Duration,
+        auth: AuthSettings,
+        admission: AdmissionSettings,
+        waiters: WaiterLimits,
         metrics: Metrics,
         results: TerminalCache,
     ) -> Result<Self, BoxError> {
         let draining = CancellationToken::new();
         let service =
             IdempotencyService::new(store.clone(), metrics.clone(), draining.child_token())
-                .with_result_cache(results);
-        let authenticator = Authenticator::new(store, auth_cache_ttl);
-        let api = IdempotencyApi::new(service.clone(), authenticator, Arc::new(limits));
+                .with_result_cache(results)
+                .with_waiter_limits(waiters);
+        let authenticator = Authenticator::new(store, auth, metrics.clone());
+        let api = IdempotencyApi::new(service.clone(), Arc::new(limits));
         let (health, health_service) = tonic_health::server::health_reporter();
         health
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
         Ok(Self {
-            routes: routes(api, metrics, health_service)?,
+            routes: routes(api, authenticator, admission, metrics, health_service)?,
             health,
             service,
             draining,

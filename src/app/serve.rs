@@ -5,13 +5,18 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::time::Instant;
-use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 
 use super::Application;
-use super::background::{BackgroundTasks, export_metrics, report_readiness, serve_health};
-use super::settings::{label_policy_from, sweeper_settings_from};
-use super::tls::tls_config;
+use super::background::{
+    BackgroundTasks, HealthListener, export_metrics, report_readiness, serve_health,
+};
+use super::connections::incoming;
+use super::settings::{
+    admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
+    server_settings_from, sweeper_settings_from, waiter_limits_from,
+};
+use super::tls::tls_acceptor;
 use crate::config::ServeArgs;
 use crate::domain::Limits;
 use crate::error::BoxError;
@@ -31,9 +36,11 @@ pub async fn serve(
 ) -> Result<(), BoxError> {
     // Everything that can refuse the flags or a port, before any task starts.
     let sweeper_settings = sweeper_settings_from(args)?;
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls_config(args)? {
-        builder = builder.tls_config(tls)?;
+    let admission = admission_settings_from(&args.transport, &args.bounds)?;
+    let connections = connection_settings_from(&args.transport)?;
+    let mut builder = server_settings_from(&args.transport).server();
+    let tls = tls_acceptor(args)?;
+    if tls.is_some() {
         info!("tls on");
     }
     let health_listener = match args.health_listen {
@@ -44,7 +51,9 @@ pub async fn serve(
     let application = Application::build(
         store.clone(),
         limits,
-        args.auth_cache_ttl,
+        auth_settings_from(args),
+        admission,
+        waiter_limits_from(&args.transport),
         metrics.clone(),
         crate::cache::TerminalCache::new(args.result_cache_bytes),
     )
@@ -60,7 +69,16 @@ pub async fn serve(
         info!(listen = %health_listener.local_addr()?, "plaintext health served");
         background.spawn(
             "health server",
-            serve_health(health_listener, application.health.clone(), stop.clone()),
+            serve_health(
+                HealthListener {
+                    listener: health_listener,
+                    server: server_settings_from(&args.transport),
+                    connections: connections.clone(),
+                },
+                application.health.clone(),
+                metrics.clone(),
+                stop.clone(),
+            ),
         );
     }
     background.spawn(
@@ -96,8 +114,12 @@ pub async fn serve(
     let server = builder
         .add_routes(application.routes.clone())
         .serve_with_incoming_shutdown(
-            // No Nagle delay on replies: each is small and awaited.
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            incoming(
+                listener,
+                connections,
+                tls,
+                application.service.metrics().clone(),
+            ),
             stop.cancelled_owned(),
         );
     tokio::pin!(server);

@@ -5,9 +5,14 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 
-use crate::config::{BoundsArgs, ServeArgs};
+use super::connections::ConnectionSettings;
+use super::transport::ServerSettings;
+use crate::auth::AuthSettings;
+use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
 use crate::domain::Limits;
+use crate::grpc::admission::AdmissionSettings;
 use crate::metrics::LabelPolicy;
+use crate::service::WaiterLimits;
 use crate::sweeper::SweeperSettings;
 
 pub(super) fn label_policy_from(args: &ServeArgs) -> LabelPolicy {
@@ -32,6 +37,70 @@ pub(super) fn sweeper_settings_from(args: &ServeArgs) -> Result<SweeperSettings,
 
 fn delta(duration: Duration) -> Result<TimeDelta, String> {
     TimeDelta::from_std(duration).map_err(|_| format!("duration {duration:?} is too large"))
+}
+
+/// What a Claim that waits its whole cap needs beyond it, to answer.
+const REQUEST_TIMEOUT_HEADROOM: Duration = Duration::from_secs(1);
+
+pub(super) fn auth_settings_from(args: &ServeArgs) -> AuthSettings {
+    AuthSettings {
+        cache_ttl: args.auth_cache_ttl,
+        negative_cache_ttl: args.auth_negative_cache_ttl,
+        cache_entries: args.auth_cache_entries.max(1),
+        lookup_concurrency: args.auth_lookup_concurrency.max(1),
+    }
+}
+
+pub(super) fn waiter_limits_from(transport: &TransportArgs) -> WaiterLimits {
+    WaiterLimits {
+        per_replica: transport.max_waiters,
+        per_tenant: transport.max_waiters_per_tenant,
+    }
+}
+
+pub(super) fn connection_settings_from(
+    transport: &TransportArgs,
+) -> Result<ConnectionSettings, String> {
+    let keepalive = transport
+        .http2_keepalive_interval
+        .saturating_add(transport.http2_keepalive_timeout);
+    if transport.connection_idle_timeout <= keepalive {
+        return Err(format!(
+            "--connection-idle-timeout ({:?}) must exceed --http2-keepalive-interval plus \
+             --http2-keepalive-timeout ({keepalive:?}), or live idle connections are closed",
+            transport.connection_idle_timeout
+        ));
+    }
+    Ok(ConnectionSettings {
+        max_connections: transport.max_connections.max(1),
+        handshake_timeout: transport.handshake_timeout,
+        idle_timeout: transport.connection_idle_timeout,
+    })
+}
+
+pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings {
+    ServerSettings {
+        max_concurrent_streams: transport.max_concurrent_streams.max(1),
+        http2_keepalive_interval: transport.http2_keepalive_interval,
+        http2_keepalive_timeout: transport.http2_keepalive_timeout,
+    }
+}
+
+pub(super) fn admission_settings_from(
+    transport: &TransportArgs,
+    bounds: &BoundsArgs,
+) -> Result<AdmissionSettings, String> {
+    if transport.request_timeout < bounds.max_wait.saturating_add(REQUEST_TIMEOUT_HEADROOM) {
+        return Err(format!(
+            "--request-timeout ({:?}) must be at least --max-wait ({:?}) plus {:?}",
+            transport.request_timeout, bounds.max_wait, REQUEST_TIMEOUT_HEADROOM
+        ));
+    }
+    Ok(AdmissionSettings {
+        request_timeout: transport.request_timeout,
+        max_in_flight: transport.max_in_flight.max(1),
+        max_in_flight_per_tenant: transport.max_in_flight_per_tenant.max(1),
+    })
 }
 
 pub(super) fn limits_from(bounds: &BoundsArgs) -> Result<Limits, String> {
@@ -84,6 +153,45 @@ mod tests {
             crate::cache::DEFAULT_BUDGET_BYTES,
             "servers and in-process applications cache alike"
         );
+    }
+
+    #[test]
+    fn transport_defaults_are_the_built_in_ones() {
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert_eq!(
+            server_settings_from(&args.transport),
+            ServerSettings::default()
+        );
+        assert_eq!(
+            admission_settings_from(&args.transport, &args.bounds).expect("valid"),
+            AdmissionSettings::default()
+        );
+        assert_eq!(auth_settings_from(&args), AuthSettings::default());
+        assert_eq!(
+            connection_settings_from(&args.transport).expect("valid"),
+            ConnectionSettings::default()
+        );
+        assert_eq!(waiter_limits_from(&args.transport), WaiterLimits::default());
+    }
+
+    #[test]
+    fn the_request_timeout_must_outlast_the_longest_wait() {
+        let cli = Cli::try_parse_from([
+            "idemd",
+            "serve",
+            "--max-wait",
+            "30s",
+            "--request-timeout",
+            "30s",
+        ])
+        .expect("parses");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        assert!(admission_settings_from(&args.transport, &args.bounds).is_err());
     }
 
     #[test]

@@ -1,21 +1,35 @@
 //! The API's TLS identity.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use tonic::transport::{Identity, ServerTlsConfig};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::config::ServeArgs;
 use crate::error::BoxError;
 
-/// The API's TLS identity, when configured; read at start-up, so a bad file
-/// stops the server before it listens.
-pub(super) fn tls_config(args: &ServeArgs) -> Result<Option<ServerTlsConfig>, BoxError> {
+/// The API's TLS acceptor, when configured; read at start-up, so a bad file
+/// stops the server before it listens. The handshake itself is the accept
+/// loop's (`connections.rs`), under its timeout.
+pub(super) fn tls_acceptor(args: &ServeArgs) -> Result<Option<TlsAcceptor>, BoxError> {
     let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
         return Ok(None);
     };
     let read = |path: &Path| {
         std::fs::read(path).map_err(|error| format!("cannot read {}: {error}", path.display()))
     };
-    let identity = Identity::from_pem(read(cert)?, read(key)?);
-    Ok(Some(ServerTlsConfig::new().identity(identity)))
+    let chain = CertificateDer::pem_slice_iter(&read(cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("{}: not a PEM certificate chain: {error}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&read(key)?)
+        .map_err(|error| format!("{}: not a PEM private key: {error}", key.display()))?;
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    // gRPC is HTTP/2 only.
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(config))))
 }

@@ -77,11 +77,22 @@ pub enum ErrorReason {
     AttemptStillRunning,
     AttemptDeadlinePassed,
     StateForbids,
+    /// RESOURCE_EXHAUSTED: a request message larger than any legal request.
+    RequestTooLarge,
+    /// DEADLINE_EXCEEDED: the call took longer than the server's request
+    /// timeout (a stalled request body, for one).
+    RequestTimeout,
+    /// UNAVAILABLE, with RetryInfo: this replica has as many calls in flight
+    /// as it admits; another replica, or this one a moment later, serves it.
+    Overloaded,
+    /// RESOURCE_EXHAUSTED, with RetryInfo: the tenant has as many calls in
+    /// flight on this replica as one tenant may.
+    TenantConcurrencyLimit,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 15] = [
+    pub const ALL: [ErrorReason; 19] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -97,6 +108,10 @@ impl ErrorReason {
         ErrorReason::AttemptStillRunning,
         ErrorReason::AttemptDeadlinePassed,
         ErrorReason::StateForbids,
+        ErrorReason::RequestTooLarge,
+        ErrorReason::RequestTimeout,
+        ErrorReason::Overloaded,
+        ErrorReason::TenantConcurrencyLimit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -116,6 +131,10 @@ impl ErrorReason {
             ErrorReason::AttemptStillRunning => "ATTEMPT_STILL_RUNNING",
             ErrorReason::AttemptDeadlinePassed => "ATTEMPT_DEADLINE_PASSED",
             ErrorReason::StateForbids => "STATE_FORBIDS",
+            ErrorReason::RequestTooLarge => "REQUEST_TOO_LARGE",
+            ErrorReason::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorReason::Overloaded => "OVERLOADED",
+            ErrorReason::TenantConcurrencyLimit => "TENANT_CONCURRENCY_LIMIT",
         }
     }
 }
@@ -154,6 +173,19 @@ pub enum Error {
         reason: String,
         retry_after: Duration,
     },
+    /// A request message longer than the decode limit; refused from its
+    /// length prefix, before its body is buffered.
+    #[error("request too large: the limit is {limit} bytes")]
+    RequestTooLarge { limit: usize },
+    /// The call outlived the server's request timeout.
+    #[error("request timed out after {timeout:?}")]
+    RequestTimeout { timeout: Duration },
+    /// The replica admits no more calls now: shed, not queued.
+    #[error("overloaded: too many calls in flight on this server")]
+    Overloaded { retry_after: Duration },
+    /// The tenant has its whole share of calls in flight.
+    #[error("too many calls in flight for this tenant (at most {limit})")]
+    TenantConcurrencyLimit { limit: usize, retry_after: Duration },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -161,6 +193,26 @@ pub enum Error {
 impl Error {
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         Error::InvalidArgument(vec![FieldViolation::new(field, description)])
+    }
+
+    /// The ErrorInfo reason this error answers with.
+    pub fn reason(&self) -> ErrorReason {
+        match self {
+            Error::InvalidArgument(_) => ErrorReason::InvalidRequest,
+            Error::Unauthenticated => ErrorReason::InvalidCredentials,
+            Error::MissingCredentials => ErrorReason::MissingCredentials,
+            Error::NotFound => ErrorReason::OperationNotFound,
+            Error::KeyReused { .. } => ErrorReason::IdempotencyKeyReused,
+            Error::ResultExpired { .. } => ErrorReason::ResultExpired,
+            Error::LeaseLost { .. } => ErrorReason::LeaseLost,
+            Error::Refused { refusal, .. } => refusal.reason(),
+            Error::Unavailable { .. } => ErrorReason::StoreUnavailable,
+            Error::RequestTooLarge { .. } => ErrorReason::RequestTooLarge,
+            Error::RequestTimeout { .. } => ErrorReason::RequestTimeout,
+            Error::Overloaded { .. } => ErrorReason::Overloaded,
+            Error::TenantConcurrencyLimit { .. } => ErrorReason::TenantConcurrencyLimit,
+            Error::Internal(_) => ErrorReason::Internal,
+        }
     }
 
     pub fn unavailable(reason: impl Into<String>) -> Self {

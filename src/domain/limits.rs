@@ -87,6 +87,53 @@ impl Default for Limits {
     }
 }
 
+/// What protobuf framing (tags, length prefixes, map entries) and the
+/// fixed-size fields (ids, fences, durations, enums) of one request can add
+/// to its variable-size fields, with room to spare: the fixed fields of the
+/// largest request take well under 1 KiB.
+const REQUEST_FRAMING_SLACK_BYTES: usize = 16 * 1024;
+
+impl Limits {
+    /// The decode limit: no legal request of any method is longer. Counted
+    /// as if one request carried every variable-size field at its bound (a
+    /// result with its content type and metadata, an error report with its
+    /// metadata, a payload, a scope and a claim token), plus
+    /// [`REQUEST_FRAMING_SLACK_BYTES`]. Real requests carry a subset, so the
+    /// bound is generous yet still a small multiple of the result bound.
+    pub fn max_request_bytes(&self) -> usize {
+        let metadata = self
+            .max_metadata_entries
+            .saturating_mul(self.max_metadata_entry_bytes);
+        let result = self
+            .max_result_bytes
+            .saturating_add(self.max_content_type_bytes)
+            .saturating_add(metadata);
+        let error = self
+            .max_error_code_bytes
+            .saturating_add(self.max_error_message_bytes)
+            .saturating_add(metadata);
+        let claim = self
+            .max_payload_bytes
+            .saturating_add(self.max_key_bytes)
+            // Operation names are ASCII: one byte a character.
+            .saturating_add(self.max_operation_chars)
+            .saturating_add(self.max_claim_token_bytes);
+        result
+            .saturating_add(error)
+            .saturating_add(claim)
+            .saturating_add(REQUEST_FRAMING_SLACK_BYTES)
+    }
+
+    /// The encode limit. A response carries at most one result (Claim's
+    /// replay, Lookup) with a record and its history, or a page of records
+    /// without results (ListUnresolved): four times the request bound holds
+    /// either with a wide margin, and still bounds what one call can make
+    /// the server buffer.
+    pub fn max_response_bytes(&self) -> usize {
+        self.max_request_bytes().saturating_mul(4)
+    }
+}
+
 const NUL_REFUSED: &str = "must not contain NUL characters";
 
 /// Collects every violation of one request, so the caller sees them all at once.

@@ -1,5 +1,6 @@
 //! The gRPC surface: thin handlers, proto conversion, the error mapping.
 
+pub mod admission;
 pub mod observe;
 pub mod page_token;
 pub mod request;

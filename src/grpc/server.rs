@@ -1,4 +1,5 @@
-//! Thin handlers: authenticate, convert, call the service, convert back.
+//! Thin handlers: take the tenant admission authenticated, convert, call
+//! the service, convert back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,8 +7,9 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use tonic::metadata::MetadataMap;
 use tonic::service::Routes;
-use tonic::{Request, Response, Status};
+use tonic::{Extensions, Request, Response, Status};
 
+use super::admission::{AdmissionSettings, Admitted, Authenticated};
 use super::observe::Observed;
 use super::request::{
     claim_command, complete_command, fail_command, lookup_request, reconcile_command,
@@ -18,7 +20,7 @@ use super::response::{
     renew_response, unresolved_response,
 };
 use crate::auth::Authenticator;
-use crate::domain::{Limits, TenantId};
+use crate::domain::{Error, Limits, TenantId};
 use crate::metrics::Metrics;
 use crate::proto;
 use crate::proto::idempotency_service_server::{
@@ -33,29 +35,21 @@ const MIN_DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 #[derive(Clone)]
 pub struct IdempotencyApi {
     service: IdempotencyService,
-    authenticator: Authenticator,
     limits: Arc<Limits>,
 }
 
 impl IdempotencyApi {
-    pub fn new(
-        service: IdempotencyService,
-        authenticator: Authenticator,
-        limits: Arc<Limits>,
-    ) -> Self {
-        Self {
-            service,
-            authenticator,
-            limits,
-        }
+    pub fn new(service: IdempotencyService, limits: Arc<Limits>) -> Self {
+        Self { service, limits }
     }
+}
 
-    async fn tenant(&self, metadata: &MetadataMap) -> Result<TenantId, Status> {
-        let authorization = metadata
-            .get("authorization")
-            .and_then(|value| value.to_str().ok());
-        Ok(self.authenticator.tenant(authorization).await?)
-    }
+/// The tenant admission authenticated the call for, before its body was read.
+fn tenant(extensions: &Extensions) -> Result<TenantId, Status> {
+    extensions
+        .get::<Authenticated>()
+        .map(|authenticated| authenticated.0)
+        .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
 }
 
 /// OpenTelemetry integers are signed; fences stay far below 2^63.
@@ -107,8 +101,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::ClaimRequest>,
     ) -> Result<Response<proto::ClaimResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (metadata, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let (command, wait) = claim_command(message, &self.limits)?;
         let span = tracing::Span::current();
         span.record("idem.operation", command.scope.operation.as_str());
@@ -123,8 +117,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::RenewRequest>,
     ) -> Result<Response<proto::RenewResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let command = renew_command(message, &self.limits)?;
         let reply = self.service.renew(tenant, &command).await?;
         record_write(&reply);
@@ -135,8 +129,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::CompleteRequest>,
     ) -> Result<Response<proto::CompleteResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let command = complete_command(message, &self.limits)?;
         let reply = self.service.complete(tenant, &command).await?;
         record_write(&reply);
@@ -147,8 +141,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::FailRequest>,
     ) -> Result<Response<proto::FailResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let command = fail_command(message, &self.limits)?;
         let reply = self.service.fail(tenant, &command).await?;
         record_write(&reply);
@@ -159,8 +153,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::LookupRequest>,
     ) -> Result<Response<proto::LookupResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let (target, history) = lookup_request(message, &self.limits)?;
         let reply = self.service.lookup(tenant, &target, history).await?;
         Ok(Response::new(lookup_response(&reply)))
@@ -170,8 +164,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::ReconcileRequest>,
     ) -> Result<Response<proto::ReconcileResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let command = reconcile_command(message, &self.limits)?;
         let reply = self.service.reconcile(tenant, &command).await?;
         record_write(&reply);
@@ -182,8 +176,8 @@ impl IdempotencyRpcs for IdempotencyApi {
         &self,
         request: Request<proto::ListUnresolvedRequest>,
     ) -> Result<Response<proto::ListUnresolvedResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let tenant = self.tenant(&metadata).await?;
+        let (_, extensions, message) = request.into_parts();
+        let tenant = tenant(&extensions)?;
         let query = unresolved_query(message, &self.limits)?;
         let page = self.service.list_unresolved(tenant, &query).await?;
         Ok(Response::new(unresolved_response(&page, query.limit)))
@@ -192,8 +186,13 @@ impl IdempotencyRpcs for IdempotencyApi {
 
 /// The served gRPC services: the API, health (no credentials: Kubernetes
 /// probes send none) and reflection (so grpcurl works out of the box).
+///
+/// The API admits calls first ([`Admitted`]) and decodes no message longer
+/// than the largest legal request ([`Limits::max_request_bytes`]).
 pub fn routes(
     api: IdempotencyApi,
+    authenticator: Authenticator,
+    admission: AdmissionSettings,
     metrics: Metrics,
     health: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health,
@@ -204,12 +203,25 @@ pub fn routes(
             .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
-    Ok(
-        Routes::new(Observed::new(IdempotencyServiceServer::new(api), metrics))
-            .add_service(health)
-            .add_service(reflection().build_v1()?)
-            .add_service(reflection().build_v1alpha()?),
-    )
+    let max_request_bytes = api.limits.max_request_bytes();
+    let admission_metrics = metrics.clone();
+    let max_response_bytes = api.limits.max_response_bytes();
+    let api = IdempotencyServiceServer::new(api)
+        .max_decoding_message_size(max_request_bytes)
+        .max_encoding_message_size(max_response_bytes);
+    Ok(Routes::new(Observed::new(
+        Admitted::new(
+            api,
+            admission,
+            authenticator,
+            admission_metrics,
+            max_request_bytes,
+        ),
+        metrics,
+    ))
+    .add_service(health)
+    .add_service(reflection().build_v1()?)
+    .add_service(reflection().build_v1alpha()?))
 }
 
 #[cfg(test)]

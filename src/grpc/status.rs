@@ -154,6 +154,26 @@ impl From<Error> for Status {
                 ErrorReason::StoreUnavailable,
                 retry_after,
             ),
+            Error::RequestTooLarge { .. } => reason_only(
+                Code::ResourceExhausted,
+                message,
+                ErrorReason::RequestTooLarge,
+            ),
+            Error::RequestTimeout { .. } => {
+                reason_only(Code::DeadlineExceeded, message, ErrorReason::RequestTimeout)
+            }
+            Error::Overloaded { retry_after } => transient(
+                Code::Unavailable,
+                message,
+                ErrorReason::Overloaded,
+                retry_after,
+            ),
+            Error::TenantConcurrencyLimit { retry_after, .. } => transient(
+                Code::ResourceExhausted,
+                message,
+                ErrorReason::TenantConcurrencyLimit,
+                retry_after,
+            ),
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -234,13 +254,42 @@ mod tests {
                 "STORE_UNAVAILABLE",
             ),
             (
+                Error::RequestTooLarge { limit: 10 },
+                Code::ResourceExhausted,
+                "REQUEST_TOO_LARGE",
+            ),
+            (
+                Error::RequestTimeout {
+                    timeout: Duration::from_secs(1),
+                },
+                Code::DeadlineExceeded,
+                "REQUEST_TIMEOUT",
+            ),
+            (
+                Error::Overloaded {
+                    retry_after: Duration::from_millis(100),
+                },
+                Code::Unavailable,
+                "OVERLOADED",
+            ),
+            (
+                Error::TenantConcurrencyLimit {
+                    limit: 1,
+                    retry_after: Duration::from_millis(100),
+                },
+                Code::ResourceExhausted,
+                "TENANT_CONCURRENCY_LIMIT",
+            ),
+            (
                 Error::Internal("a cause that stays in the log".into()),
                 Code::Internal,
                 "INTERNAL",
             ),
         ] {
+            let reason_of_error = error.reason().as_str();
             let status = Status::from(error);
             assert_eq!(status.code(), code, "{status:?}");
+            assert_eq!(reason_of_error, reason);
             assert_eq!(
                 reason_and_domain(&status),
                 (reason.to_owned(), ERROR_DOMAIN.to_owned())

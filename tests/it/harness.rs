@@ -15,11 +15,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use idemd::app::{ConnectionSettings, ServerSettings};
+use idemd::auth::AuthSettings;
+use idemd::cache::TerminalCache;
 use idemd::domain::Limits;
+use idemd::grpc::admission::AdmissionSettings;
 use idemd::metrics::{LabelPolicy, Metrics};
 use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
 use idemd::proto::{self, claim_response::Outcome};
-use idemd::service::IdempotencyService;
+use idemd::service::{IdempotencyService, WaiterLimits};
 use idemd::store::postgres::PostgresStore;
 use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use idemd::store::{PauseHook, Store};
@@ -28,7 +32,6 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::codegen::http;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -371,12 +374,40 @@ pub struct TestServer {
     task: Option<JoinHandle<()>>,
 }
 
+/// The server-side settings a test may change; the defaults are the binary's.
+#[derive(Debug, Clone, Default)]
+pub struct ServerConfig {
+    pub server: ServerSettings,
+    pub admission: AdmissionSettings,
+    pub auth: AuthSettings,
+    pub waiters: WaiterLimits,
+    pub connections: ConnectionSettings,
+}
+
 impl TestServer {
     pub async fn start(store: Arc<dyn Store>, limits: Limits) -> Self {
+        Self::start_configured(store, limits, ServerConfig::default()).await
+    }
+
+    pub async fn start_configured(
+        store: Arc<dyn Store>,
+        limits: Limits,
+        config: ServerConfig,
+    ) -> Self {
+        let (metrics, _) =
+            Metrics::new(LabelPolicy::default(), None).expect("a metrics registry builds");
         let application = Arc::new(
-            Application::new(store, limits, Duration::from_secs(5))
-                .await
-                .expect("application builds"),
+            Application::build(
+                store,
+                limits,
+                config.auth,
+                config.admission,
+                config.waiters,
+                metrics,
+                TerminalCache::new(idemd::cache::DEFAULT_BUDGET_BYTES),
+            )
+            .await
+            .expect("application builds"),
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
@@ -384,11 +415,19 @@ impl TestServer {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let routes = application.routes.clone();
         let layer = FaultLayer(faults.clone());
+        let server = config.server.server();
+        // The binary's own accept loop, bounds and all.
+        let incoming = idemd::app::incoming(
+            listener,
+            config.connections,
+            None,
+            application.service.metrics().clone(),
+        );
         let task = tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            server
                 .layer(layer)
                 .add_routes(routes)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
                 })
                 .await
@@ -442,10 +481,14 @@ impl World {
     }
 
     pub async fn start_with(backend: Backend, limits: Limits) -> Self {
+        Self::start_configured(backend, limits, ServerConfig::default()).await
+    }
+
+    pub async fn start_configured(backend: Backend, limits: Limits, config: ServerConfig) -> Self {
         let store = backend.store();
         let tenant_a = create_tenant(store.as_ref(), "tenant-a").await;
         let tenant_b = create_tenant(store.as_ref(), "tenant-b").await;
-        let server = TestServer::start(store.clone(), limits).await;
+        let server = TestServer::start_configured(store.clone(), limits, config).await;
         Self {
             backend,
             store,
@@ -895,5 +938,150 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// ---- a store that counts what authentication asks of it --------------------
+
+/// A store that counts `authenticate` calls, and how many run at once (each
+/// takes `lookup_time`, so that concurrent ones overlap), and passes every
+/// call on to the store it wraps.
+pub struct CountingStore {
+    inner: Arc<dyn Store>,
+    lookup_time: Duration,
+    pub authentications: std::sync::atomic::AtomicUsize,
+    in_flight: std::sync::atomic::AtomicUsize,
+    pub most_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn Store>, lookup_time: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            lookup_time,
+            authentications: Default::default(),
+            in_flight: Default::default(),
+            most_in_flight: Default::default(),
+        })
+    }
+
+    pub fn authentications(&self) -> usize {
+        self.authentications
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn most_in_flight(&self) -> usize {
+        self.most_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for CountingStore {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn insert_or_find(
+        &self,
+        tenant: idemd::domain::TenantId,
+        operation_id: idemd::domain::OperationId,
+        command: &idemd::domain::ClaimCommand,
+    ) -> idemd::domain::Result<Option<idemd::store::ClaimStart>> {
+        self.inner
+            .insert_or_find(tenant, operation_id, command)
+            .await
+    }
+
+    async fn transition(
+        &self,
+        tenant: idemd::domain::TenantId,
+        target: &idemd::domain::Target,
+        decide: &idemd::store::Decide<'_>,
+    ) -> idemd::domain::Result<Option<idemd::store::Applied>> {
+        self.inner.transition(tenant, target, decide).await
+    }
+
+    async fn write(
+        &self,
+        tenant: idemd::domain::TenantId,
+        guarded: idemd::domain::guarded::GuardedWrite,
+        decide: &idemd::store::Decide<'_>,
+    ) -> idemd::domain::Result<Option<idemd::store::Applied>> {
+        self.inner.write(tenant, guarded, decide).await
+    }
+
+    async fn find(
+        &self,
+        tenant: idemd::domain::TenantId,
+        target: &idemd::domain::Target,
+        history: Option<idemd::domain::HistoryPage>,
+    ) -> idemd::domain::Result<Option<idemd::domain::Found>> {
+        self.inner.find(tenant, target, history).await
+    }
+
+    async fn list_unresolved(
+        &self,
+        tenant: idemd::domain::TenantId,
+        query: &idemd::domain::UnresolvedQuery,
+    ) -> idemd::domain::Result<idemd::domain::UnresolvedPage> {
+        self.inner.list_unresolved(tenant, query).await
+    }
+
+    async fn sweep(
+        &self,
+        batch: u32,
+        tombstone_retention: TimeDelta,
+    ) -> idemd::domain::Result<idemd::store::SweepReport> {
+        self.inner.sweep(batch, tombstone_retention).await
+    }
+
+    async fn count_operations(&self) -> idemd::domain::Result<idemd::store::OperationCounts> {
+        self.inner.count_operations().await
+    }
+
+    fn pool_usage(&self) -> idemd::store::PoolUsage {
+        self.inner.pool_usage()
+    }
+
+    async fn authenticate(
+        &self,
+        token_sha256: &[u8; 32],
+    ) -> idemd::domain::Result<Option<idemd::domain::TenantId>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.authentications.fetch_add(1, SeqCst);
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, SeqCst);
+        tokio::time::sleep(self.lookup_time).await;
+        let found = self.inner.authenticate(token_sha256).await;
+        self.in_flight.fetch_sub(1, SeqCst);
+        found
+    }
+
+    async fn create_tenant(
+        &self,
+        name: &str,
+        token_sha256: &[u8; 32],
+    ) -> idemd::domain::Result<idemd::domain::TenantId> {
+        self.inner.create_tenant(name, token_sha256).await
+    }
+
+    async fn revoke_tenant(&self, name: &str) -> idemd::domain::Result<bool> {
+        self.inner.revoke_tenant(name).await
+    }
+
+    async fn listen_for_changes(
+        &self,
+        changed: &(dyn Fn(idemd::domain::OperationId) + Send + Sync),
+    ) -> idemd::domain::Result<()> {
+        self.inner.listen_for_changes(changed).await
+    }
+
+    async fn check_ready(&self) -> idemd::domain::Result<()> {
+        self.inner.check_ready().await
+    }
+
+    async fn close(&self) {
+        self.inner.close().await;
     }
 }

@@ -9,6 +9,7 @@
 
 mod harness;
 
+mod admission;
 mod api_retries;
 mod cli;
 mod concurrency;
@@ -29,3 +30,4 @@ mod retention;
 mod scenarios;
 mod surface;
 mod tls;
+mod transport;

@@ -28,6 +28,7 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
                 ("IDEMD_TLS_CERT", cert_path.display().to_string()),
                 ("IDEMD_TLS_KEY", key_path.display().to_string()),
                 ("IDEMD_HEALTH_LISTEN", format!("127.0.0.1:{health_port}")),
+                ("IDEMD_HANDSHAKE_TIMEOUT", "2s".to_owned()),
             ],
         )
         .await;
@@ -90,6 +91,20 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
             .status;
         assert_eq!(status, ServingStatus::Serving as i32, "service {service:?}");
     }
+
+    // A peer that never starts its TLS handshake is closed after the
+    // handshake timeout, not held.
+    let mut silent = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connect");
+    let mut buffer = [0_u8; 16];
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tokio::io::AsyncReadExt::read(&mut silent, &mut buffer),
+    )
+    .await
+    .expect("the server closes a connection without a handshake");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 

@@ -96,6 +96,20 @@ async def test_refusals_are_never_re_sent(code: grpc.StatusCode) -> None:
     assert len(timeouts) == 1 and clock.sleeps == []
 
 
+async def test_a_request_too_large_is_never_re_sent_but_a_shed_call_is() -> None:
+    clock = Clock()
+    timeouts, send = script(FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
+    with pytest.raises(errors.RequestTooLargeError):
+        await call_with_retry(send, idemd.RetryPolicy(), sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert len(timeouts) == 1
+    timeouts, send = script(
+        FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "TENANT_CONCURRENCY_LIMIT", retry_after=0.1),
+        FakeRpcError(grpc.StatusCode.UNAVAILABLE, "OVERLOADED", retry_after=0.1),
+    )
+    assert await call_with_retry(send, idemd.RetryPolicy(), sleep=clock.sleep, clock=clock) == "ok"  # type: ignore[arg-type]
+    assert len(timeouts) == 3
+
+
 async def test_idemd_internal_is_not_re_sent_but_a_broken_transport_is() -> None:
     clock = Clock()
     timeouts, send = script(FakeRpcError(grpc.StatusCode.INTERNAL, "INTERNAL"))

@@ -65,6 +65,9 @@ pub enum Error {
         retry_after: Option<Duration>,
         message: String,
     },
+    /// RESOURCE_EXHAUSTED `REQUEST_TOO_LARGE`: the message is longer than any
+    /// legal request. Never re-sent: the same bytes would be refused again.
+    RequestTooLarge { message: String },
     /// RESOURCE_EXHAUSTED: overload; re-send unchanged after `retry_after`.
     ResourceExhausted {
         retry_after: Option<Duration>,
@@ -198,6 +201,7 @@ impl Error {
                 message,
             },
             "OPERATION_NOT_FOUND" => Error::NotFound { message },
+            "REQUEST_TOO_LARGE" => Error::RequestTooLarge { message },
             "STORE_UNAVAILABLE" => Error::Unavailable {
                 retry_after,
                 message,
@@ -306,6 +310,7 @@ impl fmt::Display for Error {
                 reason, message, ..
             } => write!(formatter, "refused ({reason}): {message}"),
             Error::Unavailable { message, .. } => write!(formatter, "unavailable: {message}"),
+            Error::RequestTooLarge { message } => write!(formatter, "request too large: {message}"),
             Error::ResourceExhausted { message, .. } => {
                 write!(formatter, "resource exhausted: {message}")
             }
@@ -410,6 +415,17 @@ mod tests {
                 current_fence: Some(7),
                 state: Some(OperationState::Succeeded),
             }
+        );
+        let too_large = idemd_status(Code::ResourceExhausted, "REQUEST_TOO_LARGE", &[]);
+        assert_eq!(
+            Error::from_status(&too_large),
+            Error::RequestTooLarge {
+                message: "message".into()
+            }
+        );
+        assert_eq!(
+            crate::retry::retryable(&Error::from_status(&too_large)),
+            None
         );
         let conflict = idemd_status(
             Code::FailedPrecondition,

@@ -151,6 +151,11 @@ class ResourceExhaustedError(StatusError):
     """RESOURCE_EXHAUSTED: overload or a quota; re-send after ``retry_after``."""
 
 
+class RequestTooLargeError(ResourceExhaustedError):
+    """RESOURCE_EXHAUSTED ``REQUEST_TOO_LARGE``: the message is longer than any legal
+    request. Never re-sent: the same bytes would be refused again."""
+
+
 class InternalError(StatusError):
     """INTERNAL or any code idemd does not send on purpose."""
 
@@ -165,6 +170,7 @@ _BY_REASON: dict[str, type[StatusError]] = {
     "ATTEMPT_DEADLINE_PASSED": AttemptDeadlinePassedError,
     "STATE_FORBIDS": StateForbidsError,
     "LEASE_LOST": LeaseLostError,
+    "REQUEST_TOO_LARGE": RequestTooLargeError,
 }
 
 _BY_CODE: dict[grpc.StatusCode, type[StatusError]] = {

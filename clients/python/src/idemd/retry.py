@@ -23,7 +23,12 @@ from typing import TypeVar
 
 import grpc
 
-from idemd.errors import DeadlineExceededError, StatusError, from_rpc_error
+from idemd.errors import (
+    DeadlineExceededError,
+    RequestTooLargeError,
+    StatusError,
+    from_rpc_error,
+)
 
 T = TypeVar("T")
 
@@ -73,6 +78,8 @@ NO_RETRY = RetryPolicy(max_sends=1)
 
 
 def is_retryable(error: StatusError) -> bool:
+    if isinstance(error, RequestTooLargeError):
+        return False
     if error.code in RETRIED_CODES:
         return True
     return error.code in _TRANSPORT_CODES and error.reason is None

@@ -1,0 +1,44 @@
+//! The API listener's HTTP/2 bounds: streams per connection and keepalive.
+//! Built once for production and for tests, so both serve alike.
+
+use std::time::Duration;
+
+/// Streams (calls) one connection may have open at once by default.
+const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 100;
+/// How often, by default, a connection that sent nothing is pinged.
+const DEFAULT_HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long, by default, a ping may go unanswered before the connection closes.
+const DEFAULT_HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// Advertised in SETTINGS_MAX_CONCURRENT_STREAMS; a peer that opens more
+    /// has them refused. Unbounded, one connection could hold any number of
+    /// calls, each with its buffers.
+    pub max_concurrent_streams: u32,
+    /// HTTP/2 PING interval, so a peer that vanished without a FIN (a
+    /// crashed node, a dropped NAT entry) does not hold its connection and
+    /// its calls for ever.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            http2_keepalive_interval: DEFAULT_HTTP2_KEEPALIVE_INTERVAL,
+            http2_keepalive_timeout: DEFAULT_HTTP2_KEEPALIVE_TIMEOUT,
+        }
+    }
+}
+
+impl ServerSettings {
+    /// A tonic server with these bounds; TLS and routes are the caller's.
+    pub fn server(&self) -> tonic::transport::Server {
+        tonic::transport::Server::builder()
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .http2_keepalive_interval(Some(self.http2_keepalive_interval))
+            .http2_keepalive_timeout(Some(self.http2_keepalive_timeout))
+    }
+}

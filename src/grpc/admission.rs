@@ -1,0 +1,284 @@
+//! Admission of API calls: the tower layer between the observed service and
+//! the generated one, which decides before a handler runs (and, for what it
+//! can, before the request body is read) whether a call is served at all.
+//! Health and reflection are not behind it.
+//!
+//! In order: it sheds the call when the replica has as many in flight as it
+//! admits (UNAVAILABLE `OVERLOADED`: shed, never queued, so a burst cannot
+//! pile up memory and latency); it authenticates the call from its
+//! `authorization` header
+//! before the body is polled (a caller without credentials cannot make the
+//! server read, let alone buffer, a byte of its body) and hands the tenant
+//! to the handler in the request's extensions; it refuses the call when its
+//! tenant has its share in flight (RESOURCE_EXHAUSTED
+//! `TENANT_CONCURRENCY_LIMIT`: one tenant cannot take the others' share);
+//! it bounds each call's time
+//! ([`AdmissionSettings::request_timeout`]: a request body that stalls
+//! halfway is cut off, not held); and it answers the codec's refusal of an
+//! oversized message in idemd's own terms.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tonic::Status;
+use tonic::codegen::http;
+use tonic::server::NamedService;
+
+use crate::auth::Authenticator;
+use crate::domain::{Error, TenantId};
+use crate::metrics::Metrics;
+
+/// Longest a call may take by default: twice the default `--max-wait`, so a
+/// Claim that waits its whole cap still has time to answer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Calls in flight on one replica by default.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+/// Calls in flight for one tenant on one replica by default: a quarter of
+/// the replica's, so that one tenant's burst leaves room for the others.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: usize = 256;
+/// The RetryInfo of a shed call: soon, since calls in flight end quickly
+/// (and a load balancer may send the retry to another replica).
+const SHED_RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// What tonic's codec says when a message's length prefix exceeds the
+/// decode limit (the body is not buffered by then).
+const DECODE_LIMIT_MESSAGE: &str = "decoded message length too large";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// Longest a call may take, reading its request included; must exceed
+    /// the longest Claim `wait`.
+    pub request_timeout: Duration,
+    /// Calls in flight on this replica; past it, calls are shed.
+    pub max_in_flight: usize,
+    /// Calls in flight for one tenant on this replica.
+    pub max_in_flight_per_tenant: usize,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        Self {
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_in_flight_per_tenant: DEFAULT_MAX_IN_FLIGHT_PER_TENANT,
+        }
+    }
+}
+
+/// The tenant a call was admitted for, in its request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Authenticated(pub TenantId);
+
+/// What every call of one server shares.
+struct Shared {
+    settings: AdmissionSettings,
+    authenticator: Authenticator,
+    metrics: Metrics,
+    /// One permit per call in flight.
+    in_flight: Arc<Semaphore>,
+    /// Calls in flight per tenant; a tenant with none has no entry, so the
+    /// map holds at most as many entries as there are calls in flight.
+    tenants_in_flight: Mutex<HashMap<TenantId, usize>>,
+    /// The API's decode limit, named in the answer to a larger message.
+    max_request_bytes: usize,
+}
+
+/// The API service behind admission.
+#[derive(Clone)]
+pub struct Admitted<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> Admitted<S> {
+    pub fn new(
+        inner: S,
+        settings: AdmissionSettings,
+        authenticator: Authenticator,
+        metrics: Metrics,
+        max_request_bytes: usize,
+    ) -> Self {
+        Self {
+            inner,
+            shared: Arc::new(Shared {
+                in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+                tenants_in_flight: Mutex::default(),
+                settings,
+                authenticator,
+                metrics,
+                max_request_bytes,
+            }),
+        }
+    }
+}
+
+impl<S: NamedService> NamedService for Admitted<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+/// A call of a tenant, counted in flight until dropped.
+struct TenantCall {
+    shared: Arc<Shared>,
+    tenant: TenantId,
+}
+
+impl TenantCall {
+    /// Counts the call in, unless its tenant has its share in flight.
+    fn enter(shared: &Arc<Shared>, tenant: TenantId) -> Option<Self> {
+        let limit = shared.settings.max_in_flight_per_tenant.max(1);
+        let mut counts = shared
+            .tenants_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(tenant).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(Self {
+            shared: shared.clone(),
+            tenant,
+        })
+    }
+}
+
+impl Drop for TenantCall {
+    fn drop(&mut self) {
+        let mut counts = self
+            .shared
+            .tenants_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.tenant) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+/// A refusal, as a trailers-only gRPC response, counted by its reason.
+fn refused(metrics: &Metrics, error: Error) -> http::Response<tonic::body::Body> {
+    metrics.call_refused(error.reason().as_str());
+    refusal(error)
+}
+
+/// A refusal, as a trailers-only gRPC response.
+fn refusal(error: Error) -> http::Response<tonic::body::Body> {
+    Status::from(error).into_http()
+}
+
+/// tonic's codec refuses a message over the decode limit with OUT_OF_RANGE
+/// and no details, from its length prefix. gRPC's convention for that is
+/// RESOURCE_EXHAUSTED, and every idemd error carries an ErrorInfo: the
+/// refusal is answered as `REQUEST_TOO_LARGE`. Handlers never answer
+/// OUT_OF_RANGE, and an encoding error would come in trailers, not here.
+fn explain_decode_limit(
+    response: http::Response<tonic::body::Body>,
+    limit: usize,
+    metrics: &Metrics,
+) -> http::Response<tonic::body::Body> {
+    let refused_by_codec = Status::from_header_map(response.headers()).is_some_and(|status| {
+        status.code() == tonic::Code::OutOfRange && status.message().contains(DECODE_LIMIT_MESSAGE)
+    });
+    if refused_by_codec {
+        refused(metrics, Error::RequestTooLarge { limit })
+    } else {
+        response
+    }
+}
+
+impl<S> tower::Service<http::Request<tonic::body::Body>> for Admitted<S>
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+        // The clone that was polled ready serves this call (tower's rule).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            // Before anything else, authentication included: shedding must
+            // cost less than serving.
+            let Ok(_in_flight) = shared.in_flight.clone().try_acquire_owned() else {
+                let retry_after = SHED_RETRY_AFTER;
+                return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
+            };
+            let timeout = shared.settings.request_timeout;
+            let admitted = async {
+                let authorization = request
+                    .headers()
+                    .get(http::header::AUTHORIZATION)
+                    .and_then(|value| value.to_str().ok());
+                let tenant = match shared.authenticator.tenant(authorization).await {
+                    Ok(tenant) => tenant,
+                    Err(error) => return Ok(refused(&shared.metrics, error)),
+                };
+                let Some(_tenant_call) = TenantCall::enter(&shared, tenant) else {
+                    let limit = shared.settings.max_in_flight_per_tenant;
+                    let retry_after = SHED_RETRY_AFTER;
+                    return Ok(refused(
+                        &shared.metrics,
+                        Error::TenantConcurrencyLimit { limit, retry_after },
+                    ));
+                };
+                request.extensions_mut().insert(Authenticated(tenant));
+                // Only now is the body read: the generated service decodes it.
+                inner.call(request).await
+            };
+            // Authentication waits, the body is read, the handler runs and
+            // the answer is encoded: the timeout bounds all of it.
+            let Ok(response) = tokio::time::timeout(timeout, admitted).await else {
+                return Ok(refused(&shared.metrics, Error::RequestTimeout { timeout }));
+            };
+            Ok(explain_decode_limit(
+                response?,
+                shared.max_request_bytes,
+                &shared.metrics,
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_codecs_decode_limit_is_answered_as_request_too_large() {
+        let (metrics, _) =
+            Metrics::new(crate::metrics::LabelPolicy::default(), None).expect("a metrics registry");
+        let too_large = Status::out_of_range(
+            "Error, decoded message length too large: found 9 bytes, the limit is: 8 bytes",
+        );
+        let answered = explain_decode_limit(too_large.into_http(), 8, &metrics);
+        let status = Status::from_header_map(answered.headers()).expect("a status");
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+
+        let other = Status::out_of_range("something else");
+        let answered = explain_decode_limit(other.into_http(), 8, &metrics);
+        let status = Status::from_header_map(answered.headers()).expect("a status");
+        assert_eq!(status.code(), tonic::Code::OutOfRange);
+    }
+}
