@@ -148,13 +148,7 @@ async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_
         ))
         .await
         .expect_err("invalid");
-    let fields: Vec<String> = bad_id
-        .get_details_bad_request()
-        .expect("BadRequest")
-        .field_violations
-        .into_iter()
-        .map(|violation| violation.field)
-        .collect();
+    let fields = violated_fields(&bad_id);
     assert_eq!(fields, ["operation_id", "fence", "result"]);
 
     // NUL cannot be stored as text by every store: refused alike on each.
@@ -197,13 +191,7 @@ async fn out_of_bounds_input_is_invalid_argument_naming_every_field_and_changes_
         ))
         .await
         .expect_err("NUL in stored text");
-    let fields: Vec<String> = nul_result
-        .get_details_bad_request()
-        .expect("BadRequest")
-        .field_violations
-        .into_iter()
-        .map(|violation| violation.field)
-        .collect();
+    let fields = violated_fields(&nul_result);
     assert_eq!(fields, ["result.content_type", "result.metadata"]);
 
     let nothing = client

@@ -10,7 +10,6 @@ use idemd::proto;
 use idemd::proto::claim_request::RequestIdentity;
 use serde_json::Value;
 use tonic::Code;
-use tonic_types::StatusExt;
 
 use crate::harness::*;
 
@@ -58,13 +57,7 @@ async fn every_shared_fingerprint_vector_is_what_the_server_stores() {
         if let Some(why) = vector["refused"].as_str() {
             let status = answer.expect_err(name);
             assert_eq!(status.code(), Code::InvalidArgument, "{name}: {why}");
-            let fields: Vec<String> = status
-                .get_details_bad_request()
-                .expect("BadRequest")
-                .field_violations
-                .into_iter()
-                .map(|violation| violation.field)
-                .collect();
+            let fields = violated_fields(&status);
             assert_eq!(fields, ["json_payload"], "{name}");
             continue;
         }

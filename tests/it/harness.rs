@@ -514,6 +514,18 @@ pub async fn create_tenant(store: &dyn Store, name: &str) -> String {
 
 // ---- requests ------------------------------------------------------------
 
+/// The fields a status's BadRequest names, in order.
+pub fn violated_fields(status: &tonic::Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect()
+}
+
 pub fn authorized<T>(token: &str, message: T) -> Request<T> {
     let mut request = Request::new(message);
     request.metadata_mut().insert(

@@ -2,7 +2,6 @@
 
 use idemd::proto;
 use tonic::Code;
-use tonic_types::StatusExt;
 
 use crate::harness::*;
 
@@ -312,13 +311,7 @@ async fn operation_with_history(
 
 fn assert_invalid_page_token(status: &tonic::Status) {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    let fields: Vec<String> = status
-        .get_details_bad_request()
-        .expect("BadRequest")
-        .field_violations
-        .into_iter()
-        .map(|violation| violation.field)
-        .collect();
+    let fields = violated_fields(&status);
     assert_eq!(fields, ["history_page_token"]);
 }
 
