@@ -311,7 +311,7 @@ async fn operation_with_history(
 
 fn assert_invalid_page_token(status: &tonic::Status) {
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-    let fields = violated_fields(&status);
+    let fields = violated_fields(status);
     assert_eq!(fields, ["history_page_token"]);
 }
 
