@@ -1,0 +1,5 @@
+export * from "./errors.js";
+export * from "./retry.js";
+export * from "./client.js";
+export type * from "./types.js";
+export { SERVICE } from "./proto.js";
