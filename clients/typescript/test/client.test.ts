@@ -8,7 +8,7 @@ import {
   OperationTerminalError, PermissionDeniedError, RequestMismatchError, ResourceExhaustedError,
   ResultExpiredError, RetryPolicy, StateForbidsError, UnauthenticatedError, UnavailableError,
 } from "../src/index.js";
-import { rpcTypes } from "../src/proto.js";
+import { statusBytes } from "./details.js";
 import { eachStore, key, type Server, startServer } from "./harness.js";
 
 const JSON_PAYLOAD = '{"amount":1000,"currency":"EUR"}';
@@ -152,16 +152,6 @@ test("a dead address is UNAVAILABLE without a reason", async () => {
     nowhere.close();
   }
 });
-
-function statusBytes(code: Code, ...details: [string, object][]): Uint8Array {
-  const root = rpcTypes();
-  const packed = details.map(([name, value]) => {
-    const type = root.lookupType(name);
-    return { type_url: `type.googleapis.com/${name}`, value: type.encode(type.fromObject(value)).finish() };
-  });
-  const status = root.lookupType("google.rpc.Status");
-  return status.encode(status.fromObject({ code, message: "m", details: packed })).finish();
-}
 
 test("RetryInfo, BadRequest and reasons decode without a server", () => {
   const info: [string, object] = ["google.rpc.ErrorInfo", { reason: "STORE_UNAVAILABLE", domain: "idem.v1" }];
