@@ -3,3 +3,4 @@ export * from "./retry.js";
 export * from "./client.js";
 export type * from "./types.js";
 export { SERVICE } from "./proto.js";
+export * from "./fingerprint.js";
