@@ -11,6 +11,7 @@ import type { MethodDefinition } from "@grpc/proto-loader";
 import { packageDefinition, SERVICE } from "./proto.js";
 import { callWithRetry, DEFAULT_RETRY, monotonic, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
+import type { Effect, ExecuteOptions, Payload, Result } from "./execute.js";
 
 /** A protobuf Duration of `seconds`. */
 export function duration(seconds: number): pb.Duration {
@@ -273,5 +274,11 @@ export class Client {
       { operation: options.operation ?? "", page_size: options.pageSize ?? 0, page_token: options.pageToken ?? "" },
       options,
     );
+  }
+
+  /** executeOnce (execute.ts) on this client. */
+  async executeOnce(operation: string, key: string, payload: Payload, effect: Effect, options: ExecuteOptions = {}): Promise<Result> {
+    const { executeOnce } = await import("./execute.js");
+    return executeOnce(this, operation, key, payload, effect, options);
   }
 }

@@ -4,3 +4,4 @@ export * from "./client.js";
 export type * from "./types.js";
 export { SERVICE } from "./proto.js";
 export * from "./fingerprint.js";
+export * from "./execute.js";
