@@ -5,3 +5,4 @@ export type * from "./types.js";
 export { SERVICE } from "./proto.js";
 export * from "./fingerprint.js";
 export * from "./execute.js";
+export * from "./express.js";
