@@ -23,7 +23,7 @@
  */
 import { Client, newClaimToken, seconds } from "./client.js";
 import {
-  AttemptDeadlinePassedError, AttemptTimeoutError, IdemError, LeaseLostError, NeedsReconciliationError,
+  AttemptDeadlinePassedError, AttemptTimeoutError, DeadlineExceededError, IdemError, LeaseLostError, NeedsReconciliationError,
   OperationFailedError, OutcomeUnknownError, PendingError, StateForbidsError, StatusError, SupersededError,
   UnrecognisedOutcomeError,
 } from "./errors.js";
@@ -445,8 +445,15 @@ class Attempt {
     }
     // Never start the effect on a lease that may be running out, nor so close to the
     // attempt deadline that it would be aborted as soon as it started.
+    if (this.cancelAt - monotonic() < this.margin) throw new Stopped();
     if (this.leaseExpiresAt - monotonic() < this.granted / 2) {
-      await this.renew();
+      try {
+        await this.renew();
+      } catch (error) {
+        // No time left to renew before the attempt deadline: it is over, unstarted.
+        if (error instanceof DeadlineExceededError) throw new Stopped();
+        throw error;
+      }
       this.throwIfLost();
     }
     if (this.cancelAt - monotonic() < this.margin) throw new Stopped();

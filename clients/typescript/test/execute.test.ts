@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import {
-  AttemptTimeoutError, Client, ConflictError, duration, type EffectContext, executeOnce, monotonic,
+  AttemptTimeoutError, Client, Code, ConflictError, DeadlineExceededError, duration, type EffectContext, executeOnce, monotonic,
   NeedsReconciliationError, OperationFailedError, OutcomeUnknownError, PendingError, previousAttemptSettlesAt,
   Retryable, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
 } from "../src/index.js";
@@ -54,6 +54,33 @@ test("an outcome this client does not know never executes", async () => {
   const fake = { sendClaim: async () => [{}, monotonic()] } as unknown as Client;
   await assert.rejects(executeOnce(fake, OP, key(), PAYLOAD, charging(provider)), UnrecognisedOutcomeError);
   assert.deepEqual(provider.effects, []);
+});
+
+test("no time left to renew before starting: the attempt ends unstarted as a timeout", async () => {
+  // A takeover whose earlier attempt settles just before this one's deadline: the
+  // negative lookup is trusted then, but the Renew due before the effect finds no time
+  // left. The effect never starts and the outcome is reported UNKNOWN, not a raw error.
+  const provider = new Provider();
+  const fails: string[] = [];
+  const fake = {
+    sendClaim: async () => [{
+      outcome: "reconcile_first",
+      reconcile_first: {
+        ownership: { operation_id: "o", fence: "2", attempt: 2, max_attempts: 5, lease: duration(0.2), attempt_deadline: duration(0.5) },
+        previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: duration(0.3),
+      },
+    }, monotonic()],
+    sendRenew: async () => {
+      throw new DeadlineExceededError(Code.DEADLINE_EXCEEDED, "no time left to send the call");
+    },
+    fail: async (_id: string, _fence: string, disposition: string) => (fails.push(disposition), { state: "OPERATION_STATE_UNKNOWN" }),
+  } as unknown as Client;
+  const error = await rejection(executeOnce(fake, OP, key(), PAYLOAD, charging(provider), {
+    lookup: async () => undefined, lookupInterval: 0.1,
+  }));
+  assert.ok(error instanceof AttemptTimeoutError, String(error));
+  assert.deepEqual(provider.effects, []);
+  assert.deepEqual(fails, ["FAIL_DISPOSITION_UNKNOWN"]);
 });
 
 eachStore("executeOnce", (store) => {
