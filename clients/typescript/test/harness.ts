@@ -43,6 +43,13 @@ function postgresUrl(): string | null {
   });
   if (done.status !== 0) throw new Error(`idemd migrate failed: ${done.stderr}`);
   postgres = url.toString();
+  // Dropped when this test file's process ends (each test file runs in its own).
+  process.once("exit", () => {
+    spawnSync("psql", [base, "-q", "-c", `DROP DATABASE IF EXISTS "${url.pathname.slice(1)}" WITH (FORCE)`], {
+      stdio: "ignore",
+      timeout: 30_000,
+    });
+  });
   return postgres;
 }
 
