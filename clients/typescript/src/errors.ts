@@ -7,7 +7,7 @@
  * turns a grpc-js error into the most specific class below: branch on the class (or on
  * `reason`), never on the message.
  */
-import { Metadata, status as Code } from "@grpc/grpc-js";
+import { type Metadata, status as Code } from "@grpc/grpc-js";
 import { rpcTypes } from "./proto.js";
 import type { OperationError, OperationMessage } from "./types.js";
 
@@ -213,8 +213,10 @@ export function fromServiceError(error: unknown): StatusError {
   const code = typeof e.code === "number" && Code[e.code] !== undefined ? (e.code as Code) : Code.UNKNOWN;
   const message = typeof e.details === "string" ? e.details : String(e.message ?? error);
   let details: Uint8Array | undefined;
-  if (e.metadata instanceof Metadata) {
-    for (const value of e.metadata.get(STATUS_DETAILS_KEY)) {
+  // Duck-typed: the Metadata may come from another copy of grpc-js.
+  const metadata = e.metadata as Metadata | undefined;
+  if (metadata && typeof metadata.get === "function") {
+    for (const value of metadata.get(STATUS_DETAILS_KEY)) {
       if (typeof value !== "string") details = value;
     }
   }

@@ -281,7 +281,8 @@ export function idempotency(options: IdempotencyOptions) {
       if (ctx.previousOutcomeUnknown && reconcileFirst === "refuse") {
         return new Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect");
       }
-      res.locals = { ...(res.locals ?? {}), idempotency: ctx };
+      if (res.locals) res.locals.idempotency = ctx;
+      else res.locals = { idempotency: ctx };
       const captured = await capture(res, maxResponseBytes, next);
       if (captured.status >= 500) {
         passedOn = captured;
