@@ -35,6 +35,12 @@ class Shop {
     app.get("/orders", (_req, res) => {
       res.json(this.orders);
     });
+    app.post("/flaky", (_req, res) => {
+      this.ids += 1;
+      if (this.ids === 1) throw new Error("the first call fails after its effect may have happened");
+      const ctx = res.locals.idempotency as { previousOutcomeUnknown: boolean; operationId: string };
+      res.status(201).json({ previousOutcomeUnknown: ctx.previousOutcomeUnknown, operationId: ctx.operationId });
+    });
     app.post("/crash", () => {
       this.orders.push({ id: "crashed" });
       throw new Error("the app broke after its effect");
@@ -185,6 +191,25 @@ eachStore("express", (store) => {
       assert.equal(retried.status, 500);
       assert.equal(retried.headers.get("content-type"), "application/problem+json");
       assert.deepEqual(shop.orders, [{ id: "crashed" }]);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("reconcileFirst: run runs the route again with the context in res.locals", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client, { reconcileFirst: "run" });
+    try {
+      const headers = idemKey();
+      assert.equal((await post(`${web.url}/flaky`, {}, headers)).status, 500);
+      const retried = await post(`${web.url}/flaky`, {}, headers);
+      assert.equal(retried.status, 201);
+      const body = (await retried.json()) as { previousOutcomeUnknown: boolean; operationId: string };
+      assert.equal(body.previousOutcomeUnknown, true);
+      assert.ok(body.operationId.length > 0);
+      const replay = await post(`${web.url}/flaky`, {}, headers);
+      assert.equal(replay.headers.get("idempotent-replayed"), "true");
+      assert.deepEqual(await replay.json(), body);
     } finally {
       await web.close();
     }
