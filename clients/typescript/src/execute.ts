@@ -1,0 +1,601 @@
+/**
+ * executeOnce: the client protocol (README, "The client protocol"), done right.
+ *
+ * - A fresh random claim_token per attempt, re-sent unchanged (with the whole Claim)
+ *   after UNAVAILABLE or a lost reply.
+ * - The lease and the attempt deadline count from the first send of the Claim (or
+ *   Renew) that granted them; the effect is never started while the lease may be
+ *   running out (it is renewed first), is renewed while it runs, and is aborted
+ *   (`ctx.signal`) at the attempt deadline, then Fail UNKNOWN.
+ * - The effect's outcome maps to Complete / Fail TERMINAL / RETRYABLE / UNKNOWN.
+ * - Completed replays without running the effect; Pending waits (Claim `wait`,
+ *   retry_after); NeedsReconciliation or an outcome this client does not know never
+ *   executes; LEASE_LOST looks the operation up and answers with what is stored, never
+ *   redoing the effect.
+ * - ReconcileFirst: an earlier attempt may have taken effect. With a `lookup` the
+ *   provider is asked first; a negative answer is trusted only once the earlier
+ *   attempt's deadline has passed (previous_attempt_deadline; when the server leaves it
+ *   out, conservatively a whole attempt duration from the Claim). Without a `lookup`
+ *   the effect runs with `ctx.previousOutcomeUnknown` set and must pass
+ *   `ctx.operationId` to the provider as its idempotency key.
+ *
+ * Times are seconds; instants are `monotonic()` seconds.
+ */
+import { Client, newClaimToken, seconds } from "./client.js";
+import {
+  AttemptDeadlinePassedError, AttemptTimeoutError, DeadlineExceededError, IdemError, LeaseLostError, NeedsReconciliationError,
+  OperationFailedError, OutcomeUnknownError, PendingError, StateForbidsError, StatusError, SupersededError,
+  UnrecognisedOutcomeError,
+} from "./errors.js";
+import { monotonic } from "./retry.js";
+import type * as pb from "./types.js";
+
+/** The longest `wait` one Claim asks for while the operation is pending. */
+export const MAX_CLAIM_WAIT = 20;
+
+// ---- what an effect returns ----------------------------------------------------------
+
+/** The effect happened: `body` is recorded (Complete) and replayed to retries. */
+export class Success {
+  readonly kind = "success";
+  constructor(
+    readonly body: Uint8Array,
+    readonly contentType = "",
+    readonly metadata: Record<string, string> = {},
+  ) {}
+}
+
+/** The effect ended in a final error: recorded (Fail TERMINAL) and replayed. */
+export class Terminal {
+  readonly kind = "terminal";
+  constructor(
+    readonly code: string,
+    readonly message = "",
+    readonly metadata: Record<string, string> = {},
+  ) {}
+}
+
+/** The effect certainly did not happen: a later attempt may try again (Fail
+ *  RETRYABLE) after `retryAfter` seconds, within the attempt budget. */
+export class Retryable {
+  readonly kind = "retryable";
+  constructor(
+    readonly code: string,
+    readonly message = "",
+    readonly retryAfter = 1.0,
+    readonly metadata: Record<string, string> = {},
+  ) {}
+}
+
+/** The effect may or may not have happened (Fail UNKNOWN): the next owner reconciles
+ *  first. An effect that throws counts as Unknown too. */
+export class Unknown {
+  readonly kind = "unknown";
+  constructor(
+    readonly code = "outcome_unknown",
+    readonly message = "",
+  ) {}
+}
+
+export type Outcome = Success | Terminal | Retryable | Unknown;
+
+/** The recorded result of the operation, made now or replayed. */
+export interface Result {
+  operationId: string;
+  body: Buffer;
+  contentType: string;
+  metadata: Record<string, string>;
+  /** Attempts the operation took (this one included). */
+  attempts: number;
+  /** True when the result was stored by an earlier call and nothing ran now. */
+  replayed: boolean;
+}
+
+/** What the effect (and `lookup`) learn about the attempt they run in. */
+export interface EffectContext {
+  /** Stable for the whole operation: give it to the provider as its idempotency key. */
+  readonly operationId: string;
+  readonly fence: string;
+  /** 1-based; counts every owner, takeovers included. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** ReconcileFirst: an earlier attempt may have taken effect. */
+  readonly previousOutcomeUnknown: boolean;
+  readonly previousFence: string | undefined;
+  /** The server's previous_attempt_deadline in seconds from the Claim's send;
+   *  undefined when it left it out. */
+  readonly previousAttemptDeadline: number | undefined;
+  /** The monotonic() instant after which the earlier attempt's effect is no longer in
+   *  flight (conservative when the server sent no deadline). */
+  readonly previousAttemptSettlesAt: number | undefined;
+  /** The monotonic() instant at which the effect is aborted. */
+  readonly cancelAt: number;
+  /** Aborted at the attempt deadline or when another owner took over: stop the work
+   *  (pass it to fetch and the like). */
+  readonly signal: AbortSignal;
+  previousAttemptSettled(): boolean;
+}
+
+export type Effect = (ctx: EffectContext) => Promise<Outcome>;
+/** Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it
+ *  (looked up by ctx.operationId or the caller's stable reference), undefined if the
+ *  provider has nothing. */
+export type Lookup = (ctx: EffectContext) => Promise<Success | Terminal | undefined>;
+
+export interface ExecuteOptions {
+  /** The lease asked for, seconds (default 30). */
+  lease?: number;
+  /** The attempt duration (max_attempt_duration), seconds, fixed by the scope's first
+   *  Claim (default 300). */
+  attemptDuration?: number;
+  /** Bounds the time spent claiming and waiting for another attempt (default 60; 0:
+   *  PendingError at the first Pending). Once this call owns the operation, its attempt
+   *  deadline bounds it instead. */
+  deadline?: number;
+  lookup?: Lookup;
+  /** With payload null: the request's fingerprint (fingerprint.ts). */
+  fingerprint?: Uint8Array;
+  maxAttempts?: number;
+  retention?: number;
+  operationDeadline?: number;
+  /** Seconds between provider lookups while the earlier attempt may still run. */
+  lookupInterval?: number;
+}
+
+export type Payload = string | Uint8Array | Record<string, unknown> | unknown[] | null;
+
+/** (the server's previous_attempt_deadline, the monotonic instant it ends), counted
+ *  from the Claim's first send. Absent, the earlier attempt may have started just
+ *  before this Claim, so it may run a whole attempt duration from it. */
+export function previousAttemptSettlesAt(
+  outcome: pb.ReconcileFirst,
+  sentAt: number,
+): [number | undefined, number] {
+  if (outcome.previous_attempt_deadline) {
+    const given = seconds(outcome.previous_attempt_deadline);
+    return [given, sentAt + given];
+  }
+  return [undefined, sentAt + seconds(outcome.ownership?.attempt_deadline)];
+}
+
+function replayed(completed: pb.Completed): Result {
+  if (completed.outcome === "error" || completed.state === "OPERATION_STATE_FAILED") {
+    throw new OperationFailedError(completed.operation_id, completed.error ?? emptyError(), true);
+  }
+  return {
+    operationId: completed.operation_id,
+    body: completed.result?.body ?? Buffer.alloc(0),
+    contentType: completed.result?.content_type ?? "",
+    metadata: { ...(completed.result?.metadata ?? {}) },
+    attempts: completed.attempts,
+    replayed: true,
+  };
+}
+
+function emptyError(): pb.OperationError {
+  return { reason: "FAILURE_REASON_UNSPECIFIED", code: "", message: "", metadata: {} };
+}
+
+function requestIdentity(payload: Exclude<Payload, null>): { jsonPayload: string } | { bytesPayload: Uint8Array } {
+  if (typeof payload === "string") return { jsonPayload: payload };
+  if (payload instanceof Uint8Array) return { bytesPayload: payload };
+  return { jsonPayload: JSON.stringify(payload) };
+}
+
+const pause = (s: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, Math.max(0, s * 1000));
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * Runs `effect` at most once for the intent (operation, key, payload).
+ *
+ * `payload` identifies the request: a string is sent as a JSON document, an object or
+ * array is serialised to one, a Uint8Array is opaque; or pass null and a
+ * `fingerprint`. `key` must be made once per business intent and persisted before the
+ * first call.
+ *
+ * Resolves to the Result (recorded now or replayed). Rejects with OperationFailedError
+ * for a terminal error (recorded now or replayed), OutcomeUnknownError when this
+ * attempt's outcome is unknown (AttemptTimeoutError at the attempt deadline),
+ * NeedsReconciliationError, PendingError, SupersededError, UnrecognisedOutcomeError, or
+ * a StatusError such as ConflictError.
+ */
+export async function executeOnce(
+  client: Client,
+  operation: string,
+  key: string,
+  payload: Payload,
+  effect: Effect,
+  options: ExecuteOptions = {},
+): Promise<Result> {
+  const lease = options.lease ?? 30;
+  let identity: { jsonPayload: string } | { bytesPayload: Uint8Array } | { fingerprint: Uint8Array };
+  if (payload === null) {
+    if (options.fingerprint === undefined) throw new TypeError("give a payload or a fingerprint");
+    identity = { fingerprint: options.fingerprint };
+  } else {
+    identity = requestIdentity(payload);
+  }
+  const end = monotonic() + (options.deadline ?? 60);
+  let wait: number | undefined;
+  for (;;) {
+    const request = Client.claimRequest(operation, key, {
+      ...identity,
+      claimToken: newClaimToken(),
+      lease,
+      maxAttemptDuration: options.attemptDuration ?? 300,
+      maxAttempts: options.maxAttempts ?? 0,
+      ...(options.retention !== undefined ? { retention: options.retention } : {}),
+      ...(options.operationDeadline !== undefined ? { operationDeadline: options.operationDeadline } : {}),
+      ...(wait !== undefined ? { wait } : {}),
+    });
+    const [response, sentAt] = await client.sendClaim(request, { deadline: Math.max(end, monotonic() + 1) });
+    const outcome = response.outcome;
+    if (outcome === "acquired" && response.acquired?.ownership) {
+      const attempt = new Attempt(client, response.acquired.ownership, sentAt, lease, undefined, options);
+      const result = await attempt.run(effect);
+      if (result !== undefined) return result;
+      wait = undefined; // Retryable: claim again for the next attempt
+    } else if (outcome === "reconcile_first" && response.reconcile_first?.ownership) {
+      const first = response.reconcile_first;
+      const attempt = new Attempt(client, first.ownership!, sentAt, lease, first, options);
+      const result = await attempt.run(effect);
+      if (result !== undefined) return result;
+      wait = undefined;
+    } else if (outcome === "completed" && response.completed) {
+      return replayed(response.completed);
+    } else if (outcome === "pending" && response.pending) {
+      const pending = response.pending;
+      const retryAfter = seconds(pending.retry_after);
+      const remaining = end - monotonic();
+      if (remaining <= 0.05) throw new PendingError(pending.operation_id, retryAfter, String(pending.reason));
+      const waited = monotonic() - sentAt;
+      if (wait !== undefined && waited < Math.min(0.05, wait)) {
+        // The server did not wait (clamped): do not spin.
+        await pause(Math.min(retryAfter, remaining, 1));
+      }
+      wait = Math.max(0, Math.min(MAX_CLAIM_WAIT, end - monotonic() - 0.05));
+    } else if (outcome === "needs_reconciliation" && response.needs_reconciliation) {
+      const needs = response.needs_reconciliation;
+      throw new NeedsReconciliationError(needs.operation_id, needs.fence, needs.attempts);
+    } else {
+      throw new UnrecognisedOutcomeError(`Claim answered ${JSON.stringify(outcome)}; nothing was executed`);
+    }
+  }
+}
+
+/** Thrown inside an attempt when its fence was refused (another owner took over). */
+class Lost extends Error {}
+/** Thrown inside an attempt when its time is up (the attempt deadline is near). */
+class Stopped extends Error {}
+
+/** One owned attempt: renews the lease, races the effect against the deadline and a
+ *  lost lease, records the outcome. */
+class Attempt {
+  readonly operationId: string;
+  readonly fence: string;
+  readonly attempt: number;
+  granted: number;
+  leaseExpiresAt: number;
+  deadlineAt: number;
+  readonly margin: number;
+  readonly cancelAt: number;
+  readonly ctx: EffectContext;
+  /** Aborted when the lease is lost. */
+  private readonly lost = new AbortController();
+  private lostError: StatusError | undefined;
+  /** Aborted when the effect must stop (ctx.signal). */
+  private readonly cancel = new AbortController();
+  /** Aborted when the attempt is over (stops the renewals). */
+  private readonly finished = new AbortController();
+  private readonly lookup: Lookup | undefined;
+  private readonly lookupInterval: number;
+
+  constructor(
+    private readonly client: Client,
+    ownership: pb.Ownership,
+    sentAt: number,
+    private readonly lease: number,
+    reconcileFirst: pb.ReconcileFirst | undefined,
+    options: ExecuteOptions,
+  ) {
+    this.operationId = ownership.operation_id;
+    this.fence = ownership.fence;
+    this.attempt = ownership.attempt;
+    this.granted = seconds(ownership.lease);
+    this.leaseExpiresAt = sentAt + this.granted;
+    const duration = seconds(ownership.attempt_deadline);
+    this.deadlineAt = sentAt + duration;
+    // Room left before the deadline to abort the effect and report it.
+    this.margin = Math.max(0.05, Math.min(1, duration / 10));
+    this.cancelAt = this.deadlineAt - this.margin;
+    this.lookup = options.lookup;
+    this.lookupInterval = options.lookupInterval ?? 1;
+    let given: number | undefined;
+    let settlesAt: number | undefined;
+    if (reconcileFirst !== undefined) [given, settlesAt] = previousAttemptSettlesAt(reconcileFirst, sentAt);
+    this.ctx = {
+      operationId: ownership.operation_id,
+      fence: ownership.fence,
+      attempt: ownership.attempt,
+      maxAttempts: ownership.max_attempts,
+      previousOutcomeUnknown: reconcileFirst !== undefined,
+      previousFence: reconcileFirst?.previous_fence,
+      previousAttemptDeadline: given,
+      previousAttemptSettlesAt: settlesAt,
+      cancelAt: this.cancelAt,
+      signal: this.cancel.signal,
+      previousAttemptSettled: () => settlesAt === undefined || monotonic() >= settlesAt,
+    };
+  }
+
+  // ---- the lease -----------------------------------------------------------------
+
+  /** Renews once (re-sent after transient failures); a refusal marks the lease lost. */
+  async renew(): Promise<void> {
+    let response: pb.RenewResponse;
+    let sentAt: number;
+    try {
+      [response, sentAt] = await this.client.sendRenew(this.operationId, this.fence, {
+        lease: this.lease,
+        deadline: this.cancelAt,
+      });
+    } catch (error) {
+      if (error instanceof LeaseLostError || error instanceof AttemptDeadlinePassedError) {
+        this.lostError = error;
+        this.lost.abort();
+        return;
+      }
+      throw error;
+    }
+    this.granted = seconds(response.lease);
+    this.leaseExpiresAt = sentAt + this.granted;
+    this.deadlineAt = Math.min(this.deadlineAt, sentAt + seconds(response.attempt_deadline));
+  }
+
+  async keepRenewing(): Promise<void> {
+    const stop = this.finished.signal;
+    // Once the lease reaches the attempt deadline, Renew cannot extend it further.
+    while (!stop.aborted && !this.lost.signal.aborted && this.leaseExpiresAt < this.deadlineAt - 0.001) {
+      const due = this.leaseExpiresAt - (this.granted * 2) / 3;
+      await pause(Math.max(0, due - monotonic()), stop);
+      if (stop.aborted) return;
+      try {
+        await this.renew();
+      } catch (error) {
+        if (error instanceof StateForbidsError) return; // marked UNKNOWN by a Claim: writes still allowed
+        // Transient failures outlasted the retry policy: try again shortly; the lease
+        // may lapse, in which case a new owner reconciles first.
+        await pause(Math.min(1, Math.max(0.05, this.granted / 10)), stop);
+      }
+    }
+  }
+
+  /** Awaits `work()`, aborting it when the lease is lost (throws Lost) or the attempt's
+   *  time is up (throws Stopped). */
+  async guarded<T>(work: () => Promise<T>): Promise<T> {
+    const task = Promise.resolve().then(work);
+    task.catch(() => undefined); // a rejection after the race is lost is not unhandled
+    let timer: NodeJS.Timeout | undefined;
+    let onLost: (() => void) | undefined;
+    const interrupted = new Promise<"interrupted">((resolve) => {
+      timer = setTimeout(() => resolve("interrupted"), Math.max(0, (this.cancelAt - monotonic()) * 1000));
+      onLost = () => resolve("interrupted");
+      if (this.lost.signal.aborted) resolve("interrupted");
+      else this.lost.signal.addEventListener("abort", onLost, { once: true });
+    });
+    const wrapped = task.then((value) => ({ value }));
+    let winner: { value: T } | "interrupted";
+    try {
+      winner = await Promise.race([wrapped, interrupted]);
+    } finally {
+      clearTimeout(timer);
+      if (onLost) this.lost.signal.removeEventListener("abort", onLost);
+    }
+    if (winner !== "interrupted") return winner.value;
+    this.cancel.abort();
+    await Promise.race([task.then(() => undefined, () => undefined), pause(this.margin / 2)]);
+    this.throwIfLost();
+    throw new Stopped();
+  }
+
+  private throwIfLost(): void {
+    if (this.lost.signal.aborted) {
+      if (this.lostError instanceof AttemptDeadlinePassedError) throw new Stopped(); // nobody took over: time is up
+      throw new Lost();
+    }
+  }
+
+  // ---- the attempt -----------------------------------------------------------------
+
+  /** The attempt's answer, or undefined when a retry was scheduled (claim again). */
+  async run(effect: Effect): Promise<Result | undefined> {
+    const keeper = this.keepRenewing().catch(() => undefined);
+    try {
+      return await this.runEffect(effect);
+    } catch (error) {
+      if (error instanceof Lost) return await this.superseded();
+      if (error instanceof Stopped) {
+        await this.failUnknown("attempt_deadline", "the effect was cancelled at the attempt deadline");
+        throw new AttemptTimeoutError(
+          this.operationId,
+          "the effect was cancelled at the attempt deadline; its outcome is unknown",
+        );
+      }
+      throw error;
+    } finally {
+      this.finished.abort();
+      this.cancel.abort();
+      await keeper;
+    }
+  }
+
+  private async runEffect(effect: Effect): Promise<Result | undefined> {
+    if (this.ctx.previousOutcomeUnknown && this.lookup !== undefined) {
+      const found = await this.lookUpProvider(this.lookup);
+      if (found !== undefined) return await this.record(found);
+    }
+    // Never start the effect on a lease that may be running out, nor so close to the
+    // attempt deadline that it would be aborted as soon as it started.
+    if (this.cancelAt - monotonic() < this.margin) throw new Stopped();
+    if (this.leaseExpiresAt - monotonic() < this.granted / 2) {
+      try {
+        await this.renew();
+      } catch (error) {
+        // No time left to renew before the attempt deadline: it is over, unstarted.
+        if (error instanceof DeadlineExceededError) throw new Stopped();
+        throw error;
+      }
+      this.throwIfLost();
+    }
+    if (this.cancelAt - monotonic() < this.margin) throw new Stopped();
+    let outcome: Outcome;
+    try {
+      outcome = await this.guarded(() => effect(this.ctx));
+    } catch (error) {
+      if (error instanceof Lost || error instanceof Stopped) throw error;
+      // The effect failed in a way nobody can tell.
+      const name = error instanceof Error ? error.name : typeof error;
+      await this.failUnknown("effect_raised", name);
+      throw new OutcomeUnknownError(this.operationId, `the effect threw ${name}; its outcome is unknown`, { cause: error });
+    }
+    return await this.record(outcome);
+  }
+
+  private async lookUpProvider(lookup: Lookup): Promise<Success | Terminal | undefined> {
+    for (;;) {
+      let found: Success | Terminal | undefined;
+      try {
+        found = await this.guarded(() => lookup(this.ctx));
+      } catch (error) {
+        if (error instanceof Lost || error instanceof Stopped) throw error;
+        await this.failUnknown("lookup_raised", error instanceof Error ? error.name : typeof error);
+        throw new OutcomeUnknownError(
+          this.operationId,
+          "the provider lookup failed; the earlier attempt's outcome is unknown",
+          { cause: error },
+        );
+      }
+      if (found !== undefined || this.ctx.previousAttemptSettled()) return found;
+      // Nothing found yet proves nothing while the earlier attempt may still run.
+      const settlesAt = this.ctx.previousAttemptSettlesAt ?? 0;
+      const now = monotonic();
+      if (settlesAt >= this.cancelAt && now + this.lookupInterval >= this.cancelAt) {
+        // Not settled within this attempt: look until then, never execute.
+        await this.failUnknown(
+          "previous_attempt_unsettled",
+          "the earlier attempt may still be running and the provider has no record yet",
+        );
+        throw new OutcomeUnknownError(
+          this.operationId,
+          "the earlier attempt's outcome is still unknown (its deadline outlasts this attempt)",
+        );
+      }
+      await this.guarded(() => pause(Math.max(0, Math.min(this.lookupInterval, settlesAt - now))));
+    }
+  }
+
+  private async record(outcome: Outcome): Promise<Result | undefined> {
+    try {
+      if (outcome instanceof Success) {
+        await this.client.complete(this.operationId, this.fence, outcome.body, {
+          contentType: outcome.contentType,
+          metadata: outcome.metadata,
+          deadline: this.deadlineAt,
+        });
+        return {
+          operationId: this.operationId,
+          body: Buffer.from(outcome.body),
+          contentType: outcome.contentType,
+          metadata: { ...outcome.metadata },
+          attempts: this.attempt,
+          replayed: false,
+        };
+      }
+      if (outcome instanceof Terminal) {
+        await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_TERMINAL", {
+          code: outcome.code,
+          message: outcome.message,
+          metadata: outcome.metadata,
+          deadline: this.deadlineAt,
+        });
+        throw new OperationFailedError(
+          this.operationId,
+          { reason: "FAILURE_REASON_TERMINAL", code: outcome.code, message: outcome.message, metadata: outcome.metadata },
+          false,
+        );
+      }
+      if (outcome instanceof Retryable) {
+        const failed = await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_RETRYABLE", {
+          code: outcome.code,
+          message: outcome.message,
+          metadata: outcome.metadata,
+          retryAfter: outcome.retryAfter,
+          deadline: this.deadlineAt,
+        });
+        if (failed.state === "OPERATION_STATE_RETRY_WAIT") return undefined;
+        throw new OperationFailedError(
+          this.operationId,
+          { reason: failed.reason, code: outcome.code, message: outcome.message, metadata: outcome.metadata },
+          false,
+        );
+      }
+      if (outcome instanceof Unknown) {
+        await this.failUnknown(outcome.code, outcome.message);
+        throw new OutcomeUnknownError(this.operationId, "the effect's outcome is unknown");
+      }
+      throw new TypeError(`an effect returns Success, Terminal, Retryable or Unknown, not ${String(outcome)}`);
+    } catch (error) {
+      if (error instanceof LeaseLostError) return await this.superseded();
+      if (error instanceof AttemptDeadlinePassedError) {
+        throw new OutcomeUnknownError(
+          this.operationId,
+          "the attempt deadline passed before the outcome was recorded; a reconciler must settle it",
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Best effort: an attempt whose outcome is unknown says so; if it cannot, its lease
+   *  runs out and the next owner reconciles first all the same. */
+  private async failUnknown(code: string, message: string): Promise<void> {
+    try {
+      await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_UNKNOWN", {
+        code,
+        message,
+        deadline: this.deadlineAt,
+      });
+    } catch (error) {
+      if (!(error instanceof IdemError)) throw error;
+    }
+  }
+
+  /** LEASE_LOST: answer with what is stored; never redo the effect. */
+  private async superseded(): Promise<Result> {
+    const found = await this.client.lookup({ operationId: this.operationId });
+    const operation = found.operation;
+    if (operation?.state === "OPERATION_STATE_SUCCEEDED") {
+      return {
+        operationId: operation.operation_id,
+        body: operation.result?.body ?? Buffer.alloc(0),
+        contentType: operation.result?.content_type ?? "",
+        metadata: { ...(operation.result?.metadata ?? {}) },
+        attempts: operation.attempt,
+        replayed: true,
+      };
+    }
+    if (operation?.state === "OPERATION_STATE_FAILED") {
+      throw new OperationFailedError(operation.operation_id, operation.error ?? emptyError(), true);
+    }
+    throw new SupersededError(operation ?? undefined);
+  }
+}

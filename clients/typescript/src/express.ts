@@ -1,0 +1,354 @@
+/**
+ * Express middleware for the IETF `Idempotency-Key` header, backed by idemd through
+ * executeOnce, with the Python ASGI middleware's semantics. For the configured methods
+ * (POST and PATCH by default):
+ *
+ * - no Idempotency-Key where one is required: 400;
+ * - the same key with another request (method, path, query, content type, body): 422;
+ * - the same key while the first request still runs: 409 with Retry-After;
+ * - the same key again: the stored response replayed (status, the headers kept, body),
+ *   with `Idempotent-Replayed: true`, without calling the route.
+ *
+ * The route's response is captured whole (at most `maxResponseBytes`), stored, and only
+ * then sent: a client never sees a response that a retry would not see again. A
+ * response with a 5xx status (Express answers 500 when a route throws) is not stored:
+ * the outcome is left UNKNOWN at idemd and the response is passed on; a retry of that
+ * key is then answered 500 unless `reconcileFirst: "run"`, in which case the route runs
+ * again with `res.locals.idempotency` set to the EffectContext (previousOutcomeUnknown,
+ * and operationId to pass to providers as their idempotency key).
+ *
+ * Mount it after your body parser (`app.use(express.json())`): the request's identity is
+ * its raw bytes when `req.rawBody` holds them (see `keepRawBody`), else the parsed body.
+ * Mounted before any parser, it reads the body itself and leaves the raw bytes in
+ * `req.body` (as express.raw() would).
+ */
+import { createHash } from "node:crypto";
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { Client } from "./client.js";
+import {
+  ConflictError, IdemError, InvalidArgumentError, NeedsReconciliationError, OperationFailedError,
+  OutcomeUnknownError, PendingError, ResultExpiredError, StatusError,
+} from "./errors.js";
+import { type EffectContext, executeOnce, type Result, Success, Unknown } from "./execute.js";
+import { Code } from "./errors.js";
+import { fingerprintBytes } from "./fingerprint.js";
+
+export const DEFAULT_KEEP_HEADERS = ["location", "etag", "last-modified", "cache-control", "content-language", "link"];
+// json_payload/bytes_payload are bounded by the server (64 KiB by default); larger
+// requests are fingerprinted here, exactly as the server would.
+const MAX_SENT_PAYLOAD = 60 * 1024;
+const METADATA_LIMIT = 256;
+const STATUS = "http.status";
+const HEADER = "http.header.";
+
+/** The parts of an Express request this middleware reads. */
+export interface RequestLike extends IncomingMessage {
+  method: string;
+  path?: string;
+  originalUrl?: string;
+  body?: unknown;
+  rawBody?: Buffer;
+}
+/** The parts of an Express response this middleware uses. */
+export interface ResponseLike extends ServerResponse {
+  locals?: Record<string, unknown>;
+}
+export type NextFunction = (error?: unknown) => void;
+
+export interface IdempotencyOptions {
+  /** An idemd Client, or a function that makes one (called once, at the first request). */
+  client: Client | (() => Client);
+  methods?: string[];
+  required?: boolean;
+  header?: string;
+  /** The operation name of a request (default `http.<method><path>`). */
+  operation?: (req: RequestLike) => string;
+  keepHeaders?: string[];
+  lease?: number;
+  attemptDuration?: number;
+  /** How long a request for a key that is still running waits for it before 409. */
+  pendingWait?: number;
+  maxRequestBytes?: number;
+  maxResponseBytes?: number;
+  reconcileFirst?: "refuse" | "run";
+}
+
+/** For `express.json({ verify: keepRawBody })`: keeps the raw bytes in `req.rawBody`. */
+export function keepRawBody(req: IncomingMessage, _res: ServerResponse, buffer: Buffer): void {
+  (req as RequestLike).rawBody = Buffer.from(buffer);
+}
+
+/** The key of an Idempotency-Key header: an RFC 8941 sf-string, or a bare token. */
+export function parseKey(value: string): string {
+  const trimmed = value.trim();
+  if (trimmed.length >= 2 && trimmed.startsWith('"') && trimmed.endsWith('"')) {
+    return trimmed.slice(1, -1).replace(/\\(.)/g, "$1");
+  }
+  return trimmed;
+}
+
+function pathOf(req: RequestLike): string {
+  const url = req.originalUrl ?? req.url ?? "/";
+  const query = url.indexOf("?");
+  return query >= 0 ? url.slice(0, query) : url;
+}
+
+function queryOf(req: RequestLike): string {
+  const url = req.originalUrl ?? req.url ?? "/";
+  const query = url.indexOf("?");
+  return query >= 0 ? url.slice(query + 1) : "";
+}
+
+/** `http.<method><path>` in idemd's operation alphabet, at most 128 characters. */
+export function defaultOperation(req: { method: string; originalUrl?: string; url?: string }): string {
+  const name = "http." + req.method.toLowerCase() + pathOf(req as RequestLike).replace(/[^A-Za-z0-9._/-]/g, "_");
+  if (name.length > 128) {
+    return name.slice(0, 111) + "." + createHash("sha256").update(name).digest("hex").slice(0, 16);
+  }
+  return name;
+}
+
+class TooLarge extends Error {}
+
+async function readBody(req: RequestLike, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+    size += buffer.length;
+    if (size > limit) throw new TooLarge();
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function bodyBytes(req: RequestLike, limit: number): Promise<Buffer> {
+  if (Buffer.isBuffer(req.rawBody)) return req.rawBody;
+  if (req.body === undefined && !req.readableEnded) {
+    const raw = await readBody(req, limit);
+    req.rawBody = raw;
+    req.body = raw;
+    return raw;
+  }
+  if (Buffer.isBuffer(req.body)) return req.body;
+  if (typeof req.body === "string") return Buffer.from(req.body);
+  if (req.body === undefined) return Buffer.alloc(0);
+  return Buffer.from(JSON.stringify(req.body));
+}
+
+/** What the key must always be used with: method, path, query, content type, body. */
+function requestIdentity(req: RequestLike, body: Buffer): Buffer {
+  const head = JSON.stringify([req.method.toUpperCase(), pathOf(req), queryOf(req), req.headers["content-type"] ?? ""]);
+  return Buffer.concat([Buffer.from(head), Buffer.from("\n"), body]);
+}
+
+function problem(
+  res: ResponseLike,
+  own: Originals,
+  status: number,
+  title: string,
+  detail: string,
+  retryAfter?: number,
+): void {
+  const body = Buffer.from(JSON.stringify({ type: "about:blank", title, status, detail }));
+  const headers: OutgoingHttpHeaders = {
+    "content-type": "application/problem+json",
+    "content-length": String(body.length),
+  };
+  if (retryAfter !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(retryAfter)));
+  send(res, own, status, headers, body);
+}
+
+interface Originals {
+  writeHead: ServerResponse["writeHead"];
+  write: ServerResponse["write"];
+  end: ServerResponse["end"];
+  flushHeaders: ServerResponse["flushHeaders"];
+}
+
+function originals(res: ResponseLike): Originals {
+  return { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders };
+}
+
+/** Sends a whole response with the methods the response had before capture() replaced
+ *  them, and only the headers given. */
+function send(res: ResponseLike, own: Originals, status: number, headers: OutgoingHttpHeaders, body: Buffer): void {
+  Object.assign(res, own);
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  for (const name of res.getHeaderNames()) res.removeHeader(name);
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+interface Captured { status: number; headers: OutgoingHttpHeaders; body: Buffer }
+
+/** Runs the rest of the chain with the response captured instead of sent. */
+function capture(res: ResponseLike, limit: number, next: NextFunction): Promise<Captured> {
+  return new Promise<Captured>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let ended = false;
+    const add = (chunk: unknown, encoding?: unknown): void => {
+      if (chunk === undefined || chunk === null || typeof chunk === "function") return;
+      const buffer = Buffer.isBuffer(chunk)
+        ? chunk
+        : chunk instanceof Uint8Array
+          ? Buffer.from(chunk)
+          : Buffer.from(String(chunk), typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8");
+      size += buffer.length;
+      if (size > limit) {
+        ended = true;
+        reject(new TooLarge("the response is larger than maxResponseBytes"));
+        return;
+      }
+      chunks.push(buffer);
+    };
+    const r = res as unknown as Record<string, unknown>;
+    r.writeHead = (status: number, ...rest: unknown[]) => {
+      res.statusCode = status;
+      const headers = rest.find((x) => typeof x === "object" && x !== null);
+      if (Array.isArray(headers)) {
+        for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(String(headers[i]), String(headers[i + 1]));
+      } else if (headers) {
+        for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value as string);
+      }
+      return res;
+    };
+    r.flushHeaders = () => undefined;
+    r.write = (chunk: unknown, encoding?: unknown, callback?: unknown) => {
+      if (!ended) add(chunk, encoding);
+      const cb = typeof encoding === "function" ? encoding : callback;
+      if (typeof cb === "function") queueMicrotask(() => (cb as () => void)());
+      return true;
+    };
+    r.end = (chunk?: unknown, encoding?: unknown, callback?: unknown) => {
+      if (!ended) {
+        add(chunk, encoding);
+        ended = true;
+        resolve({ status: res.statusCode, headers: res.getHeaders(), body: Buffer.concat(chunks) });
+      }
+      const cb = [chunk, encoding, callback].find((x) => typeof x === "function");
+      if (typeof cb === "function") queueMicrotask(() => (cb as () => void)());
+      return res;
+    };
+    try {
+      next();
+    } catch (error) {
+      reject(error);
+    }
+  });
+}
+
+/** The Express middleware (see the module comment). */
+export function idempotency(options: IdempotencyOptions) {
+  const methods = new Set((options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase()));
+  const required = options.required ?? true;
+  const header = (options.header ?? "idempotency-key").toLowerCase();
+  const operation = options.operation ?? defaultOperation;
+  const keep = (options.keepHeaders ?? DEFAULT_KEEP_HEADERS).map((h) => h.toLowerCase());
+  const maxRequestBytes = options.maxRequestBytes ?? 1 << 20;
+  const maxResponseBytes = options.maxResponseBytes ?? 1 << 20;
+  const reconcileFirst = options.reconcileFirst ?? "refuse";
+  let client: Client | undefined = typeof options.client === "function" ? undefined : options.client;
+  const clientOf = (): Client => (client ??= (options.client as () => Client)());
+
+  return async function idempotencyMiddleware(req: RequestLike, res: ResponseLike, next: NextFunction): Promise<void> {
+    if (!methods.has(req.method.toUpperCase())) return next();
+    const own = originals(res);
+    const raw = req.headers[header];
+    if (raw === undefined) {
+      if (required) return problem(res, own, 400, "Idempotency-Key missing", "this request requires an Idempotency-Key header");
+      return next();
+    }
+    const key = parseKey(Array.isArray(raw) ? raw.join(",") : raw);
+    if (!key || Buffer.byteLength(key) > 255) {
+      return problem(res, own, 400, "Invalid Idempotency-Key", "the Idempotency-Key must be 1-255 bytes");
+    }
+    let body: Buffer;
+    try {
+      body = await bodyBytes(req, maxRequestBytes);
+    } catch (error) {
+      if (error instanceof TooLarge) return problem(res, own, 413, "Request too large", "the request body is too large");
+      return next(error);
+    }
+    const framed = requestIdentity(req, body);
+    let passedOn: Captured | undefined;
+
+    const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
+      if (ctx.previousOutcomeUnknown && reconcileFirst === "refuse") {
+        return new Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect");
+      }
+      if (res.locals) res.locals.idempotency = ctx;
+      else res.locals = { idempotency: ctx };
+      const captured = await capture(res, maxResponseBytes, next);
+      if (captured.status >= 500) {
+        passedOn = captured;
+        return new Unknown("http_status", `the route answered ${captured.status}`);
+      }
+      let contentType = "";
+      const metadata: Record<string, string> = { [STATUS]: String(captured.status) };
+      for (const [name, value] of Object.entries(captured.headers)) {
+        if (value === undefined) continue;
+        const text = Array.isArray(value) ? value.join(", ") : String(value);
+        if (name === "content-type") contentType = text;
+        else if (keep.includes(name)) {
+          const metaKey = HEADER + name;
+          if (metaKey.length + Buffer.byteLength(text) <= METADATA_LIMIT && Object.keys(metadata).length < 16) {
+            metadata[metaKey] = text;
+          }
+        }
+      }
+      return new Success(captured.body, contentType, metadata);
+    };
+
+    let result: Result;
+    try {
+      result = await executeOnce(
+        clientOf(),
+        operation(req),
+        key,
+        framed.length <= MAX_SENT_PAYLOAD ? framed : null,
+        effect,
+        {
+          lease: options.lease ?? 30,
+          attemptDuration: options.attemptDuration ?? 300,
+          deadline: options.pendingWait ?? 0,
+          ...(framed.length > MAX_SENT_PAYLOAD ? { fingerprint: fingerprintBytes(framed) } : {}),
+        },
+      );
+    } catch (error) {
+      if (passedOn !== undefined) return send(res, own, passedOn.status, passedOn.headers, passedOn.body);
+      if (error instanceof ConflictError) {
+        return problem(res, own, 422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request");
+      }
+      if (error instanceof ResultExpiredError) {
+        return problem(res, own, 422, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key");
+      }
+      if (error instanceof PendingError) {
+        return problem(res, own, 409, "Request in progress", "a request with this Idempotency-Key is still being processed", error.retryAfter);
+      }
+      if (error instanceof InvalidArgumentError) return problem(res, own, 400, "Invalid request", error.grpcMessage);
+      if (error instanceof OutcomeUnknownError && error.cause !== undefined && !(error.cause instanceof IdemError)) {
+        return next(error.cause); // the route's own error
+      }
+      if (error instanceof OutcomeUnknownError || error instanceof NeedsReconciliationError || error instanceof OperationFailedError) {
+        return problem(res, own, 500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect");
+      }
+      if (error instanceof StatusError) {
+        return problem(res, own, 503, "Idempotency service unavailable", Code[error.code] ?? String(error.code), error.retryAfter ?? 1);
+      }
+      if (error instanceof TooLarge) return problem(res, own, 500, "Response too large", "the response is too large to keep");
+      return next(error);
+    }
+    const headers: OutgoingHttpHeaders = { "content-length": String(result.body.length) };
+    if (result.contentType) headers["content-type"] = result.contentType;
+    for (const [name, value] of Object.entries(result.metadata)) {
+      if (name.startsWith(HEADER)) headers[name.slice(HEADER.length)] = value;
+    }
+    if (result.replayed) headers["idempotent-replayed"] = "true";
+    send(res, own, Number(result.metadata[STATUS] ?? "200"), headers, result.body);
+  };
+}

@@ -1,0 +1,400 @@
+// Item 4: executeOnce's semantics, one test each, against a real server on each store.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import {
+  AttemptTimeoutError, Client, Code, ConflictError, DeadlineExceededError, duration, type EffectContext, executeOnce, monotonic,
+  NeedsReconciliationError, OperationFailedError, OutcomeUnknownError, PendingError, previousAttemptSettlesAt,
+  Retryable, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
+} from "../src/index.js";
+import type { ClaimRequest, Ownership } from "../src/types.js";
+import { eachStore, fastRetry, key, Provider, type Server, startServer } from "./harness.js";
+import { Proxy } from "./proxy.js";
+
+const OP = "payments.charge";
+const PAYLOAD = { amount: 1000, currency: "EUR" };
+const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
+
+function charging(provider: Provider, seen?: EffectContext[], delay = 0) {
+  return async (ctx: EffectContext) => {
+    seen?.push(ctx);
+    await sleep(delay);
+    return new Success(provider.effect(ctx.operationId), "application/json");
+  };
+}
+
+async function history(client: Client, operationId: string): Promise<string[]> {
+  const found = await client.lookup({ operationId }, { includeHistory: true });
+  return found.history.map((entry) => entry.event);
+}
+
+/** An earlier owner that stalled: its lease (50 ms) runs out, nobody completes. */
+async function abandonedAttempt(client: Client, k: string, attempt = 1.0, maxAttempts = 0): Promise<Ownership> {
+  const claimed = await client.claim(OP, k, {
+    jsonPayload: '{"amount":1000,"currency":"EUR"}', lease: 0.05, maxAttemptDuration: attempt, maxAttempts,
+  });
+  await sleep(0.1);
+  return claimed.acquired!.ownership!;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(() => assert.fail("resolved"), (e: unknown) => e);
+}
+
+test("previous_attempt_deadline counts from the Claim's send", () => {
+  const first = {
+    ownership: { operation_id: "o", fence: "1", attempt: 2, max_attempts: 5, lease: null, attempt_deadline: duration(300) },
+    previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: null,
+  };
+  assert.deepEqual(previousAttemptSettlesAt(first, 100), [undefined, 400]);
+  assert.deepEqual(previousAttemptSettlesAt({ ...first, previous_attempt_deadline: duration(2.5) }, 100), [2.5, 102.5]);
+});
+
+test("an outcome this client does not know never executes", async () => {
+  const provider = new Provider();
+  const fake = { sendClaim: async () => [{}, monotonic()] } as unknown as Client;
+  await assert.rejects(executeOnce(fake, OP, key(), PAYLOAD, charging(provider)), UnrecognisedOutcomeError);
+  assert.deepEqual(provider.effects, []);
+});
+
+test("no time left to renew before starting: the attempt ends unstarted as a timeout", async () => {
+  // A takeover whose earlier attempt settles just before this one's deadline: the
+  // negative lookup is trusted then, but the Renew due before the effect finds no time
+  // left. The effect never starts and the outcome is reported UNKNOWN, not a raw error.
+  const provider = new Provider();
+  const fails: string[] = [];
+  const fake = {
+    sendClaim: async () => [{
+      outcome: "reconcile_first",
+      reconcile_first: {
+        ownership: { operation_id: "o", fence: "2", attempt: 2, max_attempts: 5, lease: duration(0.2), attempt_deadline: duration(0.5) },
+        previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: duration(0.3),
+      },
+    }, monotonic()],
+    sendRenew: async () => {
+      throw new DeadlineExceededError(Code.DEADLINE_EXCEEDED, "no time left to send the call");
+    },
+    fail: async (_id: string, _fence: string, disposition: string) => (fails.push(disposition), { state: "OPERATION_STATE_UNKNOWN" }),
+  } as unknown as Client;
+  const error = await rejection(executeOnce(fake, OP, key(), PAYLOAD, charging(provider), {
+    lookup: async () => undefined, lookupInterval: 0.1,
+  }));
+  assert.ok(error instanceof AttemptTimeoutError, String(error));
+  assert.deepEqual(provider.effects, []);
+  assert.deepEqual(fails, ["FAIL_DISPOSITION_UNKNOWN"]);
+});
+
+eachStore("executeOnce", (store) => {
+  let server: Server;
+  let client: Client;
+  let provider: Provider;
+  before(async () => {
+    server = await startServer(store);
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+  const fresh = () => (provider = new Provider());
+
+  test("success is completed and replayed without running", async () => {
+    fresh();
+    const k = key();
+    const first = await executeOnce(client, OP, k, PAYLOAD, charging(provider));
+    assert.equal(first.replayed, false);
+    assert.equal(first.attempts, 1);
+    const again = await client.executeOnce(OP, k, { currency: "EUR", amount: 1000 }, charging(provider));
+    assert.ok(again.replayed);
+    assert.deepEqual(again.body, first.body);
+    assert.equal(again.operationId, first.operationId);
+    assert.equal(provider.effects.length, 1);
+    assert.deepEqual(await history(client, first.operationId), ["CLAIMED", "COMPLETED"]);
+  });
+
+  test("terminal is stored and replayed as a typed error", async () => {
+    const k = key();
+    const first = await rejection(executeOnce(client, OP, k, PAYLOAD, async () => new Terminal("card_declined", "insufficient funds", { decline_code: "51" })));
+    assert.ok(first instanceof OperationFailedError);
+    assert.equal(first.code, "card_declined");
+    assert.equal(first.replayed, false);
+    const ran: EffectContext[] = [];
+    const replay = await rejection(executeOnce(client, OP, k, PAYLOAD, async (ctx) => (ran.push(ctx), new Success(Buffer.from("no")))));
+    assert.ok(replay instanceof OperationFailedError);
+    assert.ok(replay.replayed);
+    assert.equal(replay.error.message, "insufficient funds");
+    assert.deepEqual({ ...replay.error.metadata }, { decline_code: "51" });
+    assert.equal(replay.reason, "FAILURE_REASON_TERMINAL");
+    assert.deepEqual(ran, []);
+  });
+
+  test("retryable releases for a new attempt with a fresh claim_token", async () => {
+    fresh();
+    const tokens: Buffer[] = [];
+    const spied = server.client();
+    const sendClaim = spied.sendClaim.bind(spied);
+    spied.sendClaim = (request: ClaimRequest, options) => (tokens.push(request.claim_token), sendClaim(request, options));
+    const calls: number[] = [];
+    try {
+      const result = await executeOnce(spied, OP, key(), PAYLOAD, async (ctx) => {
+        calls.push(ctx.attempt);
+        if (calls.length === 1) return new Retryable("provider_busy", "", 0.05);
+        return new Success(provider.effect(ctx.operationId));
+      });
+      assert.deepEqual(calls, [1, 2]);
+      assert.equal(result.attempts, 2);
+      assert.equal(provider.effects.length, 1);
+      assert.ok(tokens.length >= 2);
+      assert.equal(new Set(tokens.map((t) => t.toString("hex"))).size, tokens.length);
+      assert.ok(tokens.every((t) => t.length === 16));
+    } finally {
+      spied.close();
+    }
+  });
+
+  test("unknown and a throwing effect are reported unknown", async () => {
+    const unknown = await rejection(executeOnce(client, OP, key(), PAYLOAD, async () => new Unknown("timeout", "provider did not answer")));
+    assert.ok(unknown instanceof OutcomeUnknownError);
+    assert.equal((await client.lookup({ operationId: unknown.operationId })).operation!.state, "OPERATION_STATE_UNKNOWN");
+    const cause = new Error("provider hung up");
+    const raised = await rejection(executeOnce(client, OP, key(), PAYLOAD, async () => { throw cause; }));
+    assert.ok(raised instanceof OutcomeUnknownError);
+    assert.equal(raised.cause, cause);
+    assert.equal((await client.lookup({ operationId: raised.operationId })).operation!.state, "OPERATION_STATE_UNKNOWN");
+  });
+
+  test("renews while the effect runs", async () => {
+    fresh();
+    const result = await executeOnce(client, OP, key(), PAYLOAD, charging(provider, undefined, 0.5), { lease: 0.15, attemptDuration: 5 });
+    const events = await history(client, result.operationId);
+    assert.equal(events[0], "CLAIMED");
+    assert.equal(events.at(-1), "COMPLETED");
+    // Renewals of one fence coalesce into one entry with a count.
+    const found = await client.lookup({ operationId: result.operationId }, { includeHistory: true });
+    const renewed = found.history.filter((h) => h.event === "RENEWED").reduce((n, h) => n + Number(h.count), 0);
+    assert.ok(renewed >= 3, `${renewed} renewals: ${events.join(",")}`);
+    assert.ok(!events.includes("TAKEN_OVER"));
+    assert.equal(provider.effects.length, 1);
+  });
+
+  test("the effect is aborted at the attempt deadline, then UNKNOWN", async () => {
+    const contexts: EffectContext[] = [];
+    let aborted = false;
+    const started = monotonic();
+    const timeout = await rejection(executeOnce(client, OP, key(), PAYLOAD, (ctx) => {
+      contexts.push(ctx);
+      return new Promise((_, reject) => {
+        const timer = setTimeout(() => reject(new Error("never")), 60_000);
+        ctx.signal.addEventListener("abort", () => {
+          aborted = true;
+          clearTimeout(timer);
+          reject(new Error("aborted"));
+        });
+      });
+    }, { lease: 0.2, attemptDuration: 1.0 }));
+    assert.ok(timeout instanceof AttemptTimeoutError, String(timeout));
+    assert.ok(aborted);
+    assert.ok(monotonic() - started < 1.0, "aborted before the deadline, to report it");
+    assert.ok(contexts[0]!.cancelAt <= started + 1.0);
+    const found = await client.lookup({ operationId: timeout.operationId }, { includeHistory: true });
+    assert.equal(found.operation!.state, "OPERATION_STATE_UNKNOWN");
+    assert.equal(found.history.at(-1)!.event, "OUTCOME_UNKNOWN");
+  });
+
+  test("the lease and deadline count from the first send of a re-sent Claim", async () => {
+    fresh();
+    const proxy = await new Proxy(server.port).start();
+    const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
+    try {
+      const seen: EffectContext[] = [];
+      const lease = 0.6;
+      const attempt = 3.0;
+      proxy.dropNextReply();
+      proxy.connectDelay = 0.45;
+      const started = monotonic();
+      const result = await executeOnce(proxied, OP, key(), PAYLOAD, async (ctx) => {
+        seen.push(ctx);
+        const events = await history(client, ctx.operationId);
+        assert.equal(events[0], "CLAIMED");
+        assert.ok(events.includes("RENEWED"), `renewed before starting: ${events.join(",")}`);
+        return new Success(provider.effect(ctx.operationId));
+      }, { lease, attemptDuration: attempt });
+      assert.equal(proxy.dropped, 1);
+      assert.equal(provider.effects.length, 1);
+      // The re-sent Claim (same claim_token) got the same ownership: one attempt.
+      assert.equal(result.attempts, 1);
+      assert.ok(seen[0]!.cancelAt <= started + attempt);
+    } finally {
+      proxied.close();
+      await proxy.close();
+    }
+  });
+
+  test("Pending waits for the running attempt, then replays", async () => {
+    fresh();
+    const k = key();
+    let markStarted!: () => void;
+    const started = new Promise<void>((r) => (markStarted = r));
+    const first = executeOnce(client, OP, k, PAYLOAD, async (ctx) => {
+      markStarted();
+      await sleep(0.4);
+      return new Success(provider.effect(ctx.operationId));
+    });
+    await started;
+    const waits: (number | undefined)[] = [];
+    const spied = server.client();
+    const sendClaim = spied.sendClaim.bind(spied);
+    spied.sendClaim = (request: ClaimRequest, options) => (
+      waits.push(request.wait ? seconds(request.wait) : undefined), sendClaim(request, options)
+    );
+    try {
+      const second = await executeOnce(spied, OP, k, PAYLOAD, charging(provider));
+      assert.ok(second.replayed);
+      assert.deepEqual(second.body, (await first).body);
+      assert.equal(provider.effects.length, 1);
+      // Told Pending, it claimed again with a server-side wait instead of polling.
+      assert.equal(waits.length, 2, String(waits));
+      assert.equal(waits[0], undefined);
+      assert.ok(waits[1]! > 1, String(waits));
+    } finally {
+      spied.close();
+    }
+  });
+
+  test("Pending past the deadline throws without running", async () => {
+    fresh();
+    const k = key();
+    let markStarted!: () => void;
+    const started = new Promise<void>((r) => (markStarted = r));
+    const first = executeOnce(client, OP, k, PAYLOAD, async (ctx) => {
+      markStarted();
+      await sleep(0.3);
+      return new Success(provider.effect(ctx.operationId));
+    });
+    await started;
+    const pending = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), { deadline: 0 }));
+    assert.ok(pending instanceof PendingError);
+    assert.ok(pending.retryAfter > 0);
+    assert.equal(pending.reason, "PENDING_REASON_IN_PROGRESS");
+    await first;
+    assert.equal(provider.effects.length, 1);
+  });
+
+  test("ReconcileFirst gives the context and runs without a lookup", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 2.0);
+    const seen: EffectContext[] = [];
+    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider, seen), { lease: 1, attemptDuration: 2.0 });
+    const ctx = seen[0]!;
+    assert.ok(ctx.previousOutcomeUnknown);
+    assert.equal(ctx.attempt, 2);
+    assert.equal(ctx.previousFence, stalled.fence);
+    assert.equal(ctx.operationId, stalled.operation_id); // the provider's key
+    assert.equal(result.operationId, stalled.operation_id);
+    // What is left of the abandoned attempt (2 s long, its lease long gone).
+    assert.ok(ctx.previousAttemptDeadline !== undefined && ctx.previousAttemptDeadline > 0 && ctx.previousAttemptDeadline <= 2.0);
+    assert.ok(ctx.previousAttemptSettlesAt !== undefined);
+  });
+
+  test("a negative lookup is not trusted while the earlier attempt may run", async () => {
+    fresh();
+    const k = key();
+    await abandonedAttempt(client, k, 1.0);
+    const lookups: number[] = [];
+    const error = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+      lookup: async () => (lookups.push(monotonic()), undefined),
+      lease: 0.3,
+      attemptDuration: 1.0,
+      lookupInterval: 0.2,
+    }));
+    assert.ok(error instanceof OutcomeUnknownError, String(error));
+    assert.deepEqual(provider.effects, []);
+    assert.ok(lookups.length >= 2, String(lookups.length));
+  });
+
+  test("a lookup that finds the earlier effect records it", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 2.0);
+    // The stalled owner's effect lands meanwhile.
+    const landing = sleep(0.3).then(() => provider.effect(stalled.operation_id));
+    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+      lookup: async (ctx) => {
+        const body = provider.records.get(ctx.operationId);
+        return body ? new Success(body) : undefined;
+      },
+      lease: 0.5,
+      attemptDuration: 2.0,
+      lookupInterval: 0.1,
+    });
+    await landing;
+    assert.equal(provider.effects.length, 1);
+    assert.deepEqual(result.body, provider.records.get(stalled.operation_id));
+    const again = await executeOnce(client, OP, k, PAYLOAD, charging(provider));
+    assert.ok(again.replayed);
+    assert.deepEqual(again.body, result.body);
+    assert.equal(provider.effects.length, 1);
+  });
+
+  test("LEASE_LOST looks up and never redoes", async () => {
+    fresh();
+    const proxy = await new Proxy(server.port).start();
+    const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
+    try {
+      const k = key();
+      let takenOver = false;
+      const result = await executeOnce(proxied, OP, k, PAYLOAD, async (ctx) => {
+        provider.effect(ctx.operationId);
+        proxy.cut(); // this owner's renewals fail; its lease lapses
+        await sleep(0.3);
+        const other = await client.claim(OP, k, { jsonPayload: '{"amount":1000,"currency":"EUR"}', lease: 5 });
+        const owner = other.reconcile_first!.ownership!;
+        await client.complete(owner.operation_id, owner.fence, Buffer.from("reconciled by another owner"));
+        takenOver = true;
+        proxy.restore();
+        return new Success(Buffer.from("mine"));
+      }, { lease: 0.15, attemptDuration: 5 });
+      assert.ok(takenOver);
+      assert.equal(result.body.toString(), "reconciled by another owner");
+      assert.ok(result.replayed);
+      assert.equal(provider.effects.length, 1);
+      const events = await history(client, result.operationId);
+      assert.ok(events.includes("STALE_WRITE_REFUSED"), events.join(","));
+    } finally {
+      proxied.close();
+      await proxy.close();
+    }
+  });
+
+  test("NeedsReconciliation never executes", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 1.0, 1);
+    const needs = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), { maxAttempts: 1 }));
+    assert.ok(needs instanceof NeedsReconciliationError);
+    assert.equal(needs.operationId, stalled.operation_id);
+    assert.deepEqual(provider.effects, []);
+  });
+
+  test("conflict", async () => {
+    fresh();
+    const k = key();
+    const first = await executeOnce(client, OP, k, PAYLOAD, charging(provider));
+    const conflict = await rejection(executeOnce(client, OP, k, { amount: 2000, currency: "EUR" }, charging(provider)));
+    assert.ok(conflict instanceof ConflictError);
+    assert.equal(conflict.operationId, first.operationId);
+    assert.equal(provider.effects.length, 1);
+  });
+
+  test("renewals stop once the lease reaches the attempt deadline", async () => {
+    const timeout = await rejection(executeOnce(client, OP, key(), PAYLOAD, (ctx) =>
+      new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    { lease: 0.6, attemptDuration: 0.8 }));
+    assert.ok(timeout instanceof AttemptTimeoutError);
+    // The first Renew (a third into the lease) is granted up to the deadline; renewing
+    // again could only shrink towards it, call after call.
+    const found = await client.lookup({ operationId: timeout.operationId }, { includeHistory: true });
+    const renewed = found.history.filter((h) => h.event === "RENEWED").reduce((n, h) => n + Number(h.count), 0);
+    assert.equal(renewed, 1, found.history.map((h) => h.event).join(","));
+  });
+});

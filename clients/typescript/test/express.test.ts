@@ -1,0 +1,236 @@
+// Item 5: the Express Idempotency-Key middleware, with a real Express app over HTTP
+// against a real idemd on each store.
+import assert from "node:assert/strict";
+import type { AddressInfo } from "node:net";
+import type { Server as HttpServer } from "node:http";
+import { after, before, test } from "node:test";
+import express from "express";
+import { type Client, defaultOperation, idempotency, type IdempotencyOptions, parseKey } from "../src/index.js";
+import { eachStore, key, type Server, startServer } from "./harness.js";
+
+/** An Express app that counts the orders it creates. */
+class Shop {
+  orders: Record<string, unknown>[] = [];
+  hold: Promise<void> | undefined;
+  entered: Promise<void>;
+  private enter!: () => void;
+  private ids = 0;
+  constructor() {
+    this.entered = new Promise((r) => (this.enter = r));
+  }
+
+  async serve(client: Client, options: Partial<IdempotencyOptions> = {}): Promise<{ url: string; close: () => Promise<void> }> {
+    const app = express();
+    app.set("env", "test"); // finalhandler logs thrown errors otherwise
+    app.use(express.json());
+    app.use(idempotency({ client, ...options }));
+    app.post("/orders", async (req, res) => {
+      this.enter();
+      if (this.hold) await this.hold;
+      this.ids += 1;
+      const order = { id: `ord_${this.ids}`, ...(req.body as object) };
+      this.orders.push(order);
+      res.status(201).set({ Location: `/orders/${order.id}`, "X-Trace": "t1" }).json(order);
+    });
+    app.get("/orders", (_req, res) => {
+      res.json(this.orders);
+    });
+    app.post("/flaky", (_req, res) => {
+      this.ids += 1;
+      if (this.ids === 1) throw new Error("the first call fails after its effect may have happened");
+      const ctx = res.locals.idempotency as { previousOutcomeUnknown: boolean; operationId: string };
+      res.status(201).json({ previousOutcomeUnknown: ctx.previousOutcomeUnknown, operationId: ctx.operationId });
+    });
+    app.post("/crash", () => {
+      this.orders.push({ id: "crashed" });
+      throw new Error("the app broke after its effect");
+    });
+    const server: HttpServer = await new Promise((resolve) => {
+      const s = app.listen(0, "127.0.0.1", () => resolve(s));
+    });
+    const { port } = server.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () => new Promise((resolve) => server.close(() => resolve())),
+    };
+  }
+}
+
+function idemKey(): Record<string, string> {
+  return { "Idempotency-Key": `"${key()}"` };
+}
+
+function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json", ...headers } });
+}
+
+test("key and operation forms", () => {
+  assert.equal(parseKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"'), "8e03978e-40d5-43e8-bc93-6894a57f9324");
+  assert.equal(parseKey('"a\\"b"'), 'a"b');
+  assert.equal(parseKey("bare"), "bare");
+  assert.equal(defaultOperation({ method: "POST", url: "/orders/{x} y?q=1" }), "http.post/orders/_x__y");
+  assert.equal(defaultOperation({ method: "POST", url: "/" + "a".repeat(300) }).length, 128);
+});
+
+eachStore("express", (store) => {
+  let server: Server;
+  let client: Client;
+  before(async () => {
+    server = await startServer(store);
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+
+  test("replays the status, the kept headers and the body", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client);
+    try {
+      const headers = idemKey();
+      const first = await post(`${web.url}/orders`, { sku: "a", qty: 1 }, headers);
+      const again = await post(`${web.url}/orders`, { sku: "a", qty: 1 }, headers);
+      assert.equal(first.status, 201);
+      assert.equal(again.status, 201);
+      const firstBody = await first.json();
+      assert.deepEqual(await again.json(), firstBody);
+      assert.equal(shop.orders.length, 1);
+      assert.equal(first.headers.get("location"), "/orders/ord_1");
+      assert.equal(again.headers.get("location"), "/orders/ord_1");
+      assert.match(again.headers.get("content-type") ?? "", /^application\/json/);
+      assert.equal(again.headers.get("idempotent-replayed"), "true");
+      assert.equal(first.headers.get("idempotent-replayed"), null);
+      assert.equal(again.headers.get("x-trace"), null); // not in keepHeaders
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a missing key is 400 where required and passes where not", async () => {
+    const shop = new Shop();
+    let web = await shop.serve(client);
+    try {
+      const refused = await post(`${web.url}/orders`, { sku: "a" });
+      assert.equal(refused.status, 400);
+      assert.equal(refused.headers.get("content-type"), "application/problem+json");
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, { "Idempotency-Key": '""' })).status, 400);
+      assert.deepEqual(shop.orders, []);
+    } finally {
+      await web.close();
+    }
+    web = await shop.serve(client, { required: false });
+    try {
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" })).status, 201);
+      assert.equal(shop.orders.length, 1);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("the same key with another body is 422", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client);
+    try {
+      const headers = idemKey();
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, headers)).status, 201);
+      assert.equal((await post(`${web.url}/orders`, { sku: "b" }, headers)).status, 422);
+      assert.equal(shop.orders.length, 1);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a key still in progress is 409 with Retry-After", async () => {
+    const shop = new Shop();
+    let release!: () => void;
+    shop.hold = new Promise((r) => (release = r));
+    const web = await shop.serve(client);
+    try {
+      const headers = idemKey();
+      const first = post(`${web.url}/orders`, { sku: "a" }, headers);
+      await shop.entered;
+      const busy = await post(`${web.url}/orders`, { sku: "a" }, headers);
+      release();
+      const done = await first;
+      assert.equal(busy.status, 409);
+      assert.ok(Number(busy.headers.get("retry-after")) >= 1);
+      assert.equal(done.status, 201);
+      assert.equal(shop.orders.length, 1);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("only the configured methods", async () => {
+    const shop = new Shop();
+    let web = await shop.serve(client);
+    try {
+      assert.equal((await fetch(`${web.url}/orders`)).status, 200); // GET: no key needed
+    } finally {
+      await web.close();
+    }
+    web = await shop.serve(client, { methods: ["PATCH"] });
+    try {
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" })).status, 201);
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" })).status, 201);
+      assert.equal(shop.orders.length, 2);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a route that throws is UNKNOWN and never run again", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client);
+    try {
+      const headers = idemKey();
+      const crashed = await post(`${web.url}/crash`, {}, headers);
+      const retried = await post(`${web.url}/crash`, {}, headers);
+      assert.equal(crashed.status, 500);
+      assert.equal(retried.status, 500);
+      assert.equal(retried.headers.get("content-type"), "application/problem+json");
+      assert.deepEqual(shop.orders, [{ id: "crashed" }]);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("reconcileFirst: run runs the route again with the context in res.locals", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client, { reconcileFirst: "run" });
+    try {
+      const headers = idemKey();
+      assert.equal((await post(`${web.url}/flaky`, {}, headers)).status, 500);
+      const retried = await post(`${web.url}/flaky`, {}, headers);
+      assert.equal(retried.status, 201);
+      const body = (await retried.json()) as { previousOutcomeUnknown: boolean; operationId: string };
+      assert.equal(body.previousOutcomeUnknown, true);
+      assert.ok(body.operationId.length > 0);
+      const replay = await post(`${web.url}/flaky`, {}, headers);
+      assert.equal(replay.headers.get("idempotent-replayed"), "true");
+      assert.deepEqual(await replay.json(), body);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a client made on first use", async () => {
+    const shop = new Shop();
+    let made: Client | undefined;
+    const web = await shop.serve(client, { client: () => (made = server.client()) });
+    try {
+      const headers = idemKey();
+      const first = await post(`${web.url}/orders`, { sku: "z" }, headers);
+      const again = await post(`${web.url}/orders`, { sku: "z" }, headers);
+      assert.equal(first.status, 201);
+      assert.equal(again.status, 201);
+      assert.deepEqual(await again.json(), await first.json());
+      assert.equal(shop.orders.length, 1);
+      assert.ok(made !== undefined);
+    } finally {
+      made?.close();
+      await web.close();
+    }
+  });
+});
