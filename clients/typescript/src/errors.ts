@@ -109,6 +109,11 @@ export class UnavailableError extends StatusError { override name = "Unavailable
 export class DeadlineExceededError extends StatusError { override name = "DeadlineExceededError"; }
 /** RESOURCE_EXHAUSTED: overload or a quota; re-send after `retryAfter`. */
 export class ResourceExhaustedError extends StatusError { override name = "ResourceExhaustedError"; }
+/**
+ * RESOURCE_EXHAUSTED `REQUEST_TOO_LARGE`: the message is longer than any legal request.
+ * Never re-sent: the same bytes would be refused again.
+ */
+export class RequestTooLargeError extends ResourceExhaustedError { override name = "RequestTooLargeError"; }
 /** INTERNAL or any code idemd does not send on purpose. */
 export class InternalError extends StatusError { override name = "InternalError"; }
 
@@ -124,6 +129,7 @@ const BY_REASON: Record<string, StatusErrorClass> = {
   ATTEMPT_DEADLINE_PASSED: AttemptDeadlinePassedError,
   STATE_FORBIDS: StateForbidsError,
   LEASE_LOST: LeaseLostError,
+  REQUEST_TOO_LARGE: RequestTooLargeError,
 };
 
 const BY_CODE: Partial<Record<Code, StatusErrorClass>> = {

@@ -15,7 +15,7 @@
  * Times are seconds; instants are `performance.now()`/1000 style monotonic seconds
  * (see `monotonic`).
  */
-import { Code, DeadlineExceededError, fromServiceError, StatusError } from "./errors.js";
+import { Code, DeadlineExceededError, fromServiceError, RequestTooLargeError, StatusError } from "./errors.js";
 
 export const RETRIED_CODES: ReadonlySet<Code> = new Set([
   Code.UNAVAILABLE,
@@ -80,6 +80,7 @@ export const DEFAULT_RETRY = new RetryPolicy();
 export const NO_RETRY = new RetryPolicy({ maxSends: 1 });
 
 export function isRetryable(error: StatusError): boolean {
+  if (error instanceof RequestTooLargeError) return false;
   if (RETRIED_CODES.has(error.code)) return true;
   return TRANSPORT_CODES.has(error.code) && error.reason === undefined;
 }

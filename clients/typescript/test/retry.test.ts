@@ -2,8 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  callWithRetry, Code, InternalError, NEVER_RETRIED_CODES, RETRIED_CODES, RetryPolicy, StatusError,
-  UnavailableError,
+  callWithRetry, Code, InternalError, NEVER_RETRIED_CODES, RequestTooLargeError, RETRIED_CODES, RetryPolicy,
+  StatusError, UnavailableError,
 } from "../src/index.js";
 import { serviceError } from "./details.js";
 
@@ -71,6 +71,23 @@ for (const code of NEVER_RETRIED_CODES) {
     assert.deepEqual(clock.sleeps, []);
   });
 }
+
+test("REQUEST_TOO_LARGE is never re-sent, but a shed call is", async () => {
+  const clock = new Clock();
+  const tooLarge = script(serviceError(Code.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"));
+  const error = await callWithRetry(tooLarge.send, new RetryPolicy(), { sleep: clock.sleep, clock: clock.read }).then(
+    () => assert.fail("resolved"),
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof RequestTooLargeError);
+  assert.equal(tooLarge.timeouts.length, 1);
+  const shed = script(
+    serviceError(Code.RESOURCE_EXHAUSTED, "TENANT_CONCURRENCY_LIMIT", 0.1),
+    serviceError(Code.UNAVAILABLE, "OVERLOADED", 0.1),
+  );
+  assert.equal(await callWithRetry(shed.send, new RetryPolicy(), { sleep: clock.sleep, clock: clock.read }), "ok");
+  assert.equal(shed.timeouts.length, 3);
+});
 
 test("idemd's INTERNAL is not re-sent, but a broken transport is", async () => {
   const clock = new Clock();
