@@ -126,6 +126,12 @@ fn member_index(ordinal: i64, members: usize) -> Option<usize> {
         .filter(|index| *index < members)
 }
 
+/// One array parameter of a batched statement: each member's value, in
+/// the members' order (the statement unnests them side by side).
+fn column<'a, T, U>(members: &'a [T], value: impl FnMut(&'a T) -> U) -> Vec<U> {
+    members.iter().map(value).collect()
+}
+
 /// The statement of [`insert_or_find`].
 const INSERT_OR_FIND: &str = concat!(
     "WITH input AS ( \
@@ -200,98 +206,23 @@ pub(super) async fn insert_or_find(
         .map(|first| first.history.coalesce_key())
         .collect();
     let rows: Vec<ClaimRow> = sqlx::query_as(INSERT_OR_FIND)
-        .bind(members.iter().map(|m| m.operation_id.0).collect::<Vec<_>>())
-        .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
-        .bind(
-            members
-                .iter()
-                .map(|m| m.command.scope.operation.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.command.scope.key.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| &m.command.fingerprint.0[..])
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| small(m.command.max_attempts))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.command.claim_token.as_slice())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| millis(m.command.lease))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| millis(m.command.max_attempt_duration))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| millis(m.command.retention))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| millis(f.lease_expires_in))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| millis(f.attempt_deadline_in))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| f.operation_deadline_in.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| f.history.to_state.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| small(f.history.attempt))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| f.history.event.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            firsts
-                .iter()
-                .map(|f| f.history.detail.as_str())
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(members, |m| m.operation_id.0))
+        .bind(column(members, |m| m.tenant.0))
+        .bind(column(members, |m| m.command.scope.operation.as_str()))
+        .bind(column(members, |m| m.command.scope.key.as_str()))
+        .bind(column(members, |m| &m.command.fingerprint.0[..]))
+        .bind(column(members, |m| small(m.command.max_attempts)))
+        .bind(column(members, |m| m.command.claim_token.as_slice()))
+        .bind(column(members, |m| millis(m.command.lease)))
+        .bind(column(members, |m| millis(m.command.max_attempt_duration)))
+        .bind(column(members, |m| millis(m.command.retention)))
+        .bind(column(&firsts, |f| millis(f.lease_expires_in)))
+        .bind(column(&firsts, |f| millis(f.attempt_deadline_in)))
+        .bind(column(&firsts, |f| f.operation_deadline_in.map(millis)))
+        .bind(column(&firsts, |f| f.history.to_state.as_str()))
+        .bind(column(&firsts, |f| small(f.history.attempt)))
+        .bind(column(&firsts, |f| f.history.event.as_str()))
+        .bind(column(&firsts, |f| f.history.detail.as_str()))
         .bind(coalesce_keys)
         .fetch_all(pool)
         .instrument(statement("INSERT operations"))
@@ -530,153 +461,49 @@ pub(super) async fn write_guarded(
         .map(|m| OutcomeColumns::of(m.guarded.write.outcome.as_ref()))
         .collect();
     let rows: Vec<WrittenRow> = sqlx::query_as(WRITE_GUARDED)
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.operation_id.0)
-                .collect::<Vec<_>>(),
-        )
-        .bind(members.iter().map(|m| m.tenant.0).collect::<Vec<_>>())
-        .bind(
-            members
-                .iter()
-                .map(|m| i64::try_from(m.guarded.guard.fence).unwrap_or(i64::MAX))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.guard.from.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.guard.no_receipt_for_fence)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.guard.attempt_budget_left)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.guard.operation_deadline_beyond.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.state.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.outcome.is_some())
-                .collect::<Vec<_>>(),
-        )
-        .bind(outcomes.iter().map(|o| o.state).collect::<Vec<_>>())
-        .bind(outcomes.iter().map(|o| o.body).collect::<Vec<_>>())
-        .bind(outcomes.iter().map(|o| o.content_type).collect::<Vec<_>>())
-        .bind(
-            outcomes
-                .iter()
-                .map(|o| o.result_metadata)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            outcomes
-                .iter()
-                .map(|o| o.failure_reason)
-                .collect::<Vec<_>>(),
-        )
-        .bind(outcomes.iter().map(|o| o.code).collect::<Vec<_>>())
-        .bind(outcomes.iter().map(|o| o.message).collect::<Vec<_>>())
-        .bind(
-            outcomes
-                .iter()
-                .map(|o| o.error_metadata)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.lease == LeaseWrite::Clear)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| match m.guarded.write.lease {
-                    LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
-                    LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
-                })
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.retry_after.map(millis))
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.finishes)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.write.receipt.is_some())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| {
-                    m.guarded
-                        .write
-                        .receipt
-                        .as_ref()
-                        .map(|r| r.digest.0.to_vec())
-                })
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.event.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.detail.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.coalesce_key())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| m.guarded.kept_past_cap())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            members
-                .iter()
-                .map(|m| small(m.history_cap.max_entries))
-                .collect::<Vec<_>>(),
-        )
+        .bind(column(members, |m| m.guarded.operation_id.0))
+        .bind(column(members, |m| m.tenant.0))
+        .bind(column(members, |m| {
+            i64::try_from(m.guarded.guard.fence).unwrap_or(i64::MAX)
+        }))
+        .bind(column(members, |m| m.guarded.guard.from.as_str()))
+        .bind(column(members, |m| m.guarded.guard.no_receipt_for_fence))
+        .bind(column(members, |m| m.guarded.guard.attempt_budget_left))
+        .bind(column(members, |m| {
+            m.guarded.guard.operation_deadline_beyond.map(millis)
+        }))
+        .bind(column(members, |m| m.guarded.write.state.as_str()))
+        .bind(column(members, |m| m.guarded.write.outcome.is_some()))
+        .bind(column(&outcomes, |o| o.state))
+        .bind(column(&outcomes, |o| o.body))
+        .bind(column(&outcomes, |o| o.content_type))
+        .bind(column(&outcomes, |o| o.result_metadata))
+        .bind(column(&outcomes, |o| o.failure_reason))
+        .bind(column(&outcomes, |o| o.code))
+        .bind(column(&outcomes, |o| o.message))
+        .bind(column(&outcomes, |o| o.error_metadata))
+        .bind(column(members, |m| {
+            m.guarded.write.lease == LeaseWrite::Clear
+        }))
+        .bind(column(members, |m| match m.guarded.write.lease {
+            LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
+            LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
+        }))
+        .bind(column(members, |m| m.guarded.write.retry_after.map(millis)))
+        .bind(column(members, |m| m.guarded.write.finishes))
+        .bind(column(members, |m| m.guarded.write.receipt.is_some()))
+        .bind(column(members, |m| {
+            m.guarded
+                .write
+                .receipt
+                .as_ref()
+                .map(|r| r.digest.0.to_vec())
+        }))
+        .bind(column(members, |m| m.guarded.event.as_str()))
+        .bind(column(members, |m| m.guarded.detail.as_str()))
+        .bind(column(members, |m| m.guarded.coalesce_key()))
+        .bind(column(members, |m| m.guarded.kept_past_cap()))
+        .bind(column(members, |m| small(m.history_cap.max_entries)))
         .bind(HistoryEvent::HistoryTruncated.as_str())
         .bind(HistoryCap::TRUNCATED_DETAIL)
         .bind(HistoryCap::TRUNCATED_KEY)
