@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
             command.err()
         }),
         5 => decode::<proto::LookupRequest>(message)
-            .and_then(|request| request::lookup_target(request, &limits).err()),
+            .and_then(|request| request::lookup_request(request, &limits).err()),
         _ => decode::<proto::ListUnresolvedRequest>(message).and_then(|request| {
             let query = request::unresolved_query(request, &limits);
             if let Ok(query) = &query {
