@@ -35,6 +35,17 @@ fn succeeded(execution: &Execution) -> Vec<u8> {
 }
 
 async fn history(client: &idemd_client::Client, operation_id: &str) -> Vec<String> {
+    history_entries(client, operation_id)
+        .await
+        .into_iter()
+        .map(|entry| entry.event)
+        .collect()
+}
+
+async fn history_entries(
+    client: &idemd_client::Client,
+    operation_id: &str,
+) -> Vec<proto::HistoryEntry> {
     client
         .lookup(proto::LookupRequest {
             target: Some(proto::lookup_request::Target::OperationId(
@@ -46,9 +57,6 @@ async fn history(client: &idemd_client::Client, operation_id: &str) -> Vec<Strin
         .await
         .expect("lookup")
         .history
-        .into_iter()
-        .map(|entry| entry.event)
-        .collect()
 }
 
 both_stores!(
@@ -438,16 +446,19 @@ async fn a_negative_lookup_is_trusted_only_after_the_earlier_attempt_deadline(st
     assert_eq!(execution.source, Source::Executed);
     assert_eq!(provider.total(), 1);
     let (started_at, attempt, previous) = started.lock().expect("lock").clone().expect("ran");
-    // The server does not yet say when the crashed attempt's deadline is, so
-    // the helper waited a whole attempt duration (handing its own attempt on
-    // as UNKNOWN, attempt 2) before it trusted "not found" (attempt 3).
+    // The server says when the crashed attempt's deadline is
+    // (previous_attempt_deadline): the helper waited it out, renewing, and
+    // asked again before it trusted "not found". Whether the effect then ran
+    // in that attempt or (too little of it left) in the next one, released
+    // RETRYABLE, depends on timing; it never started before the deadline.
     assert!(
         started_at >= crashed_sent + Duration::from_secs(1),
         "the effect started before the crashed attempt's deadline"
     );
-    assert_eq!(attempt, 3);
-    let previous = previous.expect("told of the earlier attempt");
-    assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
+    assert!(attempt >= 2, "attempt {attempt}");
+    if let Some(previous) = previous {
+        assert_eq!(previous.deadline_source, DeadlineSource::Server);
+    }
     assert!(lookups.load(Ordering::SeqCst) >= 2);
     world.finish().await;
 }
@@ -652,12 +663,18 @@ async fn the_lease_is_renewed_while_the_effect_runs(store: Store) {
     let execution = run.await.expect("task").expect("executed");
     assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
     assert_eq!(provider.total(), 1);
-    let events = history(&client, &execution.operation_id).await;
-    assert!(
-        events.iter().filter(|event| *event == "RENEWED").count() >= 2,
-        "{events:?}"
+    // Renewals by one owner coalesce into one RENEWED entry with their count.
+    let entries = history_entries(&client, &execution.operation_id).await;
+    let renewals: u64 = entries
+        .iter()
+        .filter(|entry| entry.event == "RENEWED")
+        .map(|entry| entry.count)
+        .sum();
+    assert!(renewals >= 2, "{entries:?}");
+    assert_eq!(
+        entries.last().map(|entry| entry.event.as_str()),
+        Some("COMPLETED")
     );
-    assert_eq!(events.last().map(String::as_str), Some("COMPLETED"));
     world.finish().await;
 }
 
