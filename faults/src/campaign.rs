@@ -800,8 +800,10 @@ pub(crate) async fn run(
         replica_count,
     )
     .await;
+    // The last handle: dropping it stops the cluster (off the runtime's
+    // threads, as pg_ctl blocks).
     if let Some(postgres) = postgres {
-        let _ = tokio::task::spawn_blocking(move || postgres.stop()).await;
+        let _ = tokio::task::spawn_blocking(move || drop(postgres)).await;
     }
     let mut report = outcome?;
     report.elapsed = started.elapsed();

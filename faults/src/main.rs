@@ -67,7 +67,7 @@ fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Sett
     };
     let (postgres_operations, embedded_operations, concurrency) = match mode {
         Mode::Short => (500, 300, 24),
-        Mode::Long => (60_000, 40_000, 96),
+        Mode::Long => (60_000, 40_000, 128),
     };
     let postgres = Settings {
         operations: operations.unwrap_or(postgres_operations),
@@ -149,7 +149,12 @@ async fn main() -> ExitCode {
             settings.operations,
             directory.display()
         );
-        match campaign::run(backend, settings, &directory).await {
+        let outcome = tokio::select! {
+            outcome = campaign::run(backend, settings, &directory) => outcome,
+            // Dropping the campaign kills its replicas and stops its Postgres.
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        };
+        match outcome {
             Ok(report) => reports.push(report),
             Err(error) => {
                 eprintln!("idemd-faults: {backend:?}: the campaign could not run: {error}");

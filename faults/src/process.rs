@@ -185,6 +185,14 @@ impl Postgres {
     }
 }
 
+/// The cluster goes with its last handle, also when the campaign is
+/// interrupted (Ctrl-C) or fails halfway.
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// Where initdb and pg_ctl are: IDEMD_FAULTS_PG_BIN, else the newest
 /// /usr/lib/postgresql/<version>/bin (Debian's layout), else PATH.
 fn postgres_binaries() -> Result<PathBuf, String> {
