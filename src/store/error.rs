@@ -42,6 +42,17 @@ pub(crate) fn connection_class(error: &sqlx::Error) -> Option<ErrorClass> {
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::WorkerCrashed => Some(ErrorClass::Unavailable),
+        // The connection was closed before the server said a word: sqlx reads
+        // no byte (EOF leaves its buffer at 0x00) and calls it a protocol
+        // error. A TCP proxy or pooler in front of a database that is down or
+        // restarting does exactly this; it is as transient as a refused
+        // connection. Found by the fault campaign (faults/), where it surfaced
+        // as INTERNAL and the clients gave up instead of retrying.
+        sqlx::Error::Protocol(message)
+            if message.starts_with("unexpected response from SSLRequest: 0x00") =>
+        {
+            Some(ErrorClass::Unavailable)
+        }
         _ => None,
     }
 }
@@ -67,5 +78,40 @@ impl StoreError {
                 ErrorClass::Internal => Error::Internal(format!("database error: {error}")),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection;
+
+    /// A database endpoint that takes the SSLRequest and closes without an
+    /// answer (a proxy in front of a database that is shutting down, or
+    /// Postgres closing as it goes down): what sqlx makes of it is transient.
+    #[tokio::test]
+    async fn a_connection_closed_before_the_ssl_answer_is_unavailable() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut connection, _)) = listener.accept().await {
+                use tokio::io::AsyncReadExt;
+                // Read the whole SSLRequest (8 bytes), so that closing sends
+                // a FIN (end of stream), not a reset.
+                let mut request = [0u8; 8];
+                let _ = connection.read_exact(&mut request).await;
+                drop(connection);
+            }
+        });
+        let error = sqlx::PgConnection::connect(&format!("postgres://postgres@{addr}/postgres"))
+            .await
+            .expect_err("nothing answers");
+        assert_eq!(
+            connection_class(&error),
+            Some(ErrorClass::Unavailable),
+            "{error:?}"
+        );
     }
 }

@@ -1,0 +1,1074 @@
+//! One campaign: real replicas on one store, proxies in front of them, the
+//! provider, workers delivering intents with twists, faults on a schedule and
+//! at random, then a reconciler, a settling pass and the checks.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use idemd_client::proto::{self, reconcile_request::Resolution};
+use idemd_client::retry::RetryPolicy;
+use idemd_client::{
+    Client, ClientConfig, Disposition, EffectContext, Error, Execution, Operation, OperationState,
+    Outcome, Payload, Source,
+};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::process::{Postgres, Replica, StoreConfig, prepare_store};
+use crate::provider::Provider;
+use crate::proxy::{FaultRates, Protocol, Proxy, ProxyCounters};
+use crate::rng::Rng;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// Two replicas on one Postgres of the campaign's own.
+    Postgres,
+    /// One replica on the embedded store.
+    Embedded,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) operations: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) lease: Duration,
+    pub(crate) attempt_duration: Duration,
+    /// The mean pause between two scheduled faults (each is drawn between
+    /// half and one and a half of it).
+    pub(crate) fault_every: Duration,
+    pub(crate) rates: FaultRates,
+    pub(crate) seed: u64,
+}
+
+/// What a campaign counted and what it found wrong.
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub(crate) title: String,
+    pub(crate) rows: Vec<(&'static str, u64)>,
+    pub(crate) checks: Vec<(&'static str, bool)>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) elapsed: Duration,
+}
+
+impl Report {
+    pub(crate) fn passed(&self) -> bool {
+        self.violations.is_empty() && self.checks.iter().all(|(_, passed)| *passed)
+    }
+}
+
+type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+#[derive(Debug, Default)]
+struct Stats {
+    deliveries: AtomicU64,
+    acknowledged: AtomicU64,
+    executed: AtomicU64,
+    replayed: AtomicU64,
+    reconciled_by_lookup: AtomicU64,
+    superseded: AtomicU64,
+    lease_lost: AtomicU64,
+    outcome_unknown: AtomicU64,
+    deadline_passed: AtomicU64,
+    needs_reconciliation: AtomicU64,
+    other_errors: AtomicU64,
+    conflicts_sent: AtomicU64,
+    conflicts_rejected: AtomicU64,
+    stalled: AtomicU64,
+    crashed_before: AtomicU64,
+    crashed_after: AtomicU64,
+    crashed_in_flight: AtomicU64,
+    reconciler_succeeded: AtomicU64,
+    reconciler_not_applied: AtomicU64,
+    attempts: Mutex<HashSet<(String, u64)>>,
+    takeovers: Mutex<HashSet<(String, u64)>>,
+    violations: Mutex<Vec<String>>,
+}
+
+fn add(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::SeqCst);
+}
+
+fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::SeqCst)
+}
+
+impl Stats {
+    fn violation(&self, message: String) {
+        self.violations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(message);
+    }
+}
+
+#[derive(Debug, Default)]
+struct FaultCounts {
+    replica_kills: u64,
+    database_restarts: u64,
+    database_kills: u64,
+    database_freezes: u64,
+}
+
+/// One logical operation: its key and payload are fixed for every delivery.
+#[derive(Debug)]
+struct Intent {
+    key: String,
+    payload: String,
+    /// The provider honours the operation_id as its idempotency key; such
+    /// intents run through `execute_once` (no lookup), as the client's README
+    /// allows only then.
+    honour_key: bool,
+    operation_id: Mutex<Option<String>>,
+    acknowledged: Mutex<Vec<Vec<u8>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CrashPoint {
+    /// The caller dies after its Claim, before the effect.
+    BeforeEffect,
+    /// The caller dies after the effect, before Complete.
+    AfterEffect,
+    /// The caller dies while its provider request is in flight; the effect
+    /// lands later, within the attempt deadline.
+    EffectInFlight,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Twist {
+    Plain,
+    /// The same intent delivered this many times at once, over different
+    /// connections and replicas.
+    Concurrent(u64),
+    /// Delivered again after the first delivery ended.
+    Later,
+    /// Delivered, then the key reused with another payload: must be rejected.
+    Conflict,
+    /// The effect outlasts the attempt deadline (the client's deadline is
+    /// shorter than the effect); with `true` it had taken effect first.
+    Stall(bool),
+    Crash(CrashPoint),
+}
+
+fn pick_twist(rng: &mut Rng) -> Twist {
+    match rng.below(100) {
+        0..40 => Twist::Plain,
+        40..55 => Twist::Concurrent(2 + rng.below(2)),
+        55..65 => Twist::Later,
+        65..73 => Twist::Conflict,
+        73..80 => Twist::Stall(rng.chance(0.5)),
+        80..87 => Twist::Crash(CrashPoint::BeforeEffect),
+        87..94 => Twist::Crash(CrashPoint::AfterEffect),
+        _ => Twist::Crash(CrashPoint::EffectInFlight),
+    }
+}
+
+fn result(body: Vec<u8>) -> proto::Result {
+    proto::Result {
+        body,
+        content_type: "application/json".into(),
+        metadata: HashMap::new(),
+    }
+}
+
+struct World {
+    settings: Settings,
+    clients: Vec<Client>,
+    provider: Provider,
+    stats: Stats,
+}
+
+impl World {
+    fn client(&self, rng: &mut Rng) -> &Client {
+        let index = rng.below(self.clients.len() as u64) as usize;
+        &self.clients[index]
+    }
+
+    fn operation(&self, intent: &Intent, payload: &str) -> Operation {
+        let mut operation = Operation::new(
+            "faults.transfer",
+            intent.key.clone(),
+            Payload::Json(payload.to_owned()),
+        );
+        operation.lease = self.settings.lease;
+        operation.attempt_duration = Some(self.settings.attempt_duration);
+        operation.max_attempts = Some(20);
+        operation.deadline = Duration::from_secs(30);
+        operation.safety_margin = Duration::from_millis(200);
+        operation.wait = Duration::from_secs(1);
+        operation
+    }
+
+    fn note_attempt(&self, context: &EffectContext) {
+        let attempt = (context.operation_id().to_owned(), context.fence());
+        if context.previous_outcome_unknown().is_some() {
+            self.stats
+                .takeovers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(attempt.clone());
+        }
+        self.stats
+            .attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(attempt);
+    }
+
+    fn note(&self, intent: &Intent, outcome: &Result<Execution, Error>) {
+        let operation_id = match outcome {
+            Ok(execution) => Some(execution.operation_id.as_str()),
+            Err(error) => error.operation_id(),
+        };
+        if let Some(operation_id) = operation_id {
+            let mut known = intent
+                .operation_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if known.as_deref().is_some_and(|known| known != operation_id) {
+                self.stats.violation(format!(
+                    "key {} named two operations: {known:?} and {operation_id}",
+                    intent.key
+                ));
+            }
+            *known = Some(operation_id.to_owned());
+        }
+        match outcome {
+            Ok(execution) => match &execution.outcome {
+                Outcome::Succeeded(stored) => {
+                    add(&self.stats.acknowledged);
+                    intent
+                        .acknowledged
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(stored.body.clone());
+                    add(match execution.source {
+                        Source::Executed => &self.stats.executed,
+                        Source::Replayed => &self.stats.replayed,
+                        Source::Reconciled => &self.stats.reconciled_by_lookup,
+                        Source::Superseded => &self.stats.superseded,
+                    });
+                }
+                Outcome::Failed(error) => self.stats.violation(format!(
+                    "key {} ended failed ({:?}), though no effect fails",
+                    intent.key, error.code
+                )),
+            },
+            Err(Error::Conflict { .. }) => self.stats.violation(format!(
+                "key {} was rejected as a conflict with its own payload",
+                intent.key
+            )),
+            Err(Error::LeaseLost { .. }) => add(&self.stats.lease_lost),
+            Err(Error::OutcomeUnknown { .. }) => add(&self.stats.outcome_unknown),
+            Err(Error::DeadlinePassed { .. }) => add(&self.stats.deadline_passed),
+            Err(Error::NeedsReconciliation { .. }) => add(&self.stats.needs_reconciliation),
+            Err(_) => add(&self.stats.other_errors),
+        }
+    }
+
+    fn effect(
+        self: &Arc<Self>,
+        honour_key: bool,
+        work: Duration,
+    ) -> impl FnMut(EffectContext) -> Boxed<Disposition> + Send + use<> {
+        let world = self.clone();
+        move |context| {
+            world.note_attempt(&context);
+            let world = world.clone();
+            Box::pin(async move {
+                sleep(work).await;
+                let body = world.provider.perform(context.operation_id(), honour_key);
+                Disposition::Success(result(body))
+            })
+        }
+    }
+
+    fn lookup(
+        self: &Arc<Self>,
+    ) -> impl FnMut(EffectContext) -> Boxed<Option<Disposition>> + Send + use<> {
+        let world = self.clone();
+        move |context| {
+            world.note_attempt(&context);
+            let found = world.provider.lookup(context.operation_id());
+            Box::pin(std::future::ready(
+                found.map(|body| Disposition::Success(result(body))),
+            ))
+        }
+    }
+
+    /// One delivery of the intent: one `execute_once` call.
+    async fn deliver(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) -> Result<Execution, Error> {
+        add(&self.stats.deliveries);
+        let client = self.client(rng).clone();
+        let operation = self.operation(intent, &intent.payload);
+        let work = rng.between(Duration::ZERO, Duration::from_millis(30));
+        let outcome = if intent.honour_key {
+            client
+                .execute_once(&operation, self.effect(true, work))
+                .await
+        } else {
+            client
+                .execute_once_with_lookup(&operation, self.lookup(), self.effect(false, work))
+                .await
+        };
+        self.note(intent, &outcome);
+        outcome
+    }
+
+    /// Delivers until an outcome is acknowledged (as a caller that retries
+    /// would), or leaves the intent to the reconciler.
+    async fn deliver_until_settled(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) {
+        for _ in 0..8 {
+            match self.deliver(intent, rng).await {
+                Ok(_) | Err(Error::NeedsReconciliation { .. }) => return,
+                Err(_) => {
+                    sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await
+                }
+            }
+        }
+    }
+
+    /// The key reused with another payload, after its first delivery was
+    /// acknowledged: every answer but a conflict is a violation.
+    async fn deliver_conflicting(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) {
+        add(&self.stats.conflicts_sent);
+        let payload = format!("{{\"conflicting\":{}}}", rng.next_u64() >> 12);
+        let operation = self.operation(intent, &payload);
+        for _ in 0..8 {
+            add(&self.stats.deliveries);
+            let world = self.clone();
+            let key = intent.key.clone();
+            let outcome = self
+                .client(rng)
+                .execute_once(&operation, move |_context| {
+                    world
+                        .stats
+                        .violation(format!("a conflicting reuse of key {key} ran its effect"));
+                    Box::pin(std::future::ready(Disposition::Terminal(
+                        proto::OperationError {
+                            code: "CONFLICT_EXECUTED".into(),
+                            ..Default::default()
+                        },
+                    ))) as Boxed<Disposition>
+                })
+                .await;
+            match outcome {
+                Err(Error::Conflict { .. }) => {
+                    add(&self.stats.conflicts_rejected);
+                    return;
+                }
+                Ok(_) => {
+                    self.stats.violation(format!(
+                        "a conflicting reuse of key {} was answered as the original",
+                        intent.key
+                    ));
+                    return;
+                }
+                Err(_) => {
+                    sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await
+                }
+            }
+        }
+    }
+
+    /// A delivery whose effect outlasts the attempt deadline: the helper
+    /// cancels it and reports UNKNOWN; `performed_first` says whether it had
+    /// taken effect before it stalled. Past the deadline it would take effect
+    /// (too late): it must have been dropped by then.
+    async fn deliver_stalling(
+        self: &Arc<Self>,
+        intent: &Intent,
+        performed_first: bool,
+        rng: &mut Rng,
+    ) {
+        add(&self.stats.deliveries);
+        add(&self.stats.stalled);
+        let stall = self.settings.attempt_duration + Duration::from_secs(1);
+        let world = self.clone();
+        let effect = move |context: EffectContext| {
+            world.note_attempt(&context);
+            let world = world.clone();
+            Box::pin(async move {
+                if performed_first {
+                    world.provider.perform(context.operation_id(), false);
+                }
+                sleep(stall).await;
+                let body = world.provider.perform(context.operation_id(), false);
+                Disposition::Success(result(body))
+            }) as Boxed<Disposition>
+        };
+        let operation = self.operation(intent, &intent.payload);
+        let outcome = self
+            .client(rng)
+            .execute_once_with_lookup(&operation, self.lookup(), effect)
+            .await;
+        self.note(intent, &outcome);
+    }
+
+    /// A delivery whose caller dies (its task is aborted) at `point`.
+    async fn deliver_crashing(self: &Arc<Self>, intent: &Intent, point: CrashPoint, rng: &mut Rng) {
+        add(&self.stats.deliveries);
+        let reached = Arc::new(Notify::new());
+        let client = self.client(rng).clone();
+        let operation = self.operation(intent, &intent.payload);
+        let world = self.clone();
+        let signal = reached.clone();
+        let effect = move |context: EffectContext| {
+            world.note_attempt(&context);
+            let world = world.clone();
+            let signal = signal.clone();
+            Box::pin(async move {
+                match point {
+                    CrashPoint::BeforeEffect => {}
+                    CrashPoint::AfterEffect => {
+                        world.provider.perform(context.operation_id(), false);
+                    }
+                    CrashPoint::EffectInFlight => {
+                        // Lands two thirds of the way to the attempt deadline
+                        // (local clock, which runs ahead of the server's).
+                        let now = Instant::now();
+                        let room = context.attempt_deadline().saturating_duration_since(now);
+                        let landing = now + room * 2 / 3;
+                        let reference = context.operation_id().to_owned();
+                        tokio::spawn(async move {
+                            sleep_until(landing).await;
+                            world.provider.perform(&reference, false);
+                        });
+                    }
+                }
+                signal.notify_one();
+                std::future::pending::<Disposition>().await
+            }) as Boxed<Disposition>
+        };
+        let lookup = self.lookup();
+        let mut task = tokio::spawn(async move {
+            client
+                .execute_once_with_lookup(&operation, lookup, effect)
+                .await
+        });
+        tokio::select! {
+            () = reached.notified() => {
+                task.abort();
+                let _ = (&mut task).await;
+                add(match point {
+                    CrashPoint::BeforeEffect => &self.stats.crashed_before,
+                    CrashPoint::AfterEffect => &self.stats.crashed_after,
+                    CrashPoint::EffectInFlight => &self.stats.crashed_in_flight,
+                });
+            }
+            joined = &mut task => {
+                // It never reached the effect (e.g. its Claim's answer was
+                // lost for good): an ordinary failed delivery.
+                if let Ok(outcome) = joined {
+                    self.note(intent, &outcome);
+                }
+            }
+        }
+    }
+
+    async fn run_intent(self: Arc<Self>, intent: Arc<Intent>, twist: Twist, mut rng: Rng) {
+        match twist {
+            Twist::Plain => self.deliver_until_settled(&intent, &mut rng).await,
+            Twist::Concurrent(copies) => {
+                let mut deliveries = JoinSet::new();
+                for _ in 0..copies {
+                    let (world, intent, mut rng) = (self.clone(), intent.clone(), rng.fork());
+                    deliveries
+                        .spawn(async move { world.deliver_until_settled(&intent, &mut rng).await });
+                }
+                while deliveries.join_next().await.is_some() {}
+            }
+            Twist::Later => {
+                self.deliver_until_settled(&intent, &mut rng).await;
+                sleep(rng.between(Duration::from_millis(100), Duration::from_secs(2))).await;
+                self.deliver_until_settled(&intent, &mut rng).await;
+            }
+            Twist::Conflict => {
+                self.deliver_until_settled(&intent, &mut rng).await;
+                let acknowledged = !intent
+                    .acknowledged
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_empty();
+                if acknowledged {
+                    self.deliver_conflicting(&intent, &mut rng).await;
+                }
+            }
+            Twist::Stall(performed_first) => {
+                self.deliver_stalling(&intent, performed_first, &mut rng)
+                    .await;
+                self.deliver_until_settled(&intent, &mut rng).await;
+            }
+            Twist::Crash(point) => {
+                self.deliver_crashing(&intent, point, &mut rng).await;
+                // Some callers never come back: the reconciler finds those.
+                if rng.chance(0.3) {
+                    return;
+                }
+                // Re-delivered later: sometimes while the dead owner's lease
+                // still runs, mostly after it.
+                let lease = self.settings.lease;
+                sleep(rng.between(lease / 2, lease * 2)).await;
+                self.deliver_until_settled(&intent, &mut rng).await;
+            }
+        }
+    }
+
+    async fn list_unresolved(&self) -> Result<Vec<proto::Operation>, Error> {
+        let client = &self.clients[0];
+        let mut operations = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let page = client
+                .list_unresolved(proto::ListUnresolvedRequest {
+                    operation: String::new(),
+                    page_size: 500,
+                    page_token,
+                })
+                .await?;
+            operations.extend(page.operations);
+            if page.next_page_token.is_empty() {
+                return Ok(operations);
+            }
+            page_token = page.next_page_token;
+        }
+    }
+
+    /// The reconciler: drains ListUnresolved with the provider's evidence
+    /// (the effect found: succeeded with its result; not found: not applied,
+    /// which the server allows only once the attempt deadline has passed).
+    async fn reconcile_all(&self) -> Result<usize, Error> {
+        // Every dead owner's lease has run out by then.
+        sleep(self.settings.lease + Duration::from_millis(300)).await;
+        let give_up = Instant::now() + self.settings.attempt_duration * 4 + Duration::from_secs(10);
+        loop {
+            let unresolved = self.list_unresolved().await?;
+            if unresolved.is_empty() || Instant::now() > give_up {
+                return Ok(unresolved.len());
+            }
+            for operation in unresolved {
+                let resolution = match self.provider.lookup(&operation.operation_id) {
+                    Some(body) => Resolution::Succeeded(result(body)),
+                    None => Resolution::NotApplied(proto::NotApplied {}),
+                };
+                let not_applied = matches!(resolution, Resolution::NotApplied(_));
+                let reconciled = self.clients[0]
+                    .reconcile(proto::ReconcileRequest {
+                        operation_id: operation.operation_id.clone(),
+                        expected_fence: operation.fence,
+                        resolution: Some(resolution),
+                    })
+                    .await;
+                match reconciled {
+                    Ok(_) if not_applied => add(&self.stats.reconciler_not_applied),
+                    Ok(_) => add(&self.stats.reconciler_succeeded),
+                    // Still running, or moved on meanwhile: the next round.
+                    Err(Error::FailedPrecondition { .. } | Error::LeaseLost { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// After the reconciler: every intent delivered once more (a caller that
+    /// comes back), then its stored state compared with what was acknowledged
+    /// and with the provider. Returns (settled, lost acknowledged results).
+    async fn settle_and_verify(
+        self: &Arc<Self>,
+        intents: &[Arc<Intent>],
+        rng: &mut Rng,
+    ) -> (u64, u64) {
+        let mut settling = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
+        for intent in intents {
+            let (world, intent, mut rng, permits) =
+                (self.clone(), intent.clone(), rng.fork(), permits.clone());
+            settling.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                world.deliver_until_settled(&intent, &mut rng).await;
+                world.verify(&intent).await
+            });
+        }
+        let (mut settled, mut lost) = (0, 0);
+        while let Some(joined) = settling.join_next().await {
+            if let Ok((intent_settled, intent_lost)) = joined {
+                settled += u64::from(intent_settled);
+                lost += intent_lost;
+            }
+        }
+        (settled, lost)
+    }
+
+    async fn verify(&self, intent: &Intent) -> (bool, u64) {
+        let acknowledged = intent
+            .acknowledged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let operation_id = intent
+            .operation_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(operation_id) = operation_id else {
+            self.stats
+                .violation(format!("key {} never got an operation", intent.key));
+            return (false, acknowledged.len() as u64);
+        };
+        let stored = match self.clients[0].lookup_operation(&operation_id).await {
+            Ok(stored) => stored,
+            Err(error) => {
+                self.stats
+                    .violation(format!("lookup of {operation_id} failed: {error:?}"));
+                return (false, acknowledged.len() as u64);
+            }
+        };
+        let body = stored.result.map(|stored| stored.body);
+        let settled = stored.state == OperationState::Succeeded as i32 && body.is_some();
+        let lost = acknowledged
+            .iter()
+            .filter(|acknowledged| body.as_ref() != Some(*acknowledged))
+            .count() as u64;
+        if settled && body != self.provider.lookup(&operation_id) {
+            self.stats.violation(format!(
+                "{operation_id}: the stored result is not the provider's first effect"
+            ));
+        }
+        if !settled {
+            self.stats.violation(format!(
+                "{operation_id} (key {}) is not settled: state {}",
+                intent.key, stored.state
+            ));
+        }
+        (settled, lost)
+    }
+}
+
+/// The processes of one campaign, and the faults done to them.
+struct Processes {
+    replicas: Vec<Replica>,
+    postgres: Option<Arc<Postgres>>,
+    database_proxy: Option<Arc<Proxy>>,
+}
+
+async fn blocking(
+    postgres: &Arc<Postgres>,
+    action: fn(&Postgres) -> Result<(), String>,
+) -> Result<(), String> {
+    let postgres = postgres.clone();
+    tokio::task::spawn_blocking(move || action(&postgres))
+        .await
+        .map_err(|error| format!("a blocking task failed: {error}"))?
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    KillReplica,
+    RestartDatabase,
+    KillDatabase,
+    FreezeDatabase,
+}
+
+/// The fault schedule: one fault at a time, a random pause apart, cycling
+/// through the plan with random targets and durations; until `stop`.
+async fn inject_faults(
+    mut processes: Processes,
+    every: Duration,
+    mut rng: Rng,
+    mut stop: watch::Receiver<bool>,
+) -> (Processes, FaultCounts, Result<(), String>) {
+    let plan: &[Fault] = if processes.postgres.is_some() {
+        &[
+            Fault::KillReplica,
+            Fault::RestartDatabase,
+            Fault::KillReplica,
+            Fault::FreezeDatabase,
+            Fault::KillReplica,
+            Fault::KillDatabase,
+        ]
+    } else {
+        &[Fault::KillReplica]
+    };
+    let mut counts = FaultCounts::default();
+    let mut step = 0;
+    let outcome = loop {
+        let pause = rng.between(every / 2, every * 3 / 2);
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => break Ok(()),
+            () = sleep(pause) => {}
+        }
+        let fault = plan[step % plan.len()];
+        step += 1;
+        let done = match (fault, &processes.postgres, &processes.database_proxy) {
+            (Fault::KillReplica, _, _) => {
+                let index = rng.below(processes.replicas.len() as u64) as usize;
+                let replica = &mut processes.replicas[index];
+                replica.kill();
+                counts.replica_kills += 1;
+                sleep(rng.between(Duration::from_millis(200), Duration::from_millis(1500))).await;
+                replica.start().await
+            }
+            (Fault::RestartDatabase, Some(postgres), _) => {
+                counts.database_restarts += 1;
+                blocking(postgres, Postgres::restart).await
+            }
+            (Fault::KillDatabase, Some(postgres), _) => {
+                counts.database_kills += 1;
+                match blocking(postgres, Postgres::kill).await {
+                    Ok(()) => {
+                        sleep(rng.between(Duration::from_millis(100), Duration::from_millis(800)))
+                            .await;
+                        blocking(postgres, Postgres::start).await
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+            (Fault::FreezeDatabase, _, Some(proxy)) => {
+                counts.database_freezes += 1;
+                proxy.set_frozen(true);
+                sleep(rng.between(Duration::from_millis(500), Duration::from_millis(2500))).await;
+                proxy.set_frozen(false);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        if let Err(error) = done {
+            break Err(error);
+        }
+    };
+    (processes, counts, outcome)
+}
+
+/// Runs one campaign in `directory` (created; the caller removes it).
+pub(crate) async fn run(
+    backend: Backend,
+    settings: Settings,
+    directory: &Path,
+) -> Result<Report, String> {
+    let started = Instant::now();
+    let mut rng = Rng::seeded(settings.seed);
+    std::fs::create_dir_all(directory).map_err(|error| format!("mkdir: {error}"))?;
+
+    let (postgres, database_proxy, direct, for_replicas, replica_count) = match backend {
+        Backend::Postgres => {
+            let pg_directory = directory.join("postgres");
+            let postgres = tokio::task::spawn_blocking(move || Postgres::create(&pg_directory))
+                .await
+                .map_err(|error| format!("initdb task: {error}"))??;
+            let proxy = Proxy::start(postgres.addr(), Protocol::Raw, rng.next_u64())
+                .await
+                .map_err(|error| format!("database proxy: {error}"))?;
+            let direct = StoreConfig::Postgres {
+                url: postgres.url(),
+            };
+            let for_replicas = StoreConfig::Postgres {
+                url: format!("postgres://postgres@{}/postgres", proxy.addr),
+            };
+            (
+                Some(Arc::new(postgres)),
+                Some(Arc::new(proxy)),
+                direct,
+                for_replicas,
+                2,
+            )
+        }
+        Backend::Embedded => {
+            let store = StoreConfig::Embedded {
+                data_dir: directory.join("data"),
+            };
+            (None, None, store.clone(), store, 1)
+        }
+    };
+    let outcome = campaign(
+        backend,
+        &settings,
+        directory,
+        &mut rng,
+        Processes {
+            replicas: Vec::new(),
+            postgres: postgres.clone(),
+            database_proxy,
+        },
+        &direct,
+        &for_replicas,
+        replica_count,
+    )
+    .await;
+    // The last handle: dropping it stops the cluster (off the runtime's
+    // threads, as pg_ctl blocks).
+    if let Some(postgres) = postgres {
+        let _ = tokio::task::spawn_blocking(move || drop(postgres)).await;
+    }
+    let mut report = outcome?;
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn campaign(
+    backend: Backend,
+    settings: &Settings,
+    directory: &Path,
+    rng: &mut Rng,
+    mut processes: Processes,
+    direct: &StoreConfig,
+    for_replicas: &StoreConfig,
+    replica_count: usize,
+) -> Result<Report, String> {
+    let store = direct.clone();
+    let token = tokio::task::spawn_blocking(move || prepare_store(&store))
+        .await
+        .map_err(|error| format!("prepare task: {error}"))??;
+    let mut proxies = Vec::new();
+    let mut clients = Vec::new();
+    for number in 0..replica_count {
+        let mut replica = Replica::new(
+            &format!("replica-{number}"),
+            for_replicas.clone(),
+            &token,
+            directory,
+        )?;
+        replica.start().await?;
+        let proxy = Proxy::start(replica.addr(), Protocol::Http2, rng.next_u64())
+            .await
+            .map_err(|error| format!("proxy: {error}"))?;
+        proxy.set_rates(settings.rates);
+        // Two connections per replica: a cut connection takes every call on
+        // it down, as it would in production.
+        for _ in 0..2 {
+            let client = Client::connect(&proxy.addr.to_string(), &token)
+                .await
+                .map_err(|error| format!("connect: {error:?}"))?
+                .with_config(ClientConfig {
+                    retry: RetryPolicy {
+                        max_sends: 200,
+                        initial_backoff: Duration::from_millis(20),
+                        max_backoff: Duration::from_millis(300),
+                        total_deadline: Duration::from_secs(20),
+                    },
+                    call_timeout: Duration::from_secs(2),
+                })
+                .with_jitter_seed(rng.next_u64());
+            clients.push(client);
+        }
+        proxies.push(proxy);
+        processes.replicas.push(replica);
+    }
+    let world = Arc::new(World {
+        settings: settings.clone(),
+        clients,
+        provider: Provider::default(),
+        stats: Stats::default(),
+    });
+
+    let (stop, stopped) = watch::channel(false);
+    let faults = tokio::spawn(inject_faults(
+        processes,
+        settings.fault_every,
+        rng.fork(),
+        stopped,
+    ));
+
+    let run_tag = rng.next_u64();
+    let permits = Arc::new(Semaphore::new(settings.concurrency));
+    let mut intents = Vec::new();
+    let mut workers = JoinSet::new();
+    for index in 0..settings.operations {
+        let twist = pick_twist(rng);
+        let honour_key = matches!(twist, Twist::Plain | Twist::Later) && rng.chance(0.3);
+        let intent = Arc::new(Intent {
+            key: format!("{run_tag:016x}-{index}"),
+            payload: format!(
+                "{{\"amount\":{},\"currency\":\"EUR\",\"to\":\"{:x}\"}}",
+                rng.below(1_000_000),
+                rng.next_u64()
+            ),
+            honour_key,
+            operation_id: Mutex::new(None),
+            acknowledged: Mutex::new(Vec::new()),
+        });
+        intents.push(intent.clone());
+        let (world, permits, worker_rng) = (world.clone(), permits.clone(), rng.fork());
+        workers.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            world.run_intent(intent, twist, worker_rng).await;
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        if let Err(error) = joined {
+            world.stats.violation(format!("a worker panicked: {error}"));
+        }
+    }
+
+    stop.send_replace(true);
+    let (processes, fault_counts, injected) = faults
+        .await
+        .map_err(|error| format!("the fault task failed: {error}"))?;
+    injected?;
+    for proxy in &proxies {
+        proxy.set_rates(FaultRates::default());
+    }
+
+    let reconciler_started = Instant::now();
+    let unresolved = world
+        .reconcile_all()
+        .await
+        .map_err(|error| format!("the reconciler failed: {error:?}"))? as u64;
+    let reconciliation = reconciler_started.elapsed();
+    let (settled, lost) = world.settle_and_verify(&intents, rng).await;
+    let unresolved_at_the_end = world
+        .list_unresolved()
+        .await
+        .map_err(|error| format!("ListUnresolved failed: {error:?}"))?
+        .len() as u64;
+    drop(processes);
+
+    let stats = &world.stats;
+    let attempts = stats
+        .attempts
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len() as u64;
+    let takeovers = stats
+        .takeovers
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len() as u64;
+    let duplicates = world.provider.duplicates();
+    let operations = settings.operations as u64;
+    let sum = |counter: fn(&ProxyCounters) -> &AtomicU64| {
+        proxies
+            .iter()
+            .map(|proxy| ProxyCounters::get(counter(proxy.counters())))
+            .sum::<u64>()
+    };
+    let rows = vec![
+        ("logical operations", operations),
+        ("deliveries", get(&stats.deliveries)),
+        ("attempts", attempts),
+        ("effects", world.provider.performed()),
+        ("duplicate effects", duplicates),
+        (
+            "repeats absorbed by the provider's idempotency key",
+            world.provider.absorbed_by_key(),
+        ),
+        ("acknowledged results", get(&stats.acknowledged)),
+        ("  executed", get(&stats.executed)),
+        ("  replayed", get(&stats.replayed)),
+        (
+            "  reconciled by lookup on takeover",
+            get(&stats.reconciled_by_lookup),
+        ),
+        (
+            "  superseded (another owner stored it)",
+            get(&stats.superseded),
+        ),
+        ("lost acknowledged results", lost),
+        ("conflicting reuses", get(&stats.conflicts_sent)),
+        ("conflicts rejected", get(&stats.conflicts_rejected)),
+        ("takeovers", takeovers),
+        (
+            "stale writes refused (LEASE_LOST)",
+            get(&stats.superseded) + get(&stats.lease_lost),
+        ),
+        (
+            "outcome unknown (effect past its deadline, cancelled)",
+            get(&stats.outcome_unknown),
+        ),
+        ("stalling effects", get(&stats.stalled)),
+        (
+            "callers crashed before the effect",
+            get(&stats.crashed_before),
+        ),
+        (
+            "callers crashed after the effect",
+            get(&stats.crashed_after),
+        ),
+        (
+            "callers crashed during the effect (it landed later)",
+            get(&stats.crashed_in_flight),
+        ),
+        (
+            "deliveries ended by the caller's deadline",
+            get(&stats.deadline_passed),
+        ),
+        (
+            "deliveries ended NeedsReconciliation",
+            get(&stats.needs_reconciliation),
+        ),
+        (
+            "deliveries ended by other errors (transport, unavailable)",
+            get(&stats.other_errors),
+        ),
+        (
+            "reconciler: succeeded from provider evidence",
+            get(&stats.reconciler_succeeded),
+        ),
+        (
+            "reconciler: not applied",
+            get(&stats.reconciler_not_applied),
+        ),
+        ("unresolved after reconciliation", unresolved),
+        ("unresolved at the end", unresolved_at_the_end),
+        ("intents settled", settled),
+        (
+            "replica SIGKILLs (restarted after a pause)",
+            fault_counts.replica_kills,
+        ),
+        ("database restarts", fault_counts.database_restarts),
+        (
+            "database SIGKILLs (postmaster)",
+            fault_counts.database_kills,
+        ),
+        ("database connections frozen", fault_counts.database_freezes),
+        ("proxy: requests", sum(|c| &c.requests)),
+        (
+            "proxy: replies lost after the server answered",
+            sum(|c| &c.replies_lost),
+        ),
+        ("proxy: replies delayed", sum(|c| &c.replies_delayed)),
+        (
+            "proxy: requests reset mid-stream",
+            sum(|c| &c.requests_reset),
+        ),
+        (
+            "reconciliation took (ms)",
+            reconciliation.as_millis() as u64,
+        ),
+    ];
+    let checks = vec![
+        ("zero duplicate effects", duplicates == 0),
+        ("zero lost acknowledged results", lost == 0),
+        (
+            "every conflict rejected",
+            get(&stats.conflicts_rejected) == get(&stats.conflicts_sent),
+        ),
+        (
+            "zero unresolved after reconciliation",
+            unresolved == 0 && unresolved_at_the_end == 0,
+        ),
+        ("every intent settled", settled == operations),
+    ];
+    let violations = stats
+        .violations
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let title = match backend {
+        Backend::Postgres => "postgres, 2 replicas",
+        Backend::Embedded => "embedded, 1 replica",
+    };
+    Ok(Report {
+        title: title.into(),
+        rows,
+        checks,
+        violations,
+        elapsed: Duration::ZERO,
+    })
+}

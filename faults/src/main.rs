@@ -1,0 +1,177 @@
+//! idemd-faults: the fault-injection campaign (README.md next to Cargo.toml).
+//! Real `idemd` replicas on a store of its own, a faulty proxy in front of
+//! them, a simulated provider, workers using the Rust client's execute-once
+//! helper, faults on a schedule and at random; then a table and the checks.
+//! Exits non-zero on any violation.
+
+mod campaign;
+mod process;
+mod provider;
+mod proxy;
+mod rng;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::campaign::{Backend, Report, Settings};
+use crate::proxy::FaultRates;
+use crate::rng::Rng;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// About a minute for both stores (CI).
+    Short,
+    /// 100k logical operations in all (documented in README.md).
+    Long,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stores {
+    Both,
+    Postgres,
+    Embedded,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "idemd-faults", about = "The idemd fault-injection campaign")]
+struct Arguments {
+    #[arg(long, value_enum, default_value_t = Mode::Short)]
+    mode: Mode,
+    #[arg(long, value_enum, default_value_t = Stores::Both)]
+    store: Stores,
+    /// The seed of the plan (intents, twists, fault targets); random if absent.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Logical operations per store, instead of the mode's.
+    #[arg(long)]
+    operations: Option<usize>,
+}
+
+fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Settings) {
+    let rates = FaultRates {
+        lose_reply: 0.02,
+        delay_reply: 0.03,
+        max_delay: Duration::from_millis(400),
+        reset_request: 0.01,
+    };
+    let base = Settings {
+        operations: 0,
+        concurrency: 24,
+        lease: Duration::from_secs(1),
+        attempt_duration: Duration::from_secs(3),
+        fault_every: Duration::from_secs(2),
+        rates,
+        seed,
+    };
+    let (postgres_operations, embedded_operations, concurrency) = match mode {
+        Mode::Short => (500, 300, 24),
+        Mode::Long => (60_000, 40_000, 128),
+    };
+    let postgres = Settings {
+        operations: operations.unwrap_or(postgres_operations),
+        concurrency,
+        ..base.clone()
+    };
+    let embedded = Settings {
+        operations: operations.unwrap_or(embedded_operations),
+        concurrency,
+        seed: seed ^ 0x5eed,
+        ..base
+    };
+    (postgres, embedded)
+}
+
+fn print_table(reports: &[Report]) {
+    let mut header = String::from("| |");
+    let mut rule = String::from("|---|");
+    for report in reports {
+        header.push_str(&format!(" {} |", report.title));
+        rule.push_str("---:|");
+    }
+    println!("{header}\n{rule}");
+    if let Some(first) = reports.first() {
+        for (row, (label, _)) in first.rows.iter().enumerate() {
+            let mut line = format!("| {label} |");
+            for report in reports {
+                line.push_str(&format!(" {} |", report.rows[row].1));
+            }
+            println!("{line}");
+        }
+        let mut line = String::from("| time (s) |");
+        for report in reports {
+            line.push_str(&format!(" {:.1} |", report.elapsed.as_secs_f64()));
+        }
+        println!("{line}");
+        println!();
+        for (check, (name, _)) in first.checks.iter().enumerate() {
+            let mut line = format!("- {name}:");
+            for report in reports {
+                let passed = report.checks[check].1;
+                line.push_str(&format!(
+                    " {} {},",
+                    report.title,
+                    if passed { "PASS" } else { "FAIL" }
+                ));
+            }
+            println!("{}", line.trim_end_matches(','));
+        }
+    }
+    for report in reports {
+        for violation in &report.violations {
+            println!("- VIOLATION ({}): {violation}", report.title);
+        }
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> ExitCode {
+    let arguments = Arguments::parse();
+    let seed = arguments
+        .seed
+        .unwrap_or_else(|| Rng::from_entropy().next_u64());
+    println!("idemd-faults: mode {:?}, seed {seed}", arguments.mode);
+    let (postgres, embedded) = settings(arguments.mode, seed, arguments.operations);
+    let mut campaigns = Vec::new();
+    if arguments.store != Stores::Embedded {
+        campaigns.push((Backend::Postgres, postgres));
+    }
+    if arguments.store != Stores::Postgres {
+        campaigns.push((Backend::Embedded, embedded));
+    }
+    let root = std::env::temp_dir().join(format!("idemd-faults-{seed:016x}"));
+    let mut reports = Vec::new();
+    for (backend, settings) in campaigns {
+        let directory = root.join(format!("{backend:?}").to_lowercase());
+        eprintln!(
+            "idemd-faults: {backend:?}: {} operations in {}",
+            settings.operations,
+            directory.display()
+        );
+        let outcome = tokio::select! {
+            outcome = campaign::run(backend, settings, &directory) => outcome,
+            // Dropping the campaign kills its replicas and stops its Postgres.
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        };
+        match outcome {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                eprintln!("idemd-faults: {backend:?}: the campaign could not run: {error}");
+                eprintln!("idemd-faults: its logs are kept in {}", directory.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    print_table(&reports);
+    if reports.iter().all(Report::passed) {
+        let _ = std::fs::remove_dir_all(&root);
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "idemd-faults: FAILED (seed {seed}); logs kept in {}",
+            root.display()
+        );
+        ExitCode::FAILURE
+    }
+}
