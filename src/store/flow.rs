@@ -79,6 +79,14 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// The pool reads and read transactions use.
     fn readers(&self) -> &Pool<Self::Db>;
 
+    /// A transaction for reads that must agree with each other (a page and
+    /// the clock it was read at).
+    fn begin_read(
+        &self,
+    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
+        async { Ok(self.readers().begin().await?) }
+    }
+
     /// A read-only transaction whose statements all read one snapshot, so
     /// that a record and its history agree.
     fn begin_snapshot(
@@ -445,7 +453,7 @@ where
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage> {
         let page = async {
-            let mut transaction = self.readers().begin().await?;
+            let mut transaction = self.begin_read().await?;
             let now = D::database_now(&mut transaction).await?;
             let (after_created, after_id) = match query.after {
                 Some((created_at, operation_id)) => {
@@ -475,7 +483,7 @@ where
 
     async fn count_operations_flow(&self) -> Result<OperationCounts> {
         let counts = async {
-            let mut transaction = self.readers().begin().await?;
+            let mut transaction = self.begin_read().await?;
             let now = D::database_now(&mut transaction).await?;
             let (in_progress, unresolved, retry_wait, sweep_backlog): (i64, i64, i64, i64) =
                 sqlx::query_as(sql::COUNT_OPERATIONS)

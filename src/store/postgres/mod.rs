@@ -179,6 +179,35 @@ pub fn session_settings(options: PgConnectOptions, timeouts: &SessionTimeouts) -
         ]))
 }
 
+/// Begins a transaction on a task of its own, so that a call cancelled
+/// meanwhile (a client gone, a per-call timeout) cannot leave the connection
+/// inside it.
+///
+/// sqlx 0.9.0 counts a Postgres transaction only once BEGIN's round trip is
+/// over. A future dropped during that round trip leaves the session in a
+/// transaction that nothing ends, and the pool hands the connection to the
+/// next caller, whose autocommit statements then run, acknowledged but
+/// uncommitted, inside it (transact-rs/sqlx#4393, fixed upstream after 0.9.0
+/// by #4394). On its own task BEGIN always completes; a transaction nobody
+/// awaits any more is then dropped there and rolled back as usual.
+async fn begin_detached(
+    pool: &PgPool,
+    statement: Option<&'static str>,
+) -> StoreResult<Transaction<'static, Postgres>> {
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    })
+    .await
+    .map_err(|error| {
+        Error::Internal(format!("the task beginning a transaction failed: {error}"))
+    })?;
+    Ok(begun?)
+}
+
 impl PostgresStore {
     pub async fn connect(options: &PostgresOptions) -> Result<Self> {
         let connect_options: PgConnectOptions = options
@@ -443,10 +472,15 @@ impl Dialect for PostgresStore {
     /// transition committed between the record's read and the history's
     /// would show in one and not the other.
     async fn begin_snapshot(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        Ok(self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await?)
+        begin_detached(
+            &self.pool,
+            Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+        )
+        .await
+    }
+
+    async fn begin_read(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        begin_detached(&self.pool, None).await
     }
 
     fn pause_before_write(&self) -> Option<&PauseHook> {
@@ -460,7 +494,7 @@ impl Dialect for PostgresStore {
     type Write = Transaction<'static, Postgres>;
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        Ok(self.pool.begin().await?)
+        begin_detached(&self.pool, None).await
     }
 
     async fn commit(&self, write: Transaction<'static, Postgres>) -> StoreResult<()> {
@@ -563,6 +597,48 @@ mod tests {
 
     use super::*;
     use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+    /// The state of the backend `pid`, read from another session.
+    async fn backend_state(observer: &PgPool, pid: i32) -> String {
+        sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .fetch_one(observer)
+            .await
+            .expect("a reading")
+    }
+
+    /// A call cancelled while its BEGIN is on the wire must not leave the
+    /// pooled connection inside that transaction (sqlx 0.9.0 does with
+    /// `pool.begin()`, transact-rs/sqlx#4393): the next caller's autocommit
+    /// statements would run uncommitted inside it. Cancelled at every point
+    /// from before the first poll to after the round trip.
+    #[sqlx::test(migrator = "MIGRATOR")]
+    async fn a_begin_cancelled_mid_flight_leaves_no_transaction_behind(pool: PgPool) {
+        let one = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await
+            .expect("a pool of one");
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&one)
+            .await
+            .expect("its pid");
+        for micros in (0..2_000).step_by(50) {
+            let cancelled =
+                tokio::time::timeout(Duration::from_micros(micros), begin_detached(&one, None))
+                    .await;
+            drop(cancelled);
+            // The transaction, if begun, is dropped and rolled back on its
+            // own task; the connection goes back to the pool.
+            drop(one.acquire().await.expect("the connection back"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let state = backend_state(&pool, pid).await;
+            assert!(
+                state == "idle",
+                "{state}: left so by a BEGIN cancelled after {micros} µs"
+            );
+        }
+    }
 
     #[test]
     fn commit_settings_that_can_lose_acknowledged_results_are_named() {
