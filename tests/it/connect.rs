@@ -329,3 +329,50 @@ async fn other_forms_get_connect_errors() {
     let body: Value = serde_json::from_str(body).expect("a JSON error");
     assert_eq!(body["code"], "unimplemented");
 }
+
+/// Runs `program args` in `directory`, failing the test with a clear message
+/// when the program is missing (these tests need node and npm; nothing is
+/// skipped).
+fn run_in(directory: &std::path::Path, program: &str, args: &[&str], env: &[(&str, String)]) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .current_dir(directory)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("`{program}` does not run ({error}): the Connect-ES test needs node and npm")
+        });
+    assert!(
+        output.status.success(),
+        "`{program} {}` failed:\n{}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// tests/connect-es/claim.ts: Connect-ES (connect-node, JSON over HTTP/1.1)
+/// claims, completes and replays, and reads a conflict's ErrorInfo reason,
+/// with the service described by the descriptor set the server serves.
+#[tokio::test]
+async fn connect_es_claims_completes_replays_and_reads_a_conflicts_reason() {
+    let world = World::start(Backend::sqlite().await).await;
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/connect-es");
+    let descriptors = TempDir::new();
+    let descriptor = descriptors.path().join("idem.binpb");
+    std::fs::write(&descriptor, idemd::proto::FILE_DESCRIPTOR_SET).expect("descriptor set");
+    let env = [
+        ("IDEMD_URL", format!("http://{}", world.server.addr)),
+        ("IDEMD_TOKEN", world.tenant_a.clone()),
+        ("IDEMD_DESCRIPTOR", descriptor.display().to_string()),
+    ];
+    tokio::task::spawn_blocking(move || {
+        if !directory.join("node_modules").is_dir() {
+            // The committed package-lock.json, exactly.
+            run_in(&directory, "npm", &["ci", "--no-audit", "--no-fund"], &[]);
+        }
+        run_in(&directory, "npm", &["test", "--silent"], &env);
+    })
+    .await
+    .expect("the Connect-ES run");
+}
