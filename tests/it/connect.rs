@@ -204,6 +204,12 @@ async fn a_missing_or_unknown_token_is_unauthenticated(backend: Backend) {
     assert_connect_error(&missing, 401, "unauthenticated", "MISSING_CREDENTIALS");
     let unknown = call(addr, "Claim", Some("idem_not-a-token"), claim("k3", "{}")).await;
     assert_connect_error(&unknown, 401, "unauthenticated", "INVALID_CREDENTIALS");
+
+    // Authentication comes before the body is read: a body past every
+    // bound, without a token, is answered as unauthenticated.
+    let oversized = vec![b' '; 3 * test_limits().max_request_bytes()];
+    let refused = curl(addr, "Claim", None, &[], oversized).await;
+    assert_connect_error(&refused, 401, "unauthenticated", "MISSING_CREDENTIALS");
 }
 
 async fn a_body_over_the_limit_is_refused(backend: Backend) {
