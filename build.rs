@@ -23,10 +23,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         file_descriptors.encode_to_vec(),
     )?;
 
+    // The well-known types come from pbjson-types, which gives them the
+    // proto3 JSON mapping ("1.5s", RFC 3339) the Connect handler speaks.
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
         .extern_path(".google.rpc", "::tonic_types::pb")
-        .compile_fds(file_descriptors)?;
+        .compile_fds(file_descriptors.clone())?;
+
+    // serde impls in the canonical proto3 JSON mapping, for the API's
+    // package only (google.rpc details travel as base64 bytes in Connect).
+    pbjson_build::Builder::new()
+        .register_descriptors(&file_descriptors.encode_to_vec())?
+        .out_dir(&out_dir)
+        .build(&[".idem.v1"])?;
     Ok(())
 }

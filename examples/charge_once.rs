@@ -476,13 +476,18 @@ fn random_claim_token() -> Result<Vec<u8>, Status> {
     Ok(token.to_vec())
 }
 
-fn proto_duration(duration: Duration) -> Result<prost_types::Duration, Status> {
-    prost_types::Duration::try_from(duration)
-        .map_err(|_| Status::invalid_argument("duration out of range"))
+fn proto_duration(duration: Duration) -> Result<pbjson_types::Duration, Status> {
+    // pbjson-types' From would wrap a duration beyond i64 seconds.
+    let seconds = i64::try_from(duration.as_secs())
+        .map_err(|_| Status::invalid_argument("duration out of range"))?;
+    Ok(pbjson_types::Duration {
+        seconds,
+        nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
+    })
 }
 
 /// A duration the server sent; a missing or negative one counts as zero.
-fn std_duration(duration: Option<prost_types::Duration>) -> Duration {
+fn std_duration(duration: Option<pbjson_types::Duration>) -> Duration {
     duration
         .and_then(|duration| Duration::try_from(duration).ok())
         .unwrap_or_default()

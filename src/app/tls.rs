@@ -29,7 +29,8 @@ pub(super) fn tls_acceptor(args: &ServeArgs) -> Result<Option<TlsAcceptor>, BoxE
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(chain, key)?;
-    // gRPC is HTTP/2 only.
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    // gRPC is HTTP/2 only; the Connect JSON mapping also takes HTTP/1.1
+    // (rustls picks the first of ours the client offers: h2 when it can).
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some(TlsAcceptor::from(Arc::new(config))))
 }

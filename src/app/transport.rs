@@ -36,7 +36,10 @@ impl Default for ServerSettings {
 impl ServerSettings {
     /// A tonic server with these bounds; TLS and routes are the caller's.
     pub fn server(&self) -> tonic::transport::Server {
+        // HTTP/1.1 too, for the Connect JSON mapping (curl's default);
+        // gRPC itself needs HTTP/2 and gets it.
         tonic::transport::Server::builder()
+            .accept_http1(true)
             .max_concurrent_streams(self.max_concurrent_streams)
             .http2_keepalive_interval(Some(self.http2_keepalive_interval))
             .http2_keepalive_timeout(Some(self.http2_keepalive_timeout))

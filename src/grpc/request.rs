@@ -19,7 +19,7 @@ use crate::proto;
 
 fn duration(
     field: &str,
-    value: Option<prost_types::Duration>,
+    value: Option<pbjson_types::Duration>,
     violations: &mut Violations,
 ) -> Option<TimeDelta> {
     let value = value?;

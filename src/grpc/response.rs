@@ -11,16 +11,16 @@ use crate::domain::{
 use crate::proto;
 use crate::service::{ClaimReply, WriteReply};
 
-pub fn proto_duration(delta: TimeDelta) -> prost_types::Duration {
+pub fn proto_duration(delta: TimeDelta) -> pbjson_types::Duration {
     let delta = delta.max(TimeDelta::zero());
-    prost_types::Duration {
+    pbjson_types::Duration {
         seconds: delta.num_seconds(),
         nanos: delta.subsec_nanos(),
     }
 }
 
-fn timestamp(moment: DateTime<Utc>) -> prost_types::Timestamp {
-    prost_types::Timestamp {
+fn timestamp(moment: DateTime<Utc>) -> pbjson_types::Timestamp {
+    pbjson_types::Timestamp {
         seconds: moment.timestamp(),
         nanos: i32::try_from(moment.timestamp_subsec_nanos()).unwrap_or(0),
     }

@@ -10,6 +10,7 @@ use tonic::service::Routes;
 use tonic::{Extensions, Request, Response, Status};
 
 use super::admission::{AdmissionSettings, Admitted, Authenticated};
+use super::connect::Connect;
 use super::observe::Observed;
 use super::request::{
     claim_command, complete_command, fail_command, lookup_request, reconcile_command,
@@ -187,7 +188,8 @@ impl IdempotencyRpcs for IdempotencyApi {
 /// The served gRPC services: the API, health (no credentials: Kubernetes
 /// probes send none) and reflection (so grpcurl works out of the box).
 ///
-/// The API admits calls first ([`Admitted`]) and decodes no message longer
+/// The API also speaks Connect's unary JSON ([`Connect`]), translated into
+/// the same gRPC calls. It admits calls first ([`Admitted`]) and decodes no message longer
 /// than the largest legal request ([`Limits::max_request_bytes`]).
 pub fn routes(
     api: IdempotencyApi,
@@ -209,7 +211,7 @@ pub fn routes(
     let api = IdempotencyServiceServer::new(api)
         .max_decoding_message_size(max_request_bytes)
         .max_encoding_message_size(max_response_bytes);
-    Ok(Routes::new(Observed::new(
+    let observed = Observed::new(
         Admitted::new(
             api,
             admission,
@@ -218,6 +220,11 @@ pub fn routes(
             max_request_bytes,
         ),
         metrics,
+    );
+    Ok(Routes::new(Connect::new(
+        observed,
+        max_request_bytes,
+        max_response_bytes,
     ))
     .add_service(health)
     .add_service(reflection().build_v1()?)

@@ -542,9 +542,9 @@ pub fn scope(operation: &str, key: &str) -> Option<proto::Scope> {
     })
 }
 
-pub fn millis(millis: u64) -> Option<prost_types::Duration> {
+pub fn millis(millis: u64) -> Option<pbjson_types::Duration> {
     let duration = Duration::from_millis(millis);
-    Some(prost_types::Duration {
+    Some(pbjson_types::Duration {
         seconds: duration.as_secs() as i64,
         nanos: duration.subsec_nanos() as i32,
     })

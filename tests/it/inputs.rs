@@ -179,7 +179,7 @@ async fn a_wait_above_the_cap_is_clamped_to_it_not_refused(backend: Backend) {
         .claim(authorized(
             token,
             proto::ClaimRequest {
-                wait: Some(prost_types::Duration {
+                wait: Some(pbjson_types::Duration {
                     seconds: -1,
                     nanos: 0,
                 }),

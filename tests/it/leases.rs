@@ -382,7 +382,7 @@ async fn renew_extends_the_lease_but_never_past_the_attempt_deadline(backend: Ba
     assert_status(&late, Code::FailedPrecondition, "ATTEMPT_DEADLINE_PASSED");
 }
 
-fn as_std(duration: Option<&prost_types::Duration>) -> Duration {
+fn as_std(duration: Option<&pbjson_types::Duration>) -> Duration {
     let duration = duration.expect("a duration");
     Duration::new(
         u64::try_from(duration.seconds).expect("not negative"),
@@ -518,7 +518,7 @@ async fn a_takeover_after_the_previous_attempts_deadline_reports_zero(backend: B
     assert_eq!(takeover.previous_fence, owner_a.fence);
     assert_eq!(
         takeover.previous_attempt_deadline,
-        Some(prost_types::Duration::default()),
+        Some(pbjson_types::Duration::default()),
         "zero once the deadline has passed: a provider lookup is trustworthy now"
     );
 }

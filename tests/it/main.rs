@@ -14,6 +14,7 @@ mod api_retries;
 mod cli;
 mod concurrency;
 mod conformance;
+mod connect;
 mod dbfaults;
 mod durability;
 mod embedded;

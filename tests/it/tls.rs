@@ -54,6 +54,26 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
         .into_inner();
     assert_eq!(outcome_name(&claimed), "acquired");
 
+    // The Connect JSON mapping over TLS with HTTP/1.1 only (ALPN http/1.1).
+    let port = server.addr.port();
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["--silent", "--http1.1", "--cacert"])
+        .arg(&cert_path)
+        .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
+        .args(["--header", "Content-Type: application/json"])
+        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .args(["--write-out", "\n%{http_code} %{http_version}", "--data"])
+        .arg(r#"{"scope":{"operation":"payments.charge","key":"tls-2"},"jsonPayload":"{}"}"#)
+        .arg(format!(
+            "https://localhost:{port}/idem.v1.IdempotencyService/Claim"
+        ));
+    let output = tokio::task::spawn_blocking(move || curl.output().expect("curl runs"))
+        .await
+        .expect("curl task");
+    let answer = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(answer.ends_with("\n200 1.1"), "{answer}");
+    assert!(answer.contains(r#""acquired""#), "{answer}");
+
     // Plaintext to the TLS port gets no answer from the API.
     let plaintext = async {
         let channel = Channel::from_shared(format!("http://{}", server.addr))

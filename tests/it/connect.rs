@@ -1,0 +1,384 @@
+//! The Connect protocol's unary JSON mapping on the API port, called with
+//! curl (a subprocess, HTTP/1.1 as curl speaks by default) against the real
+//! server: the same RPCs, the same credentials, the same errors.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// What curl got: the HTTP status and the body as JSON.
+struct Answer {
+    status: u16,
+    body: Value,
+    content_type: String,
+}
+
+/// `curl` POSTs `body` to `/idem.v1.IdempotencyService/<method>` with the
+/// given token (if any) and extra headers.
+async fn curl(
+    addr: SocketAddr,
+    method: &str,
+    token: Option<&str>,
+    headers: &[&str],
+    body: Vec<u8>,
+) -> Answer {
+    let mut command = std::process::Command::new("curl");
+    command.args([
+        "--silent",
+        "--http1.1",
+        "--request",
+        "POST",
+        "--data-binary",
+        "@-",
+        "--write-out",
+        "\n%{http_code} %{content_type}",
+    ]);
+    if !headers
+        .iter()
+        .any(|header| header.to_ascii_lowercase().starts_with("content-type:"))
+    {
+        command.args(["--header", "Content-Type: application/json"]);
+    }
+    for header in headers {
+        command.args(["--header", header]);
+    }
+    if let Some(token) = token {
+        command.args(["--header", &format!("Authorization: Bearer {token}")]);
+    }
+    command.arg(format!("http://{addr}/idem.v1.IdempotencyService/{method}"));
+    let output = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl runs (it must be installed for these tests)");
+        let mut stdin = child.stdin.take().expect("curl's stdin");
+        // The server may answer (and stop reading) before all of a body it
+        // refuses is sent: a broken pipe here is that, not a failure.
+        let _ = stdin.write_all(&body);
+        drop(stdin);
+        child.wait_with_output().expect("curl finishes")
+    })
+    .await
+    .expect("curl task");
+    let text = String::from_utf8(output.stdout).expect("utf-8 answer");
+    let (body, trailer) = text.rsplit_once('\n').expect("curl's status line");
+    let (status, content_type) = trailer.split_once(' ').unwrap_or((trailer, ""));
+    let status = status.parse().expect("an HTTP status");
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("a JSON body: {body}"))
+    };
+    Answer {
+        status,
+        body,
+        content_type: content_type.to_owned(),
+    }
+}
+
+async fn call(addr: SocketAddr, method: &str, token: Option<&str>, body: Value) -> Answer {
+    curl(addr, method, token, &[], body.to_string().into_bytes()).await
+}
+
+/// The Connect error's details, decoded by type.
+fn details(answer: &Answer) -> HashMap<String, Vec<u8>> {
+    let details = answer.body["details"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    details
+        .iter()
+        .map(|detail| {
+            let value = detail["value"].as_str().expect("a detail value");
+            let bytes = STANDARD_NO_PAD
+                .decode(value)
+                .expect("unpadded base64, as Connect sends it");
+            (detail["type"].as_str().expect("a type").to_owned(), bytes)
+        })
+        .collect()
+}
+
+/// Asserts a Connect error: its HTTP status, code and ErrorInfo reason.
+fn assert_connect_error(answer: &Answer, http_status: u16, code: &str, reason: &str) {
+    assert_eq!(answer.status, http_status, "{}", answer.body);
+    assert_eq!(answer.content_type, "application/json");
+    assert_eq!(answer.body["code"], code, "{}", answer.body);
+    let details = details(answer);
+    let info = details
+        .get("google.rpc.ErrorInfo")
+        .unwrap_or_else(|| panic!("an ErrorInfo in {}", answer.body));
+    let info = tonic_types::pb::ErrorInfo::decode(info.as_slice()).expect("an ErrorInfo");
+    assert_eq!(info.reason, reason);
+    assert_eq!(info.domain, "idem.v1");
+}
+
+fn claim(key: &str, payload: &str) -> Value {
+    json!({
+        "scope": { "operation": "payments.charge", "key": key },
+        "jsonPayload": payload,
+        "lease": "30s",
+    })
+}
+
+async fn claim_complete_and_replay_over_json(backend: Backend) {
+    let world = World::start(backend).await;
+    let addr = world.server.addr;
+    let token = Some(world.tenant_a.as_str());
+
+    let acquired = call(addr, "Claim", token, claim("k1", r#"{"amount":100}"#)).await;
+    assert_eq!(acquired.status, 200, "{}", acquired.body);
+    assert_eq!(acquired.content_type, "application/json");
+    let ownership = &acquired.body["acquired"]["ownership"];
+    let operation_id = ownership["operationId"].as_str().expect("an operation id");
+    // uint64 in JSON is a string; Duration is "<seconds>s".
+    assert_eq!(ownership["fence"], "1");
+    assert_eq!(ownership["lease"], "30s");
+
+    let stored = STANDARD.encode(br#"{"charge":"ch_1"}"#);
+    let completed = call(
+        addr,
+        "Complete",
+        token,
+        json!({
+            "operationId": operation_id,
+            "fence": "1",
+            "result": { "body": stored, "contentType": "application/json" },
+        }),
+    )
+    .await;
+    assert_eq!(completed.status, 200, "{}", completed.body);
+    assert_eq!(completed.body["state"], "OPERATION_STATE_SUCCEEDED");
+
+    // The proto's own field names are accepted too.
+    let replay = call(
+        addr,
+        "Claim",
+        token,
+        json!({
+            "scope": { "operation": "payments.charge", "key": "k1" },
+            "json_payload": r#"{"amount":100}"#,
+        }),
+    )
+    .await;
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    let replayed = &replay.body["completed"];
+    assert_eq!(replayed["operationId"], operation_id);
+    assert_eq!(replayed["result"]["body"], stored);
+    assert_eq!(replayed["result"]["contentType"], "application/json");
+    assert!(
+        replayed["completedAt"]
+            .as_str()
+            .is_some_and(|at| chrono::DateTime::parse_from_rfc3339(at).is_ok()),
+        "an RFC 3339 timestamp: {replayed}"
+    );
+}
+
+async fn a_reused_key_is_failed_precondition_with_its_error_info(backend: Backend) {
+    let world = World::start(backend).await;
+    let addr = world.server.addr;
+    let token = Some(world.tenant_a.as_str());
+    let first = call(addr, "Claim", token, claim("k2", r#"{"amount":100}"#)).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+
+    let reused = call(addr, "Claim", token, claim("k2", r#"{"amount":999}"#)).await;
+    assert_connect_error(
+        &reused,
+        400,
+        "failed_precondition",
+        "IDEMPOTENCY_KEY_REUSED",
+    );
+}
+
+async fn a_missing_or_unknown_token_is_unauthenticated(backend: Backend) {
+    let world = World::start(backend).await;
+    let addr = world.server.addr;
+    let missing = call(addr, "Claim", None, claim("k3", "{}")).await;
+    assert_connect_error(&missing, 401, "unauthenticated", "MISSING_CREDENTIALS");
+    let unknown = call(addr, "Claim", Some("idem_not-a-token"), claim("k3", "{}")).await;
+    assert_connect_error(&unknown, 401, "unauthenticated", "INVALID_CREDENTIALS");
+
+    // Authentication comes before the body is read: a body past every
+    // bound, without a token, is answered as unauthenticated.
+    let oversized = vec![b' '; 3 * test_limits().max_request_bytes()];
+    let refused = curl(addr, "Claim", None, &[], oversized).await;
+    assert_connect_error(&refused, 401, "unauthenticated", "MISSING_CREDENTIALS");
+}
+
+async fn a_body_over_the_limit_is_refused(backend: Backend) {
+    let world = World::start(backend).await;
+    let addr = world.server.addr;
+    let token = Some(world.tenant_a.as_str());
+    let limit = test_limits().max_request_bytes();
+
+    // A JSON body longer than its bound (twice the decode limit): refused
+    // as it is read, before any of it is parsed.
+    let mut padded =
+        br#"{"scope":{"operation":"payments.charge","key":"k4"},"jsonPayload":"{}""#.to_vec();
+    padded.extend(std::iter::repeat_n(b' ', 2 * limit));
+    padded.push(b'}');
+    let refused = curl(addr, "Claim", token, &[], padded).await;
+    assert_connect_error(&refused, 429, "resource_exhausted", "REQUEST_TOO_LARGE");
+
+    // A shorter JSON body whose message exceeds the decode limit: refused by
+    // the same limit a gRPC call meets.
+    let body = STANDARD.encode(vec![b'x'; limit + 1]);
+    let complete = json!({
+        "operationId": "00000000-0000-0000-0000-000000000000",
+        "fence": "1",
+        "result": { "body": body, "contentType": "application/json" },
+    });
+    let refused = call(addr, "Complete", token, complete).await;
+    assert_connect_error(&refused, 429, "resource_exhausted", "REQUEST_TOO_LARGE");
+}
+
+async fn an_invalid_field_is_invalid_argument_with_bad_request(backend: Backend) {
+    let world = World::start(backend).await;
+    let addr = world.server.addr;
+    let token = Some(world.tenant_a.as_str());
+    let bad = json!({
+        "scope": { "operation": "payments charge!", "key": "k5" },
+        "jsonPayload": "{}",
+    });
+    let refused = call(addr, "Claim", token, bad).await;
+    assert_connect_error(&refused, 400, "invalid_argument", "INVALID_REQUEST");
+    let details = details(&refused);
+    let bad_request = tonic_types::pb::BadRequest::decode(
+        details
+            .get("google.rpc.BadRequest")
+            .expect("a BadRequest")
+            .as_slice(),
+    )
+    .expect("a BadRequest");
+    let fields: Vec<_> = bad_request
+        .field_violations
+        .iter()
+        .map(|violation| violation.field.as_str())
+        .collect();
+    assert_eq!(fields, ["scope.operation"]);
+
+    // A body that is not the message at all names no field, same reason.
+    let garbage = curl(addr, "Claim", token, &[], b"{\"scope\": 7}".to_vec()).await;
+    assert_connect_error(&garbage, 400, "invalid_argument", "INVALID_REQUEST");
+}
+
+store_tests!(
+    claim_complete_and_replay_over_json,
+    a_reused_key_is_failed_precondition_with_its_error_info,
+    a_missing_or_unknown_token_is_unauthenticated,
+    a_body_over_the_limit_is_refused,
+    an_invalid_field_is_invalid_argument_with_bad_request,
+);
+
+#[tokio::test]
+async fn other_forms_get_connect_errors() {
+    let world = World::start(Backend::sqlite().await).await;
+    let addr = world.server.addr;
+    let token = Some(world.tenant_a.as_str());
+
+    let unknown = call(addr, "Charge", token, json!({})).await;
+    assert_eq!(unknown.status, 501);
+    assert_eq!(unknown.body["code"], "unimplemented");
+
+    let text = curl(
+        addr,
+        "Claim",
+        token,
+        &["Content-Type: text/plain"],
+        b"hello".to_vec(),
+    )
+    .await;
+    assert_eq!(text.status, 415);
+    assert_eq!(text.body["code"], "unimplemented");
+
+    let gzip = curl(
+        addr,
+        "Claim",
+        token,
+        &["Content-Encoding: gzip"],
+        b"not really gzip".to_vec(),
+    )
+    .await;
+    assert_eq!(gzip.status, 501);
+    assert_eq!(gzip.body["code"], "unimplemented");
+
+    let version = curl(
+        addr,
+        "Claim",
+        token,
+        &["Connect-Protocol-Version: 2"],
+        claim("k6", "{}").to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(version.status, 400);
+    assert_eq!(version.body["code"], "invalid_argument");
+
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args(["--silent", "--write-out", "\n%{http_code}"])
+            .arg(format!("http://{addr}/idem.v1.IdempotencyService/Claim"))
+            .output()
+            .expect("curl runs")
+    })
+    .await
+    .expect("curl task");
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    let (body, status) = text.rsplit_once('\n').expect("a status line");
+    assert_eq!(status, "405");
+    let body: Value = serde_json::from_str(body).expect("a JSON error");
+    assert_eq!(body["code"], "unimplemented");
+}
+
+/// Runs `program args` in `directory`, failing the test with a clear message
+/// when the program is missing (these tests need node and npm; nothing is
+/// skipped).
+fn run_in(directory: &std::path::Path, program: &str, args: &[&str], env: &[(&str, String)]) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .current_dir(directory)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("`{program}` does not run ({error}): the Connect-ES test needs node and npm")
+        });
+    assert!(
+        output.status.success(),
+        "`{program} {}` failed:\n{}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// tests/connect-es/claim.ts: Connect-ES (connect-node, JSON over HTTP/1.1)
+/// claims, completes and replays, and reads a conflict's ErrorInfo reason,
+/// with the service described by the descriptor set the server serves.
+#[tokio::test]
+async fn connect_es_claims_completes_replays_and_reads_a_conflicts_reason() {
+    let world = World::start(Backend::sqlite().await).await;
+    let directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/connect-es");
+    let descriptors = TempDir::new();
+    let descriptor = descriptors.path().join("idem.binpb");
+    std::fs::write(&descriptor, idemd::proto::FILE_DESCRIPTOR_SET).expect("descriptor set");
+    let env = [
+        ("IDEMD_URL", format!("http://{}", world.server.addr)),
+        ("IDEMD_TOKEN", world.tenant_a.clone()),
+        ("IDEMD_DESCRIPTOR", descriptor.display().to_string()),
+    ];
+    tokio::task::spawn_blocking(move || {
+        if !directory.join("node_modules").is_dir() {
+            // The committed package-lock.json, exactly.
+            run_in(&directory, "npm", &["ci", "--no-audit", "--no-fund"], &[]);
+        }
+        run_in(&directory, "npm", &["test", "--silent"], &env);
+    })
+    .await
+    .expect("the Connect-ES run");
+}
