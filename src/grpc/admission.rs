@@ -17,9 +17,9 @@
 //! halfway is cut off, not held); and it answers the codec's refusal of an
 //! oversized message in idemd's own terms.
 
+use super::{ApiFuture, ApiService};
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -194,20 +194,10 @@ fn explain_decode_limit(
     }
 }
 
-impl<S> tower::Service<http::Request<tonic::body::Body>> for Admitted<S>
-where
-    S: tower::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitted<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+    type Future = ApiFuture;
 
     fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(context)

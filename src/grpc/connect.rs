@@ -12,6 +12,7 @@
 //! authentication and admission, as for gRPC. Requests with a gRPC content
 //! type pass through untouched.
 
+use super::{ApiFuture, ApiService};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -439,20 +440,10 @@ async fn connect_response(
     }
 }
 
-impl<S> tower::Service<http::Request<tonic::body::Body>> for Connect<S>
-where
-    S: tower::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+    type Future = ApiFuture;
 
     fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(context)

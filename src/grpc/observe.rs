@@ -8,8 +8,8 @@
 //! peer may send any path; a name it invents must not become a span name or
 //! a label value (a permanent series per name), nor cost an allocation.
 
+use super::{ApiFuture, ApiService};
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -183,21 +183,12 @@ fn is_server_error(code: tonic::Code) -> bool {
     )
 }
 
-impl<S> tower::Service<http::Request<tonic::body::Body>> for Observed<S>
-where
-    S: tower::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-        > + NamedService
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+impl<S: ApiService + NamedService> tower::Service<http::Request<tonic::body::Body>>
+    for Observed<S>
 {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+    type Future = ApiFuture;
 
     fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(context)
