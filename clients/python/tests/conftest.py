@@ -14,9 +14,11 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 import idemd
+import idemd.sync
 from proxy import Proxy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -218,4 +221,70 @@ async def proxied(server: Server, proxy: Proxy) -> AsyncIterator[idemd.Client]:
     """A client whose every call goes through ``proxy``."""
     policy = idemd.RetryPolicy(initial_backoff=0.02, max_backoff=0.2, call_timeout=5)
     async with idemd.Client(proxy.addr, server.token, retry=policy) as c:  # type: ignore[attr-defined]
+        yield c
+
+
+# ---- the blocking client ---------------------------------------------------------
+
+
+@pytest.fixture
+def sync_client(server: Server) -> Iterator[idemd.sync.Client]:
+    with idemd.sync.Client(server.addr, server.token) as c:  # type: ignore[attr-defined]
+        yield c
+
+
+class ThreadedProxy:
+    """``Proxy`` on an event loop of its own thread, for blocking tests (whose body
+    runs no loop): the same controls, called from the test's thread."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="proxy", daemon=True)
+        self._thread.start()
+        self.proxy: Proxy = asyncio.run_coroutine_threadsafe(
+            Proxy(upstream_port).start(), self._loop
+        ).result(10)
+        self.addr = self.proxy.addr
+
+    @property
+    def dropped(self) -> int:
+        return self.proxy.dropped
+
+    def drop_next_reply(self) -> None:
+        self._loop.call_soon_threadsafe(self.proxy.drop_next_reply)
+
+    def set_connect_delay(self, seconds: float) -> None:
+        self._loop.call_soon_threadsafe(setattr, self.proxy, "connect_delay", seconds)
+
+    def cut(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._call(self.proxy.cut), self._loop).result(5)
+
+    def restore(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._call(self.proxy.restore), self._loop).result(5)
+
+    @staticmethod
+    async def _call(fn: Any) -> None:
+        fn()
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+
+@pytest.fixture
+def sync_proxy(server: Server) -> Iterator[ThreadedProxy]:
+    p = ThreadedProxy(server.port)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def sync_proxied(server: Server, sync_proxy: ThreadedProxy) -> Iterator[idemd.sync.Client]:
+    """A blocking client whose every call goes through ``sync_proxy``."""
+    policy = idemd.RetryPolicy(initial_backoff=0.02, max_backoff=0.2, call_timeout=5)
+    with idemd.sync.Client(sync_proxy.addr, server.token, retry=policy) as c:  # type: ignore[attr-defined]
         yield c

@@ -8,14 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import Server
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_readme_usage_snippet(server: Server, tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("flavour", ["asyncio", "blocking"])
+def test_readme_usage_snippet(flavour: str, server: Server, tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    snippet = next(block for block in blocks if "execute_once" in block)
+    marker = "async with" if flavour == "asyncio" else "with idemd.SyncClient"
+    snippet = next(block for block in blocks if "execute_once" in block and marker in block)
     script = tmp_path / "usage.py"
     script.write_text(snippet)
     env = {**os.environ, "IDEMD_ADDR": server.addr, "IDEMD_TOKEN": server.token}  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ from google.protobuf import duration_pb2
 import idemd
 from idemd import errors
 from idemd.proto import error_details_pb2, pack_detail, status_pb2
-from idemd.retry import NEVER_RETRIED_CODES, RETRIED_CODES, call_with_retry
+from idemd.retry import NEVER_RETRIED_CODES, RETRIED_CODES, call_with_retry, call_with_retry_sync
 
 
 class FakeRpcError(grpc.RpcError):
@@ -141,3 +141,70 @@ async def test_the_total_deadline_bounds_re_sends_and_each_call() -> None:
     timeouts, send = script()
     await call_with_retry(send, policy, deadline=0.5, sleep=clock.sleep, clock=lambda: 0.0)  # type: ignore[arg-type]
     assert timeouts == [0.5]
+
+
+# ---- the blocking loop makes the same decisions (one RetryPlan) ----------------------
+
+
+class SyncClock(Clock):
+    def sleep_sync(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += delay
+
+
+def sync_script(*failures: grpc.RpcError) -> tuple[list[float], object]:
+    timeouts: list[float] = []
+    queue = list(failures)
+
+    def send(timeout: float) -> str:
+        timeouts.append(timeout)
+        if queue:
+            raise queue.pop(0)
+        return "ok"
+
+    return timeouts, send
+
+
+@pytest.mark.parametrize("code", sorted(RETRIED_CODES, key=str))
+def test_sync_transient_codes_are_re_sent_with_full_jitter(code: grpc.StatusCode) -> None:
+    clock = SyncClock()
+    draws: list[tuple[float, float]] = []
+
+    def uniform(low: float, high: float) -> float:
+        draws.append((low, high))
+        return high
+
+    timeouts, send = sync_script(FakeRpcError(code), FakeRpcError(code), FakeRpcError(code))
+    policy = idemd.RetryPolicy(initial_backoff=0.1, multiplier=2, max_backoff=0.25, call_timeout=3)
+    assert call_with_retry_sync(send, policy, sleep=clock.sleep_sync, uniform=uniform, clock=clock) == "ok"  # type: ignore[arg-type]
+    assert len(timeouts) == 4 and draws == [(0.0, 0.1), (0.0, 0.2), (0.0, 0.25)]
+    assert clock.sleeps == [0.1, 0.2, 0.25]
+
+
+@pytest.mark.parametrize("code", sorted(NEVER_RETRIED_CODES, key=str))
+def test_sync_refusals_are_never_re_sent(code: grpc.StatusCode) -> None:
+    clock = SyncClock()
+    timeouts, send = sync_script(FakeRpcError(code, "SOMETHING"))
+    with pytest.raises(errors.StatusError) as raised:
+        call_with_retry_sync(send, idemd.RetryPolicy(), sleep=clock.sleep_sync, clock=clock)  # type: ignore[arg-type]
+    assert raised.value.code == code and len(timeouts) == 1 and clock.sleeps == []
+
+
+def test_sync_retry_info_too_large_and_the_deadlines() -> None:
+    clock = SyncClock()
+    _, send = sync_script(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE", retry_after=0.7))
+    call_with_retry_sync(send, idemd.RetryPolicy(), sleep=clock.sleep_sync, uniform=lambda a, b: 0.0, clock=clock)  # type: ignore[arg-type]
+    assert clock.sleeps == [pytest.approx(0.7)]
+    timeouts, send = sync_script(FakeRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, "REQUEST_TOO_LARGE"))
+    with pytest.raises(errors.RequestTooLargeError):
+        call_with_retry_sync(send, idemd.RetryPolicy(), sleep=clock.sleep_sync, clock=clock)  # type: ignore[arg-type]
+    assert len(timeouts) == 1
+    timeouts, send = sync_script(*[FakeRpcError(grpc.StatusCode.UNAVAILABLE, retry_after=0.4)] * 10)
+    policy = idemd.RetryPolicy(max_sends=100, total_timeout=1.0, call_timeout=5.0)
+    with pytest.raises(idemd.UnavailableError):
+        call_with_retry_sync(send, policy, sleep=clock.sleep_sync, clock=clock)  # type: ignore[arg-type]
+    assert timeouts == [1.0, pytest.approx(0.6), pytest.approx(0.2)]
+    timeouts, send = sync_script(*[FakeRpcError(grpc.StatusCode.UNAVAILABLE)] * 10)
+    with pytest.raises(idemd.UnavailableError):
+        call_with_retry_sync(send, idemd.RetryPolicy(max_sends=3), sleep=clock.sleep_sync, clock=clock)  # type: ignore[arg-type]
+    assert len(timeouts) == 3

@@ -3,8 +3,15 @@
     async with idemd.Client("127.0.0.1:50051", token) as client:
         result = await idemd.execute_once(client, "payments.charge", key, payload, charge)
 
+Without asyncio (Django, Flask, Celery), the same over blocking calls:
+
+    with idemd.SyncClient("127.0.0.1:50051", token) as client:
+        result = client.execute_once("payments.charge", key, payload, charge)
+
 See README.md. :class:`Client` wraps every RPC; :func:`execute_once` runs the whole
-client protocol; :mod:`idemd.errors` has the typed exceptions; :mod:`idemd.asgi` the
+client protocol (:mod:`idemd.protocol`, shared by both); :mod:`idemd.sync` is the
+blocking client (``SyncClient``) and its ``execute_once``; :mod:`idemd.wsgi` the
+``Idempotency-Key`` middleware for WSGI apps; :mod:`idemd.errors` has the typed exceptions; :mod:`idemd.asgi` the
 ``Idempotency-Key`` middleware; :mod:`idemd.fingerprint` the server's fingerprint.
 """
 
@@ -42,6 +49,9 @@ from idemd.execute import (
 )
 from idemd.fingerprint import fingerprint_bytes, fingerprint_json
 from idemd.retry import RetryPolicy
+from idemd import sync  # noqa: E402 (after what it imports)
+
+SyncClient = sync.Client
 
 __all__ = [
     "AttemptTimeoutError",
@@ -68,6 +78,7 @@ __all__ = [
     "StatusError",
     "Success",
     "SupersededError",
+    "SyncClient",
     "Terminal",
     "UnauthenticatedError",
     "UnavailableError",
@@ -75,4 +86,5 @@ __all__ = [
     "execute_once",
     "fingerprint_bytes",
     "fingerprint_json",
+    "sync",
 ]

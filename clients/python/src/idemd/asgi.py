@@ -21,32 +21,19 @@ A retry after that (ReconcileFirst: an earlier attempt may have taken effect) is
 refused with 500 unless ``reconcile_first="run"``, in which case the app runs again
 with ``scope["state"]["idempotency"]`` set to the :class:`~idemd.execute.EffectContext`
 (``previous_outcome_unknown``, and ``operation_id`` to pass to providers as their
-idempotency key).
+idempotency key). The HTTP mapping is :mod:`idemd.http`, shared with :mod:`idemd.wsgi`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Literal
 
+from idemd import http
 from idemd.client import Client
-from idemd.errors import (
-    ConflictError,
-    IdemError,
-    InvalidArgumentError,
-    NeedsReconciliationError,
-    OperationFailedError,
-    OutcomeUnknownError,
-    PendingError,
-    ResultExpiredError,
-    StatusError,
-)
-from idemd.execute import EffectContext, Result, Success, Unknown, execute_once
-from idemd.fingerprint import fingerprint_bytes
+from idemd.errors import IdemError
+from idemd.execute import EffectContext, Success, Unknown, execute_once
+from idemd.http import DEFAULT_KEEP_HEADERS, parse_key
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -54,21 +41,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-DEFAULT_KEEP_HEADERS = (
-    "location",
-    "etag",
-    "last-modified",
-    "cache-control",
-    "content-language",
-    "link",
-)
-# json_payload/bytes_payload are bounded by the server (64 KiB by default); larger
-# requests are fingerprinted here, exactly as the server would.
-_MAX_SENT_PAYLOAD = 60 * 1024
-_OPERATION_CHARS = re.compile(r"[^A-Za-z0-9._/-]")
-_METADATA_LIMIT = 256
-_STATUS = "http.status"
-_HEADER = "http.header."
+__all__ = ["DEFAULT_KEEP_HEADERS", "IdempotencyMiddleware", "default_operation", "parse_key"]
 
 
 class _TooLarge(Exception):
@@ -125,32 +98,30 @@ class IdempotencyMiddleware:
         raw_key = next((v for k, v in scope["headers"] if k.lower() == self.header), None)
         if raw_key is None:
             if self.required:
-                await _problem(send, 400, "Idempotency-Key missing",
-                               "this request requires an Idempotency-Key header")
+                await _send(send, http.MISSING_KEY)
                 return
             await self.app(scope, receive, send)
             return
         key = parse_key(raw_key.decode("latin-1"))
-        if not key or len(key.encode()) > 255:
-            await _problem(send, 400, "Invalid Idempotency-Key",
-                           "the Idempotency-Key must be 1-255 bytes")
+        if not http.valid_key(key):
+            await _send(send, http.INVALID_KEY)
             return
         try:
             body = await _read_body(receive, self.max_request_bytes)
         except _TooLarge:
-            await _problem(send, 413, "Request too large", "the request body is too large")
+            await _send(send, http.TOO_LARGE)
             return
-        framed = _request_identity(scope, body)
-        identity: dict[str, Any] = (
-            {"payload": framed}
-            if len(framed) <= _MAX_SENT_PAYLOAD
-            else {"payload": None, "fingerprint": fingerprint_bytes(framed)}
+        content_type = next((v for k, v in scope["headers"] if k.lower() == b"content-type"), b"")
+        identity = http.request_identity(
+            scope["method"],
+            scope.get("path", "/"),
+            bytes(scope.get("query_string", b"")).decode("latin-1"),
+            bytes(content_type).decode("latin-1"),
+            body,
         )
 
         async def effect(ctx: EffectContext) -> Success | Unknown:
-            if ctx.previous_outcome_unknown and self.reconcile_first == "refuse":
-                return Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect")
-            return await self._run_app(scope, body, ctx)
+            return http.refuse_unknown(ctx, self.reconcile_first) or await self._run_app(scope, body, ctx)
 
         try:
             result = await execute_once(
@@ -163,37 +134,10 @@ class IdempotencyMiddleware:
                 deadline=self.pending_wait,
                 **identity,
             )
-        except ConflictError:
-            await _problem(send, 422, "Idempotency-Key reused",
-                           "this Idempotency-Key was used with a different request")
+        except IdemError as error:
+            await _send(send, http.answer_for(error))
             return
-        except ResultExpiredError:
-            await _problem(send, 422, "Idempotency-Key expired",
-                           "this Idempotency-Key's response is no longer kept; use a new key")
-            return
-        except PendingError as pending:
-            await _problem(send, 409, "Request in progress",
-                           "a request with this Idempotency-Key is still being processed",
-                           retry_after=pending.retry_after)
-            return
-        except InvalidArgumentError as invalid:
-            await _problem(send, 400, "Invalid request", invalid.message)
-            return
-        except OutcomeUnknownError as unknown:
-            if unknown.__cause__ is not None and not isinstance(unknown.__cause__, IdemError):
-                raise unknown.__cause__ from None  # the app's own exception
-            await _problem(send, 500, "Outcome unknown",
-                           "an earlier attempt with this Idempotency-Key may have taken effect")
-            return
-        except (NeedsReconciliationError, OperationFailedError):
-            await _problem(send, 500, "Outcome unknown",
-                           "an earlier attempt with this Idempotency-Key may have taken effect")
-            return
-        except StatusError as error:
-            await _problem(send, 503, "Idempotency service unavailable", error.code.name,
-                           retry_after=error.retry_after or 1.0)
-            return
-        await _send_stored(send, result)
+        await _send(send, http.replayed(result))
 
     async def _run_app(self, scope: Scope, body: bytes, ctx: EffectContext) -> Success:
         state = scope.setdefault("state", {})
@@ -208,7 +152,7 @@ class IdempotencyMiddleware:
             return {"type": "http.request", "body": body, "more_body": False}
 
         status = 500
-        headers: list[tuple[bytes, bytes]] = []
+        headers: list[tuple[str, str]] = []
         chunks: list[bytes] = []
         size = 0
 
@@ -216,7 +160,9 @@ class IdempotencyMiddleware:
             nonlocal status, headers, size
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-                headers = [(bytes(k).lower(), bytes(v)) for k, v in message.get("headers", [])]
+                headers = [
+                    (bytes(k).decode("latin-1"), bytes(v).decode("latin-1")) for k, v in message.get("headers", [])
+                ]
             elif message["type"] == "http.response.body":
                 chunk = bytes(message.get("body", b""))
                 size += len(chunk)
@@ -225,52 +171,12 @@ class IdempotencyMiddleware:
                 chunks.append(chunk)
 
         await self.app(scope, replay_body, capture)
-        content_type = ""
-        metadata = {_STATUS: str(status)}
-        for name, value in headers:
-            text_name, text_value = name.decode("latin-1"), value.decode("latin-1")
-            if text_name == "content-type":
-                content_type = text_value
-            elif text_name in self.keep_headers:
-                meta_key = _HEADER + text_name
-                if meta_key in metadata:
-                    text_value = metadata[meta_key] + ", " + text_value
-                if len(meta_key) + len(text_value.encode()) <= _METADATA_LIMIT and len(metadata) < 16:
-                    metadata[meta_key] = text_value
-        return Success(b"".join(chunks), content_type, metadata)
-
-
-def parse_key(value: str) -> str:
-    """The key of an ``Idempotency-Key`` header: an RFC 8941 sf-string, or a bare token."""
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value
+        return http.stored(status, headers, b"".join(chunks), self.keep_headers)
 
 
 def default_operation(scope: Scope) -> str:
     """``http.<method><path>`` in idemd's operation alphabet, at most 128 characters."""
-    name = "http." + str(scope["method"]).lower() + _OPERATION_CHARS.sub("_", str(scope.get("path", "/")))
-    if len(name) > 128:
-        name = name[:111] + "." + hashlib.sha256(name.encode()).hexdigest()[:16]
-    return name
-
-
-def _request_identity(scope: Scope, body: bytes) -> bytes:
-    """What the key must always be used with: method, path, query, content type, body."""
-    content_type = next(
-        (v for k, v in scope["headers"] if k.lower() == b"content-type"), b""
-    )
-    head = json.dumps(
-        [
-            scope["method"].upper(),
-            scope.get("path", "/"),
-            bytes(scope.get("query_string", b"")).decode("latin-1"),
-            bytes(content_type).decode("latin-1"),
-        ],
-        separators=(",", ":"),
-    ).encode()
-    return head + b"\n" + body
+    return http.operation_name(str(scope["method"]), str(scope.get("path", "/")))
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:
@@ -290,30 +196,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _send_stored(send: Send, result: Result) -> None:
-    status = int(result.metadata.get(_STATUS, "200"))
-    headers = [(b"content-length", str(len(result.body)).encode())]
-    if result.content_type:
-        headers.append((b"content-type", result.content_type.encode("latin-1")))
-    for name, value in result.metadata.items():
-        if name.startswith(_HEADER):
-            headers.append((name[len(_HEADER):].encode("latin-1"), value.encode("latin-1")))
-    if result.replayed:
-        headers.append((b"idempotent-replayed", b"true"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": result.body, "more_body": False})
-
-
-async def _problem(
-    send: Send, status: int, title: str, detail: str, *, retry_after: float | None = None
-) -> None:
-    """An RFC 9457 problem details response."""
-    body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
-    headers = [
-        (b"content-type", b"application/problem+json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if retry_after is not None:
-        headers.append((b"retry-after", str(max(1, math.ceil(retry_after))).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+async def _send(send: Send, response: http.Response) -> None:
+    headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers]
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body, "more_body": False})

@@ -39,6 +39,132 @@ def seconds(message: duration_pb2.Duration) -> float:
     return max(0.0, message.seconds + message.nanos / 1e9)
 
 
+# ---- requests (built the same way by this client and idemd.sync's) ---------------
+
+
+def claim_request(
+    operation: str,
+    key: str,
+    *,
+    json_payload: str | None = None,
+    bytes_payload: bytes | None = None,
+    fingerprint: bytes | None = None,
+    claim_token: bytes = b"",
+    lease: float | None = None,
+    max_attempt_duration: float | None = None,
+    max_attempts: int = 0,
+    retention: float | None = None,
+    operation_deadline: float | None = None,
+    wait: float | None = None,
+) -> pb.ClaimRequest:
+    """A ClaimRequest; exactly one of ``json_payload``, ``bytes_payload`` and
+    ``fingerprint`` identifies the request."""
+    given = [x is not None for x in (json_payload, bytes_payload, fingerprint)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of json_payload, bytes_payload, fingerprint")
+    request = pb.ClaimRequest(
+        scope=pb.Scope(operation=operation, key=key),
+        claim_token=claim_token,
+        max_attempts=max_attempts,
+    )
+    if json_payload is not None:
+        request.json_payload = json_payload
+    elif bytes_payload is not None:
+        request.bytes_payload = bytes_payload
+    elif fingerprint is not None:
+        request.fingerprint = fingerprint
+    for name, value in (
+        ("lease", lease),
+        ("max_attempt_duration", max_attempt_duration),
+        ("retention", retention),
+        ("operation_deadline", operation_deadline),
+        ("wait", wait),
+    ):
+        if value is not None:
+            getattr(request, name).CopyFrom(duration(value))
+    return request
+
+
+def claim_wait(request: pb.ClaimRequest) -> float:
+    """How long the server may hold this Claim (its ``wait``): added to each send's timeout."""
+    return seconds(request.wait) if request.HasField("wait") else 0.0
+
+
+def renew_request(operation_id: str, fence: int, lease: float | None) -> pb.RenewRequest:
+    request = pb.RenewRequest(operation_id=operation_id, fence=fence)
+    if lease is not None:
+        request.lease.CopyFrom(duration(lease))
+    return request
+
+
+def complete_request(
+    operation_id: str, fence: int, body: bytes, content_type: str, metadata: Mapping[str, str] | None
+) -> pb.CompleteRequest:
+    return pb.CompleteRequest(
+        operation_id=operation_id,
+        fence=fence,
+        result=pb.Result(body=body, content_type=content_type, metadata=metadata or {}),
+    )
+
+
+def fail_request(
+    operation_id: str,
+    fence: int,
+    disposition: pb.FailDisposition,
+    code: str,
+    message: str,
+    metadata: Mapping[str, str] | None,
+    retry_after: float | None,
+) -> pb.FailRequest:
+    request = pb.FailRequest(
+        operation_id=operation_id,
+        fence=fence,
+        disposition=disposition,
+        error=pb.OperationError(code=code, message=message, metadata=metadata or {}),
+    )
+    if retry_after is not None:
+        request.retry_after.CopyFrom(duration(retry_after))
+    return request
+
+
+def lookup_request(
+    operation_id: str | None, operation: str | None, key: str | None, include_history: bool
+) -> pb.LookupRequest:
+    request = pb.LookupRequest(include_history=include_history)
+    if operation_id is not None:
+        request.operation_id = operation_id
+    elif operation is not None and key is not None:
+        request.scope.CopyFrom(pb.Scope(operation=operation, key=key))
+    else:
+        raise ValueError("give operation_id, or operation and key")
+    return request
+
+
+def reconcile_request(
+    operation_id: str,
+    expected_fence: int,
+    succeeded: pb.Result | None,
+    failed: pb.OperationError | None,
+    not_applied: bool,
+) -> pb.ReconcileRequest:
+    if sum([succeeded is not None, failed is not None, not_applied]) != 1:
+        raise ValueError("give exactly one of succeeded, failed, not_applied")
+    request = pb.ReconcileRequest(operation_id=operation_id, expected_fence=expected_fence)
+    if succeeded is not None:
+        request.succeeded.CopyFrom(succeeded)
+    elif failed is not None:
+        request.failed.CopyFrom(failed)
+    else:
+        request.not_applied.SetInParent()
+    return request
+
+
+def channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """:data:`DEFAULT_CHANNEL_OPTIONS` with ``options`` added (and overriding them)."""
+    given = dict(options)
+    return [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
+
+
 class _Rpc(Generic[Req, Resp]):
     def __init__(
         self, channel: grpc.aio.Channel, name: str, request: type[Req], response: type[Resp]
@@ -89,12 +215,10 @@ class Client:
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if channel is None:
-            given = dict(options)
-            options = [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
             if credentials is None:
-                channel = grpc.aio.insecure_channel(target, options=list(options))
+                channel = grpc.aio.insecure_channel(target, options=channel_options(options))
             else:
-                channel = grpc.aio.secure_channel(target, credentials, options=list(options))
+                channel = grpc.aio.secure_channel(target, credentials, options=channel_options(options))
         self._channel = channel
         self.retry = retry
         self._metadata = (("authorization", f"Bearer {token}"),)
@@ -132,48 +256,7 @@ class Client:
 
     # ---- Claim ------------------------------------------------------------
 
-    @staticmethod
-    def claim_request(
-        operation: str,
-        key: str,
-        *,
-        json_payload: str | None = None,
-        bytes_payload: bytes | None = None,
-        fingerprint: bytes | None = None,
-        claim_token: bytes = b"",
-        lease: float | None = None,
-        max_attempt_duration: float | None = None,
-        max_attempts: int = 0,
-        retention: float | None = None,
-        operation_deadline: float | None = None,
-        wait: float | None = None,
-    ) -> pb.ClaimRequest:
-        """A ClaimRequest; exactly one of ``json_payload``, ``bytes_payload`` and
-        ``fingerprint`` identifies the request."""
-        given = [x is not None for x in (json_payload, bytes_payload, fingerprint)]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of json_payload, bytes_payload, fingerprint")
-        request = pb.ClaimRequest(
-            scope=pb.Scope(operation=operation, key=key),
-            claim_token=claim_token,
-            max_attempts=max_attempts,
-        )
-        if json_payload is not None:
-            request.json_payload = json_payload
-        elif bytes_payload is not None:
-            request.bytes_payload = bytes_payload
-        elif fingerprint is not None:
-            request.fingerprint = fingerprint
-        for name, value in (
-            ("lease", lease),
-            ("max_attempt_duration", max_attempt_duration),
-            ("retention", retention),
-            ("operation_deadline", operation_deadline),
-            ("wait", wait),
-        ):
-            if value is not None:
-                getattr(request, name).CopyFrom(duration(value))
-        return request
+    claim_request = staticmethod(claim_request)
 
     async def send_claim(
         self, request: pb.ClaimRequest, *, deadline: float | None = None
@@ -182,9 +265,8 @@ class Client:
         UNAVAILABLE or a lost reply). Returns the answer and the ``time.monotonic()``
         of the first send, from which its lease and deadlines count."""
         sent_at = time.monotonic()
-        wait = seconds(request.wait) if request.HasField("wait") else 0.0
         response = await self._send(
-            self._claim, request, deadline=deadline, extra_timeout=wait
+            self._claim, request, deadline=deadline, extra_timeout=claim_wait(request)
         )
         return response, sent_at
 
@@ -208,9 +290,7 @@ class Client:
         deadline: float | None = None,
     ) -> tuple[pb.RenewResponse, float]:
         """Renew; returns the answer and the monotonic time of its first send."""
-        request = pb.RenewRequest(operation_id=operation_id, fence=fence)
-        if lease is not None:
-            request.lease.CopyFrom(duration(lease))
+        request = renew_request(operation_id, fence, lease)
         sent_at = time.monotonic()
         return await self._send(self._renew, request, deadline=deadline), sent_at
 
@@ -239,11 +319,7 @@ class Client:
         deadline: float | None = None,
     ) -> pb.CompleteResponse:
         """Complete: record the success result. Only the current fence may."""
-        request = pb.CompleteRequest(
-            operation_id=operation_id,
-            fence=fence,
-            result=pb.Result(body=body, content_type=content_type, metadata=metadata or {}),
-        )
+        request = complete_request(operation_id, fence, body, content_type, metadata)
         return await self._send(self._complete, request, deadline=deadline)
 
     async def fail(
@@ -260,14 +336,7 @@ class Client:
     ) -> pb.FailResponse:
         """Fail with a disposition: ``pb.FAIL_DISPOSITION_TERMINAL``, ``_RETRYABLE``
         (the effect certainly did not happen) or ``_UNKNOWN`` (it may have)."""
-        request = pb.FailRequest(
-            operation_id=operation_id,
-            fence=fence,
-            disposition=disposition,
-            error=pb.OperationError(code=code, message=message, metadata=metadata or {}),
-        )
-        if retry_after is not None:
-            request.retry_after.CopyFrom(duration(retry_after))
+        request = fail_request(operation_id, fence, disposition, code, message, metadata, retry_after)
         return await self._send(self._fail, request, deadline=deadline)
 
     # ---- reads and reconciliation ------------------------------------------------
@@ -282,13 +351,7 @@ class Client:
         deadline: float | None = None,
     ) -> pb.LookupResponse:
         """Lookup by ``operation_id``, or by scope (``operation`` and ``key``)."""
-        request = pb.LookupRequest(include_history=include_history)
-        if operation_id is not None:
-            request.operation_id = operation_id
-        elif operation is not None and key is not None:
-            request.scope.CopyFrom(pb.Scope(operation=operation, key=key))
-        else:
-            raise ValueError("give operation_id, or operation and key")
+        request = lookup_request(operation_id, operation, key, include_history)
         return await self._send(self._lookup, request, deadline=deadline)
 
     async def reconcile(
@@ -303,15 +366,7 @@ class Client:
     ) -> pb.ReconcileResponse:
         """Reconcile from outside evidence: exactly one of ``succeeded``, ``failed``,
         ``not_applied``."""
-        if sum([succeeded is not None, failed is not None, not_applied]) != 1:
-            raise ValueError("give exactly one of succeeded, failed, not_applied")
-        request = pb.ReconcileRequest(operation_id=operation_id, expected_fence=expected_fence)
-        if succeeded is not None:
-            request.succeeded.CopyFrom(succeeded)
-        elif failed is not None:
-            request.failed.CopyFrom(failed)
-        else:
-            request.not_applied.SetInParent()
+        request = reconcile_request(operation_id, expected_fence, succeeded, failed, not_applied)
         return await self._send(self._reconcile, request, deadline=deadline)
 
     async def list_unresolved(

@@ -85,6 +85,54 @@ def is_retryable(error: StatusError) -> bool:
     return error.code in _TRANSPORT_CODES and error.reason is None
 
 
+class RetryPlan:
+    """The re-send decisions for one call, shared by the asyncio and the blocking
+    loops (:func:`call_with_retry`, :func:`call_with_retry_sync`): how long each send
+    may take, and after a failure whether (and after how long) it is sent again."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        deadline: float | None = None,
+        extra_timeout: float = 0.0,
+        uniform: Callable[[float, float], float] = random.uniform,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy
+        self.extra_timeout = extra_timeout
+        self.uniform = uniform
+        self.clock = clock
+        self.end = clock() + policy.total_timeout
+        if deadline is not None:
+            self.end = min(self.end, deadline)
+        self.sends = 0
+
+    def next_timeout(self) -> float:
+        """The gRPC timeout of the next send; raises DeadlineExceededError when no
+        time is left to make one."""
+        remaining = self.end - self.clock()
+        if remaining <= 0:
+            raise DeadlineExceededError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "no time left to send the call"
+            )
+        self.sends += 1
+        return min(self.policy.call_timeout + self.extra_timeout, remaining)
+
+    def delay_after(self, rpc_error: grpc.RpcError) -> float:
+        """How long to sleep before re-sending after ``rpc_error``; raises its typed
+        :class:`~idemd.errors.StatusError` when it is not re-sent."""
+        error = from_rpc_error(rpc_error)
+        if not is_retryable(error) or self.sends >= self.policy.max_sends:
+            raise error
+        delay = self.uniform(0.0, self.policy.backoff_cap(self.sends))
+        if error.retry_after is not None:
+            delay = max(delay, error.retry_after)
+        if self.clock() + delay >= self.end:
+            raise error
+        return delay
+
+
 async def call_with_retry(
     send: Callable[[float], Awaitable[T]],
     policy: RetryPolicy,
@@ -100,26 +148,32 @@ async def call_with_retry(
     ``deadline`` (a ``time.monotonic()`` instant) further bounds the total time. A
     failure is raised as its typed :class:`~idemd.errors.StatusError`.
     """
-    end = clock() + policy.total_timeout
-    if deadline is not None:
-        end = min(end, deadline)
-    sends = 0
+    plan = RetryPlan(policy, deadline=deadline, extra_timeout=extra_timeout, uniform=uniform, clock=clock)
     while True:
-        remaining = end - clock()
-        if remaining <= 0:
-            raise DeadlineExceededError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "no time left to send the call"
-            )
-        sends += 1
+        timeout = plan.next_timeout()
         try:
-            return await send(min(policy.call_timeout + extra_timeout, remaining))
+            return await send(timeout)
         except grpc.RpcError as rpc_error:
-            error = from_rpc_error(rpc_error)
-        if not is_retryable(error) or sends >= policy.max_sends:
-            raise error
-        delay = uniform(0.0, policy.backoff_cap(sends))
-        if error.retry_after is not None:
-            delay = max(delay, error.retry_after)
-        if clock() + delay >= end:
-            raise error
+            delay = plan.delay_after(rpc_error)
         await sleep(delay)
+
+
+def call_with_retry_sync(
+    send: Callable[[float], T],
+    policy: RetryPolicy,
+    *,
+    deadline: float | None = None,
+    extra_timeout: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
+    uniform: Callable[[float, float], float] = random.uniform,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """:func:`call_with_retry` for a blocking ``send(timeout)``."""
+    plan = RetryPlan(policy, deadline=deadline, extra_timeout=extra_timeout, uniform=uniform, clock=clock)
+    while True:
+        timeout = plan.next_timeout()
+        try:
+            return send(timeout)
+        except grpc.RpcError as rpc_error:
+            delay = plan.delay_after(rpc_error)
+        sleep(delay)

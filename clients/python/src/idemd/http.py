@@ -1,0 +1,168 @@
+"""The ``Idempotency-Key`` HTTP mapping, shared by the ASGI (:mod:`idemd.asgi`) and the
+WSGI (:mod:`idemd.wsgi`) middleware: how the key is read, what identifies a request,
+how a response is stored in and replayed from idemd's result, and which answer each
+outcome of ``execute_once`` gets. The middleware only adapt their server interface.
+
+* no ``Idempotency-Key`` where one is required: 400;
+* the same key with another request (method, path, query, content type, body): 422;
+* the same key while the first request still runs: 409 with ``Retry-After``;
+* the same key again: the stored response replayed (status, the headers kept, body),
+  with ``Idempotent-Replayed: true``, without calling the app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from idemd.errors import (
+    ConflictError,
+    IdemError,
+    InvalidArgumentError,
+    NeedsReconciliationError,
+    OperationFailedError,
+    OutcomeUnknownError,
+    PendingError,
+    ResultExpiredError,
+    StatusError,
+)
+from idemd.fingerprint import fingerprint_bytes
+from idemd.protocol import EffectContext, Result, Success, Unknown
+
+DEFAULT_KEEP_HEADERS = (
+    "location",
+    "etag",
+    "last-modified",
+    "cache-control",
+    "content-language",
+    "link",
+)
+# json_payload/bytes_payload are bounded by the server (64 KiB by default); larger
+# requests are fingerprinted here, exactly as the server would.
+_MAX_SENT_PAYLOAD = 60 * 1024
+_OPERATION_CHARS = re.compile(r"[^A-Za-z0-9._/-]")
+_METADATA_LIMIT = 256
+_STATUS = "http.status"
+_HEADER = "http.header."
+
+#: Headers as (lower-case name, value) text pairs.
+Headers = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Headers
+    body: bytes
+
+
+def parse_key(value: str) -> str:
+    """The key of an ``Idempotency-Key`` header: an RFC 8941 sf-string, or a bare token."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
+def valid_key(key: str) -> bool:
+    return bool(key) and len(key.encode()) <= 255
+
+
+def operation_name(method: str, path: str) -> str:
+    """``http.<method><path>`` in idemd's operation alphabet, at most 128 characters."""
+    name = "http." + method.lower() + _OPERATION_CHARS.sub("_", path or "/")
+    if len(name) > 128:
+        name = name[:111] + "." + hashlib.sha256(name.encode()).hexdigest()[:16]
+    return name
+
+
+def request_identity(method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
+    """``execute_once``'s payload arguments for what the key must always be used with:
+    method, path, query, content type, body (fingerprinted when too long to send)."""
+    head = json.dumps([method.upper(), path or "/", query, content_type], separators=(",", ":")).encode()
+    framed = head + b"\n" + body
+    if len(framed) <= _MAX_SENT_PAYLOAD:
+        return {"payload": framed}
+    return {"payload": None, "fingerprint": fingerprint_bytes(framed)}
+
+
+def refuse_unknown(ctx: EffectContext, reconcile_first: str) -> Unknown | None:
+    """ReconcileFirst: an earlier attempt may have taken effect; unless told to run
+    the app again, the answer stays unknown."""
+    if ctx.previous_outcome_unknown and reconcile_first == "refuse":
+        return Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect")
+    return None
+
+
+def stored(status: int, headers: Iterable[tuple[str, str]], body: bytes, keep_headers: Sequence[str]) -> Success:
+    """The app's whole response as the result idemd keeps: body and content type, the
+    status and the kept headers in the metadata (within idemd's metadata limits)."""
+    content_type = ""
+    metadata = {_STATUS: str(status)}
+    for raw_name, value in headers:
+        name = raw_name.lower()
+        if name == "content-type":
+            content_type = value
+        elif name in keep_headers:
+            meta_key = _HEADER + name
+            if meta_key in metadata:
+                value = metadata[meta_key] + ", " + value
+            if len(meta_key) + len(value.encode()) <= _METADATA_LIMIT and len(metadata) < 16:
+                metadata[meta_key] = value
+    return Success(body, content_type, metadata)
+
+
+def replayed(result: Result) -> Response:
+    """The stored response, as sent to this request (made now or replayed)."""
+    status = int(result.metadata.get(_STATUS, "200"))
+    headers: Headers = [("content-length", str(len(result.body)))]
+    if result.content_type:
+        headers.append(("content-type", result.content_type))
+    for name, value in result.metadata.items():
+        if name.startswith(_HEADER):
+            headers.append((name[len(_HEADER):], value))
+    if result.replayed:
+        headers.append(("idempotent-replayed", "true"))
+    return Response(status, headers, result.body)
+
+
+def problem(status: int, title: str, detail: str, *, retry_after: float | None = None) -> Response:
+    """An RFC 9457 problem details response."""
+    body = json.dumps({"type": "about:blank", "title": title, "status": status, "detail": detail}).encode()
+    headers: Headers = [("content-type", "application/problem+json"), ("content-length", str(len(body)))]
+    if retry_after is not None:
+        headers.append(("retry-after", str(max(1, math.ceil(retry_after)))))
+    return Response(status, headers, body)
+
+
+MISSING_KEY = problem(400, "Idempotency-Key missing", "this request requires an Idempotency-Key header")
+INVALID_KEY = problem(400, "Invalid Idempotency-Key", "the Idempotency-Key must be 1-255 bytes")
+TOO_LARGE = problem(413, "Request too large", "the request body is too large")
+
+
+def answer_for(error: IdemError) -> Response:
+    """The response to an ``execute_once`` that raised ``error``. An app's own
+    exception (the cause of an OutcomeUnknownError) is re-raised instead."""
+    if isinstance(error, ConflictError):
+        return problem(422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request")
+    if isinstance(error, ResultExpiredError):
+        return problem(422, "Idempotency-Key expired",
+                       "this Idempotency-Key's response is no longer kept; use a new key")
+    if isinstance(error, PendingError):
+        return problem(409, "Request in progress", "a request with this Idempotency-Key is still being processed",
+                       retry_after=error.retry_after)
+    if isinstance(error, InvalidArgumentError):
+        return problem(400, "Invalid request", error.message)
+    if isinstance(error, OutcomeUnknownError):
+        if error.__cause__ is not None and not isinstance(error.__cause__, IdemError):
+            raise error.__cause__ from None  # the app's own exception
+    if isinstance(error, (OutcomeUnknownError, NeedsReconciliationError, OperationFailedError)):
+        return problem(500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect")
+    if isinstance(error, StatusError):
+        return problem(503, "Idempotency service unavailable", error.code.name, retry_after=error.retry_after or 1.0)
+    raise error

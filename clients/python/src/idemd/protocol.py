@@ -1,0 +1,618 @@
+"""The client protocol of README "The client protocol", written once for both clients.
+
+The asyncio :func:`idemd.execute.execute_once` and the blocking
+:func:`idemd.sync.execute_once` run the same decisions: the protocol is a generator
+that *yields the steps it needs* (an RPC, a pause, running the effect under the
+attempt's guard, starting and stopping the lease's renewals) and is sent each step's
+answer back, or has its exception thrown in. A driver only performs steps (with
+asyncio, or with blocking calls and a renewal thread); what to claim, when to renew,
+how an outcome is recorded, what the deadlines are and what an answer means are
+decided here and nowhere else.
+
+* A fresh random ``claim_token`` per attempt, re-sent unchanged (with the whole Claim)
+  after UNAVAILABLE or a lost reply (the client's :mod:`idemd.retry` does the re-sends).
+* The lease and the attempt deadline are counted from the first send of the Claim
+  (or Renew) that granted them; the effect is never started while the lease may be
+  running out (it is renewed first), is renewed while it runs, and is stopped at the
+  attempt deadline (then Fail UNKNOWN).
+* The effect's outcome maps to Complete / Fail TERMINAL / RETRYABLE / UNKNOWN.
+* Completed replays without running the effect; Pending waits (Claim ``wait``,
+  ``retry_after``); NeedsReconciliation or an outcome this client does not know never
+  executes; LEASE_LOST looks the operation up and answers with what is stored, never
+  redoing the effect.
+* ReconcileFirst: an earlier attempt may have taken effect. With a ``lookup`` the
+  provider is asked first; a negative answer is trusted only once the earlier
+  attempt's deadline has passed (``previous_attempt_deadline``; when the server leaves
+  it out, conservatively a whole attempt duration from the Claim). Without a
+  ``lookup`` the effect runs with ``ctx.previous_outcome_unknown`` set and must pass
+  ``ctx.operation_id`` to the provider as its idempotency key.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from idemd.client import claim_request, seconds
+from idemd.errors import (
+    AttemptDeadlinePassedError,
+    AttemptTimeoutError,
+    IdemError,
+    LeaseLostError,
+    NeedsReconciliationError,
+    OperationFailedError,
+    OutcomeUnknownError,
+    PendingError,
+    StateForbidsError,
+    StatusError,
+    SupersededError,
+    UnrecognisedOutcomeError,
+)
+from idemd.proto import pb
+
+T = TypeVar("T")
+
+#: The longest ``wait`` one Claim asks for while the operation is pending.
+MAX_CLAIM_WAIT = 20.0
+
+#: What an attempt stopped at its deadline reports (Fail UNKNOWN). One value, so a
+#: report sent early (the blocking client's watchdog) and the one sent when the effect
+#: returns are the same request: idemd answers the second from the first's receipt.
+ATTEMPT_DEADLINE_REPORT = ("attempt_deadline", "the effect was cancelled at the attempt deadline")
+
+
+# ---- what an effect returns ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Success:
+    """The effect happened: ``body`` is recorded (Complete) and replayed to retries."""
+
+    body: bytes
+    content_type: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """The effect ended in a final error: recorded (Fail TERMINAL) and replayed."""
+
+    code: str
+    message: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retryable:
+    """The effect certainly did not happen: a later attempt may try again
+    (Fail RETRYABLE) after ``retry_after`` seconds, within the attempt budget."""
+
+    code: str
+    message: str = ""
+    retry_after: float = 1.0
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """The effect may or may not have happened (Fail UNKNOWN): the next owner
+    reconciles first. An effect that raises counts as Unknown too."""
+
+    code: str = "outcome_unknown"
+    message: str = ""
+
+
+Outcome = Success | Terminal | Retryable | Unknown
+
+
+@dataclass(frozen=True)
+class Result:
+    """The recorded result of the operation, made now or replayed."""
+
+    operation_id: str
+    body: bytes
+    content_type: str
+    metadata: Mapping[str, str]
+    #: Attempts the operation took (this one included).
+    attempts: int
+    #: True when the result was stored by an earlier call and nothing ran now.
+    replayed: bool
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class EffectContext:
+    """What the effect (and ``lookup``) learn about the attempt they run in."""
+
+    #: Stable for the whole operation: give it to the provider as its idempotency key.
+    operation_id: str
+    fence: int
+    #: 1-based; counts every owner, takeovers included.
+    attempt: int
+    max_attempts: int
+    #: ReconcileFirst: an earlier attempt may have taken effect.
+    previous_outcome_unknown: bool
+    previous_fence: int | None
+    #: The server's ``previous_attempt_deadline`` in seconds from the Claim's send,
+    #: None when it left it out.
+    previous_attempt_deadline: float | None
+    #: ``time.monotonic()`` instant after which the earlier attempt's effect is no
+    #: longer in flight (conservative when the server sent no deadline).
+    previous_attempt_settles_at: float | None
+    #: ``time.monotonic()`` instant at which the effect is cancelled.
+    cancel_at: float
+    #: Set when the effect must stop: its attempt deadline is reached or its lease was
+    #: lost. The blocking client cannot interrupt an effect, so a blocking effect must
+    #: honour it (and :meth:`remaining`): whatever it returns after this is set is
+    #: never recorded as its outcome.
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+
+    def previous_attempt_settled(self) -> bool:
+        settles_at = self.previous_attempt_settles_at
+        return settles_at is None or time.monotonic() >= settles_at
+
+    def remaining(self) -> float:
+        """Seconds until the effect is cancelled (0 when past): bound provider calls by it."""
+        return max(0.0, self.cancel_at - time.monotonic())
+
+
+def previous_attempt_settles_at(
+    outcome: pb.ReconcileFirst, sent_at: float
+) -> tuple[float | None, float]:
+    """(the server's previous_attempt_deadline, the monotonic instant it ends).
+
+    Counted from the Claim's first send. Absent, the earlier attempt may have started
+    just before this Claim, so it may run a whole attempt duration from it.
+    """
+    if outcome.HasField("previous_attempt_deadline"):
+        given = seconds(outcome.previous_attempt_deadline)
+        return given, sent_at + given
+    return None, sent_at + seconds(outcome.ownership.attempt_deadline)
+
+
+# ---- the steps a driver performs ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call ``client.<method>(*args, **kwargs)`` (a method both clients have, re-sent
+    as :mod:`idemd.retry` decides): its answer is sent back, its StatusError thrown in."""
+
+    method: Literal["send_claim", "send_renew", "complete", "fail", "lookup"]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """Run the effect, the provider lookup, or a pause (``seconds``) within the
+    attempt: its answer (or exception) is sent back; when the lease is lost or the
+    attempt's time is up first, :meth:`Attempt.interruption` is thrown in instead."""
+
+    attempt: Attempt
+    what: Literal["effect", "lookup", "sleep"]
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class StartRenewing:
+    """Run :meth:`Attempt.keep_renewing` alongside, until :class:`StopRenewing`."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class StopRenewing:
+    attempt: Attempt
+
+
+Step = Call | Sleep | Guarded | StartRenewing | StopRenewing
+Steps = Generator[Step, Any, T]
+
+
+def run_steps(steps: Steps[T], perform: Callable[[Step], Any]) -> T:
+    """Drives ``steps`` with a blocking ``perform`` (the asyncio driver is the same
+    loop with ``await``). Every exception ``perform`` raises is thrown into the
+    protocol, so its ``finally`` clauses (stop renewing) run as steps too."""
+    answer: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.throw(error) if error is not None else steps.send(answer)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        answer, error = None, None
+        try:
+            answer = perform(step)
+        except BaseException as raised:  # thrown into the protocol, which re-raises it
+            error = raised
+
+
+# ---- execute_once -------------------------------------------------------------------
+
+
+def _request_identity(payload: str | bytes | Mapping[str, Any] | list[Any]) -> dict[str, Any]:
+    if isinstance(payload, str):
+        return {"json_payload": payload}
+    if isinstance(payload, bytes):
+        return {"bytes_payload": payload}
+    return {"json_payload": json.dumps(payload, separators=(",", ":"), ensure_ascii=False)}
+
+
+def _replayed(completed: pb.Completed) -> Result:
+    if completed.WhichOneof("outcome") == "error" or completed.state == pb.OPERATION_STATE_FAILED:
+        raise OperationFailedError(completed.operation_id, completed.error, replayed=True)
+    return Result(
+        operation_id=completed.operation_id,
+        body=completed.result.body,
+        content_type=completed.result.content_type,
+        metadata=dict(completed.result.metadata),
+        attempts=completed.attempts,
+        replayed=True,
+    )
+
+
+def execute_once_steps(
+    operation: str,
+    key: str,
+    payload: str | bytes | Mapping[str, Any] | list[Any] | None,
+    *,
+    has_lookup: bool,
+    lease: float,
+    attempt_duration: float,
+    deadline: float,
+    fingerprint: bytes | None,
+    max_attempts: int,
+    retention: float | None,
+    operation_deadline: float | None,
+    lookup_interval: float,
+) -> Steps[Result]:
+    """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`)."""
+    if payload is None:
+        if fingerprint is None:
+            raise ValueError("give a payload or a fingerprint")
+        identity: dict[str, Any] = {"fingerprint": fingerprint}
+    else:
+        identity = _request_identity(payload)
+    end = time.monotonic() + deadline
+    wait: float | None = None
+    while True:
+        request = claim_request(
+            operation,
+            key,
+            **identity,
+            claim_token=secrets.token_bytes(16),
+            lease=lease,
+            max_attempt_duration=attempt_duration,
+            max_attempts=max_attempts,
+            retention=retention,
+            operation_deadline=operation_deadline,
+            wait=wait,
+        )
+        response, sent_at = yield Call(
+            "send_claim", (request,), {"deadline": max(end, time.monotonic() + 1.0)}
+        )
+        outcome = response.WhichOneof("outcome")
+        if outcome in ("acquired", "reconcile_first"):
+            first = response.reconcile_first if outcome == "reconcile_first" else None
+            ownership = first.ownership if first is not None else response.acquired.ownership
+            attempt = Attempt(ownership, sent_at, lease, first, has_lookup, lookup_interval)
+            if (result := (yield from attempt.run())) is not None:
+                return result
+            wait = None  # Retryable: claim again for the next attempt
+        elif outcome == "completed":
+            return _replayed(response.completed)
+        elif outcome == "pending":
+            pending = response.pending
+            retry_after = seconds(pending.retry_after)
+            remaining = end - time.monotonic()
+            reason = pb.PendingReason.Name(pending.reason)
+            if remaining <= 0.05:
+                raise PendingError(pending.operation_id, retry_after, reason)
+            waited = time.monotonic() - sent_at
+            if wait is not None and waited < min(0.05, wait):
+                # The server did not wait (clamped): do not spin.
+                yield Sleep(min(retry_after, remaining, 1.0))
+            wait = max(0.0, min(MAX_CLAIM_WAIT, remaining - 0.05))
+        elif outcome == "needs_reconciliation":
+            needs = response.needs_reconciliation
+            raise NeedsReconciliationError(needs.operation_id, needs.fence, needs.attempts)
+        else:
+            raise UnrecognisedOutcomeError(f"Claim answered {outcome!r}; nothing was executed")
+
+
+class Lost(Exception):
+    """Thrown into an attempt when its fence was refused (another owner took over)."""
+
+
+class Stopped(Exception):
+    """Thrown into an attempt when its time is up (the attempt deadline is near)."""
+
+
+class Attempt:
+    """One owned attempt: renews the lease, runs the effect within the deadline and
+    the lease, records the outcome. Its state is shared with the renewals, which run
+    alongside (an asyncio task, or a thread: each field is written whole)."""
+
+    def __init__(
+        self,
+        ownership: pb.Ownership,
+        sent_at: float,
+        lease: float,
+        reconcile_first: pb.ReconcileFirst | None,
+        has_lookup: bool,
+        lookup_interval: float,
+    ) -> None:
+        self.operation_id = ownership.operation_id
+        self.fence = ownership.fence
+        self.attempt = ownership.attempt
+        self.lease = lease
+        self.granted = seconds(ownership.lease)
+        self.lease_expires_at = sent_at + self.granted
+        self.deadline_at = sent_at + seconds(ownership.attempt_deadline)
+        duration = seconds(ownership.attempt_deadline)
+        #: Room left before the deadline to stop the effect and report it.
+        self.margin = max(0.05, min(1.0, duration / 10))
+        self.cancel_at = self.deadline_at - self.margin
+        self.has_lookup = has_lookup
+        self.lookup_interval = lookup_interval
+        self.lost = False
+        self.lost_error: StatusError | None = None
+        #: The driver's hook, called once when the lease is lost (wakes the guard).
+        self.notify_lost: Callable[[], None] = lambda: None
+        #: Set by a driver whose guard saw the attempt's time run out.
+        self.timed_out = False
+        given: float | None = None
+        settles_at: float | None = None
+        if reconcile_first is not None:
+            given, settles_at = previous_attempt_settles_at(reconcile_first, sent_at)
+        self.ctx = EffectContext(
+            operation_id=ownership.operation_id,
+            fence=ownership.fence,
+            attempt=ownership.attempt,
+            max_attempts=ownership.max_attempts,
+            previous_outcome_unknown=reconcile_first is not None,
+            previous_fence=reconcile_first.previous_fence if reconcile_first else None,
+            previous_attempt_deadline=given,
+            previous_attempt_settles_at=settles_at,
+            cancel_at=self.cancel_at,
+        )
+
+    def interruption(self) -> Lost | Stopped | None:
+        """Why the attempt must stop now, if it must."""
+        if self.lost:
+            if isinstance(self.lost_error, AttemptDeadlinePassedError):
+                return Stopped()  # nobody took over: this attempt's time is up
+            return Lost()
+        if self.timed_out or time.monotonic() >= self.cancel_at:
+            return Stopped()
+        return None
+
+    # ---- the lease ---------------------------------------------------------
+
+    def renew(self) -> Steps[None]:
+        """Renews once (re-sent after transient failures); a refusal marks it lost."""
+        try:
+            response, sent_at = yield Call(
+                "send_renew",
+                (self.operation_id, self.fence),
+                {"lease": self.lease, "deadline": self.cancel_at},
+            )
+        except (LeaseLostError, AttemptDeadlinePassedError) as refusal:
+            self.lost_error = refusal
+            self.lost = True
+            self.ctx.cancelled.set()
+            self.notify_lost()
+            return
+        self.granted = seconds(response.lease)
+        self.lease_expires_at = sent_at + self.granted
+        self.deadline_at = min(self.deadline_at, sent_at + seconds(response.attempt_deadline))
+
+    def keep_renewing(self) -> Steps[None]:
+        # Once the lease reaches the attempt deadline, Renew cannot extend it further.
+        while not self.lost and self.lease_expires_at < self.deadline_at - 0.001:
+            due = self.lease_expires_at - self.granted * 2 / 3
+            yield Sleep(max(0.0, due - time.monotonic()))
+            try:
+                yield from self.renew()
+            except StateForbidsError:
+                return  # marked UNKNOWN by a Claim: no renewals, writes still allowed
+            except StatusError:
+                # Transient failures outlasted the retry policy: try again shortly; the
+                # lease may lapse, in which case a new owner reconciles first.
+                yield Sleep(min(1.0, max(0.05, self.granted / 10)))
+
+    # ---- the attempt -----------------------------------------------------------
+
+    def run(self) -> Steps[Result | None]:
+        """The attempt's answer, or None when a retry was scheduled (claim again)."""
+        yield StartRenewing(self)
+        try:
+            return (yield from self._run())
+        except Lost:
+            return (yield from self._superseded())
+        except Stopped:
+            yield from self.fail_unknown(*ATTEMPT_DEADLINE_REPORT)
+            raise AttemptTimeoutError(
+                self.operation_id, "the effect was cancelled at the attempt deadline; its outcome is unknown"
+            ) from None
+        finally:
+            yield StopRenewing(self)
+
+    def _run(self) -> Steps[Result | None]:
+        if self.ctx.previous_outcome_unknown and self.has_lookup:
+            found = yield from self._look_up_provider()
+            if found is not None:
+                return (yield from self._record(found))
+        # Never start the effect on a lease that may be running out, nor so close to
+        # the attempt deadline that it would be cancelled as soon as it started (checked
+        # before renewing too: a Renew bounded by a deadline that is all but gone fails
+        # as DEADLINE_EXCEEDED, e.g. after a lookup that waited for the earlier attempt).
+        if self.cancel_at - time.monotonic() < self.margin:
+            raise Stopped()
+        if self.lease_expires_at - time.monotonic() < self.granted / 2:
+            yield from self.renew()
+            if self.lost and (interrupted := self.interruption()) is not None:
+                raise interrupted
+        if self.cancel_at - time.monotonic() < self.margin:
+            raise Stopped()
+        try:
+            outcome = yield Guarded(self, "effect")
+        except (Lost, Stopped):
+            raise
+        except Exception as error:  # the effect failed in a way nobody can tell
+            yield from self.fail_unknown("effect_raised", type(error).__name__)
+            raise OutcomeUnknownError(
+                self.operation_id, f"the effect raised {type(error).__name__}; its outcome is unknown"
+            ) from error
+        return (yield from self._record(outcome))
+
+    def _look_up_provider(self) -> Steps[Success | Terminal | None]:
+        while True:
+            try:
+                found = yield Guarded(self, "lookup")
+            except (Lost, Stopped):
+                raise
+            except Exception as error:
+                yield from self.fail_unknown("lookup_raised", type(error).__name__)
+                raise OutcomeUnknownError(
+                    self.operation_id, "the provider lookup failed; the earlier attempt's outcome is unknown"
+                ) from error
+            if found is not None or self.ctx.previous_attempt_settled():
+                return found  # type: ignore[no-any-return]
+            # Nothing found yet proves nothing while the earlier attempt may still run.
+            settles_at = self.ctx.previous_attempt_settles_at or 0.0
+            now = time.monotonic()
+            if settles_at >= self.cancel_at:
+                # Not settled within this attempt: look until then, never execute.
+                if now + self.lookup_interval >= self.cancel_at:
+                    yield from self.fail_unknown(
+                        "previous_attempt_unsettled",
+                        "the earlier attempt may still be running and the provider has no record yet",
+                    )
+                    raise OutcomeUnknownError(
+                        self.operation_id,
+                        "the earlier attempt's outcome is still unknown (its deadline outlasts this attempt)",
+                    )
+            yield Guarded(self, "sleep", max(0.0, min(self.lookup_interval, settles_at - now)))
+
+    def _record(self, outcome: Outcome) -> Steps[Result | None]:
+        try:
+            if isinstance(outcome, Success):
+                yield Call(
+                    "complete",
+                    (self.operation_id, self.fence, outcome.body),
+                    {
+                        "content_type": outcome.content_type,
+                        "metadata": outcome.metadata,
+                        "deadline": self.deadline_at,
+                    },
+                )
+                return Result(
+                    operation_id=self.operation_id,
+                    body=outcome.body,
+                    content_type=outcome.content_type,
+                    metadata=dict(outcome.metadata),
+                    attempts=self.attempt,
+                    replayed=False,
+                )
+            if isinstance(outcome, Terminal):
+                yield self._fail(pb.FAIL_DISPOSITION_TERMINAL, outcome.code, outcome.message, outcome.metadata)
+                raise OperationFailedError(
+                    self.operation_id,
+                    pb.OperationError(
+                        reason=pb.FAILURE_REASON_TERMINAL,
+                        code=outcome.code,
+                        message=outcome.message,
+                        metadata=outcome.metadata,
+                    ),
+                    replayed=False,
+                )
+            if isinstance(outcome, Retryable):
+                failed = yield self._fail(
+                    pb.FAIL_DISPOSITION_RETRYABLE,
+                    outcome.code,
+                    outcome.message,
+                    outcome.metadata,
+                    retry_after=outcome.retry_after,
+                )
+                if failed.state == pb.OPERATION_STATE_RETRY_WAIT:
+                    return None
+                raise OperationFailedError(
+                    self.operation_id,
+                    pb.OperationError(
+                        reason=failed.reason,
+                        code=outcome.code,
+                        message=outcome.message,
+                        metadata=outcome.metadata,
+                    ),
+                    replayed=False,
+                )
+            if isinstance(outcome, Unknown):
+                yield from self.fail_unknown(outcome.code, outcome.message)
+                raise OutcomeUnknownError(self.operation_id, "the effect's outcome is unknown")
+            raise TypeError(f"an effect returns Success, Terminal, Retryable or Unknown, not {outcome!r}")
+        except LeaseLostError:
+            return (yield from self._superseded())
+        except AttemptDeadlinePassedError:
+            raise OutcomeUnknownError(
+                self.operation_id,
+                "the attempt deadline passed before the outcome was recorded; a reconciler must settle it",
+            ) from None
+
+    def _fail(
+        self,
+        disposition: pb.FailDisposition,
+        code: str,
+        message: str,
+        metadata: Mapping[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> Call:
+        return Call(
+            "fail",
+            (self.operation_id, self.fence, disposition),
+            {
+                "code": code,
+                "message": message,
+                "metadata": metadata,
+                "retry_after": retry_after,
+                "deadline": self.deadline_at,
+            },
+        )
+
+    def fail_unknown(self, code: str, message: str) -> Steps[None]:
+        """Best effort: an attempt whose outcome is unknown says so; if it cannot, its
+        lease runs out and the next owner reconciles first all the same."""
+        try:
+            yield self._fail(pb.FAIL_DISPOSITION_UNKNOWN, code, message)
+        except IdemError:
+            pass
+
+    def _superseded(self) -> Steps[Result]:
+        """LEASE_LOST: answer with what is stored; never redo the effect."""
+        found = yield Call("lookup", (), {"operation_id": self.operation_id})
+        operation = found.operation
+        if operation.state == pb.OPERATION_STATE_SUCCEEDED:
+            return Result(
+                operation_id=operation.operation_id,
+                body=operation.result.body,
+                content_type=operation.result.content_type,
+                metadata=dict(operation.result.metadata),
+                attempts=operation.attempt,
+                replayed=True,
+            )
+        if operation.state == pb.OPERATION_STATE_FAILED:
+            raise OperationFailedError(operation.operation_id, operation.error, replayed=True)
+        raise SupersededError(operation)

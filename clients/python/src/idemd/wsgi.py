@@ -1,0 +1,212 @@
+"""WSGI middleware for the IETF ``Idempotency-Key`` header (Flask, Django, any WSGI app),
+backed by idemd through the blocking :func:`idemd.sync.execute_once`.
+
+The same contract as :mod:`idemd.asgi` (the mapping is :mod:`idemd.http`, shared):
+for the configured methods (POST and PATCH by default), no key where one is required
+is 400; the same key with another request (method, path, query, content type, body)
+is 422; the same key while the first request still runs is 409 with ``Retry-After``;
+the same key again replays the stored status, the kept headers and the body, with
+``Idempotent-Replayed: true``, without calling the app. The app's response is
+buffered whole and stored before it is sent.
+
+The app runs on the request's own thread (its thread-locals, database connections and
+transactions are its own), with ``environ["idemd.idempotency"]`` set to the
+:class:`~idemd.protocol.EffectContext` (``operation_id`` for providers' idempotency
+keys, ``cancelled`` set at the attempt deadline). An app that raises leaves the
+outcome UNKNOWN and the exception propagates; a retry of that key is answered 500
+unless ``reconcile_first="run"``.
+
+    app.wsgi_app = IdempotencyMiddleware(app.wsgi_app, client=idemd.SyncClient(addr, token))  # Flask
+    application = IdempotencyMiddleware(get_wsgi_application(), client=...)            # Django
+"""
+
+from __future__ import annotations
+
+import io
+from http import HTTPStatus  # the standard library's, not idemd.http
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal, Protocol
+
+from idemd import http
+from idemd.errors import IdemError
+from idemd.http import DEFAULT_KEEP_HEADERS, parse_key
+from idemd.protocol import EffectContext, Success, Unknown
+from idemd.sync import Client, execute_once
+
+Environ = dict[str, Any]
+ResponseHeaders = list[tuple[str, str]]
+
+
+class StartResponse(Protocol):
+    def __call__(
+        self, status: str, headers: ResponseHeaders, exc_info: Any = None, /
+    ) -> Callable[[bytes], object]: ...
+
+
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+#: Where the app finds the attempt it runs in.
+CONTEXT_KEY = "idemd.idempotency"
+
+__all__ = ["CONTEXT_KEY", "IdempotencyMiddleware", "default_operation"]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class IdempotencyMiddleware:
+    def __init__(
+        self,
+        app: WSGIApp,
+        *,
+        client: Client | Callable[[], Client],
+        methods: Iterable[str] = ("POST", "PATCH"),
+        required: bool = True,
+        header: str = "Idempotency-Key",
+        operation: Callable[[Mapping[str, Any]], str] | None = None,
+        keep_headers: Iterable[str] = DEFAULT_KEEP_HEADERS,
+        lease: float = 30.0,
+        attempt_duration: float = 300.0,
+        pending_wait: float = 0.0,
+        max_request_bytes: int = 1 << 20,
+        max_response_bytes: int = 1 << 20,
+        reconcile_first: Literal["refuse", "run"] = "refuse",
+    ) -> None:
+        """``client``: a blocking :class:`idemd.sync.Client` (shared by the server's
+        threads), or a function that makes one on first use. Other options as
+        :class:`idemd.asgi.IdempotencyMiddleware`."""
+        self.app = app
+        self._client = client if isinstance(client, Client) else None
+        self._make_client = None if isinstance(client, Client) else client
+        self.methods = {method.upper() for method in methods}
+        self.required = required
+        self.environ_key = "HTTP_" + header.upper().replace("-", "_")
+        self.operation = operation or default_operation
+        self.keep_headers = [name.lower() for name in keep_headers]
+        self.lease = lease
+        self.attempt_duration = attempt_duration
+        self.pending_wait = pending_wait
+        self.max_request_bytes = max_request_bytes
+        self.max_response_bytes = max_response_bytes
+        self.reconcile_first = reconcile_first
+
+    def client(self) -> Client:
+        if self._client is None:
+            assert self._make_client is not None
+            self._client = self._make_client()
+        return self._client
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        if method not in self.methods:
+            return self.app(environ, start_response)
+        raw_key = environ.get(self.environ_key)
+        if raw_key is None:
+            if self.required:
+                return _send(start_response, http.MISSING_KEY)
+            return self.app(environ, start_response)
+        key = parse_key(str(raw_key))
+        if not http.valid_key(key):
+            return _send(start_response, http.INVALID_KEY)
+        try:
+            body = _read_body(environ, self.max_request_bytes)
+        except _TooLarge:
+            return _send(start_response, http.TOO_LARGE)
+        identity = http.request_identity(
+            method,
+            _path(environ),
+            str(environ.get("QUERY_STRING", "")),
+            str(environ.get("CONTENT_TYPE", "")),
+            body,
+        )
+
+        def effect(ctx: EffectContext) -> Success | Unknown:
+            return http.refuse_unknown(ctx, self.reconcile_first) or self._run_app(environ, body, ctx)
+
+        try:
+            result = execute_once(
+                self.client(),
+                self.operation(environ),
+                key,
+                effect=effect,
+                lease=self.lease,
+                attempt_duration=self.attempt_duration,
+                deadline=self.pending_wait,
+                **identity,
+            )
+        except IdemError as error:
+            return _send(start_response, http.answer_for(error))
+        return _send(start_response, http.replayed(result))
+
+    def _run_app(self, environ: Environ, body: bytes, ctx: EffectContext) -> Success:
+        inner = dict(environ)
+        inner["wsgi.input"] = io.BytesIO(body)
+        inner["CONTENT_LENGTH"] = str(len(body))
+        inner[CONTEXT_KEY] = ctx
+        status = 500
+        headers: ResponseHeaders = []
+        chunks: list[bytes] = []
+        size = 0
+
+        def add(chunk: bytes) -> None:
+            nonlocal size
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise _TooLarge("the response is larger than max_response_bytes")
+            chunks.append(bytes(chunk))
+
+        def capture(status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /) -> Callable[[bytes], object]:
+            nonlocal status, headers
+            # Nothing is sent before the app is done, so a later call (with exc_info)
+            # simply replaces the response.
+            status = int(status_line.split(" ", 1)[0])
+            headers = list(response_headers)
+            return add
+
+        iterable = self.app(inner, capture)
+        try:
+            for chunk in iterable:
+                add(chunk)
+        finally:
+            close = getattr(iterable, "close", None)
+            if callable(close):
+                close()
+        return http.stored(status, headers, b"".join(chunks), self.keep_headers)
+
+
+def default_operation(environ: Mapping[str, Any]) -> str:
+    """``http.<method><path>`` in idemd's operation alphabet, at most 128 characters."""
+    return http.operation_name(str(environ.get("REQUEST_METHOD", "GET")), _path(environ))
+
+
+def _path(environ: Mapping[str, Any]) -> str:
+    return (str(environ.get("SCRIPT_NAME", "")) + str(environ.get("PATH_INFO", ""))) or "/"
+
+
+def _read_body(environ: Mapping[str, Any], limit: int) -> bytes:
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > limit:
+        raise _TooLarge()
+    if not length and not environ.get("wsgi.input_terminated"):
+        return b""  # PEP 3333: no length, no body (unless the server ends the stream)
+    # Without a length (chunked, ended by the server), read to the end, never past the limit.
+    body: bytes = stream.read(length) if length else stream.read(limit + 1)
+    if len(body) > limit:
+        raise _TooLarge()
+    return body
+
+
+def _send(start_response: StartResponse, response: http.Response) -> Iterator[bytes]:
+    try:
+        reason = HTTPStatus(response.status).phrase
+    except ValueError:
+        reason = ""
+    start_response(f"{response.status} {reason}".rstrip(), list(response.headers))
+    return iter([response.body])

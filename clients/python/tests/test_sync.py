@@ -1,0 +1,432 @@
+"""Item: the blocking client (idemd.sync) and its execute_once, against a real server on
+each store: every RPC, typed refusals, lost replies, a restart, renewals on a thread,
+the attempt deadline, ReconcileFirst, a lost lease; effects counted at a fake provider."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import idemd
+import idemd.sync
+from idemd import EffectContext, Retryable, Success, Terminal, Unknown
+from idemd.proto import pb
+from idemd.sync import execute_once
+
+from conftest import Provider, Server, ThreadedProxy, key
+
+OP = "payments.charge"
+PAYLOAD = {"amount": 1000, "currency": "EUR"}
+JSON = '{"amount":1000,"currency":"EUR"}'
+
+
+def charging(provider: Provider, seen: list[EffectContext] | None = None, delay: float = 0.0) -> Any:
+    def effect(ctx: EffectContext) -> Success:
+        if seen is not None:
+            seen.append(ctx)
+        time.sleep(delay)
+        return Success(provider.effect(ctx.operation_id), "application/json")
+
+    return effect
+
+
+def history(client: idemd.sync.Client, operation_id: str) -> list[str]:
+    return [h.event for h in client.lookup(operation_id=operation_id, include_history=True).history]
+
+
+def abandoned_attempt(client: idemd.sync.Client, k: str, attempt: float = 1.0, **fields: Any) -> pb.Ownership:
+    """An earlier owner that stalled: its lease (50 ms) runs out, nobody completes."""
+    claimed = client.claim(OP, k, json_payload=JSON, lease=0.05, max_attempt_duration=attempt, **fields)
+    time.sleep(0.1)
+    return claimed.acquired.ownership
+
+
+# ---- the typed wrapper -------------------------------------------------------------
+
+
+def test_every_rpc_round_trips(sync_client: idemd.sync.Client) -> None:
+    client = sync_client
+    k = key()
+    claimed = client.claim(OP, k, json_payload=JSON, lease=5, claim_token=b"t1")
+    assert claimed.WhichOneof("outcome") == "acquired"
+    owner = claimed.acquired.ownership
+    # The same claim_token re-sent: the same ownership, not Pending.
+    again = client.claim(OP, k, json_payload=JSON, lease=5, claim_token=b"t1")
+    assert again.acquired.ownership.fence == owner.fence
+    assert client.renew(owner.operation_id, owner.fence, lease=5).lease.seconds <= 5
+    done = client.complete(owner.operation_id, owner.fence, b'{"charge":"ch_1"}',
+                           content_type="application/json", metadata={"provider": "fake"})
+    assert done.state == pb.OPERATION_STATE_SUCCEEDED
+    replay = client.claim(OP, k, json_payload='{"currency":"EUR","amount":1000}')
+    assert replay.completed.result.body == b'{"charge":"ch_1"}'
+    found = client.lookup(operation=OP, key=k, include_history=True)
+    assert [h.event for h in found.history] == ["CLAIMED", "RENEWED", "COMPLETED"]
+
+    other = client.claim(OP, key(), bytes_payload=b"x", lease=5).acquired.ownership
+    failed = client.fail(other.operation_id, other.fence, pb.FAIL_DISPOSITION_UNKNOWN, code="timeout")
+    assert failed.state == pb.OPERATION_STATE_UNKNOWN
+    page = client.list_unresolved(operation=OP, page_size=10)
+    assert other.operation_id in [op.operation_id for op in page.operations]
+    settled = client.reconcile(other.operation_id, other.fence, succeeded=pb.Result(body=b"found"))
+    assert settled.state == pb.OPERATION_STATE_SUCCEEDED and settled.fence > other.fence
+
+    retry = client.claim("jobs.run", key(), bytes_payload=b"job").acquired.ownership
+    assert client.fail(retry.operation_id, retry.fence, pb.FAIL_DISPOSITION_RETRYABLE, code="busy",
+                       retry_after=0.01).state == pb.OPERATION_STATE_RETRY_WAIT
+    final = client.claim("jobs.run", key(), bytes_payload=b"job2").acquired.ownership
+    assert client.fail(final.operation_id, final.fence, pb.FAIL_DISPOSITION_TERMINAL,
+                       code="card_declined").state == pb.OPERATION_STATE_FAILED
+
+
+def test_refusals_are_the_same_typed_exceptions(server: Server, sync_client: idemd.sync.Client) -> None:
+    client = sync_client
+    k = key()
+    first = client.claim(OP, k, json_payload=JSON, lease=0.05).acquired.ownership
+    with pytest.raises(idemd.ConflictError) as conflict:
+        client.claim(OP, k, json_payload='{"amount":2000,"currency":"EUR"}')
+    assert conflict.value.reason == "IDEMPOTENCY_KEY_REUSED" and conflict.value.operation_id == first.operation_id
+    time.sleep(0.1)
+    second = client.claim(OP, k, json_payload=JSON, lease=5).reconcile_first.ownership
+    with pytest.raises(idemd.LeaseLostError) as lost:
+        client.complete(first.operation_id, first.fence, b"late")
+    assert lost.value.current_fence == second.fence and lost.value.state == "IN_PROGRESS"
+    client.complete(second.operation_id, second.fence, b"one")
+    with pytest.raises(idemd.RequestMismatchError):
+        client.complete(second.operation_id, second.fence, b"two")
+    with pytest.raises(idemd.OperationTerminalError):
+        client.renew(second.operation_id, second.fence)
+    with pytest.raises(idemd.InvalidArgumentError) as invalid:
+        client.claim("payments charge!", "", json_payload="{")
+    assert {"scope.key", "scope.operation"} <= {v.field for v in invalid.value.violations}
+    with pytest.raises(idemd.NotFoundError) as missing:
+        client.lookup(operation_id="01a2269b-92ba-727d-ab2a-b74a6876d78e")
+    assert missing.value.reason == "OPERATION_NOT_FOUND"
+    with idemd.SyncClient(server.addr, "idem_" + "0" * 64) as stranger:
+        with pytest.raises(idemd.UnauthenticatedError) as refused:
+            stranger.list_unresolved()
+    assert refused.value.reason == "INVALID_CREDENTIALS"
+
+
+def test_a_dead_address_is_re_sent_then_unavailable() -> None:
+    policy = idemd.RetryPolicy(max_sends=3, initial_backoff=0.01, call_timeout=2)
+    started = time.monotonic()
+    with idemd.sync.Client("127.0.0.1:1", "t", retry=policy) as nowhere:
+        with pytest.raises(idemd.UnavailableError) as unavailable:
+            nowhere.lookup(operation_id="x")
+    assert unavailable.value.reason is None and time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("lost", ["claim", "complete"])
+def test_a_lost_reply_is_re_sent_and_makes_one_effect(
+    lost: str, sync_client: idemd.sync.Client, sync_proxy: ThreadedProxy,
+    sync_proxied: idemd.sync.Client, provider: Provider,
+) -> None:
+    k = key()
+
+    def effect(ctx: EffectContext) -> Success:
+        if lost == "complete":
+            sync_proxy.drop_next_reply()  # the Complete's reply (no Renew is due yet)
+        return Success(provider.effect(ctx.operation_id))
+
+    if lost == "claim":
+        sync_proxy.drop_next_reply()
+    result = execute_once(sync_proxied, OP, k, PAYLOAD, effect, lease=10)
+    assert sync_proxy.dropped == 1 and len(provider.effects) == 1 and not result.replayed
+    # The re-sent Claim kept its claim_token (one owner), the re-sent Complete its digest.
+    assert history(sync_client, result.operation_id) == ["CLAIMED", "COMPLETED"]
+    again = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
+    assert again.replayed and again.body == result.body and len(provider.effects) == 1
+
+
+# ---- execute_once ------------------------------------------------------------------
+
+
+def test_success_is_completed_and_replayed_without_running(sync_client: idemd.sync.Client, provider: Provider) -> None:
+    k = key()
+    first = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
+    assert not first.replayed and first.attempts == 1
+    again = sync_client.execute_once(OP, k, {"currency": "EUR", "amount": 1000}, charging(provider))
+    assert again.replayed and again.body == first.body and again.operation_id == first.operation_id
+    assert len(provider.effects) == 1
+    assert history(sync_client, first.operation_id) == ["CLAIMED", "COMPLETED"]
+    with pytest.raises(idemd.ConflictError):
+        execute_once(sync_client, OP, k, {"amount": 2000, "currency": "EUR"}, charging(provider))
+    assert len(provider.effects) == 1
+
+
+def test_terminal_is_stored_and_replayed(sync_client: idemd.sync.Client) -> None:
+    k = key()
+    with pytest.raises(idemd.OperationFailedError) as first:
+        execute_once(sync_client, OP, k, PAYLOAD, lambda ctx: Terminal("card_declined", "insufficient funds"))
+    assert first.value.code == "card_declined" and not first.value.replayed
+    ran: list[EffectContext] = []
+    with pytest.raises(idemd.OperationFailedError) as replay:
+        execute_once(sync_client, OP, k, PAYLOAD, lambda ctx: ran.append(ctx) or Success(b"no"))
+    assert replay.value.replayed and replay.value.error.message == "insufficient funds" and ran == []
+
+
+def test_retryable_releases_for_a_new_attempt_with_a_fresh_claim_token(
+    sync_client: idemd.sync.Client, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens: list[bytes] = []
+    send_claim = sync_client.send_claim
+
+    def spy(request: pb.ClaimRequest, **kw: Any) -> Any:
+        tokens.append(request.claim_token)
+        return send_claim(request, **kw)
+
+    monkeypatch.setattr(sync_client, "send_claim", spy)
+    calls: list[int] = []
+
+    def flaky(ctx: EffectContext) -> Success | Retryable:
+        calls.append(ctx.attempt)
+        if len(calls) == 1:
+            return Retryable("provider_busy", retry_after=0.05)
+        return Success(provider.effect(ctx.operation_id))
+
+    result = execute_once(sync_client, OP, key(), PAYLOAD, flaky)
+    assert calls == [1, 2] and result.attempts == 2 and len(provider.effects) == 1
+    assert len(tokens) >= 2 and len(set(tokens)) == len(tokens) and all(len(t) == 16 for t in tokens)
+
+
+def test_unknown_and_a_raising_effect_are_reported_unknown(sync_client: idemd.sync.Client) -> None:
+    with pytest.raises(idemd.OutcomeUnknownError) as unknown:
+        execute_once(sync_client, OP, key(), PAYLOAD, lambda ctx: Unknown("timeout"))
+    assert sync_client.lookup(operation_id=unknown.value.operation_id).operation.state == pb.OPERATION_STATE_UNKNOWN
+
+    def broken(ctx: EffectContext) -> Success:
+        raise ConnectionResetError("provider hung up")
+
+    with pytest.raises(idemd.OutcomeUnknownError) as raised:
+        execute_once(sync_client, OP, key(), PAYLOAD, broken)
+    assert isinstance(raised.value.__cause__, ConnectionResetError)
+    assert sync_client.lookup(operation_id=raised.value.operation_id).operation.state == pb.OPERATION_STATE_UNKNOWN
+
+
+def test_renews_on_a_thread_while_the_effect_blocks(sync_client: idemd.sync.Client, provider: Provider) -> None:
+    threads: list[str] = []
+
+    def effect(ctx: EffectContext) -> Success:
+        threads.append(threading.current_thread().name)
+        time.sleep(0.5)  # blocks this thread: only another one can renew meanwhile
+        return Success(provider.effect(ctx.operation_id))
+
+    result = execute_once(sync_client, OP, key(), PAYLOAD, effect, lease=0.15, attempt_duration=5)
+    found = sync_client.lookup(operation_id=result.operation_id, include_history=True)
+    events = [h.event for h in found.history]
+    assert events[0] == "CLAIMED" and events[-1] == "COMPLETED" and "TAKEN_OVER" not in events
+    assert sum(h.count for h in found.history if h.event == "RENEWED") >= 3, found.history
+    assert threads == [threading.current_thread().name] and len(provider.effects) == 1
+
+
+def test_at_the_attempt_deadline_the_effect_is_told_to_stop_and_never_completed(
+    sync_client: idemd.sync.Client,
+) -> None:
+    """The effect cannot be killed: ctx.cancelled is set and UNKNOWN reported at the
+    deadline; what the effect returns afterwards is not recorded."""
+    told: list[float] = []
+    started = time.monotonic()
+
+    def overruns(ctx: EffectContext) -> Success:
+        assert ctx.cancelled.wait(5), "never told to stop"
+        told.append(time.monotonic() - started)
+        time.sleep(max(0.0, started + 1.2 - time.monotonic()))  # keeps going past the deadline
+        return Success(b"too late")
+
+    with pytest.raises(idemd.AttemptTimeoutError) as timeout:
+        execute_once(sync_client, OP, key(), PAYLOAD, overruns, lease=0.2, attempt_duration=1.0)
+    assert told and told[0] < 1.0 and time.monotonic() - started >= 1.2
+    found = sync_client.lookup(operation_id=timeout.value.operation_id, include_history=True)
+    assert found.operation.state == pb.OPERATION_STATE_UNKNOWN
+    assert "COMPLETED" not in [h.event for h in found.history]
+    # Recorded while idemd still took this owner's writes: reported at the deadline by
+    # the watchdog, not when the effect came back (then ATTEMPT_DEADLINE_PASSED).
+    assert found.history[-1].event == "OUTCOME_UNKNOWN"
+
+
+def test_an_effect_that_honours_the_event_returns_at_the_deadline(sync_client: idemd.sync.Client) -> None:
+    contexts: list[EffectContext] = []
+
+    def patient(ctx: EffectContext) -> Success:
+        contexts.append(ctx)
+        ctx.cancelled.wait(60)
+        return Success(b"never recorded")
+
+    started = time.monotonic()
+    with pytest.raises(idemd.AttemptTimeoutError):
+        execute_once(sync_client, OP, key(), PAYLOAD, patient, lease=0.2, attempt_duration=1.0)
+    assert time.monotonic() - started < 1.0 and contexts[0].cancel_at <= started + 1.0
+    assert contexts[0].remaining() == 0.0
+
+
+def test_the_lease_and_deadline_count_from_the_first_send_of_a_re_sent_claim(
+    sync_proxy: ThreadedProxy, sync_proxied: idemd.sync.Client, provider: Provider
+) -> None:
+    seen: list[EffectContext] = []
+    lease, attempt = 0.6, 3.0
+
+    def effect(ctx: EffectContext) -> Success:
+        seen.append(ctx)
+        events = history(sync_proxied, ctx.operation_id)
+        assert events[0] == "CLAIMED" and "RENEWED" in events, events  # renewed before starting
+        return Success(provider.effect(ctx.operation_id))
+
+    sync_proxy.drop_next_reply()
+    sync_proxy.set_connect_delay(0.45)
+    started = time.monotonic()
+    result = execute_once(sync_proxied, OP, key(), PAYLOAD, effect, lease=lease, attempt_duration=attempt)
+    assert sync_proxy.dropped == 1 and len(provider.effects) == 1 and result.attempts == 1
+    assert seen[0].cancel_at <= started + attempt
+
+
+def test_pending_waits_for_the_running_attempt_then_replays(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    k = key()
+    started = threading.Event()
+    first: list[idemd.Result] = []
+
+    def slow(ctx: EffectContext) -> Success:
+        started.set()
+        time.sleep(0.4)
+        return Success(provider.effect(ctx.operation_id))
+
+    runner = threading.Thread(target=lambda: first.append(execute_once(sync_client, OP, k, PAYLOAD, slow)))
+    runner.start()
+    assert started.wait(5)
+    with pytest.raises(idemd.PendingError) as pending:
+        execute_once(sync_client, OP, k, PAYLOAD, charging(provider), deadline=0)
+    assert pending.value.reason == "PENDING_REASON_IN_PROGRESS"
+    second = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
+    runner.join(5)
+    assert second.replayed and second.body == first[0].body and len(provider.effects) == 1
+
+
+def test_concurrent_duplicates_on_threads_make_one_effect(server: Server, provider: Provider) -> None:
+    k = key()
+    results: list[idemd.Result] = []
+    with idemd.SyncClient(server.addr, server.token) as shared:  # type: ignore[attr-defined]
+        threads = [threading.Thread(target=lambda: results.append(
+            execute_once(shared, OP, k, PAYLOAD, charging(provider, delay=0.3)))) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert len(results) == 8 and len(provider.effects) == 1
+    assert len({r.body for r in results}) == 1 and sum(not r.replayed for r in results) == 1
+
+
+def test_reconcile_first_without_a_lookup_gives_the_context(sync_client: idemd.sync.Client, provider: Provider) -> None:
+    k = key()
+    stalled = abandoned_attempt(sync_client, k, attempt=2.0)
+    seen: list[EffectContext] = []
+    result = execute_once(sync_client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0)
+    ctx = seen[0]
+    assert ctx.previous_outcome_unknown and ctx.attempt == 2 and ctx.previous_fence == stalled.fence
+    assert ctx.operation_id == stalled.operation_id == result.operation_id
+    assert ctx.previous_attempt_deadline is not None and 0 < ctx.previous_attempt_deadline <= 2.0
+
+
+def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_run(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    k = key()
+    abandoned_attempt(sync_client, k, attempt=1.0)
+    lookups: list[float] = []
+
+    def lookup(ctx: EffectContext) -> Success | None:
+        lookups.append(time.monotonic())
+        return None
+
+    with pytest.raises(idemd.OutcomeUnknownError):
+        execute_once(sync_client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
+                     lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
+    assert provider.effects == [] and len(lookups) >= 2
+
+
+def test_a_lookup_that_finds_the_earlier_effect_records_it(sync_client: idemd.sync.Client, provider: Provider) -> None:
+    k = key()
+    stalled = abandoned_attempt(sync_client, k, attempt=2.0)
+    landing = threading.Timer(0.3, provider.effect, args=(stalled.operation_id,))  # the stalled owner's effect lands
+    landing.start()
+
+    def lookup(ctx: EffectContext) -> Success | None:
+        body = provider.records.get(ctx.operation_id)
+        return Success(body) if body else None
+
+    result = execute_once(sync_client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
+                          lease=0.5, attempt_duration=2.0, lookup_interval=0.1)
+    landing.join()
+    assert len(provider.effects) == 1 and result.body == provider.records[stalled.operation_id]
+    again = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
+    assert again.replayed and again.body == result.body and len(provider.effects) == 1
+
+
+def test_lease_lost_looks_up_and_never_redoes(
+    sync_client: idemd.sync.Client, sync_proxy: ThreadedProxy, sync_proxied: idemd.sync.Client, provider: Provider
+) -> None:
+    k = key()
+    told: list[bool] = []
+
+    def effect(ctx: EffectContext) -> Success:
+        provider.effect(ctx.operation_id)
+        sync_proxy.cut()  # this owner's renewals fail; its lease lapses
+        time.sleep(0.3)
+        other = sync_client.claim(OP, k, json_payload=JSON, lease=5).reconcile_first.ownership
+        sync_client.complete(other.operation_id, other.fence, b"reconciled by another owner")
+        sync_proxy.restore()
+        told.append(ctx.cancelled.wait(5))  # the renewal thread learns LEASE_LOST
+        return Success(b"mine")
+
+    result = execute_once(sync_proxied, OP, k, PAYLOAD, effect, lease=0.15, attempt_duration=5)
+    assert told == [True]
+    assert result.body == b"reconciled by another owner" and result.replayed and len(provider.effects) == 1
+    assert "STALE_WRITE_REFUSED" in history(sync_client, result.operation_id)
+
+
+def test_needs_reconciliation_never_executes(sync_client: idemd.sync.Client, provider: Provider) -> None:
+    k = key()
+    stalled = abandoned_attempt(sync_client, k, max_attempts=1)
+    with pytest.raises(idemd.NeedsReconciliationError) as needs:
+        execute_once(sync_client, OP, k, PAYLOAD, charging(provider), max_attempts=1)
+    assert needs.value.operation_id == stalled.operation_id and provider.effects == []
+
+
+class _NoOutcome:
+    def send_claim(self, request: pb.ClaimRequest, **kw: Any) -> tuple[pb.ClaimResponse, float]:
+        return pb.ClaimResponse(), time.monotonic()
+
+
+def test_an_unknown_outcome_never_executes(provider: Provider) -> None:
+    with pytest.raises(idemd.errors.UnrecognisedOutcomeError):
+        execute_once(_NoOutcome(), OP, key(), PAYLOAD, charging(provider))  # type: ignore[arg-type]
+    assert provider.effects == []
+
+
+@pytest.mark.parametrize("restart", ["during_the_effect", "before_the_complete"])
+def test_a_server_restart_during_the_effect_makes_one_effect(
+    restart: str, server: Server, sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    k = key()
+
+    def effect(ctx: EffectContext) -> Success:
+        body = provider.effect(ctx.operation_id)
+        server.kill()  # SIGKILL: the record holds only what was committed
+        if restart == "during_the_effect":
+            server.start()
+        else:
+            # Back only after the effect returned: the Complete is re-sent until then.
+            threading.Timer(0.3, server.start).start()
+        return Success(body)
+
+    result = execute_once(sync_client, OP, k, PAYLOAD, effect, lease=10)
+    deadline = time.monotonic() + 10
+    while server.starts < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(provider.effects) == 1 and server.starts == 2
+    again = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
+    assert again.replayed and again.body == result.body and len(provider.effects) == 1
+    assert [e for e in history(sync_client, result.operation_id) if e != "RENEWED"] == ["CLAIMED", "COMPLETED"]
