@@ -1,15 +1,17 @@
 -- pgbench script: the SQL ceiling of one logical operation (Claim + Complete
--- of a new key), the statements idemd issues for it reduced to their minimum:
--- each one statement in its own autocommit transaction.
+-- of a new key): the durable writes idemd makes for it, each reduced to its
+-- plainest single statement in its own autocommit transaction.
 --
--- 1. The Claim: src/store/postgres.rs `insert_new`, the INSERT ... ON CONFLICT
---    with its history CTE, returning the row. The operation_id is a UUIDv7
---    like the server's (PostgreSQL 15 has no uuidv7(): its bytes are built
---    from the clock and gen_random_uuid()).
--- 2. The Complete: the guarded UPDATE of src/store/row.rs (`guarded_update_sql`,
---    every column the server writes, guarded by fence and state) and its
---    history row, in one statement; the server today runs a transaction of a
---    locking SELECT, a clock read, the UPDATE, the history INSERT and a NOTIFY.
+-- 1. The Claim: INSERT ... ON CONFLICT DO NOTHING with its history row in a
+--    CTE, returning the row. (idemd's own statement, `INSERT_OR_FIND` in
+--    src/store/postgres/statements.rs, does the same for a batch of claims
+--    from unnest() arrays and reads the existing record of a replay in the
+--    same statement; this is its single-claim minimum.) The operation_id is a
+--    UUIDv7 like the server's (PostgreSQL 15 has no uuidv7(): its bytes are
+--    built from the clock and gen_random_uuid()).
+-- 2. The Complete: the UPDATE guarded by fence and state of every column the
+--    server writes on Complete, with its history row, in one statement (idemd's
+--    batched form: `write_guarded` in the same file).
 --
 -- Variables: :tenant_id (-D), :client_id (pgbench's own).
 \set key_number random(1, 9000000000000000000)
