@@ -224,9 +224,42 @@ async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(backend
     assert_eq!(expired_events, RESULTS as i64);
 }
 
+/// One tick works a backlog off while its batches come back full, at the
+/// database's pace: a fixed number of batches per tick (once 20) capped every
+/// replica's retention below the rate it can create operations at.
+async fn one_tick_sweeps_a_backlog_of_more_than_twenty_full_batches(backend: Backend) {
+    const RESULTS: u64 = 45;
+    const BATCH: u32 = 2;
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let provider = Provider::default();
+    for index in 0..RESULTS {
+        attempt(
+            &mut client,
+            token,
+            short_retention(&format!("k{index}")),
+            &provider,
+        )
+        .await;
+    }
+
+    let report = sweep_backlog(
+        world.store.as_ref(),
+        SweeperSettings {
+            batch: BATCH,
+            ..settings(TimeDelta::hours(1))
+        },
+    )
+    .await;
+    assert!(RESULTS > 20 * u64::from(BATCH), "more than 20 full batches");
+    assert_eq!(report.tombstoned, RESULTS);
+}
+
 store_tests!(
     an_expired_result_becomes_a_tombstone_then_frees_the_scope,
     unresolved_operations_are_never_swept,
     a_retry_past_the_operation_deadline_ends_as_deadline_exceeded,
     sweepers_on_many_replicas_share_the_work_without_doing_it_twice,
+    one_tick_sweeps_a_backlog_of_more_than_twenty_full_batches,
 );
