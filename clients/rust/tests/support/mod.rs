@@ -246,7 +246,11 @@ impl Drop for World {
         // The data directory (and the server's log in it) goes with the
         // world: a failing test shows what the server said first.
         if std::thread::panicking() {
-            eprintln!("---- idemd's log ({}) ----\n{}", self.log.display(), self.log());
+            eprintln!(
+                "---- idemd's log ({}) ----\n{}",
+                self.log.display(),
+                self.log()
+            );
         }
         if let Some((_, name)) = self.database.take() {
             let dropped = std::thread::spawn(move || {
