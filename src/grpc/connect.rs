@@ -566,7 +566,9 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
             // The whole call within the caller's deadline, as tonic bounds a
             // gRPC call by its grpc-timeout (which a Connect request reaches
             // tonic without); past it the call is dropped and answered as a
-            // Connect server does.
+            // Connect server does. No ErrorInfo: REQUEST_TIMEOUT is the
+            // server's own timeout, and a gRPC caller hears of its deadline
+            // from its own stack, without one, too.
             match tokio::time::timeout(timeout, answered).await {
                 Ok(answer) => answer,
                 Err(_) => Ok(error_response(&Status::deadline_exceeded(
