@@ -16,6 +16,7 @@ use super::{ApiFuture, ApiService};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD;
@@ -303,8 +304,21 @@ fn grpc_frame(message: &[u8]) -> Result<Bytes, Status> {
 }
 
 /// `Connect-Timeout-Ms` (at most ten digits) as `grpc-timeout`, which the
-/// handlers and tonic read.
+/// handlers read (a Claim's wait stays within it).
 fn grpc_timeout(headers: &HeaderMap) -> Result<Option<HeaderValue>, Status> {
+    Ok(connect_timeout(headers)?.and_then(|millis| {
+        // gRPC allows eight digits: longer timeouts go in seconds.
+        let value = if millis < 100_000_000 {
+            format!("{millis}m")
+        } else {
+            format!("{}S", millis / 1000)
+        };
+        HeaderValue::from_str(&value).ok()
+    }))
+}
+
+/// `Connect-Timeout-Ms` in milliseconds, if the caller sent one.
+fn connect_timeout(headers: &HeaderMap) -> Result<Option<u64>, Status> {
     let Some(value) = headers.get("connect-timeout-ms") else {
         return Ok(None);
     };
@@ -319,13 +333,7 @@ fn grpc_timeout(headers: &HeaderMap) -> Result<Option<HeaderValue>, Status> {
                 description: "must be a positive number of milliseconds, at most ten digits".into(),
             }]))
         })?;
-    // gRPC allows eight digits: longer timeouts go in seconds.
-    let value = if millis < 100_000_000 {
-        format!("{millis}m")
-    } else {
-        format!("{}S", millis / 1000)
-    };
-    Ok(HeaderValue::from_str(&value).ok())
+    Ok(Some(millis))
 }
 
 /// The gRPC request a Connect request stands for.
@@ -395,6 +403,49 @@ fn grpc_request(
     ))
 }
 
+/// Whether a gRPC response header or trailer is the protocol's own (it
+/// describes gRPC's framing or carries the status, which the Connect answer
+/// says its own way) rather than the application's metadata.
+fn is_grpc_protocol_header(name: &header::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "grpc-status"
+            | "grpc-message"
+            | "grpc-status-details-bin"
+            | "grpc-encoding"
+            | "grpc-accept-encoding"
+    ) || name == header::CONTENT_TYPE
+        || name == header::CONTENT_LENGTH
+        || name == header::TE
+        || name == header::TRAILER
+}
+
+/// The gRPC answer's metadata on the Connect answer, as Connect's unary
+/// responses carry it: headers as HTTP headers, trailers as HTTP headers
+/// prefixed `trailer-`. A trailers-only gRPC answer (a refusal) has only
+/// trailers, sent in its headers. What describes gRPC's framing or the
+/// status is left out.
+fn copy_metadata(
+    response: &mut http::Response<tonic::body::Body>,
+    headers: Option<&HeaderMap>,
+    trailers: Option<&HeaderMap>,
+) {
+    let target = response.headers_mut();
+    for (name, value) in headers.into_iter().flatten() {
+        if !is_grpc_protocol_header(name) {
+            target.append(name.clone(), value.clone());
+        }
+    }
+    for (name, value) in trailers.into_iter().flatten() {
+        if is_grpc_protocol_header(name) {
+            continue;
+        }
+        if let Ok(prefixed) = header::HeaderName::try_from(format!("trailer-{name}")) {
+            target.append(prefixed, value.clone());
+        }
+    }
+}
+
 /// The Connect answer for the gRPC one.
 async fn connect_response(
     response: http::Response<tonic::body::Body>,
@@ -403,11 +454,14 @@ async fn connect_response(
 ) -> http::Response<tonic::body::Body> {
     // A trailers-only answer: refused before or by the handler.
     if let Some(status) = Status::from_header_map(response.headers()) {
-        return error_response(&status);
+        let mut answer = error_response(&status);
+        copy_metadata(&mut answer, None, Some(response.headers()));
+        return answer;
     }
+    let (parts, body) = response.into_parts();
     // A message frame (header included) and the trailers.
     let limit = max_response_bytes.saturating_add(5);
-    let collected = match Limited::new(response.into_body(), limit).collect().await {
+    let collected = match Limited::new(body, limit).collect().await {
         Ok(collected) => collected,
         Err(error) => return error_response(&Status::from_error(error)),
     };
@@ -417,8 +471,13 @@ async fn connect_response(
         .unwrap_or_else(|| {
             Status::from(Error::Internal("an answer ended without a status".into()))
         });
+    let trailers = collected.trailers().cloned();
+    let with_metadata = |mut answer: http::Response<tonic::body::Body>| {
+        copy_metadata(&mut answer, Some(&parts.headers), trailers.as_ref());
+        answer
+    };
     if status.code() != Code::Ok {
-        return error_response(&status);
+        return with_metadata(error_response(&status));
     }
     let body = collected.to_bytes();
     // The request asked for no compression: the flag byte is 0.
@@ -435,7 +494,7 @@ async fn connect_response(
         return error_response(&Status::from(error));
     };
     match (codec.response)(message) {
-        Ok(json) => json_response(StatusCode::OK, json),
+        Ok(json) => with_metadata(json_response(StatusCode::OK, json)),
         Err(status) => error_response(&status),
     }
 }
@@ -489,12 +548,33 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
             let Some(codec) = codec_of(ApiMethod::from_path(request.uri().path())) else {
                 return Ok(error_response(&Status::unimplemented("no such method")));
             };
+            let timeout = match connect_timeout(request.headers()) {
+                Ok(timeout) => timeout.map(Duration::from_millis),
+                Err(status) => return Ok(error_response(&status)),
+            };
             let request = match grpc_request(request, &codec, max_json_bytes, max_request_bytes) {
                 Ok(request) => request,
                 Err(status) => return Ok(error_response(&status)),
             };
-            let response = inner.call(request).await?;
-            Ok(connect_response(response, &codec, max_response_bytes).await)
+            let answered = async {
+                let response = inner.call(request).await?;
+                Ok(connect_response(response, &codec, max_response_bytes).await)
+            };
+            let Some(timeout) = timeout else {
+                return answered.await;
+            };
+            // The whole call within the caller's deadline, as tonic bounds a
+            // gRPC call by its grpc-timeout (which a Connect request reaches
+            // tonic without); past it the call is dropped and answered as a
+            // Connect server does. No ErrorInfo: REQUEST_TIMEOUT is the
+            // server's own timeout, and a gRPC caller hears of its deadline
+            // from its own stack, without one, too.
+            match tokio::time::timeout(timeout, answered).await {
+                Ok(answer) => answer,
+                Err(_) => Ok(error_response(&Status::deadline_exceeded(
+                    "the call's Connect-Timeout-Ms passed",
+                ))),
+            }
         })
     }
 }
@@ -523,6 +603,89 @@ mod tests {
             StatusCode::GATEWAY_TIMEOUT
         );
         assert_eq!(code_name(Code::Cancelled), "canceled");
+    }
+
+    /// The caller's own headers reach the gRPC service as metadata; what
+    /// described the JSON body or belongs to either protocol does not.
+    #[test]
+    fn the_callers_headers_pass_as_metadata_and_the_protocols_do_not() {
+        let codec = codec_of(ApiMethod::Claim).expect("a codec");
+        let mut request = http::Request::new(tonic::body::Body::empty());
+        for (name, value) in [
+            ("authorization", "Bearer idem_token"),
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+            ("tracestate", "vendor=1"),
+            ("x-request-id", "req-7"),
+            ("content-type", "application/json"),
+            ("content-length", "42"),
+            ("connect-protocol-version", "1"),
+            ("connect-timeout-ms", "1500"),
+            ("accept-encoding", "gzip"),
+            ("grpc-encoding", "gzip"),
+        ] {
+            request
+                .headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        let translated = grpc_request(request, &codec, 1024, 512).expect("translated");
+        let headers = translated.headers();
+        let mut names: Vec<&str> = headers.keys().map(header::HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "authorization",
+                "content-type",
+                "grpc-timeout",
+                "te",
+                "traceparent",
+                "tracestate",
+                "x-request-id"
+            ]
+        );
+        assert_eq!(headers["authorization"], "Bearer idem_token");
+        assert_eq!(headers["x-request-id"], "req-7");
+        assert_eq!(headers["content-type"], "application/grpc");
+        assert_eq!(headers["grpc-timeout"], "1500m");
+    }
+
+    /// Response headers stay headers, trailers become `trailer-` headers;
+    /// the status and gRPC's framing headers are the Connect answer's own.
+    #[test]
+    fn response_metadata_becomes_headers_and_trailer_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/grpc"));
+        headers.insert("grpc-encoding", HeaderValue::from_static("identity"));
+        headers.insert("x-served-by", HeaderValue::from_static("replica-1"));
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("14"));
+        trailers.insert("grpc-message", HeaderValue::from_static("down"));
+        trailers.insert("grpc-status-details-bin", HeaderValue::from_static("AAAA"));
+        trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("250"));
+        trailers.insert("x-cost-bin", HeaderValue::from_static("AQI"));
+        let mut answer = json_response(StatusCode::OK, b"{}".to_vec());
+        copy_metadata(&mut answer, Some(&headers), Some(&trailers));
+        let mut names: Vec<&str> = answer
+            .headers()
+            .keys()
+            .map(header::HeaderName::as_str)
+            .collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "content-type",
+                "trailer-grpc-retry-pushback-ms",
+                "trailer-x-cost-bin",
+                "x-served-by"
+            ]
+        );
+        assert_eq!(answer.headers()["content-type"], "application/json");
+        assert_eq!(answer.headers()["trailer-grpc-retry-pushback-ms"], "250");
+        assert_eq!(answer.headers()["trailer-x-cost-bin"], "AQI");
     }
 
     #[test]

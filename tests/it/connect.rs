@@ -12,11 +12,13 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// What curl got: the HTTP status and the body as JSON.
+/// What curl got: the HTTP status, the body as JSON and the headers
+/// (names lowercased).
 struct Answer {
     status: u16,
     body: Value,
     content_type: String,
+    headers: HashMap<String, String>,
 }
 
 /// `curl` POSTs `body` to `/idem.v1.IdempotencyService/<method>` with the
@@ -38,6 +40,8 @@ async fn curl(
         "@-",
         "--write-out",
         "\n%{http_code} %{content_type}",
+        "--dump-header",
+        "/dev/stderr",
     ]);
     if !headers
         .iter()
@@ -57,6 +61,7 @@ async fn curl(
         let mut child = command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("curl runs (it must be installed for these tests)");
         let mut stdin = child.stdin.take().expect("curl's stdin");
@@ -77,10 +82,16 @@ async fn curl(
     } else {
         serde_json::from_str(body).unwrap_or_else(|_| panic!("a JSON body: {body}"))
     };
+    let headers = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
     Answer {
         status,
         body,
         content_type: content_type.to_owned(),
+        headers,
     }
 }
 
@@ -269,7 +280,99 @@ async fn an_invalid_field_is_invalid_argument_with_bad_request(backend: Backend)
     assert_connect_error(&garbage, 400, "invalid_argument", "INVALID_REQUEST");
 }
 
+/// The gRPC answer's metadata reaches a Connect client as Connect says:
+/// trailers as `trailer-` headers (here the pushback trailer of a refusal),
+/// the status only in the JSON error. Connect-Timeout-Ms is the call's
+/// deadline: a Claim asking to wait longer answers Pending within it.
+async fn trailers_become_trailer_headers_and_the_timeout_bounds_the_call(backend: Backend) {
+    let config = ServerConfig {
+        admission: idemd::grpc::admission::AdmissionSettings {
+            max_in_flight_per_tenant: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let world = World::start_configured(backend, test_limits(), config).await;
+    let addr = world.server.addr;
+    let token = world.tenant_a.clone();
+    let first = call(addr, "Claim", Some(&token), claim("k9", "{}")).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // A duplicate that waits for the running attempt holds the tenant's
+    // one slot, for at most its Connect-Timeout-Ms.
+    let waiting = tokio::spawn({
+        let token = token.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let body = json!({
+                "scope": { "operation": "payments.charge", "key": "k9" },
+                "jsonPayload": "{}",
+                "wait": "20s",
+            });
+            let answer = curl(
+                addr,
+                "Claim",
+                Some(&token),
+                &["Connect-Timeout-Ms: 2000"],
+                body.to_string().into_bytes(),
+            )
+            .await;
+            (answer, started.elapsed())
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let refused = call(addr, "Claim", Some(&token), claim("k10", "{}")).await;
+    assert_connect_error(
+        &refused,
+        429,
+        "resource_exhausted",
+        "TENANT_CONCURRENCY_LIMIT",
+    );
+    let retry_info = details(&refused)
+        .get("google.rpc.RetryInfo")
+        .map(|bytes| tonic_types::pb::RetryInfo::decode(bytes.as_slice()).expect("a RetryInfo"))
+        .and_then(|info| info.retry_delay)
+        .expect("a RetryInfo delay");
+    let delay_ms = u64::try_from(retry_info.seconds).expect("positive") * 1000
+        + u64::try_from(retry_info.nanos)
+            .expect("positive")
+            .div_ceil(1_000_000);
+    assert_eq!(
+        refused.headers.get("trailer-grpc-retry-pushback-ms"),
+        Some(&delay_ms.to_string()),
+        "{:?}",
+        refused.headers
+    );
+    for protocol in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+        assert!(
+            !refused.headers.contains_key(protocol)
+                && !refused.headers.contains_key(&format!("trailer-{protocol}")),
+            "{protocol} in {:?}",
+            refused.headers
+        );
+    }
+    let (waited, elapsed) = waiting.await.expect("the waiting claim");
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    assert!(waited.body.get("pending").is_some(), "{}", waited.body);
+    assert!(
+        elapsed < std::time::Duration::from_millis(1900),
+        "answered within Connect-Timeout-Ms, not after the 20 s wait: {elapsed:?}"
+    );
+
+    // Past its deadline the call is dropped and answered deadline_exceeded.
+    let late = curl(
+        addr,
+        "Claim",
+        Some(&token),
+        &["Connect-Timeout-Ms: 0"],
+        claim("k11", "{}").to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(late.status, 504, "{}", late.body);
+    assert_eq!(late.body["code"], "deadline_exceeded", "{}", late.body);
+}
+
 store_tests!(
+    trailers_become_trailer_headers_and_the_timeout_bounds_the_call,
     claim_complete_and_replay_over_json,
     a_reused_key_is_failed_precondition_with_its_error_info,
     a_missing_or_unknown_token_is_unauthenticated,

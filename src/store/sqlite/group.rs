@@ -150,46 +150,43 @@ impl GroupWriter {
             tokio::time::timeout(self.acquire_timeout, Arc::clone(&self.state).lock_owned())
                 .await
                 .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
-        let mut member = Member {
+        let member = Member {
             guard,
             commit_wanted: Arc::clone(&self.commit_wanted),
         };
-        let state = &mut *member.guard;
-        if state.connection.is_none() {
-            state.connection = Some(self.pool.acquire().await?);
-        }
-        let Some(connection) = state.connection.as_deref_mut() else {
-            return Err(Error::Internal("the writer has no connection".into()).into());
-        };
-        undo_stopped_member(&mut state.member_open, connection).await?;
-        if !state.open {
-            // The write lock before the first read: no other writer (another
-            // process, a tenant command) runs in between.
-            if let Err(error) = execute(connection, "BEGIN IMMEDIATE").await {
-                state.connection = None;
-                return Err(error);
-            }
-            state.open = true;
-        }
-        execute(connection, "SAVEPOINT member").await?;
-        state.member_open = true;
-        Ok(member)
+        let pool = self.pool.clone();
+        detached(async move {
+            let mut member = member;
+            open_member(&mut member.guard, &pool).await?;
+            Ok(member)
+        })
+        .await
     }
 
     /// Keeps the member's writes and waits for the commit that holds them.
-    pub(super) async fn commit(&self, mut member: Member) -> StoreResult<()> {
-        execute(&mut member, "RELEASE member").await?;
-        member.guard.member_open = false;
+    pub(super) async fn commit(&self, member: Member) -> StoreResult<()> {
+        let member = detached(async move {
+            let mut member = member;
+            execute(&mut member, "RELEASE member").await?;
+            member.guard.member_open = false;
+            Ok(member)
+        })
+        .await?;
         self.await_commit(member).await
     }
 
     /// Undoes the member's writes. It still waits for its group's commit:
     /// what it read (and answers with) may be another member's write, which
     /// must be durable first.
-    pub(super) async fn rollback(&self, mut member: Member) -> StoreResult<()> {
-        execute(&mut member, "ROLLBACK TO member").await?;
-        execute(&mut member, "RELEASE member").await?;
-        member.guard.member_open = false;
+    pub(super) async fn rollback(&self, member: Member) -> StoreResult<()> {
+        let member = detached(async move {
+            let mut member = member;
+            execute(&mut member, "ROLLBACK TO member").await?;
+            execute(&mut member, "RELEASE member").await?;
+            member.guard.member_open = false;
+            Ok(member)
+        })
+        .await?;
         self.await_commit(member).await
     }
 
@@ -250,6 +247,53 @@ impl Committer {
             commit_open(&mut state).await;
         }
     }
+}
+
+/// Runs a step that changes the writer's transaction (BEGIN IMMEDIATE,
+/// SAVEPOINT, RELEASE, ROLLBACK TO) together with the bookkeeping that
+/// records it, on a task of its own, so that a caller that goes away
+/// meanwhile (a client gone, a deadline) cannot stop it in between. SQLite
+/// runs a statement once it is sent, whether or not anybody waits for the
+/// answer; had the step stopped there, the writer's state would disagree
+/// with the connection's, and the next write would hear "cannot start a
+/// transaction within a transaction" or "no such savepoint" (INTERNAL), as
+/// would every write after it. The step holds the writer's guard (inside its
+/// [`Member`]); a member nobody awaits any more is dropped on that task and
+/// undone by the committer, as any abandoned member is.
+async fn detached<T: Send + 'static>(
+    step: impl Future<Output = StoreResult<T>> + Send + 'static,
+) -> StoreResult<T> {
+    match tokio::spawn(step).await {
+        Ok(outcome) => outcome,
+        Err(error) if error.is_cancelled() => {
+            Err(Error::unavailable("the embedded store's writer is shutting down").into())
+        }
+        Err(error) => Err(Error::Internal(format!("a writer step failed: {error}")).into()),
+    }
+}
+
+/// Gives the writer's state a connection, an open transaction and this
+/// member's savepoint.
+async fn open_member(state: &mut WriterState, pool: &SqlitePool) -> StoreResult<()> {
+    if state.connection.is_none() {
+        state.connection = Some(pool.acquire().await?);
+    }
+    let Some(connection) = state.connection.as_deref_mut() else {
+        return Err(Error::Internal("the writer has no connection".into()).into());
+    };
+    undo_stopped_member(&mut state.member_open, connection).await?;
+    if !state.open {
+        // The write lock before the first read: no other writer (another
+        // process, a tenant command) runs in between.
+        if let Err(error) = execute(connection, "BEGIN IMMEDIATE").await {
+            state.connection = None;
+            return Err(error);
+        }
+        state.open = true;
+    }
+    execute(connection, "SAVEPOINT member").await?;
+    state.member_open = true;
+    Ok(())
 }
 
 /// A member whose caller stopped waiting mid-write left its savepoint open:
@@ -343,6 +387,74 @@ mod tests {
             .fetch_all(pool)
             .await
             .expect("reads")
+    }
+
+    /// Polls `future` until it has returned Pending `awaits` times, then
+    /// drops it on its next wake-up: a caller that goes away at that await,
+    /// after what it waited for (a statement's answer) has arrived.
+    async fn abandoned_after<F: Future>(awaits: usize, future: F) -> Option<F::Output> {
+        let mut future = std::pin::pin!(future);
+        let mut left = awaits;
+        std::future::poll_fn(move |context| {
+            if left == 0 {
+                return std::task::Poll::Ready(None);
+            }
+            left -= 1;
+            future.as_mut().poll(context).map(Some)
+        })
+        .await
+    }
+
+    /// A caller that goes away while a control statement (BEGIN IMMEDIATE,
+    /// SAVEPOINT, RELEASE, ROLLBACK TO) is on the writer's connection must
+    /// not leave the writer's bookkeeping behind SQLite's: the next write
+    /// would hear "cannot start a transaction within a transaction" or "no
+    /// such savepoint" (INTERNAL), and after the first, every write would.
+    /// Cancelled at every await of a committed and of a rolled-back write.
+    #[tokio::test]
+    async fn a_write_abandoned_at_any_await_leaves_the_writer_usable() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let mut finished = 0;
+        for awaits in 0..40 {
+            for keep in [true, false] {
+                let name = format!("abandoned-{awaits:02}-{keep}");
+                let write = async {
+                    let mut member = writer.begin().await?;
+                    insert(&mut member, &name).await;
+                    if keep {
+                        writer.commit(member).await
+                    } else {
+                        writer.rollback(member).await
+                    }
+                };
+                if abandoned_after(awaits, write).await.is_some() {
+                    finished += 1;
+                }
+                let mut next = writer.begin().await.unwrap_or_else(|error| {
+                    panic!("the write after one abandoned at await {awaits} ({keep}): {error}")
+                });
+                insert(&mut next, &format!("next-{awaits:02}-{keep}")).await;
+                writer.commit(next).await.unwrap_or_else(|error| {
+                    panic!("the write after one abandoned at await {awaits} ({keep}): {error}")
+                });
+            }
+        }
+        assert!(finished > 0, "the last writes ran to their end unabandoned");
+        writer.close().await;
+        let kept = names(&pool).await;
+        assert_eq!(
+            kept.iter().filter(|name| name.starts_with("next-")).count(),
+            80,
+            "every acknowledged write is there"
+        );
+        assert!(
+            !kept
+                .iter()
+                .any(|name| name.ends_with("-false") && name.starts_with("abandoned-")),
+            "a rolled-back write stays undone: {kept:?}"
+        );
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
     }
 
     #[tokio::test]

@@ -243,6 +243,15 @@ impl Drop for World {
     /// a thread of its own, as a panicking test's runtime may be unusable).
     fn drop(&mut self) {
         self.kill();
+        // The data directory (and the server's log in it) goes with the
+        // world: a failing test shows what the server said first.
+        if std::thread::panicking() {
+            eprintln!(
+                "---- idemd's log ({}) ----\n{}",
+                self.log.display(),
+                self.log()
+            );
+        }
         if let Some((_, name)) = self.database.take() {
             let dropped = std::thread::spawn(move || {
                 if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
