@@ -101,22 +101,36 @@ async fn store_as_served(
     .expect("the store opens")
 }
 
-/// Makes the store open several pool connections, its LISTEN connection and
-/// its NOTIFY connection, and returns the client ports of all of idemd's
-/// sessions on the test's database once each kind is there.
-async fn open_every_kind_of_connection(store: &PostgresStore) -> Vec<u16> {
+/// Makes the store open several pool connections, then its LISTEN
+/// connection, then its NOTIFY connection, and after each kind asserts
+/// `expected` of the sockets of all of idemd's sessions on the test's
+/// database. One kind after the other, each checked before the next opens:
+/// the pass made for a later connection would configure the earlier ones
+/// too, and hide one that failed to configure its own.
+async fn open_every_kind_of_connection(
+    store: &PostgresStore,
+    database_port: u16,
+    expected: &dyn Fn(&SocketKeepalive) -> bool,
+) {
     // Held at once, so each is a connection of its own.
     let mut held = Vec::new();
     for _ in 0..4 {
         held.push(store.pool().acquire().await.expect("a pooled connection"));
     }
     drop(held);
+    let pooled = assert_session_sockets(store, database_port, "pooled", expected).await;
+    assert!(pooled >= 4, "{pooled} sessions");
 
     let listening = store.clone();
     let listener = tokio::spawn(async move {
         let ignore = |_: OperationId| {};
         listening.listen_for_changes(&ignore).await
     });
+    // Each configures its socket before its first statement: once that
+    // shows, it is done.
+    wait_for_session(store, "LISTEN%").await;
+    let with_listener = assert_session_sockets(store, database_port, "LISTEN", expected).await;
+    assert!(with_listener > pooled, "{with_listener} sessions");
     // A state change, for the notifier to announce on its connection.
     let token = create_tenant(store, "keepalive").await;
     let tenant = store
@@ -153,46 +167,61 @@ async fn open_every_kind_of_connection(store: &PostgresStore) -> Vec<u16> {
         .await
         .expect("complete")
         .expect("row");
+    wait_for_session(store, "%pg_notify%").await;
+    let with_notifier = assert_session_sockets(store, database_port, "NOTIFY", expected).await;
+    assert!(with_notifier > with_listener, "{with_notifier} sessions");
+    listener.abort();
+}
 
-    // Both connections outside the pool configure their sockets before
-    // their first statement: once it shows, they are done.
-    let mut sessions = Vec::new();
+/// Asserts `expected` of this process's socket of every session idemd has
+/// on the test's database (`stage` says when); returns how many there are.
+async fn assert_session_sockets(
+    store: &PostgresStore,
+    database_port: u16,
+    stage: &str,
+    expected: &dyn Fn(&SocketKeepalive) -> bool,
+) -> usize {
+    let client_ports: Vec<i32> = sqlx::query_scalar(
+        "SELECT client_port FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'idemd' \
+           AND backend_type = 'client backend'",
+    )
+    .fetch_all(store.pool())
+    .await
+    .expect("pg_stat_activity");
+    let sockets = sockets_to(database_port);
+    for port in &client_ports {
+        let port = u16::try_from(*port).expect("a TCP client port");
+        let socket = sockets
+            .get(&port)
+            .unwrap_or_else(|| panic!("{stage}: no socket of this process has local port {port}"));
+        assert!(
+            expected(socket),
+            "{stage}: the socket from local port {port}: {socket:?}"
+        );
+    }
+    client_ports.len()
+}
+
+/// Waits until one of idemd's sessions on the test's database runs a
+/// statement `LIKE pattern`.
+async fn wait_for_session(store: &PostgresStore, pattern: &str) {
     for _ in 0..250 {
-        sessions = sqlx::query_as::<_, (i32, String)>(
-            "SELECT client_port, query FROM pg_stat_activity \
+        let running: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
              WHERE datname = current_database() AND application_name = 'idemd' \
-               AND backend_type = 'client backend'",
+               AND query LIKE $1",
         )
-        .fetch_all(store.pool())
+        .bind(pattern)
+        .fetch_one(store.pool())
         .await
         .expect("pg_stat_activity");
-        let listens = sessions
-            .iter()
-            .any(|(_, query)| query.starts_with("LISTEN"));
-        let notifies = sessions
-            .iter()
-            .any(|(_, query)| query.contains("pg_notify"));
-        if listens && notifies {
-            break;
+        if running > 0 {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    listener.abort();
-    assert!(
-        sessions
-            .iter()
-            .any(|(_, query)| query.starts_with("LISTEN"))
-            && sessions
-                .iter()
-                .any(|(_, query)| query.contains("pg_notify")),
-        "LISTEN and NOTIFY connections expected: {sessions:?}"
-    );
-    // 4 pooled, LISTEN, NOTIFY.
-    assert!(sessions.len() >= 6, "{sessions:?}");
-    sessions
-        .into_iter()
-        .map(|(port, _)| u16::try_from(port).expect("a TCP client port"))
-        .collect()
+    panic!("no session of the store runs {pattern}");
 }
 
 /// The four server-side settings, as a session shows them.
@@ -225,21 +254,17 @@ async fn every_database_socket_of_the_store_keeps_alive_as_configured(
     connect: PgConnectOptions,
 ) {
     let store = store_as_served(&connect, configured()).await;
-    let ports = open_every_kind_of_connection(&store).await;
-    let sockets = sockets_to(connect.get_port());
-    let expected = SocketKeepalive {
+    let configured_socket = SocketKeepalive {
         keepalive: true,
         idle: Duration::from_secs(7),
         interval: DatabaseKeepalive::PROBE_INTERVAL,
         probes: DatabaseKeepalive::PROBES,
         user_timeout: Some(Duration::from_secs(23)),
     };
-    for port in &ports {
-        let socket = sockets
-            .get(port)
-            .unwrap_or_else(|| panic!("no socket of this process has local port {port}"));
-        assert_eq!(socket, &expected, "the socket from local port {port}");
-    }
+    open_every_kind_of_connection(&store, connect.get_port(), &|socket| {
+        socket == &configured_socket
+    })
+    .await;
     store.close().await;
 }
 
@@ -262,17 +287,10 @@ async fn every_session_carries_the_servers_end_of_the_keepalive(
 #[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn with_keepalive_off_neither_end_gets_anything(_: PgPoolOptions, connect: PgConnectOptions) {
     let store = store_as_served(&connect, DatabaseKeepalive::OFF).await;
-    let ports = open_every_kind_of_connection(&store).await;
-    let sockets = sockets_to(connect.get_port());
-    for port in &ports {
-        let socket = sockets
-            .get(port)
-            .unwrap_or_else(|| panic!("no socket of this process has local port {port}"));
-        assert!(
-            !socket.keepalive && socket.user_timeout.is_none(),
-            "the socket from local port {port}: {socket:?}"
-        );
-    }
+    open_every_kind_of_connection(&store, connect.get_port(), &|socket| {
+        !socket.keepalive && socket.user_timeout.is_none()
+    })
+    .await;
 
     // The server's end: what a session of nobody's settings shows.
     let mut plain = PgConnection::connect_with(&connect)
