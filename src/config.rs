@@ -405,6 +405,22 @@ mod tests {
     }
 
     #[test]
+    fn database_keepalive_defaults_are_the_stores_and_zero_turns_it_off() {
+        use crate::store::postgres::DatabaseKeepalive;
+        let keepalive_of = |cli: &Cli| {
+            DatabaseKeepalive::new(
+                cli.database.db_tcp_keepalive,
+                cli.database.db_tcp_user_timeout,
+            )
+        };
+        let defaults = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        assert_eq!(keepalive_of(&defaults), Ok(DatabaseKeepalive::default()));
+        let off =
+            Cli::try_parse_from(["idemd", "serve", "--db-tcp-keepalive", "0"]).expect("parses");
+        assert_eq!(keepalive_of(&off), Ok(DatabaseKeepalive::OFF));
+    }
+
+    #[test]
     fn serve_defaults_parse_and_metrics_can_be_turned_off() {
         let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
         let Command::Serve(args) = cli.command else {
