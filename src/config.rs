@@ -123,6 +123,23 @@ pub struct DatabaseArgs {
     #[arg(long, env = "IDEMD_DB_CALL_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
     pub db_call_timeout: Duration,
 
+    /// Postgres: TCP keepalive on every database connection, at both ends
+    /// (idemd's sockets and the server's `tcp_keepalives_*`): after this
+    /// long without traffic, a probe every 5s, and after 3 unanswered the
+    /// connection is dropped, so a database gone without a word is noticed
+    /// on idle connections too. Whole seconds. `0` turns keepalive and the
+    /// TCP user timeout off (the system defaults).
+    #[arg(long, env = "IDEMD_DB_TCP_KEEPALIVE", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub db_tcp_keepalive: Duration,
+
+    /// Postgres: `TCP_USER_TIMEOUT` of every database connection, at both
+    /// ends (and the server's `tcp_user_timeout`): data sent and not
+    /// acknowledged for this long ends the connection; with keepalive, also
+    /// when an idle connection's probes go unanswered this long. `0`: the
+    /// system default.
+    #[arg(long, env = "IDEMD_DB_TCP_USER_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
+    pub db_tcp_user_timeout: Duration,
+
     /// Postgres: this database has no standby to fail over to, so commits
     /// that wait for no standby lose nothing on failover. Silences the
     /// start-up warning about `synchronous_commit` and
@@ -385,6 +402,22 @@ mod tests {
             ]);
             assert_eq!(parsed.is_ok(), accepted, "{value}");
         }
+    }
+
+    #[test]
+    fn database_keepalive_defaults_are_the_stores_and_zero_turns_it_off() {
+        use crate::store::postgres::DatabaseKeepalive;
+        let keepalive_of = |cli: &Cli| {
+            DatabaseKeepalive::new(
+                cli.database.db_tcp_keepalive,
+                cli.database.db_tcp_user_timeout,
+            )
+        };
+        let defaults = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        assert_eq!(keepalive_of(&defaults), Ok(DatabaseKeepalive::default()));
+        let off =
+            Cli::try_parse_from(["idemd", "serve", "--db-tcp-keepalive", "0"]).expect("parses");
+        assert_eq!(keepalive_of(&off), Ok(DatabaseKeepalive::OFF));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use crate::config::DatabaseArgs;
 use crate::domain::HistoryCap;
 use crate::error::BoxError;
-use crate::store::postgres::{PostgresOptions, PostgresStore, SessionTimeouts};
+use crate::store::postgres::{DatabaseKeepalive, PostgresOptions, PostgresStore, SessionTimeouts};
 use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use crate::store::{Bounded, Store};
 
@@ -151,6 +151,8 @@ async fn open_postgres(
         warn!("database does not exist: creating it");
         sqlx::Postgres::create_database(&url).await?;
     }
+    let keepalive =
+        DatabaseKeepalive::new(database.db_tcp_keepalive, database.db_tcp_user_timeout)?;
     let store = PostgresStore::connect(&PostgresOptions {
         url,
         max_connections: database.db_max_connections,
@@ -160,6 +162,7 @@ async fn open_postgres(
             statement_timeout: database.db_statement_timeout,
             idle_in_transaction_timeout: database.db_idle_in_transaction_timeout,
         },
+        keepalive,
     })
     .await?;
     if migrate {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemd::proto;
-use idemd::store::postgres::{PostgresStore, SessionTimeouts, session_settings};
+use idemd::store::postgres::{DatabaseKeepalive, PostgresStore, SessionTimeouts, session_settings};
 use idemd::store::{Bounded, Store};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
@@ -181,7 +181,11 @@ async fn store_with(
 ) -> (PostgresStore, Arc<dyn Store>) {
     let pool = PgPoolOptions::new()
         .max_connections(8)
-        .connect_with(session_settings(connect.clone(), &timeouts))
+        .connect_with(session_settings(
+            connect.clone(),
+            &timeouts,
+            DatabaseKeepalive::default(),
+        ))
         .await
         .expect("test database reachable");
     let store = PostgresStore::from_pool(pool);

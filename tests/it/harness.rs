@@ -53,6 +53,7 @@ pub async fn pool(connect: PgConnectOptions) -> PgPool {
         .connect_with(idemd::store::postgres::session_settings(
             connect,
             &idemd::store::postgres::SessionTimeouts::default(),
+            idemd::store::postgres::DatabaseKeepalive::default(),
         ))
         .await
         .expect("test database reachable")

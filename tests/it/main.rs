@@ -24,6 +24,8 @@ mod examples;
 mod fingerprint_vectors;
 mod history;
 mod inputs;
+#[cfg(target_os = "linux")]
+mod keepalive;
 mod leases;
 mod notify;
 mod observability;

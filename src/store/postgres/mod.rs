@@ -4,6 +4,7 @@
 //! flow is the shared one ([`super::flow`]); this file holds what Postgres
 //! does its own way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -11,6 +12,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
+pub use self::keepalive::DatabaseKeepalive;
+use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
 use self::statements::{ClaimRequest, WriteRequest};
 use super::batch::Batcher;
@@ -27,6 +30,7 @@ use crate::domain::{
 };
 use crate::shutdown::Backoff;
 
+mod keepalive;
 mod notifier;
 mod statements;
 
@@ -40,6 +44,9 @@ pub struct PostgresStore {
     /// other replicas wake at once. `None` for Postgres-compatible engines
     /// without LISTEN/NOTIFY: waiters poll anyway.
     notifier: Option<Notifier>,
+    /// The client end of TCP keepalive, for the connections opened outside
+    /// the pool (LISTEN, NOTIFY, migrations). `None`: off, or a Unix socket.
+    sockets: Option<Arc<DatabaseSockets>>,
     /// Concurrent Claims' first steps, sharing statements.
     claims: Batcher<ClaimRequest, Option<ClaimStart>>,
     /// Concurrent owner writes' common cases, sharing statements.
@@ -94,6 +101,7 @@ pub struct PostgresOptions {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
     pub timeouts: SessionTimeouts,
+    pub keepalive: DatabaseKeepalive,
 }
 
 /// The server-side bounds of every idemd session: a stalled lock holder, a
@@ -137,8 +145,6 @@ fn postgres_millis(duration: Duration) -> String {
     }
 }
 
-/// The settings of every idemd session.
-///
 /// Settings of every idemd session.
 ///
 /// `plan_cache_mode = force_generic_plan`: idemd's statements are prepared
@@ -160,23 +166,32 @@ pub const PLANNER_SETTINGS: [(&str, &str); 2] = [
     ("enable_seqscan", "off"),
 ];
 
-/// And the [`SessionTimeouts`], sent with the startup packet, so they hold
-/// from the session's first statement without a round trip of their own.
-pub fn session_settings(options: PgConnectOptions, timeouts: &SessionTimeouts) -> PgConnectOptions {
+/// And the [`SessionTimeouts`] and the server's end of the
+/// [`DatabaseKeepalive`] (none when off), sent with the startup packet, so
+/// they hold from the session's first statement without a round trip of
+/// their own.
+pub fn session_settings(
+    options: PgConnectOptions,
+    timeouts: &SessionTimeouts,
+    keepalive: DatabaseKeepalive,
+) -> PgConnectOptions {
     let planner = PLANNER_SETTINGS.map(|(name, value)| (name, value.to_owned()));
-    options
-        .application_name("idemd")
-        .options(planner.into_iter().chain([
-            ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
-            (
-                "statement_timeout",
-                postgres_millis(timeouts.statement_timeout),
-            ),
-            (
-                "idle_in_transaction_session_timeout",
-                postgres_millis(timeouts.idle_in_transaction_timeout),
-            ),
-        ]))
+    options.application_name("idemd").options(
+        planner
+            .into_iter()
+            .chain([
+                ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
+                (
+                    "statement_timeout",
+                    postgres_millis(timeouts.statement_timeout),
+                ),
+                (
+                    "idle_in_transaction_session_timeout",
+                    postgres_millis(timeouts.idle_in_transaction_timeout),
+                ),
+            ])
+            .chain(keepalive.server_settings()),
+    )
 }
 
 /// Begins a transaction on a task of its own, so that a call cancelled
@@ -214,21 +229,34 @@ impl PostgresStore {
             .url
             .parse()
             .map_err(|error| Error::Internal(format!("invalid DATABASE_URL: {error}")))?;
+        let sockets = DatabaseSockets::of(&connect_options, options.keepalive);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             // A broken connection shows in the statement that uses it (an
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
-            .test_before_acquire(false)
-            .connect_with(session_settings(connect_options, &options.timeouts))
+            .test_before_acquire(false);
+        let pool = keepalive::configure_on_connect(pool, sockets.as_ref())
+            .connect_with(session_settings(
+                connect_options,
+                &options.timeouts,
+                options.keepalive,
+            ))
             .await
             .map_err(|error| Self::translate(error.into()))?;
-        Ok(Self::from_pool(pool))
+        Ok(Self::from_pool_with(pool, sockets))
     }
 
+    /// A store on a pool made elsewhere; its connections outside the pool
+    /// get no client-side keepalive (the server's end is in the pool's
+    /// connect options, if they carry it).
     pub fn from_pool(pool: PgPool) -> Self {
-        let notifier = Notifier::new(pool.connect_options().as_ref().clone());
+        Self::from_pool_with(pool, None)
+    }
+
+    fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
+        let notifier = Notifier::new(pool.connect_options().as_ref().clone(), sockets.clone());
         let in_flight = STATEMENTS_IN_FLIGHT;
         let claims = {
             let pool = pool.clone();
@@ -264,6 +292,7 @@ impl PostgresStore {
             pool,
             pause_before_write: None,
             notifier: Some(notifier),
+            sockets,
             claims,
             writes,
             history_cap: HistoryCap::default(),
@@ -301,12 +330,15 @@ impl PostgresStore {
     /// their own without the session timeouts: waiting for another replica's
     /// migration lock, or rewriting a large table, is no stall.
     pub async fn migrate(&self) -> Result<()> {
+        // The pool's connect options already carry the server's end of the
+        // keepalive: nothing to add.
         let options = session_settings(
             self.pool.connect_options().as_ref().clone(),
             &SessionTimeouts::NONE,
+            DatabaseKeepalive::OFF,
         );
-        let connection = PgPoolOptions::new()
-            .max_connections(1)
+        let connection = PgPoolOptions::new().max_connections(1);
+        let connection = keepalive::configure_on_connect(connection, self.sockets.as_ref())
             .connect_with(options)
             .await
             .map_err(|error| Self::translate(error.into()))?;
@@ -550,7 +582,9 @@ impl Dialect for PostgresStore {
         let connect = self.pool.connect_options();
         let mut backoff = Backoff::new(LISTEN_FIRST_PAUSE, LISTEN_MAX_PAUSE);
         loop {
-            if let Err(error) = notifier::listen(&connect, changed, &mut backoff).await {
+            let listened =
+                notifier::listen(&connect, self.sockets.as_ref(), changed, &mut backoff).await;
+            if let Err(error) = listened {
                 warn!(%error, "not listening for other replicas' changes; waiters poll meanwhile");
             }
             tokio::time::sleep(backoff.pause()).await;

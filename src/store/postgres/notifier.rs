@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
 use super::super::flow::statement_span;
+use super::keepalive::{self, DatabaseSockets};
 use crate::domain::OperationId;
 use crate::shutdown::Backoff;
 
@@ -52,16 +53,18 @@ pub(super) struct Notifier {
     /// built outside a runtime too).
     receiver: Arc<Mutex<Option<mpsc::Receiver<OperationId>>>>,
     connect: Arc<PgConnectOptions>,
+    sockets: Option<Arc<DatabaseSockets>>,
     closed: CancellationToken,
 }
 
 impl Notifier {
-    pub(super) fn new(connect: PgConnectOptions) -> Self {
+    pub(super) fn new(connect: PgConnectOptions, sockets: Option<Arc<DatabaseSockets>>) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
         Self {
             sender,
             receiver: Arc::new(Mutex::new(Some(receiver))),
             connect: Arc::new(connect),
+            sockets,
             closed: CancellationToken::new(),
         }
     }
@@ -95,6 +98,7 @@ impl Notifier {
         runtime.spawn(send_changes(
             receiver,
             Arc::clone(&self.connect),
+            self.sockets.clone(),
             self.closed.clone(),
         ));
     }
@@ -103,6 +107,7 @@ impl Notifier {
 async fn send_changes(
     mut receiver: mpsc::Receiver<OperationId>,
     connect: Arc<PgConnectOptions>,
+    sockets: Option<Arc<DatabaseSockets>>,
     closed: CancellationToken,
 ) {
     let mut connection: Option<PgConnection> = None;
@@ -136,10 +141,16 @@ async fn send_changes(
                 .as_ref()
                 .clone()
                 .options([("synchronous_commit", "off")]);
-            let opened =
-                tokio::time::timeout(CONNECTION_TIMEOUT, PgConnection::connect_with(&options))
-                    .await
-                    .unwrap_or_else(|_| Err(timed_out("connecting to NOTIFY")));
+            let connecting = async {
+                let opened = PgConnection::connect_with(&options).await?;
+                if let Some(sockets) = &sockets {
+                    sockets.configure().await;
+                }
+                Ok(opened)
+            };
+            let opened = tokio::time::timeout(CONNECTION_TIMEOUT, connecting)
+                .await
+                .unwrap_or_else(|_| Err(timed_out("connecting to NOTIFY")));
             match opened {
                 Ok(opened) => connection = Some(opened),
                 Err(error) => {
@@ -199,6 +210,7 @@ fn timed_out(what: &str) -> sqlx::Error {
 /// [`CONNECTION_TIMEOUT`]), for the caller to pause and listen again.
 pub(super) async fn listen(
     connect: &PgConnectOptions,
+    sockets: Option<&Arc<DatabaseSockets>>,
     changed: &(dyn Fn(OperationId) + Send + Sync),
     backoff: &mut Backoff,
 ) -> Result<(), sqlx::Error> {
@@ -208,8 +220,8 @@ pub(super) async fn listen(
         .max_connections(1)
         .acquire_timeout(CONNECTION_TIMEOUT)
         .max_lifetime(None)
-        .idle_timeout(None)
-        .connect_lazy_with(connect.clone());
+        .idle_timeout(None);
+    let pool = keepalive::configure_on_connect(pool, sockets).connect_lazy_with(connect.clone());
     let listening = async {
         let mut listener = tokio::time::timeout(CONNECTION_TIMEOUT, async {
             let mut listener = PgListener::connect_with(&pool).await?;
