@@ -530,16 +530,7 @@ class Attempt:
                 )
             if isinstance(outcome, Terminal):
                 yield self._fail(pb.FAIL_DISPOSITION_TERMINAL, outcome.code, outcome.message, outcome.metadata)
-                raise OperationFailedError(
-                    self.operation_id,
-                    pb.OperationError(
-                        reason=pb.FAILURE_REASON_TERMINAL,
-                        code=outcome.code,
-                        message=outcome.message,
-                        metadata=outcome.metadata,
-                    ),
-                    replayed=False,
-                )
+                raise self._failed(pb.FAILURE_REASON_TERMINAL, outcome)
             if isinstance(outcome, Retryable):
                 failed = yield self._fail(
                     pb.FAIL_DISPOSITION_RETRYABLE,
@@ -550,16 +541,7 @@ class Attempt:
                 )
                 if failed.state == pb.OPERATION_STATE_RETRY_WAIT:
                     return None
-                raise OperationFailedError(
-                    self.operation_id,
-                    pb.OperationError(
-                        reason=failed.reason,
-                        code=outcome.code,
-                        message=outcome.message,
-                        metadata=outcome.metadata,
-                    ),
-                    replayed=False,
-                )
+                raise self._failed(failed.reason, outcome)
             if isinstance(outcome, Unknown):
                 yield from self.fail_unknown(outcome.code, outcome.message)
                 raise OutcomeUnknownError(self.operation_id, "the effect's outcome is unknown")
@@ -571,6 +553,14 @@ class Attempt:
                 self.operation_id,
                 "the attempt deadline passed before the outcome was recorded; a reconciler must settle it",
             ) from None
+
+    def _failed(self, reason: pb.FailureReason, outcome: Terminal | Retryable) -> OperationFailedError:
+        """The error this call raises for an outcome it recorded as the operation's failure."""
+        return OperationFailedError(
+            self.operation_id,
+            pb.OperationError(reason=reason, code=outcome.code, message=outcome.message, metadata=outcome.metadata),
+            replayed=False,
+        )
 
     def _fail(
         self,
