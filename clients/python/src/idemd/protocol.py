@@ -251,17 +251,22 @@ def _request_identity(payload: str | bytes | Mapping[str, Any] | list[Any]) -> d
     return {"json_payload": json.dumps(payload, separators=(",", ":"), ensure_ascii=False)}
 
 
+def _stored(operation_id: str, result: pb.Result, attempts: int) -> Result:
+    """The result an earlier call recorded, as this call answers it (nothing ran now)."""
+    return Result(
+        operation_id=operation_id,
+        body=result.body,
+        content_type=result.content_type,
+        metadata=dict(result.metadata),
+        attempts=attempts,
+        replayed=True,
+    )
+
+
 def _replayed(completed: pb.Completed) -> Result:
     if completed.WhichOneof("outcome") == "error" or completed.state == pb.OPERATION_STATE_FAILED:
         raise OperationFailedError(completed.operation_id, completed.error, replayed=True)
-    return Result(
-        operation_id=completed.operation_id,
-        body=completed.result.body,
-        content_type=completed.result.content_type,
-        metadata=dict(completed.result.metadata),
-        attempts=completed.attempts,
-        replayed=True,
-    )
+    return _stored(completed.operation_id, completed.result, completed.attempts)
 
 
 def execute_once_steps(
@@ -595,14 +600,7 @@ class Attempt:
         found = yield Call("lookup", (), {"operation_id": self.operation_id})
         operation = found.operation
         if operation.state == pb.OPERATION_STATE_SUCCEEDED:
-            return Result(
-                operation_id=operation.operation_id,
-                body=operation.result.body,
-                content_type=operation.result.content_type,
-                metadata=dict(operation.result.metadata),
-                attempts=operation.attempt,
-                replayed=True,
-            )
+            return _stored(operation.operation_id, operation.result, operation.attempt)
         if operation.state == pb.OPERATION_STATE_FAILED:
             raise OperationFailedError(operation.operation_id, operation.error, replayed=True)
         raise SupersededError(operation)
