@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 import pytest
 from google.protobuf import duration_pb2
@@ -48,15 +50,27 @@ class Clock:
         self.now += delay
 
 
-def script(*failures: grpc.RpcError) -> tuple[list[float], object]:
+def sync_script(*failures: grpc.RpcError) -> tuple[list[float], Callable[[float], str]]:
+    """A blocking send that raises ``failures`` in turn, then answers "ok"; and the
+    timeouts it was given."""
     timeouts: list[float] = []
     queue = list(failures)
 
-    async def send(timeout: float) -> str:
+    def send(timeout: float) -> str:
         timeouts.append(timeout)
         if queue:
             raise queue.pop(0)
         return "ok"
+
+    return timeouts, send
+
+
+def script(*failures: grpc.RpcError) -> tuple[list[float], object]:
+    """:func:`sync_script` as an asyncio send."""
+    timeouts, send_sync = sync_script(*failures)
+
+    async def send(timeout: float) -> str:
+        return send_sync(timeout)
 
     return timeouts, send
 
@@ -150,19 +164,6 @@ class SyncClock(Clock):
     def sleep_sync(self, delay: float) -> None:
         self.sleeps.append(delay)
         self.now += delay
-
-
-def sync_script(*failures: grpc.RpcError) -> tuple[list[float], object]:
-    timeouts: list[float] = []
-    queue = list(failures)
-
-    def send(timeout: float) -> str:
-        timeouts.append(timeout)
-        if queue:
-            raise queue.pop(0)
-        return "ok"
-
-    return timeouts, send
 
 
 @pytest.mark.parametrize("code", sorted(RETRIED_CODES, key=str))

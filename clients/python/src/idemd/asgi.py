@@ -26,14 +26,14 @@ idempotency key). The HTTP mapping is :mod:`idemd.http`, shared with :mod:`idemd
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 from idemd import http
 from idemd.client import Client
 from idemd.errors import IdemError
 from idemd.execute import EffectContext, Success, Unknown, execute_once
-from idemd.http import DEFAULT_KEEP_HEADERS, parse_key
+from idemd.http import DEFAULT_KEEP_HEADERS, parse_key  # re-exported
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -44,75 +44,42 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 __all__ = ["DEFAULT_KEEP_HEADERS", "IdempotencyMiddleware", "default_operation", "parse_key"]
 
 
-class _TooLarge(Exception):
-    pass
+class IdempotencyMiddleware(http.Middleware[ASGIApp, Client, Scope]):
+    """``client``: an idemd :class:`~idemd.client.Client`, or a function that makes one,
+    called once inside the serving event loop (for servers and test clients that run
+    the app on a loop of their own). ``pending_wait``: how long a request for a key
+    that is still running waits for it before answering 409. ``header`` (any case),
+    ``methods``, ``keep_headers``, ``lease``, ``attempt_duration``,
+    ``max_request_bytes``, ``max_response_bytes`` and ``reconcile_first`` as the
+    module's documentation says."""
 
+    _client_type = Client
 
-class IdempotencyMiddleware:
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        client: Client | Callable[[], Client],
-        methods: Iterable[str] = ("POST", "PATCH"),
-        required: bool = True,
-        header: str = "idempotency-key",
-        operation: Callable[[Scope], str] | None = None,
-        keep_headers: Iterable[str] = DEFAULT_KEEP_HEADERS,
-        lease: float = 30.0,
-        attempt_duration: float = 300.0,
-        pending_wait: float = 0.0,
-        max_request_bytes: int = 1 << 20,
-        max_response_bytes: int = 1 << 20,
-        reconcile_first: Literal["refuse", "run"] = "refuse",
-    ) -> None:
-        """``client``: an idemd :class:`~idemd.client.Client`, or a function that makes
-        one, called once inside the serving event loop (for servers and test clients
-        that run the app on a loop of their own). ``pending_wait``: how long a request
-        for a key that is still running waits for it before answering 409."""
-        self.app = app
-        self._client = client if isinstance(client, Client) else None
-        self._make_client = None if isinstance(client, Client) else client
-        self.methods = {method.upper() for method in methods}
-        self.required = required
+    def _use_header(self, header: str) -> None:
         self.header = header.lower().encode("latin-1")
-        self.operation = operation or default_operation
-        self.keep_headers = [name.lower() for name in keep_headers]
-        self.lease = lease
-        self.attempt_duration = attempt_duration
-        self.pending_wait = pending_wait
-        self.max_request_bytes = max_request_bytes
-        self.max_response_bytes = max_response_bytes
-        self.reconcile_first = reconcile_first
 
-    def client(self) -> Client:
-        if self._client is None:
-            assert self._make_client is not None
-            self._client = self._make_client()
-        return self._client
+    def _default_operation(self, request: Scope) -> str:
+        return default_operation(request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"].upper() not in self.methods:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         raw_key = next((v for k, v in scope["headers"] if k.lower() == self.header), None)
-        if raw_key is None:
-            if self.required:
-                await _send(send, http.MISSING_KEY)
-                return
+        admitted = self.admit(scope["method"], None if raw_key is None else raw_key.decode("latin-1"))
+        if admitted is None:
             await self.app(scope, receive, send)
             return
-        key = parse_key(raw_key.decode("latin-1"))
-        if not http.valid_key(key):
-            await _send(send, http.INVALID_KEY)
+        if isinstance(admitted, http.Response):
+            await _send(send, admitted)
             return
         try:
-            body = await _read_body(receive, self.max_request_bytes)
-        except _TooLarge:
+            body = await _read_body(receive, self.request_buffer())
+        except http.TooLarge:
             await _send(send, http.TOO_LARGE)
             return
         content_type = next((v for k, v in scope["headers"] if k.lower() == b"content-type"), b"")
-        identity = http.request_identity(
+        options = self.execute_options(
             scope["method"],
             scope.get("path", "/"),
             bytes(scope.get("query_string", b"")).decode("latin-1"),
@@ -124,16 +91,7 @@ class IdempotencyMiddleware:
             return http.refuse_unknown(ctx, self.reconcile_first) or await self._run_app(scope, body, ctx)
 
         try:
-            result = await execute_once(
-                self.client(),
-                self.operation(scope),
-                key,
-                effect=effect,
-                lease=self.lease,
-                attempt_duration=self.attempt_duration,
-                deadline=self.pending_wait,
-                **identity,
-            )
+            result = await execute_once(self.client(), self.operation(scope), admitted, effect=effect, **options)
         except IdemError as error:
             await _send(send, http.answer_for(error))
             return
@@ -151,27 +109,19 @@ class IdempotencyMiddleware:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        status = 500
-        headers: list[tuple[str, str]] = []
-        chunks: list[bytes] = []
-        size = 0
+        response = self.response_buffer()
 
         async def capture(message: Message) -> None:
-            nonlocal status, headers, size
             if message["type"] == "http.response.start":
-                status = int(message["status"])
-                headers = [
+                response.status = int(message["status"])
+                response.headers = [
                     (bytes(k).decode("latin-1"), bytes(v).decode("latin-1")) for k, v in message.get("headers", [])
                 ]
             elif message["type"] == "http.response.body":
-                chunk = bytes(message.get("body", b""))
-                size += len(chunk)
-                if size > self.max_response_bytes:
-                    raise _TooLarge("the response is larger than max_response_bytes")
-                chunks.append(chunk)
+                response.add(bytes(message.get("body", b"")))
 
         await self.app(scope, replay_body, capture)
-        return http.stored(status, headers, b"".join(chunks), self.keep_headers)
+        return response.stored(self.keep_headers)
 
 
 def default_operation(scope: Scope) -> str:
@@ -179,21 +129,15 @@ def default_operation(scope: Scope) -> str:
     return http.operation_name(str(scope["method"]), str(scope.get("path", "/")))
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+async def _read_body(receive: Receive, body: http.Buffer) -> bytes:
     while True:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunk = bytes(message.get("body", b""))
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge()
-        chunks.append(chunk)
+        body.add(bytes(message.get("body", b"")))
         if not message.get("more_body", False):
             break
-    return b"".join(chunks)
+    return body.body()
 
 
 async def _send(send: Send, response: http.Response) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
@@ -165,24 +166,53 @@ def channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]
     return [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
 
 
-class _Rpc(Generic[Req, Resp]):
-    def __init__(
-        self, channel: grpc.aio.Channel, name: str, request: type[Req], response: type[Resp]
-    ) -> None:
-        del request  # only for the type
-        self._call = cast(
-            "grpc.aio.UnaryUnaryMultiCallable[Req, Resp]",
-            channel.unary_unary(
-                f"/{SERVICE}/{name}",
-                request_serializer=lambda message: message.SerializeToString(),
-                response_deserializer=response.FromString,
-            ),
+def list_unresolved_request(operation: str, page_size: int, page_token: str) -> pb.ListUnresolvedRequest:
+    return pb.ListUnresolvedRequest(operation=operation, page_size=page_size, page_token=page_token)
+
+
+# ---- the RPCs (one table, bound by this client and idemd.sync's) -------------------
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+@dataclass(frozen=True)
+class Rpc(Generic[Req, Resp]):
+    """One idemd RPC: its method name and message types."""
+
+    name: str
+    request: type[Req]
+    response: type[Resp]
+
+    def bind(self, channel: grpc.Channel | grpc.aio.Channel) -> Any:
+        """The RPC's multicallable on ``channel`` (a blocking or an asyncio one, as the
+        channel is)."""
+        return channel.unary_unary(
+            f"/{SERVICE}/{self.name}",
+            request_serializer=_serialize,
+            response_deserializer=self.response.FromString,
         )
 
-    async def __call__(
-        self, request: Req, timeout: float, metadata: Sequence[tuple[str, str]]
-    ) -> Resp:
-        return await self._call(request, timeout=timeout, metadata=tuple(metadata))
+
+CLAIM = Rpc("Claim", pb.ClaimRequest, pb.ClaimResponse)
+RENEW = Rpc("Renew", pb.RenewRequest, pb.RenewResponse)
+COMPLETE = Rpc("Complete", pb.CompleteRequest, pb.CompleteResponse)
+FAIL = Rpc("Fail", pb.FailRequest, pb.FailResponse)
+LOOKUP = Rpc("Lookup", pb.LookupRequest, pb.LookupResponse)
+RECONCILE = Rpc("Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
+LIST_UNRESOLVED = Rpc("ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
+RPCS: tuple[Rpc[Any, Any], ...] = (CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED)
+
+
+def bind_rpcs(channel: grpc.Channel | grpc.aio.Channel) -> dict[Rpc[Any, Any], Any]:
+    """Every RPC of :data:`RPCS` bound on ``channel``."""
+    return {rpc: rpc.bind(channel) for rpc in RPCS}
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    """The metadata every call carries."""
+    return (("authorization", f"Bearer {token}"),)
 
 
 #: gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
@@ -221,14 +251,8 @@ class Client:
                 channel = grpc.aio.secure_channel(target, credentials, options=channel_options(options))
         self._channel = channel
         self.retry = retry
-        self._metadata = (("authorization", f"Bearer {token}"),)
-        self._claim = _Rpc(channel, "Claim", pb.ClaimRequest, pb.ClaimResponse)
-        self._renew = _Rpc(channel, "Renew", pb.RenewRequest, pb.RenewResponse)
-        self._complete = _Rpc(channel, "Complete", pb.CompleteRequest, pb.CompleteResponse)
-        self._fail = _Rpc(channel, "Fail", pb.FailRequest, pb.FailResponse)
-        self._lookup = _Rpc(channel, "Lookup", pb.LookupRequest, pb.LookupResponse)
-        self._reconcile = _Rpc(channel, "Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
-        self._list_unresolved = _Rpc(channel, "ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
+        self._metadata = bearer(token)
+        self._calls = bind_rpcs(channel)
 
     async def __aenter__(self) -> Client:
         return self
@@ -241,14 +265,16 @@ class Client:
 
     async def _send(
         self,
-        rpc: _Rpc[Req, Resp],
+        rpc: Rpc[Req, Resp],
         request: Req,
         *,
         deadline: float | None,
         extra_timeout: float = 0.0,
     ) -> Resp:
+        call: grpc.aio.UnaryUnaryMultiCallable[Req, Resp] = self._calls[rpc]
+
         async def send(timeout: float) -> Resp:
-            return await rpc(request, timeout, self._metadata)
+            return await call(request, timeout=timeout, metadata=self._metadata)
 
         return await call_with_retry(
             send, self.retry, deadline=deadline, extra_timeout=extra_timeout
@@ -266,7 +292,7 @@ class Client:
         of the first send, from which its lease and deadlines count."""
         sent_at = time.monotonic()
         response = await self._send(
-            self._claim, request, deadline=deadline, extra_timeout=claim_wait(request)
+            CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request)
         )
         return response, sent_at
 
@@ -292,7 +318,7 @@ class Client:
         """Renew; returns the answer and the monotonic time of its first send."""
         request = renew_request(operation_id, fence, lease)
         sent_at = time.monotonic()
-        return await self._send(self._renew, request, deadline=deadline), sent_at
+        return await self._send(RENEW, request, deadline=deadline), sent_at
 
     async def renew(
         self,
@@ -320,7 +346,7 @@ class Client:
     ) -> pb.CompleteResponse:
         """Complete: record the success result. Only the current fence may."""
         request = complete_request(operation_id, fence, body, content_type, metadata)
-        return await self._send(self._complete, request, deadline=deadline)
+        return await self._send(COMPLETE, request, deadline=deadline)
 
     async def fail(
         self,
@@ -337,7 +363,7 @@ class Client:
         """Fail with a disposition: ``pb.FAIL_DISPOSITION_TERMINAL``, ``_RETRYABLE``
         (the effect certainly did not happen) or ``_UNKNOWN`` (it may have)."""
         request = fail_request(operation_id, fence, disposition, code, message, metadata, retry_after)
-        return await self._send(self._fail, request, deadline=deadline)
+        return await self._send(FAIL, request, deadline=deadline)
 
     # ---- reads and reconciliation ------------------------------------------------
 
@@ -352,7 +378,7 @@ class Client:
     ) -> pb.LookupResponse:
         """Lookup by ``operation_id``, or by scope (``operation`` and ``key``)."""
         request = lookup_request(operation_id, operation, key, include_history)
-        return await self._send(self._lookup, request, deadline=deadline)
+        return await self._send(LOOKUP, request, deadline=deadline)
 
     async def reconcile(
         self,
@@ -367,7 +393,7 @@ class Client:
         """Reconcile from outside evidence: exactly one of ``succeeded``, ``failed``,
         ``not_applied``."""
         request = reconcile_request(operation_id, expected_fence, succeeded, failed, not_applied)
-        return await self._send(self._reconcile, request, deadline=deadline)
+        return await self._send(RECONCILE, request, deadline=deadline)
 
     async def list_unresolved(
         self,
@@ -378,10 +404,8 @@ class Client:
         deadline: float | None = None,
     ) -> pb.ListUnresolvedResponse:
         """One page of the operations a reconciler must look at, oldest first."""
-        request = pb.ListUnresolvedRequest(
-            operation=operation, page_size=page_size, page_token=page_token
-        )
-        return await self._send(self._list_unresolved, request, deadline=deadline)
+        request = list_unresolved_request(operation, page_size, page_token)
+        return await self._send(LIST_UNRESOLVED, request, deadline=deadline)
 
     async def execute_once(
         self,

@@ -16,9 +16,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from idemd.errors import (
     ConflictError,
@@ -52,6 +52,11 @@ _HEADER = "http.header."
 
 #: Headers as (lower-case name, value) text pairs.
 Headers = list[tuple[str, str]]
+
+App = TypeVar("App")
+C = TypeVar("C")
+#: What a middleware names the operation from (the ASGI scope, the WSGI environ).
+Req = TypeVar("Req")
 
 
 @dataclass(frozen=True)
@@ -166,3 +171,119 @@ def answer_for(error: IdemError) -> Response:
     if isinstance(error, StatusError):
         return problem(503, "Idempotency service unavailable", error.code.name, retry_after=error.retry_after or 1.0)
     raise error
+
+
+# ---- what both middleware do, whatever their server interface -------------------------
+
+
+class TooLarge(Exception):
+    """A request or a response larger than the middleware's limit for it."""
+
+
+class Buffer:
+    """A request or response body gathered whole, never past ``limit`` bytes; with the
+    status and headers of a response."""
+
+    def __init__(self, limit: int, too_large: str = "") -> None:
+        self.limit = limit
+        self.too_large = too_large
+        self.size = 0
+        self.chunks: list[bytes] = []
+        self.status = 500
+        self.headers: Headers = []
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise TooLarge(self.too_large)
+        self.chunks.append(bytes(chunk))
+
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def stored(self, keep_headers: Sequence[str]) -> Success:
+        """The buffered response as the result idemd keeps (:func:`stored`)."""
+        return stored(self.status, self.headers, self.body(), keep_headers)
+
+
+class Middleware(Generic[App, C, Req]):
+    """The options of :class:`idemd.asgi.IdempotencyMiddleware` and
+    :class:`idemd.wsgi.IdempotencyMiddleware`, and the decisions they share; each
+    adapts its server interface (how the key, the body and the response travel)."""
+
+    #: The client class: ``client`` is either one, or a function that makes one.
+    _client_type: type[Any]
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        client: C | Callable[[], C],
+        methods: Iterable[str] = ("POST", "PATCH"),
+        required: bool = True,
+        header: str = "Idempotency-Key",
+        operation: Callable[[Req], str] | None = None,
+        keep_headers: Iterable[str] = DEFAULT_KEEP_HEADERS,
+        lease: float = 30.0,
+        attempt_duration: float = 300.0,
+        pending_wait: float = 0.0,
+        max_request_bytes: int = 1 << 20,
+        max_response_bytes: int = 1 << 20,
+        reconcile_first: Literal["refuse", "run"] = "refuse",
+    ) -> None:
+        self.app = app
+        self._client: C | None = None
+        self._make_client: Callable[[], C] | None = None
+        if isinstance(client, self._client_type):
+            self._client = client
+        else:
+            self._make_client = cast("Callable[[], C]", client)
+        self.methods = {method.upper() for method in methods}
+        self.required = required
+        self._use_header(header)
+        self.operation = operation or self._default_operation
+        self.keep_headers = [name.lower() for name in keep_headers]
+        self.lease = lease
+        self.attempt_duration = attempt_duration
+        self.pending_wait = pending_wait
+        self.max_request_bytes = max_request_bytes
+        self.max_response_bytes = max_response_bytes
+        self.reconcile_first = reconcile_first
+
+    def _use_header(self, header: str) -> None:
+        """Keeps the key's header name in the form the server interface gives it."""
+        raise NotImplementedError
+
+    def _default_operation(self, request: Req) -> str:
+        raise NotImplementedError
+
+    def client(self) -> C:
+        if self._client is None:
+            assert self._make_client is not None
+            self._client = self._make_client()
+        return self._client
+
+    def admit(self, method: str, raw_key: str | None) -> str | Response | None:
+        """The request's key; or the answer to send instead (400); or None when the
+        app runs unguarded (a method not covered, or no key where none is required)."""
+        if method.upper() not in self.methods:
+            return None
+        if raw_key is None:
+            return MISSING_KEY if self.required else None
+        key = parse_key(raw_key)
+        return key if valid_key(key) else INVALID_KEY
+
+    def execute_options(self, method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
+        """``execute_once``'s keyword arguments for this request (its identity included)."""
+        return {
+            "lease": self.lease,
+            "attempt_duration": self.attempt_duration,
+            "deadline": self.pending_wait,
+            **request_identity(method, path, query, content_type, body),
+        }
+
+    def request_buffer(self) -> Buffer:
+        return Buffer(self.max_request_bytes, "the request body is larger than max_request_bytes")
+
+    def response_buffer(self) -> Buffer:
+        return Buffer(self.max_response_bytes, "the response is larger than max_response_bytes")

@@ -251,17 +251,22 @@ def _request_identity(payload: str | bytes | Mapping[str, Any] | list[Any]) -> d
     return {"json_payload": json.dumps(payload, separators=(",", ":"), ensure_ascii=False)}
 
 
+def _stored(operation_id: str, result: pb.Result, attempts: int) -> Result:
+    """The result an earlier call recorded, as this call answers it (nothing ran now)."""
+    return Result(
+        operation_id=operation_id,
+        body=result.body,
+        content_type=result.content_type,
+        metadata=dict(result.metadata),
+        attempts=attempts,
+        replayed=True,
+    )
+
+
 def _replayed(completed: pb.Completed) -> Result:
     if completed.WhichOneof("outcome") == "error" or completed.state == pb.OPERATION_STATE_FAILED:
         raise OperationFailedError(completed.operation_id, completed.error, replayed=True)
-    return Result(
-        operation_id=completed.operation_id,
-        body=completed.result.body,
-        content_type=completed.result.content_type,
-        metadata=dict(completed.result.metadata),
-        attempts=completed.attempts,
-        replayed=True,
-    )
+    return _stored(completed.operation_id, completed.result, completed.attempts)
 
 
 def execute_once_steps(
@@ -530,16 +535,7 @@ class Attempt:
                 )
             if isinstance(outcome, Terminal):
                 yield self._fail(pb.FAIL_DISPOSITION_TERMINAL, outcome.code, outcome.message, outcome.metadata)
-                raise OperationFailedError(
-                    self.operation_id,
-                    pb.OperationError(
-                        reason=pb.FAILURE_REASON_TERMINAL,
-                        code=outcome.code,
-                        message=outcome.message,
-                        metadata=outcome.metadata,
-                    ),
-                    replayed=False,
-                )
+                raise self._failed(pb.FAILURE_REASON_TERMINAL, outcome)
             if isinstance(outcome, Retryable):
                 failed = yield self._fail(
                     pb.FAIL_DISPOSITION_RETRYABLE,
@@ -550,16 +546,7 @@ class Attempt:
                 )
                 if failed.state == pb.OPERATION_STATE_RETRY_WAIT:
                     return None
-                raise OperationFailedError(
-                    self.operation_id,
-                    pb.OperationError(
-                        reason=failed.reason,
-                        code=outcome.code,
-                        message=outcome.message,
-                        metadata=outcome.metadata,
-                    ),
-                    replayed=False,
-                )
+                raise self._failed(failed.reason, outcome)
             if isinstance(outcome, Unknown):
                 yield from self.fail_unknown(outcome.code, outcome.message)
                 raise OutcomeUnknownError(self.operation_id, "the effect's outcome is unknown")
@@ -571,6 +558,14 @@ class Attempt:
                 self.operation_id,
                 "the attempt deadline passed before the outcome was recorded; a reconciler must settle it",
             ) from None
+
+    def _failed(self, reason: pb.FailureReason, outcome: Terminal | Retryable) -> OperationFailedError:
+        """The error this call raises for an outcome it recorded as the operation's failure."""
+        return OperationFailedError(
+            self.operation_id,
+            pb.OperationError(reason=reason, code=outcome.code, message=outcome.message, metadata=outcome.metadata),
+            replayed=False,
+        )
 
     def _fail(
         self,
@@ -605,14 +600,7 @@ class Attempt:
         found = yield Call("lookup", (), {"operation_id": self.operation_id})
         operation = found.operation
         if operation.state == pb.OPERATION_STATE_SUCCEEDED:
-            return Result(
-                operation_id=operation.operation_id,
-                body=operation.result.body,
-                content_type=operation.result.content_type,
-                metadata=dict(operation.result.metadata),
-                attempts=operation.attempt,
-                replayed=True,
-            )
+            return _stored(operation.operation_id, operation.result, operation.attempt)
         if operation.state == pb.OPERATION_STATE_FAILED:
             raise OperationFailedError(operation.operation_id, operation.error, replayed=True)
         raise SupersededError(operation)

@@ -26,17 +26,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from idemd.client import (
+    CLAIM,
+    COMPLETE,
+    FAIL,
+    LIST_UNRESOLVED,
+    LOOKUP,
+    RECONCILE,
+    RENEW,
+    Rpc,
+    bearer,
+    bind_rpcs,
     channel_options,
     claim_request,
     claim_wait,
     complete_request,
     fail_request,
+    list_unresolved_request,
     lookup_request,
     reconcile_request,
     renew_request,
@@ -58,7 +69,7 @@ from idemd.protocol import (
     execute_once_steps,
     run_steps,
 )
-from idemd.proto import SERVICE, pb
+from idemd.proto import pb
 from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_sync
 
 Req = TypeVar("Req", bound=Message)
@@ -69,22 +80,6 @@ Effect = Callable[[EffectContext], Outcome]
 #: Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it, None
 #: if the provider has nothing.
 Lookup = Callable[[EffectContext], Success | Terminal | None]
-
-
-class _Rpc(Generic[Req, Resp]):
-    def __init__(self, channel: grpc.Channel, name: str, request: type[Req], response: type[Resp]) -> None:
-        del request  # only for the type
-        self._call = cast(
-            "grpc.UnaryUnaryMultiCallable[Req, Resp]",
-            channel.unary_unary(
-                f"/{SERVICE}/{name}",
-                request_serializer=lambda message: message.SerializeToString(),
-                response_deserializer=response.FromString,
-            ),
-        )
-
-    def __call__(self, request: Req, timeout: float, metadata: Sequence[tuple[str, str]]) -> Resp:
-        return self._call(request, timeout=timeout, metadata=tuple(metadata))
 
 
 class Client:
@@ -109,14 +104,8 @@ class Client:
                 channel = grpc.secure_channel(target, credentials, options=channel_options(options))
         self._channel = channel
         self.retry = retry
-        self._metadata = (("authorization", f"Bearer {token}"),)
-        self._claim = _Rpc(channel, "Claim", pb.ClaimRequest, pb.ClaimResponse)
-        self._renew = _Rpc(channel, "Renew", pb.RenewRequest, pb.RenewResponse)
-        self._complete = _Rpc(channel, "Complete", pb.CompleteRequest, pb.CompleteResponse)
-        self._fail = _Rpc(channel, "Fail", pb.FailRequest, pb.FailResponse)
-        self._lookup = _Rpc(channel, "Lookup", pb.LookupRequest, pb.LookupResponse)
-        self._reconcile = _Rpc(channel, "Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
-        self._list_unresolved = _Rpc(channel, "ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
+        self._metadata = bearer(token)
+        self._calls = bind_rpcs(channel)
 
     def __enter__(self) -> Client:
         return self
@@ -128,10 +117,12 @@ class Client:
         self._channel.close()
 
     def _send(
-        self, rpc: _Rpc[Req, Resp], request: Req, *, deadline: float | None, extra_timeout: float = 0.0
+        self, rpc: Rpc[Req, Resp], request: Req, *, deadline: float | None, extra_timeout: float = 0.0
     ) -> Resp:
+        call: grpc.UnaryUnaryMultiCallable[Req, Resp] = self._calls[rpc]
+
         def send(timeout: float) -> Resp:
-            return rpc(request, timeout, self._metadata)
+            return call(request, timeout=timeout, metadata=self._metadata)
 
         return call_with_retry_sync(send, self.retry, deadline=deadline, extra_timeout=extra_timeout)
 
@@ -143,7 +134,7 @@ class Client:
         """Sends a prepared Claim (re-sent unchanged, same claim_token); returns the
         answer and the ``time.monotonic()`` of its first send."""
         sent_at = time.monotonic()
-        response = self._send(self._claim, request, deadline=deadline, extra_timeout=claim_wait(request))
+        response = self._send(CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request))
         return response, sent_at
 
     def claim(self, operation: str, key: str, *, deadline: float | None = None, **fields: Any) -> pb.ClaimResponse:
@@ -157,7 +148,7 @@ class Client:
         """Renew; returns the answer and the monotonic time of its first send."""
         request = renew_request(operation_id, fence, lease)
         sent_at = time.monotonic()
-        return self._send(self._renew, request, deadline=deadline), sent_at
+        return self._send(RENEW, request, deadline=deadline), sent_at
 
     def renew(
         self, operation_id: str, fence: int, *, lease: float | None = None, deadline: float | None = None
@@ -177,7 +168,7 @@ class Client:
     ) -> pb.CompleteResponse:
         """Complete: record the success result. Only the current fence may."""
         request = complete_request(operation_id, fence, body, content_type, metadata)
-        return self._send(self._complete, request, deadline=deadline)
+        return self._send(COMPLETE, request, deadline=deadline)
 
     def fail(
         self,
@@ -193,7 +184,7 @@ class Client:
     ) -> pb.FailResponse:
         """Fail with a disposition: TERMINAL, RETRYABLE (certainly not applied) or UNKNOWN."""
         request = fail_request(operation_id, fence, disposition, code, message, metadata, retry_after)
-        return self._send(self._fail, request, deadline=deadline)
+        return self._send(FAIL, request, deadline=deadline)
 
     def lookup(
         self,
@@ -206,7 +197,7 @@ class Client:
     ) -> pb.LookupResponse:
         """Lookup by ``operation_id``, or by scope (``operation`` and ``key``)."""
         request = lookup_request(operation_id, operation, key, include_history)
-        return self._send(self._lookup, request, deadline=deadline)
+        return self._send(LOOKUP, request, deadline=deadline)
 
     def reconcile(
         self,
@@ -220,14 +211,14 @@ class Client:
     ) -> pb.ReconcileResponse:
         """Reconcile from outside evidence: exactly one of ``succeeded``, ``failed``, ``not_applied``."""
         request = reconcile_request(operation_id, expected_fence, succeeded, failed, not_applied)
-        return self._send(self._reconcile, request, deadline=deadline)
+        return self._send(RECONCILE, request, deadline=deadline)
 
     def list_unresolved(
         self, *, operation: str = "", page_size: int = 0, page_token: str = "", deadline: float | None = None
     ) -> pb.ListUnresolvedResponse:
         """One page of the operations a reconciler must look at, oldest first."""
-        request = pb.ListUnresolvedRequest(operation=operation, page_size=page_size, page_token=page_token)
-        return self._send(self._list_unresolved, request, deadline=deadline)
+        request = list_unresolved_request(operation, page_size, page_token)
+        return self._send(LIST_UNRESOLVED, request, deadline=deadline)
 
     def execute_once(
         self,

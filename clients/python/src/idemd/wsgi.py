@@ -25,11 +25,10 @@ from __future__ import annotations
 import io
 from http import HTTPStatus  # the standard library's, not idemd.http
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from idemd import http
 from idemd.errors import IdemError
-from idemd.http import DEFAULT_KEEP_HEADERS, parse_key
 from idemd.protocol import EffectContext, Success, Unknown
 from idemd.sync import Client, execute_once
 
@@ -51,69 +50,32 @@ CONTEXT_KEY = "idemd.idempotency"
 __all__ = ["CONTEXT_KEY", "IdempotencyMiddleware", "default_operation"]
 
 
-class _TooLarge(Exception):
-    pass
+class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]]):
+    """``client``: a blocking :class:`idemd.sync.Client` (shared by the server's
+    threads), or a function that makes one on first use. Other options as
+    :class:`idemd.asgi.IdempotencyMiddleware`."""
 
+    _client_type = Client
 
-class IdempotencyMiddleware:
-    def __init__(
-        self,
-        app: WSGIApp,
-        *,
-        client: Client | Callable[[], Client],
-        methods: Iterable[str] = ("POST", "PATCH"),
-        required: bool = True,
-        header: str = "Idempotency-Key",
-        operation: Callable[[Mapping[str, Any]], str] | None = None,
-        keep_headers: Iterable[str] = DEFAULT_KEEP_HEADERS,
-        lease: float = 30.0,
-        attempt_duration: float = 300.0,
-        pending_wait: float = 0.0,
-        max_request_bytes: int = 1 << 20,
-        max_response_bytes: int = 1 << 20,
-        reconcile_first: Literal["refuse", "run"] = "refuse",
-    ) -> None:
-        """``client``: a blocking :class:`idemd.sync.Client` (shared by the server's
-        threads), or a function that makes one on first use. Other options as
-        :class:`idemd.asgi.IdempotencyMiddleware`."""
-        self.app = app
-        self._client = client if isinstance(client, Client) else None
-        self._make_client = None if isinstance(client, Client) else client
-        self.methods = {method.upper() for method in methods}
-        self.required = required
+    def _use_header(self, header: str) -> None:
         self.environ_key = "HTTP_" + header.upper().replace("-", "_")
-        self.operation = operation or default_operation
-        self.keep_headers = [name.lower() for name in keep_headers]
-        self.lease = lease
-        self.attempt_duration = attempt_duration
-        self.pending_wait = pending_wait
-        self.max_request_bytes = max_request_bytes
-        self.max_response_bytes = max_response_bytes
-        self.reconcile_first = reconcile_first
 
-    def client(self) -> Client:
-        if self._client is None:
-            assert self._make_client is not None
-            self._client = self._make_client()
-        return self._client
+    def _default_operation(self, request: Mapping[str, Any]) -> str:
+        return default_operation(request)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
-        if method not in self.methods:
-            return self.app(environ, start_response)
         raw_key = environ.get(self.environ_key)
-        if raw_key is None:
-            if self.required:
-                return _send(start_response, http.MISSING_KEY)
+        admitted = self.admit(method, None if raw_key is None else str(raw_key))
+        if admitted is None:
             return self.app(environ, start_response)
-        key = parse_key(str(raw_key))
-        if not http.valid_key(key):
-            return _send(start_response, http.INVALID_KEY)
+        if isinstance(admitted, http.Response):
+            return _send(start_response, admitted)
         try:
             body = _read_body(environ, self.max_request_bytes)
-        except _TooLarge:
+        except http.TooLarge:
             return _send(start_response, http.TOO_LARGE)
-        identity = http.request_identity(
+        options = self.execute_options(
             method,
             _path(environ),
             str(environ.get("QUERY_STRING", "")),
@@ -125,16 +87,7 @@ class IdempotencyMiddleware:
             return http.refuse_unknown(ctx, self.reconcile_first) or self._run_app(environ, body, ctx)
 
         try:
-            result = execute_once(
-                self.client(),
-                self.operation(environ),
-                key,
-                effect=effect,
-                lease=self.lease,
-                attempt_duration=self.attempt_duration,
-                deadline=self.pending_wait,
-                **identity,
-            )
+            result = execute_once(self.client(), self.operation(environ), admitted, effect=effect, **options)
         except IdemError as error:
             return _send(start_response, http.answer_for(error))
         return _send(start_response, http.replayed(result))
@@ -144,35 +97,24 @@ class IdempotencyMiddleware:
         inner["wsgi.input"] = io.BytesIO(body)
         inner["CONTENT_LENGTH"] = str(len(body))
         inner[CONTEXT_KEY] = ctx
-        status = 500
-        headers: ResponseHeaders = []
-        chunks: list[bytes] = []
-        size = 0
-
-        def add(chunk: bytes) -> None:
-            nonlocal size
-            size += len(chunk)
-            if size > self.max_response_bytes:
-                raise _TooLarge("the response is larger than max_response_bytes")
-            chunks.append(bytes(chunk))
+        response = self.response_buffer()
 
         def capture(status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /) -> Callable[[bytes], object]:
-            nonlocal status, headers
             # Nothing is sent before the app is done, so a later call (with exc_info)
             # simply replaces the response.
-            status = int(status_line.split(" ", 1)[0])
-            headers = list(response_headers)
-            return add
+            response.status = int(status_line.split(" ", 1)[0])
+            response.headers = list(response_headers)
+            return response.add
 
         iterable = self.app(inner, capture)
         try:
             for chunk in iterable:
-                add(chunk)
+                response.add(chunk)
         finally:
             close = getattr(iterable, "close", None)
             if callable(close):
                 close()
-        return http.stored(status, headers, b"".join(chunks), self.keep_headers)
+        return response.stored(self.keep_headers)
 
 
 def default_operation(environ: Mapping[str, Any]) -> str:
@@ -193,13 +135,13 @@ def _read_body(environ: Mapping[str, Any], limit: int) -> bytes:
     except ValueError:
         length = 0
     if length > limit:
-        raise _TooLarge()
+        raise http.TooLarge()
     if not length and not environ.get("wsgi.input_terminated"):
         return b""  # PEP 3333: no length, no body (unless the server ends the stream)
     # Without a length (chunked, ended by the server), read to the end, never past the limit.
     body: bytes = stream.read(length) if length else stream.read(limit + 1)
     if len(body) > limit:
-        raise _TooLarge()
+        raise http.TooLarge()
     return body
 
 
