@@ -9,7 +9,6 @@
 //! heard "no such savepoint" (or "cannot start a transaction within a
 //! transaction") as INTERNAL.
 
-use chrono::TimeDelta;
 use idemd::domain::*;
 use idemd::service::IdempotencyService;
 
@@ -32,22 +31,6 @@ async fn abandoned_after<F: Future>(awaits: usize, future: F) -> Option<F::Outpu
         future.as_mut().poll(context).map(Some)
     })
     .await
-}
-
-fn claim_command(key: &str) -> ClaimCommand {
-    ClaimCommand {
-        scope: Scope {
-            operation: "payments.charge".into(),
-            key: key.into(),
-        },
-        fingerprint: fingerprint::of_bytes(key.as_bytes()),
-        claim_token: Vec::new(),
-        lease: TimeDelta::seconds(60),
-        max_attempt_duration: TimeDelta::seconds(120),
-        max_attempts: 5,
-        retention: TimeDelta::hours(1),
-        operation_deadline: None,
-    }
 }
 
 async fn acquire(service: &IdempotencyService, tenant: TenantId, key: &str) -> OperationRecord {

@@ -272,17 +272,8 @@ fn event_names(history: &[HistoryEntry]) -> Vec<String> {
 
 fn command(key: &str, lease_ms: i64) -> ClaimCommand {
     ClaimCommand {
-        scope: Scope {
-            operation: "payments.charge".into(),
-            key: key.into(),
-        },
-        fingerprint: fingerprint::of_bytes(key.as_bytes()),
-        claim_token: Vec::new(),
         lease: TimeDelta::milliseconds(lease_ms),
-        max_attempt_duration: TimeDelta::seconds(60),
-        max_attempts: 5,
-        retention: TimeDelta::hours(1),
-        operation_deadline: None,
+        ..claim_command(key)
     }
 }
 

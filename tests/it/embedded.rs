@@ -4,29 +4,12 @@
 
 use std::time::Duration;
 
-use chrono::TimeDelta;
-use idemd::domain::{ClaimCommand, Error, OperationId, Scope, fingerprint};
+use idemd::domain::{Error, OperationId};
 use idemd::store::Store;
 use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use sqlx::{Connection, SqliteConnection};
 
 use crate::harness::*;
-
-fn claim(key: &str) -> ClaimCommand {
-    ClaimCommand {
-        scope: Scope {
-            operation: "payments.charge".into(),
-            key: key.into(),
-        },
-        fingerprint: fingerprint::of_bytes(key.as_bytes()),
-        claim_token: Vec::new(),
-        lease: TimeDelta::seconds(30),
-        max_attempt_duration: TimeDelta::seconds(60),
-        max_attempts: 5,
-        retention: TimeDelta::hours(1),
-        operation_deadline: None,
-    }
-}
 
 async fn open(options: &SqliteOptions) -> SqliteStore {
     let lock = DatabaseLock::try_acquire(&options.path)
@@ -95,7 +78,7 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
         .expect("auth")
         .expect("tenant");
     let existing = store
-        .insert_new(tenant, OperationId::generate(), &claim("before"))
+        .insert_new(tenant, OperationId::generate(), &claim_command("before"))
         .await
         .expect("insert")
         .expect("new");
@@ -110,7 +93,7 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
         .expect("write lock");
 
     let refused = store
-        .insert_new(tenant, OperationId::generate(), &claim("during"))
+        .insert_new(tenant, OperationId::generate(), &claim_command("during"))
         .await;
     assert!(
         matches!(refused, Err(Error::Unavailable { .. })),
@@ -132,7 +115,7 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
         .await
         .expect("release");
     let after = store
-        .insert_new(tenant, OperationId::generate(), &claim("after"))
+        .insert_new(tenant, OperationId::generate(), &claim_command("after"))
         .await
         .expect("writes resume");
     assert!(after.is_some());

@@ -36,6 +36,26 @@ use tonic::codegen::http;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
+/// A first Claim of `key` as the domain sees it (the service's and the
+/// stores' own input): a JSON-free byte fingerprint of the key, a 30 s lease
+/// within a 60 s attempt, five attempts, an hour's retention. Tests change
+/// what they need with `..claim_command(key)`.
+pub fn claim_command(key: &str) -> idemd::domain::ClaimCommand {
+    idemd::domain::ClaimCommand {
+        scope: idemd::domain::Scope {
+            operation: "payments.charge".into(),
+            key: key.into(),
+        },
+        fingerprint: idemd::domain::fingerprint::of_bytes(key.as_bytes()),
+        claim_token: Vec::new(),
+        lease: TimeDelta::seconds(30),
+        max_attempt_duration: TimeDelta::seconds(60),
+        max_attempts: 5,
+        retention: TimeDelta::hours(1),
+        operation_deadline: None,
+    }
+}
+
 pub type Client = IdempotencyServiceClient<Channel>;
 
 /// Short leases so expiry tests need no long sleeps.

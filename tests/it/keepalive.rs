@@ -23,6 +23,13 @@ use sqlx::{Connection, PgConnection};
 
 use crate::harness::create_tenant;
 
+/// The store configures every socket of the process that peers the database
+/// (one store per process in production), so a store opened by one test
+/// also configures the sockets of another's: the tests that open stores with
+/// `PostgresStore::connect` take turns. (The harness's stores, built with
+/// `from_pool`, configure nothing.)
+static ONE_STORE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// What one socket says of its keepalive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SocketKeepalive {
@@ -253,6 +260,7 @@ async fn every_database_socket_of_the_store_keeps_alive_as_configured(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
+    let _turn = ONE_STORE_AT_A_TIME.lock().await;
     let store = store_as_served(&connect, configured()).await;
     let configured_socket = SocketKeepalive {
         keepalive: true,
@@ -273,6 +281,7 @@ async fn every_session_carries_the_servers_end_of_the_keepalive(
     _: PgPoolOptions,
     connect: PgConnectOptions,
 ) {
+    let _turn = ONE_STORE_AT_A_TIME.lock().await;
     let store = store_as_served(&connect, configured()).await;
     let mut pooled = store.pool().acquire().await.expect("a pooled connection");
     assert_eq!(
@@ -286,6 +295,7 @@ async fn every_session_carries_the_servers_end_of_the_keepalive(
 
 #[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn with_keepalive_off_neither_end_gets_anything(_: PgPoolOptions, connect: PgConnectOptions) {
+    let _turn = ONE_STORE_AT_A_TIME.lock().await;
     let store = store_as_served(&connect, DatabaseKeepalive::OFF).await;
     open_every_kind_of_connection(&store, connect.get_port(), &|socket| {
         !socket.keepalive && socket.user_timeout.is_none()

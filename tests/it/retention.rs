@@ -22,6 +22,23 @@ fn short_retention(key: &str) -> proto::ClaimRequest {
     }
 }
 
+/// Completes `count` operations (`k0`, `k1`, …) whose retention has
+/// already passed: a backlog for the sweeper.
+async fn complete_with_short_retention(world: &World, count: u64) {
+    let mut client = world.client().await;
+    let provider = Provider::default();
+    for index in 0..count {
+        let executed = attempt(
+            &mut client,
+            &world.tenant_a,
+            short_retention(&format!("k{index}")),
+            &provider,
+        )
+        .await;
+        assert_eq!(executed, Attempt::Executed);
+    }
+}
+
 async fn an_expired_result_becomes_a_tombstone_then_frees_the_scope(backend: Backend) {
     let world = World::start(backend).await;
     let token = &world.tenant_a;
@@ -181,20 +198,9 @@ async fn a_retry_past_the_operation_deadline_ends_as_deadline_exceeded(backend: 
 }
 
 async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(backend: Backend) {
-    const RESULTS: usize = 60;
+    const RESULTS: u64 = 60;
     let world = World::start(backend).await;
-    let token = &world.tenant_a;
-    let mut client = world.client().await;
-    let provider = Provider::default();
-    for index in 0..RESULTS {
-        attempt(
-            &mut client,
-            token,
-            short_retention(&format!("k{index}")),
-            &provider,
-        )
-        .await;
-    }
+    complete_with_short_retention(&world, RESULTS).await;
 
     let sweepers: Vec<_> = (0..4)
         .map(|_| {
@@ -216,12 +222,12 @@ async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(backend
         total += sweeper.await.expect("sweeper");
     }
 
-    assert_eq!(total, RESULTS as u64);
+    assert_eq!(total, RESULTS);
     let expired_events = world
         .backend
         .count("SELECT count(*) FROM operation_history WHERE event = 'EXPIRED'")
         .await;
-    assert_eq!(expired_events, RESULTS as i64);
+    assert_eq!(expired_events, i64::try_from(RESULTS).expect("small"));
 }
 
 /// One tick works a backlog off while its batches come back full, at the
@@ -231,18 +237,7 @@ async fn one_tick_sweeps_a_backlog_of_more_than_twenty_full_batches(backend: Bac
     const RESULTS: u64 = 45;
     const BATCH: u32 = 2;
     let world = World::start(backend).await;
-    let token = &world.tenant_a;
-    let mut client = world.client().await;
-    let provider = Provider::default();
-    for index in 0..RESULTS {
-        attempt(
-            &mut client,
-            token,
-            short_retention(&format!("k{index}")),
-            &provider,
-        )
-        .await;
-    }
+    complete_with_short_retention(&world, RESULTS).await;
 
     let report = sweep_backlog(
         world.store.as_ref(),
