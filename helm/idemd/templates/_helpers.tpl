@@ -220,6 +220,8 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_DB_STATEMENT_TIMEOUT" .Values.database.statementTimeout)
   (list "IDEMD_DB_IDLE_IN_TRANSACTION_TIMEOUT" .Values.database.idleInTransactionTimeout)
   (list "IDEMD_DB_CALL_TIMEOUT" .Values.database.callTimeout)
+  (list "IDEMD_DB_TCP_KEEPALIVE" .Values.database.tcpKeepalive)
+  (list "IDEMD_DB_TCP_USER_TIMEOUT" .Values.database.tcpUserTimeout)
   (list "IDEMD_GAUGE_INTERVAL" .Values.metrics.gaugeInterval) }}
 {{- range $optional }}
 {{- include "idemd.optionalSetting" . }}
