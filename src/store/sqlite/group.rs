@@ -144,52 +144,56 @@ impl GroupWriter {
 
     /// A place in the shared transaction: waits for the writer (at most the
     /// acquire timeout), opens the transaction if none is, and a savepoint.
+    ///
+    /// The statements and the flags that record them run on a task of their
+    /// own: a statement sent to SQLite's worker runs to its end even when the
+    /// caller goes away (a client gone, a per-call timeout), so a caller
+    /// dropped between the statement and its flag left the writer wrong
+    /// about its own connection (a BEGIN IMMEDIATE that waited for the write
+    /// lock: the transaction open, `open` false, and every later BEGIN
+    /// failing). A member nobody awaits any more is dropped there, and the
+    /// committer undoes its savepoint as for any abandoned write.
     pub(super) async fn begin(&self) -> StoreResult<Member> {
         self.start_committer_once();
         let guard =
             tokio::time::timeout(self.acquire_timeout, Arc::clone(&self.state).lock_owned())
                 .await
                 .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
-        let mut member = Member {
+        let member = Member {
             guard,
             commit_wanted: Arc::clone(&self.commit_wanted),
         };
-        let state = &mut *member.guard;
-        if state.connection.is_none() {
-            state.connection = Some(self.pool.acquire().await?);
-        }
-        let Some(connection) = state.connection.as_deref_mut() else {
-            return Err(Error::Internal("the writer has no connection".into()).into());
-        };
-        undo_stopped_member(&mut state.member_open, connection).await?;
-        if !state.open {
-            // The write lock before the first read: no other writer (another
-            // process, a tenant command) runs in between.
-            if let Err(error) = execute(connection, "BEGIN IMMEDIATE").await {
-                state.connection = None;
-                return Err(error);
-            }
-            state.open = true;
-        }
-        execute(connection, "SAVEPOINT member").await?;
-        state.member_open = true;
-        Ok(member)
+        let pool = self.pool.clone();
+        detached(open_member(member, pool)).await
     }
 
     /// Keeps the member's writes and waits for the commit that holds them.
-    pub(super) async fn commit(&self, mut member: Member) -> StoreResult<()> {
-        execute(&mut member, "RELEASE member").await?;
-        member.guard.member_open = false;
+    pub(super) async fn commit(&self, member: Member) -> StoreResult<()> {
+        // Detached for the reason `begin` gives: a RELEASE that ran with its
+        // flag still set would have the committer roll back to a savepoint
+        // that is gone, failing the whole group.
+        let member = detached(async move {
+            let mut member = member;
+            execute(&mut member, "RELEASE member").await?;
+            member.guard.member_open = false;
+            Ok(member)
+        })
+        .await?;
         self.await_commit(member).await
     }
 
     /// Undoes the member's writes. It still waits for its group's commit:
     /// what it read (and answers with) may be another member's write, which
     /// must be durable first.
-    pub(super) async fn rollback(&self, mut member: Member) -> StoreResult<()> {
-        execute(&mut member, "ROLLBACK TO member").await?;
-        execute(&mut member, "RELEASE member").await?;
-        member.guard.member_open = false;
+    pub(super) async fn rollback(&self, member: Member) -> StoreResult<()> {
+        let member = detached(async move {
+            let mut member = member;
+            execute(&mut member, "ROLLBACK TO member").await?;
+            execute(&mut member, "RELEASE member").await?;
+            member.guard.member_open = false;
+            Ok(member)
+        })
+        .await?;
         self.await_commit(member).await
     }
 
@@ -252,6 +256,46 @@ impl Committer {
     }
 }
 
+/// Runs `work` on a task of its own, to its end whether or not the caller
+/// still waits (see [`GroupWriter::begin`]).
+async fn detached(
+    work: impl Future<Output = StoreResult<Member>> + Send + 'static,
+) -> StoreResult<Member> {
+    tokio::spawn(work).await.map_err(|error| {
+        StoreError::Domain(Error::Internal(format!(
+            "the task opening or ending a write failed: {error}"
+        )))
+    })?
+}
+
+/// Opens the transaction if none is, and the member's savepoint.
+async fn open_member(mut member: Member, pool: SqlitePool) -> StoreResult<Member> {
+    let state = &mut *member.guard;
+    if state.connection.is_none() {
+        state.connection = Some(pool.acquire().await?);
+    }
+    let Some(connection) = state.connection.as_deref_mut() else {
+        return Err(Error::Internal("the writer has no connection".into()).into());
+    };
+    undo_stopped_member(&mut state.member_open, connection).await?;
+    if !state.open {
+        // The write lock before the first read: no other writer (another
+        // process, a tenant command) runs in between.
+        if let Err(error) = execute(connection, "BEGIN IMMEDIATE").await {
+            // Not trusted again: whatever state it is in, the pool opens a
+            // new connection for the next write.
+            if let Some(mut connection) = state.connection.take() {
+                connection.close_on_drop();
+            }
+            return Err(error);
+        }
+        state.open = true;
+    }
+    execute(connection, "SAVEPOINT member").await?;
+    state.member_open = true;
+    Ok(member)
+}
+
 /// A member whose caller stopped waiting mid-write left its savepoint open:
 /// what it wrote is undone, never committed.
 async fn undo_stopped_member(
@@ -307,13 +351,17 @@ mod tests {
 
     use super::*;
 
+    fn options_for(directory: &std::path::Path) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(directory.join("group.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+    }
+
     async fn writer_on_a_fresh_file() -> (GroupWriter, SqlitePool, std::path::PathBuf) {
         let directory = std::env::temp_dir().join(format!("idemd-group-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
-        let options = SqliteConnectOptions::new()
-            .filename(directory.join("group.db"))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal);
+        let options = options_for(&directory);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
@@ -394,6 +442,45 @@ mod tests {
         writer.commit(after).await.expect("committed");
         writer.close().await;
         assert_eq!(names(&pool).await, ["after", "kept"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A caller that goes away while its BEGIN IMMEDIATE waits for the write
+    /// lock (a client gone, a per-call timeout): the statement still runs
+    /// on the connection's worker once the lock is free. The writer must
+    /// know that its transaction is open; it did not, and every later write
+    /// failed with "cannot start a transaction within a transaction" (the
+    /// connection went back to the pool inside the transaction) until the
+    /// process restarted. Found by the fault campaign (faults/).
+    #[tokio::test]
+    async fn a_write_cancelled_during_begin_leaves_the_writer_usable() {
+        use sqlx::Connection;
+
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        // Another process's writer holds the write lock.
+        let mut other = sqlx::SqliteConnection::connect_with(&options_for(&directory))
+            .await
+            .expect("connects");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .expect("holds the lock");
+        let cancelled = tokio::time::timeout(Duration::from_millis(200), writer.begin()).await;
+        assert!(cancelled.is_err(), "the BEGIN waits for the lock");
+        sqlx::query("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("frees the lock");
+
+        for name in ["after-1", "after-2"] {
+            let mut member = writer.begin().await.expect("a place");
+            insert(&mut member, name).await;
+            writer.commit(member).await.expect("committed");
+        }
+        writer.close().await;
+        other.close().await.expect("closes");
+        assert_eq!(names(&pool).await, ["after-1", "after-2"]);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }
