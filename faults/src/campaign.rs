@@ -20,6 +20,8 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::database;
+use crate::duplicator::{Duplicator, DuplicatorCounters};
 use crate::process::{Postgres, Replica, StoreConfig, prepare_store};
 use crate::provider::Provider;
 use crate::proxy::{FaultRates, Protocol, Proxy, ProxyCounters};
@@ -43,6 +45,12 @@ pub(crate) struct Settings {
     /// half and one and a half of it).
     pub(crate) fault_every: Duration,
     pub(crate) rates: FaultRates,
+    /// (Postgres) The fraction of statements on `operations` that fail while
+    /// a window of failing statements is on.
+    pub(crate) statement_failure_rate: f64,
+    /// (Postgres) The mean pause between two rounds of terminated idemd
+    /// backends (each drawn between half and one and a half of it).
+    pub(crate) terminate_every: Duration,
     pub(crate) seed: u64,
 }
 
@@ -113,6 +121,7 @@ struct FaultCounts {
     database_restarts: u64,
     database_kills: u64,
     database_freezes: u64,
+    statement_failure_windows: u64,
 }
 
 /// One logical operation: its key and payload are fixed for every delivery.
@@ -657,10 +666,10 @@ struct Processes {
     database_proxy: Option<Arc<Proxy>>,
 }
 
-async fn blocking(
+async fn blocking<T: Send + 'static>(
     postgres: &Arc<Postgres>,
-    action: fn(&Postgres) -> Result<(), String>,
-) -> Result<(), String> {
+    action: impl FnOnce(&Postgres) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
     let postgres = postgres.clone();
     tokio::task::spawn_blocking(move || action(&postgres))
         .await
@@ -673,6 +682,9 @@ enum Fault {
     RestartDatabase,
     KillDatabase,
     FreezeDatabase,
+    /// A window during which a fraction of the statements on `operations`
+    /// fail with a transient SQLSTATE (the trigger's switch on, then off).
+    FailStatements,
 }
 
 /// The fault schedule: one fault at a time, a random pause apart, cycling
@@ -680,15 +692,18 @@ enum Fault {
 async fn inject_faults(
     mut processes: Processes,
     every: Duration,
+    statement_failure_rate: f64,
     mut rng: Rng,
     mut stop: watch::Receiver<bool>,
 ) -> (Processes, FaultCounts, Result<(), String>) {
     let plan: &[Fault] = if processes.postgres.is_some() {
         &[
             Fault::KillReplica,
+            Fault::FailStatements,
             Fault::RestartDatabase,
             Fault::KillReplica,
             Fault::FreezeDatabase,
+            Fault::FailStatements,
             Fault::KillReplica,
             Fault::KillDatabase,
         ]
@@ -736,6 +751,24 @@ async fn inject_faults(
                 proxy.set_frozen(false);
                 Ok(())
             }
+            (Fault::FailStatements, Some(postgres), _) => {
+                counts.statement_failure_windows += 1;
+                let window = rng.between(Duration::from_millis(1000), Duration::from_millis(4000));
+                match blocking(postgres, move |postgres| {
+                    database::set_failure_rate(postgres, statement_failure_rate)
+                })
+                .await
+                {
+                    Ok(()) => {
+                        sleep(window).await;
+                        blocking(postgres, |postgres| {
+                            database::set_failure_rate(postgres, 0.0)
+                        })
+                        .await
+                    }
+                    Err(error) => Err(error),
+                }
+            }
             _ => Ok(()),
         };
         if let Err(error) = done {
@@ -743,6 +776,33 @@ async fn inject_faults(
         }
     };
     (processes, counts, outcome)
+}
+
+/// Terminates one or two random idemd backends at random pauses, alongside
+/// the schedule, until `stop`; how many it terminated. A round that finds
+/// the database down (restarting) terminates nothing.
+async fn terminate_backends_at_random(
+    postgres: Arc<Postgres>,
+    every: Duration,
+    mut rng: Rng,
+    mut stop: watch::Receiver<bool>,
+) -> u64 {
+    let mut terminated = 0;
+    loop {
+        let pause = rng.between(every / 2, every * 3 / 2);
+        tokio::select! {
+            _ = stop.wait_for(|stop| *stop) => return terminated,
+            () = sleep(pause) => {}
+        }
+        let count = 1 + rng.below(2);
+        if let Ok(ended) = blocking(&postgres, move |postgres| {
+            database::terminate_backends(postgres, count)
+        })
+        .await
+        {
+            terminated += ended;
+        }
+    }
 }
 
 /// Runs one campaign in `directory` (created; the caller removes it).
@@ -825,7 +885,12 @@ async fn campaign(
     let token = tokio::task::spawn_blocking(move || prepare_store(&store))
         .await
         .map_err(|error| format!("prepare task: {error}"))??;
+    // On idemd's migrated schema, before any replica runs.
+    if let Some(postgres) = &processes.postgres {
+        blocking(postgres, database::install).await?;
+    }
     let mut proxies = Vec::new();
+    let mut duplicators = Vec::new();
     let mut clients = Vec::new();
     for number in 0..replica_count {
         let mut replica = Replica::new(
@@ -839,10 +904,16 @@ async fn campaign(
             .await
             .map_err(|error| format!("proxy: {error}"))?;
         proxy.set_rates(settings.rates);
+        // The clients reach the frame proxy through the duplicating stage,
+        // so that the copies it forges meet the frame proxy's faults too.
+        let duplicator = Duplicator::start(proxy.addr, rng.next_u64())
+            .await
+            .map_err(|error| format!("duplicator: {error}"))?;
+        duplicator.set_rates(settings.rates);
         // Two connections per replica: a cut connection takes every call on
         // it down, as it would in production.
         for _ in 0..2 {
-            let client = Client::connect(&proxy.addr.to_string(), &token)
+            let client = Client::connect(&duplicator.addr.to_string(), &token)
                 .await
                 .map_err(|error| format!("connect: {error:?}"))?
                 .with_config(ClientConfig {
@@ -858,6 +929,7 @@ async fn campaign(
             clients.push(client);
         }
         proxies.push(proxy);
+        duplicators.push(duplicator);
         processes.replicas.push(replica);
     }
     let world = Arc::new(World {
@@ -868,9 +940,19 @@ async fn campaign(
     });
 
     let (stop, stopped) = watch::channel(false);
+    let postgres = processes.postgres.clone();
+    let terminator = postgres.clone().map(|postgres| {
+        tokio::spawn(terminate_backends_at_random(
+            postgres,
+            settings.terminate_every,
+            rng.fork(),
+            stopped.clone(),
+        ))
+    });
     let faults = tokio::spawn(inject_faults(
         processes,
         settings.fault_every,
+        settings.statement_failure_rate,
         rng.fork(),
         stopped,
     ));
@@ -911,8 +993,29 @@ async fn campaign(
         .await
         .map_err(|error| format!("the fault task failed: {error}"))?;
     injected?;
+    let backends_terminated = match terminator {
+        Some(terminator) => terminator
+            .await
+            .map_err(|error| format!("the terminator failed: {error}"))?,
+        None => 0,
+    };
+    // The schedule ends every window it opens; switched off once more, so
+    // that the reconciler and the settling pass certainly run without.
+    let failed_statements = match &postgres {
+        Some(postgres) => {
+            blocking(postgres, |postgres| {
+                database::set_failure_rate(postgres, 0.0)
+            })
+            .await?;
+            blocking(postgres, database::injected_failures).await?
+        }
+        None => Default::default(),
+    };
     for proxy in &proxies {
         proxy.set_rates(FaultRates::default());
+    }
+    for duplicator in &duplicators {
+        duplicator.set_rates(FaultRates::default());
     }
 
     let reconciler_started = Instant::now();
@@ -928,6 +1031,16 @@ async fn campaign(
         .map_err(|error| format!("ListUnresolved failed: {error:?}"))?
         .len() as u64;
     drop(processes);
+    if let Some(postgres) = &postgres {
+        let at_the_end = blocking(postgres, database::injected_failures).await?;
+        if at_the_end != failed_statements {
+            world.stats.violation(format!(
+                "statements failed after the faults were switched off: {failed_statements:?} \
+                 before the reconciler, {at_the_end:?} at the end"
+            ));
+        }
+    }
+    let failed = |state: &str| failed_statements.get(state).copied().unwrap_or(0);
 
     let stats = &world.stats;
     let attempts = stats
@@ -946,6 +1059,12 @@ async fn campaign(
         proxies
             .iter()
             .map(|proxy| ProxyCounters::get(counter(proxy.counters())))
+            .sum::<u64>()
+    };
+    let duplicated = |counter: fn(&DuplicatorCounters) -> &AtomicU64| {
+        duplicators
+            .iter()
+            .map(|duplicator| counter(duplicator.counters()).load(Ordering::SeqCst))
             .sum::<u64>()
     };
     let rows = vec![
@@ -1027,7 +1146,38 @@ async fn campaign(
             fault_counts.database_kills,
         ),
         ("database connections frozen", fault_counts.database_freezes),
-        ("proxy: requests", sum(|c| &c.requests)),
+        (
+            "database: windows of failing statements (trigger on)",
+            fault_counts.statement_failure_windows,
+        ),
+        (
+            "database: statements failed with 40001 serialization_failure",
+            failed("40001"),
+        ),
+        (
+            "database: statements failed with 40P01 deadlock_detected",
+            failed("40P01"),
+        ),
+        (
+            "database: statements failed with 57014 query_canceled",
+            failed("57014"),
+        ),
+        (
+            "database: statements failed with 55P03 lock_not_available",
+            failed("55P03"),
+        ),
+        (
+            "database: idemd backends terminated (pg_terminate_backend)",
+            backends_terminated,
+        ),
+        (
+            "proxy: requests from the clients",
+            duplicated(|c| &c.requests),
+        ),
+        (
+            "proxy: requests forwarded to a replica (copies included)",
+            sum(|c| &c.requests),
+        ),
         (
             "proxy: replies lost after the server answered",
             sum(|c| &c.replies_lost),
@@ -1036,6 +1186,18 @@ async fn campaign(
         (
             "proxy: requests reset mid-stream",
             sum(|c| &c.requests_reset),
+        ),
+        (
+            "proxy: requests duplicated at once (in flight together)",
+            duplicated(|c| &c.duplicated_at_once),
+        ),
+        (
+            "proxy: requests duplicated after the answer",
+            duplicated(|c| &c.duplicated_after_answer),
+        ),
+        (
+            "proxy: duplicated requests answered with the copy's response",
+            duplicated(|c| &c.answered_by_copy),
         ),
         (
             "reconciliation took (ms)",

@@ -5,6 +5,8 @@
 //! Exits non-zero on any violation.
 
 mod campaign;
+mod database;
+mod duplicator;
 mod process;
 mod provider;
 mod proxy;
@@ -55,6 +57,8 @@ fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Sett
         delay_reply: 0.03,
         max_delay: Duration::from_millis(400),
         reset_request: 0.01,
+        duplicate_at_once: 0.03,
+        duplicate_after_answer: 0.03,
     };
     let base = Settings {
         operations: 0,
@@ -63,6 +67,8 @@ fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Sett
         attempt_duration: Duration::from_secs(3),
         fault_every: Duration::from_secs(2),
         rates,
+        statement_failure_rate: 0.1,
+        terminate_every: Duration::from_millis(1500),
         seed,
     };
     let (postgres_operations, embedded_operations, concurrency) = match mode {

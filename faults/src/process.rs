@@ -113,6 +113,35 @@ impl Postgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The server's log (appended to across restarts).
+    pub(crate) fn log(&self) -> PathBuf {
+        self.directory.join("postgres.log")
+    }
+
+    /// Runs `sql` with psql on this cluster, directly (not through the
+    /// database proxy): unaligned tuples only, stopping at the first error.
+    /// Its sessions are named `idemd-faults`, never `idemd`.
+    pub(crate) fn psql(&self, sql: &str) -> Result<String, String> {
+        let output = run(Command::new(self.binaries.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-t",
+                "-A",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+            ])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .args(["-U", "postgres", "-d", "postgres", "-c", sql])
+            .env("PGAPPNAME", "idemd-faults")
+            .env("PGCONNECT_TIMEOUT", "5")
+            .stdin(Stdio::null()))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
     pub(crate) fn addr(&self) -> SocketAddr {
         ([127, 0, 0, 1], self.port).into()
     }
@@ -126,7 +155,7 @@ impl Postgres {
             self.port,
             self.directory.display()
         );
-        let log = self.directory.join("postgres.log");
+        let log = self.log();
         let mut last_error = String::new();
         for _ in 0..150 {
             let started = run(self

@@ -15,8 +15,9 @@
 //! - freeze: nothing is forwarded in either direction until thawed, while
 //!   the connections stay open (a database connection that hangs).
 //!
-//! "Duplicate a request" is done one level up, where it is faithful: the
-//! campaign delivers the same intent again on another connection.
+//! Duplicated requests need HTTP/2 terminated (new streams, HPACK state of
+//! their own): the duplicating stage in `duplicator.rs` does that, in front
+//! of this proxy.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -50,6 +51,10 @@ pub(crate) struct FaultRates {
     pub(crate) delay_reply: f64,
     pub(crate) max_delay: Duration,
     pub(crate) reset_request: f64,
+    /// Per request, in the duplicating stage (`duplicator.rs`): sent a second
+    /// time while the original is in flight, or after it was answered.
+    pub(crate) duplicate_at_once: f64,
+    pub(crate) duplicate_after_answer: f64,
 }
 
 /// A fault for one numbered request or response (1-based, over all

@@ -351,13 +351,17 @@ mod tests {
 
     use super::*;
 
+    fn options_for(directory: &std::path::Path) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(directory.join("group.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+    }
+
     async fn writer_on_a_fresh_file() -> (GroupWriter, SqlitePool, std::path::PathBuf) {
         let directory = std::env::temp_dir().join(format!("idemd-group-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
-        let options = SqliteConnectOptions::new()
-            .filename(directory.join("group.db"))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal);
+        let options = options_for(&directory);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
@@ -506,6 +510,45 @@ mod tests {
         writer.commit(after).await.expect("committed");
         writer.close().await;
         assert_eq!(names(&pool).await, ["after", "kept"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A caller that goes away while its BEGIN IMMEDIATE waits for the write
+    /// lock (a client gone, a per-call timeout): the statement still runs
+    /// on the connection's worker once the lock is free. The writer must
+    /// know that its transaction is open; it did not, and every later write
+    /// failed with "cannot start a transaction within a transaction" (the
+    /// connection went back to the pool inside the transaction) until the
+    /// process restarted. Found by the fault campaign (faults/).
+    #[tokio::test]
+    async fn a_write_cancelled_during_begin_leaves_the_writer_usable() {
+        use sqlx::Connection;
+
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        // Another process's writer holds the write lock.
+        let mut other = sqlx::SqliteConnection::connect_with(&options_for(&directory))
+            .await
+            .expect("connects");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .expect("holds the lock");
+        let cancelled = tokio::time::timeout(Duration::from_millis(200), writer.begin()).await;
+        assert!(cancelled.is_err(), "the BEGIN waits for the lock");
+        sqlx::query("COMMIT")
+            .execute(&mut other)
+            .await
+            .expect("frees the lock");
+
+        for name in ["after-1", "after-2"] {
+            let mut member = writer.begin().await.expect("a place");
+            insert(&mut member, name).await;
+            writer.commit(member).await.expect("committed");
+        }
+        writer.close().await;
+        other.close().await.expect("closes");
+        assert_eq!(names(&pool).await, ["after-1", "after-2"]);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }
