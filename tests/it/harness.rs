@@ -36,6 +36,35 @@ use tonic::codegen::http;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
+/// Claims `key` and completes it directly on `store` (no gRPC): a state
+/// change, for the tests that watch what a store announces.
+pub async fn claim_and_complete(
+    store: &impl Store,
+    tenant: idemd::domain::TenantId,
+    key: &str,
+) -> idemd::domain::OperationRecord {
+    use idemd::domain::{CompleteCommand, OperationId, OperationRecord, SuccessResult, Target};
+    let record = store
+        .insert_new(tenant, OperationId::generate(), &claim_command(key))
+        .await
+        .expect("insert")
+        .expect("new");
+    let complete = CompleteCommand {
+        operation_id: record.operation_id,
+        fence: record.fence,
+        result: SuccessResult::default(),
+    };
+    let decide = |record: &OperationRecord, now| {
+        idemd::domain::transition::decide_complete(record, &complete, now)
+    };
+    store
+        .transition(tenant, &Target::Id(record.operation_id), &decide)
+        .await
+        .expect("complete")
+        .expect("row");
+    record
+}
+
 /// A first Claim of `key` as the domain sees it (the service's and the
 /// stores' own input): a JSON-free byte fingerprint of the key, a 30 s lease
 /// within a 60 s attempt, five attempts, an hour's retention. Tests change

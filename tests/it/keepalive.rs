@@ -13,15 +13,13 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
-use chrono::TimeDelta;
-use idemd::domain::transition::decide_complete;
 use idemd::domain::*;
 use idemd::store::Store;
 use idemd::store::postgres::{DatabaseKeepalive, PostgresOptions, PostgresStore, SessionTimeouts};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
 
-use crate::harness::create_tenant;
+use crate::harness::{claim_and_complete, create_tenant};
 
 /// The store configures every socket of the process that peers the database
 /// (one store per process in production), so a store opened by one test
@@ -145,35 +143,7 @@ async fn open_every_kind_of_connection(
         .await
         .expect("auth")
         .expect("tenant");
-    let command = ClaimCommand {
-        scope: Scope {
-            operation: "sockets.check".into(),
-            key: "k-1".into(),
-        },
-        fingerprint: fingerprint::of_bytes(b"k-1"),
-        claim_token: Vec::new(),
-        lease: TimeDelta::seconds(30),
-        max_attempt_duration: TimeDelta::minutes(5),
-        max_attempts: 5,
-        retention: TimeDelta::hours(1),
-        operation_deadline: None,
-    };
-    let record = store
-        .insert_new(tenant, OperationId::generate(), &command)
-        .await
-        .expect("insert")
-        .expect("new");
-    let complete = CompleteCommand {
-        operation_id: record.operation_id,
-        fence: record.fence,
-        result: SuccessResult::default(),
-    };
-    let decide = |record: &OperationRecord, now| decide_complete(record, &complete, now);
-    store
-        .transition(tenant, &Target::Id(record.operation_id), &decide)
-        .await
-        .expect("complete")
-        .expect("row");
+    claim_and_complete(store, tenant, "k-1").await;
     wait_for_session(store, "%pg_notify%").await;
     let with_notifier = assert_session_sockets(store, database_port, "NOTIFY", expected).await;
     assert!(with_notifier > with_listener, "{with_notifier} sessions");

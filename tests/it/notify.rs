@@ -4,15 +4,12 @@
 
 use std::time::Duration;
 
-use chrono::TimeDelta;
-use idemd::domain::Target;
-use idemd::domain::transition::decide_complete;
 use idemd::domain::*;
 use idemd::store::Store;
 use idemd::store::postgres::PostgresStore;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use crate::harness::{create_tenant, pool};
+use crate::harness::{claim_and_complete, create_tenant, pool};
 
 #[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
 async fn a_completion_on_one_replica_is_heard_on_another(
@@ -73,35 +70,7 @@ async fn complete_one_while_listening(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    let command = ClaimCommand {
-        scope: Scope {
-            operation: "webhooks.deliver".into(),
-            key: "evt-1".into(),
-        },
-        fingerprint: fingerprint::of_bytes(b"evt-1"),
-        claim_token: Vec::new(),
-        lease: TimeDelta::seconds(30),
-        max_attempt_duration: TimeDelta::minutes(5),
-        max_attempts: 5,
-        retention: TimeDelta::hours(1),
-        operation_deadline: None,
-    };
-    let record = writing_replica
-        .insert_new(tenant, OperationId::generate(), &command)
-        .await
-        .expect("insert")
-        .expect("new");
-    let complete = CompleteCommand {
-        operation_id: record.operation_id,
-        fence: record.fence,
-        result: SuccessResult::default(),
-    };
-    let decide = |record: &OperationRecord, now| decide_complete(record, &complete, now);
-    writing_replica
-        .transition(tenant, &Target::Id(record.operation_id), &decide)
-        .await
-        .expect("complete")
-        .expect("row");
+    let record = claim_and_complete(&writing_replica, tenant, "evt-1").await;
 
     let heard = tokio::time::timeout(Duration::from_secs(3), hear.recv())
         .await
