@@ -7,7 +7,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idemd_client::proto::{self, reconcile_request::Resolution};
@@ -22,6 +22,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::database;
 use crate::duplicator::{Duplicator, DuplicatorCounters};
+use crate::locked;
 use crate::process::{Postgres, Replica, StoreConfig, prepare_store};
 use crate::provider::Provider;
 use crate::proxy::{FaultRates, Protocol, Proxy, ProxyCounters};
@@ -108,10 +109,7 @@ fn get(counter: &AtomicU64) -> u64 {
 
 impl Stats {
     fn violation(&self, message: String) {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(message);
+        locked(&self.violations).push(message);
     }
 }
 
@@ -216,17 +214,9 @@ impl World {
     fn note_attempt(&self, context: &EffectContext) {
         let attempt = (context.operation_id().to_owned(), context.fence());
         if context.previous_outcome_unknown().is_some() {
-            self.stats
-                .takeovers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(attempt.clone());
+            locked(&self.stats.takeovers).insert(attempt.clone());
         }
-        self.stats
-            .attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(attempt);
+        locked(&self.stats.attempts).insert(attempt);
     }
 
     fn note(&self, intent: &Intent, outcome: &Result<Execution, Error>) {
@@ -235,10 +225,7 @@ impl World {
             Err(error) => error.operation_id(),
         };
         if let Some(operation_id) = operation_id {
-            let mut known = intent
-                .operation_id
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut known = locked(&intent.operation_id);
             if known.as_deref().is_some_and(|known| known != operation_id) {
                 self.stats.violation(format!(
                     "key {} named two operations: {known:?} and {operation_id}",
@@ -251,11 +238,7 @@ impl World {
             Ok(execution) => match &execution.outcome {
                 Outcome::Succeeded(stored) => {
                     add(&self.stats.acknowledged);
-                    intent
-                        .acknowledged
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(stored.body.clone());
+                    locked(&intent.acknowledged).push(stored.body.clone());
                     add(match execution.source {
                         Source::Executed => &self.stats.executed,
                         Source::Replayed => &self.stats.replayed,
@@ -499,11 +482,7 @@ impl World {
             }
             Twist::Conflict => {
                 self.deliver_until_settled(&intent, &mut rng).await;
-                let acknowledged = !intent
-                    .acknowledged
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .is_empty();
+                let acknowledged = !locked(&intent.acknowledged).is_empty();
                 if acknowledged {
                     self.deliver_conflicting(&intent, &mut rng).await;
                 }
@@ -615,16 +594,8 @@ impl World {
     }
 
     async fn verify(&self, intent: &Intent) -> (bool, u64) {
-        let acknowledged = intent
-            .acknowledged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let operation_id = intent
-            .operation_id
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let acknowledged = locked(&intent.acknowledged).clone();
+        let operation_id = locked(&intent.operation_id).clone();
         let Some(operation_id) = operation_id else {
             self.stats
                 .violation(format!("key {} never got an operation", intent.key));
@@ -1043,16 +1014,8 @@ async fn campaign(
     let failed = |state: &str| failed_statements.get(state).copied().unwrap_or(0);
 
     let stats = &world.stats;
-    let attempts = stats
-        .attempts
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .len() as u64;
-    let takeovers = stats
-        .takeovers
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .len() as u64;
+    let attempts = locked(&stats.attempts).len() as u64;
+    let takeovers = locked(&stats.takeovers).len() as u64;
     let duplicates = world.provider.duplicates();
     let operations = settings.operations as u64;
     let sum = |counter: fn(&ProxyCounters) -> &AtomicU64| {
@@ -1217,11 +1180,7 @@ async fn campaign(
         ),
         ("every intent settled", settled == operations),
     ];
-    let violations = stats
-        .violations
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+    let violations = locked(&stats.violations).clone();
     let title = match backend {
         Backend::Postgres => "postgres, 2 replicas",
         Backend::Embedded => "embedded, 1 replica",

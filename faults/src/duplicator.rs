@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
@@ -38,6 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
+use crate::locked;
 use crate::proxy::FaultRates;
 use crate::rng::Rng;
 
@@ -81,15 +82,11 @@ impl Shared {
     /// rates.
     fn decide(&self, rng: &mut Rng) -> Option<Duplicate> {
         let number = self.counters.requests.fetch_add(1, Ordering::SeqCst) + 1;
-        let armed = self
-            .armed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&number);
+        let armed = locked(&self.armed).remove(&number);
         if armed.is_some() {
             return armed;
         }
-        let rates = *self.rates.lock().unwrap_or_else(PoisonError::into_inner);
+        let rates = *locked(&self.rates);
         let answer = if rng.chance(0.5) {
             Answer::Original
         } else {
@@ -139,20 +136,12 @@ impl Duplicator {
 
     /// Only the duplication rates apply here.
     pub(crate) fn set_rates(&self, rates: FaultRates) {
-        *self
-            .shared
-            .rates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = rates;
+        *locked(&self.shared.rates) = rates;
     }
 
     #[cfg(test)]
     pub(crate) fn arm(&self, number: u64, duplicate: Duplicate) {
-        self.shared
-            .armed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(number, duplicate);
+        locked(&self.shared.armed).insert(number, duplicate);
     }
 
     pub(crate) fn counters(&self) -> &DuplicatorCounters {
@@ -199,11 +188,7 @@ async fn serve(downstream: TcpStream, shared: Arc<Shared>) {
         upstream_open.abort();
         return;
     };
-    let mut rng = shared
-        .seed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .fork();
+    let mut rng = locked(&shared.seed).fork();
     let handle = ConnectionHandle {
         upstream: sender,
         cut: Arc::new(Notify::new()),

@@ -3,8 +3,9 @@
 //! each effect under the operation's stable reference, answers lookups by
 //! it, and, for callers that ask, honours the reference as an idempotency key.
 
+use crate::locked;
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 #[derive(Debug, Default)]
 pub(crate) struct Provider {
@@ -26,7 +27,7 @@ impl Provider {
     /// `honour_key`, a reference that already took effect gets the first
     /// effect's body back and nothing happens again.
     pub(crate) fn perform(&self, reference: &str, honour_key: bool) -> Vec<u8> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = locked(&self.state);
         if honour_key && let Some(first) = state.effects.get(reference).and_then(|b| b.first()) {
             let first = first.clone();
             state.absorbed_by_key += 1;
@@ -48,7 +49,7 @@ impl Provider {
 
     /// The first effect performed for `reference`, if any.
     pub(crate) fn lookup(&self, reference: &str) -> Option<Vec<u8>> {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = locked(&self.state);
         state
             .effects
             .get(reference)
@@ -57,16 +58,13 @@ impl Provider {
 
     /// Every effect performed (duplicates included).
     pub(crate) fn performed(&self) -> u64 {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .performed
+        locked(&self.state).performed
     }
 
     /// Effects beyond the first, over all references: each is a side effect
     /// that happened twice.
     pub(crate) fn duplicates(&self) -> u64 {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = locked(&self.state);
         state
             .effects
             .values()
@@ -75,10 +73,7 @@ impl Provider {
     }
 
     pub(crate) fn absorbed_by_key(&self) -> u64 {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .absorbed_by_key
+        locked(&self.state).absorbed_by_key
     }
 }
 

@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -30,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::locked;
 use crate::rng::Rng;
 
 const PREFACE_LEN: usize = 24;
@@ -142,29 +143,17 @@ impl Proxy {
     }
 
     pub(crate) fn set_rates(&self, rates: FaultRates) {
-        *self
-            .shared
-            .rates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = rates;
+        *locked(&self.shared.rates) = rates;
     }
 
     #[cfg(test)]
     pub(crate) fn arm_request(&self, number: u64, fault: Armed) {
-        self.shared
-            .armed_requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(number, fault);
+        locked(&self.shared.armed_requests).insert(number, fault);
     }
 
     #[cfg(test)]
     pub(crate) fn arm_reply(&self, number: u64, fault: Armed) {
-        self.shared
-            .armed_replies
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(number, fault);
+        locked(&self.shared.armed_replies).insert(number, fault);
     }
 
     /// While frozen, no byte is forwarded either way; connections stay open.
@@ -188,11 +177,7 @@ async fn relay(downstream: TcpStream, upstream: TcpStream, shared: Arc<Shared>) 
     let _ = upstream.set_nodelay(true);
     let (down_read, down_write) = downstream.into_split();
     let (up_read, up_write) = upstream.into_split();
-    let connection_rng = shared
-        .seed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .fork();
+    let connection_rng = locked(&shared.seed).fork();
     let (mut request_rng, mut reply_rng) = {
         let mut rng = connection_rng;
         (rng.fork(), rng.fork())
@@ -288,16 +273,8 @@ async fn forward_requests(
         let mut reset = false;
         if frame.kind() == HEADERS && frame.stream() != 0 && streams.insert(frame.stream()) {
             let number = shared.counters.requests.fetch_add(1, Ordering::SeqCst) + 1;
-            let armed = shared
-                .armed_requests
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&number);
-            let rate = shared
-                .rates
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .reset_request;
+            let armed = locked(&shared.armed_requests).remove(&number);
+            let rate = locked(&shared.rates).reset_request;
             reset = armed == Some(Armed::ResetRequest) || (armed.is_none() && rng.chance(rate));
         }
         thawed(shared).await;
@@ -325,12 +302,8 @@ async fn forward_replies(
     while let Some(frame) = Frame::read(&mut from).await {
         if frame.kind() == HEADERS && frame.stream() != 0 && streams.insert(frame.stream()) {
             let number = shared.counters.responses.fetch_add(1, Ordering::SeqCst) + 1;
-            let armed = shared
-                .armed_replies
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&number);
-            let rates = *shared.rates.lock().unwrap_or_else(PoisonError::into_inner);
+            let armed = locked(&shared.armed_replies).remove(&number);
+            let rates = *locked(&shared.rates);
             let fault = armed.or_else(|| {
                 if rng.chance(rates.lose_reply) {
                     Some(Armed::LoseReply)
