@@ -13,6 +13,7 @@
 //! type pass through untouched.
 
 use super::{ApiFuture, ApiService};
+use futures_util::future::Either;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -131,8 +132,14 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(media_type.to_ascii_lowercase())
 }
 
+/// A gRPC call (`application/grpc`, `application/grpc+proto`, …): asked on
+/// every call, so it reads the header's bytes without copying them.
 fn is_grpc(headers: &HeaderMap) -> bool {
-    media_type(headers).is_some_and(|media_type| media_type.starts_with("application/grpc"))
+    const GRPC: &[u8] = b"application/grpc";
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.as_bytes().get(..GRPC.len()))
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(GRPC))
 }
 
 /// Connect's name of a code (its JSON error's `code`).
@@ -502,7 +509,9 @@ async fn connect_response(
 impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
-    type Future = ApiFuture;
+    /// A gRPC call passes through in the inner service's own future (no
+    /// second allocation per RPC); only a Connect call is boxed.
+    type Future = Either<S::Future, ApiFuture>;
 
     fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(context)
@@ -513,12 +522,12 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         if is_grpc(request.headers()) {
-            return Box::pin(inner.call(request));
+            return Either::Left(inner.call(request));
         }
         let max_request_bytes = self.max_request_bytes;
         let max_json_bytes = max_request_bytes.saturating_mul(JSON_BODY_FACTOR);
         let max_response_bytes = self.max_response_bytes;
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             if request.method() != http::Method::POST {
                 return Ok(form_refusal(
                     StatusCode::METHOD_NOT_ALLOWED,
@@ -575,13 +584,33 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
                     "the call's Connect-Timeout-Ms passed",
                 ))),
             }
-        })
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grpc_calls_are_known_by_their_media_type_in_any_case() {
+        let headers = |content_type: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            headers
+        };
+        for grpc in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC",
+        ] {
+            assert!(is_grpc(&headers(grpc)), "{grpc}");
+        }
+        for other in ["application/json", "application/grp", "text/plain"] {
+            assert!(!is_grpc(&headers(other)), "{other}");
+        }
+        assert!(!is_grpc(&HeaderMap::new()));
+    }
 
     #[test]
     fn codes_answer_with_connects_http_statuses() {
