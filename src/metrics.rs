@@ -357,16 +357,11 @@ impl Metrics {
     }
 
     pub fn failure(&self, tenant: TenantId, operation: &str, disposition: FailDisposition) {
-        let disposition = match disposition {
-            FailDisposition::Terminal => "terminal",
-            FailDisposition::Retryable => "retryable",
-            FailDisposition::Unknown => "unknown",
-        };
         self.count(
             "idemd_failures_total",
             tenant,
             operation,
-            Some(("disposition", disposition)),
+            Some(("disposition", disposition.as_str())),
         );
     }
 

@@ -324,9 +324,19 @@ impl IdempotencyService {
 
     pub async fn fail(&self, tenant: TenantId, command: &FailCommand) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_fail(record, command, now);
-        let reply = self
-            .write(tenant, fail_write(command), "fail", &decide)
-            .await?;
+        let reply = match fail_write(command) {
+            Some(guarded) => self.write(tenant, guarded, "fail", &decide).await?,
+            None => {
+                let applied = self
+                    .timed(
+                        "transition",
+                        self.store
+                            .transition(tenant, &Target::Id(command.operation_id), &decide),
+                    )
+                    .await?;
+                self.written(tenant, command.operation_id, "fail", applied)?
+            }
+        };
         if reply.changed {
             self.metrics
                 .failure(tenant, &reply.record.scope.operation, command.disposition);

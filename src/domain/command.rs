@@ -39,6 +39,22 @@ pub enum FailDisposition {
     Terminal,
     Retryable,
     Unknown,
+    /// The attempt declined before starting the effect: the operation is
+    /// handed on as it was before the attempt (released, or still in the
+    /// doubt the attempt took over, with that doubt's deadline).
+    NotStarted,
+}
+
+impl FailDisposition {
+    /// The name in digests, metric labels and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailDisposition::Terminal => "terminal",
+            FailDisposition::Retryable => "retryable",
+            FailDisposition::Unknown => "unknown",
+            FailDisposition::NotStarted => "not_started",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,13 +88,8 @@ impl CompleteCommand {
 
 impl FailCommand {
     pub fn digest(&self) -> RequestDigest {
-        let disposition = match self.disposition {
-            FailDisposition::Terminal => "terminal",
-            FailDisposition::Retryable => "retryable",
-            FailDisposition::Unknown => "unknown",
-        };
         DigestBuilder::new("fail")
-            .field(disposition.as_bytes())
+            .field(self.disposition.as_str().as_bytes())
             .error(&self.error)
             .field(&self.retry_after.num_milliseconds().to_be_bytes())
             .finish()

@@ -220,8 +220,10 @@ pub fn complete_write(command: &CompleteCommand) -> GuardedWrite {
 
 /// Fail by the owner, the first write under its fence. A RETRYABLE failure's
 /// common case is a retry within the budget and the operation deadline; the
-/// rest (ending the operation instead) is left to the locked path.
-pub fn fail_write(command: &FailCommand) -> GuardedWrite {
+/// rest (ending the operation instead) is left to the locked path. A decline
+/// (NOT_STARTED) has no common case: it is rare, and what it writes depends
+/// on the attempt the owner took over, so the locked path decides it (`None`).
+pub fn fail_write(command: &FailCommand) -> Option<GuardedWrite> {
     let receipt = Some(owner_receipt(command.fence, command.digest()));
     let mut guard = Guard::owner(command.fence, true);
     let failed = |reason| {
@@ -268,14 +270,15 @@ pub fn fail_write(command: &FailCommand) -> GuardedWrite {
             },
             HistoryEvent::OutcomeUnknown,
         ),
+        FailDisposition::NotStarted => return None,
     };
-    GuardedWrite {
+    Some(GuardedWrite {
         operation_id: command.operation_id,
         guard,
         write,
         event,
         detail: command.error.code.clone(),
-    }
+    })
 }
 
 fn owner_receipt(fence: Fence, digest: super::model::RequestDigest) -> WriteReceipt {

@@ -303,7 +303,10 @@ impl Limits {
     ) -> Result<FailCommand> {
         check_fence("fence", requested.fence, &mut violations);
         let disposition = requested.disposition.unwrap_or_else(|| {
-            violations.add("disposition", "must be TERMINAL, RETRYABLE or UNKNOWN");
+            violations.add(
+                "disposition",
+                "must be TERMINAL, RETRYABLE, UNKNOWN or NOT_STARTED",
+            );
             FailDisposition::Unknown
         });
         let error = requested.error.unwrap_or_default();

@@ -550,44 +550,65 @@ pub fn decide_fail(
         reason,
         error: command.error.clone(),
     };
-    let (next, event) = match command.disposition {
-        FailDisposition::Terminal => (
-            finish(record, failed(FailureReason::Terminal), now),
-            HistoryEvent::Failed,
-        ),
-        FailDisposition::Retryable if record.attempt >= record.max_attempts => (
-            finish(record, failed(FailureReason::AttemptsExhausted), now),
-            HistoryEvent::Failed,
-        ),
-        FailDisposition::Retryable
-            if record
-                .operation_deadline_at
-                .is_some_and(|deadline| deadline <= now + command.retry_after) =>
+    // Released for a later attempt, unless the budget or the operation
+    // deadline ends it (the effect certainly did not happen, so ending is safe).
+    let released = |retry_after: TimeDelta| {
+        if record.attempt >= record.max_attempts {
+            (
+                finish(record, failed(FailureReason::AttemptsExhausted), now),
+                HistoryEvent::Failed,
+            )
+        } else if record
+            .operation_deadline_at
+            .is_some_and(|deadline| deadline <= now + retry_after)
         {
             (
                 finish(record, failed(FailureReason::DeadlineExceeded), now),
                 HistoryEvent::DeadlineExceeded,
             )
+        } else {
+            (
+                OperationRecord {
+                    state: State::RetryWait,
+                    retry_at: Some(now + retry_after),
+                    lease_expires_at: None,
+                    updated_at: now,
+                    ..record.clone()
+                },
+                HistoryEvent::RetryScheduled,
+            )
         }
-        FailDisposition::Retryable => (
-            OperationRecord {
-                state: State::RetryWait,
-                retry_at: Some(now + command.retry_after),
-                lease_expires_at: None,
-                updated_at: now,
-                ..record.clone()
-            },
-            HistoryEvent::RetryScheduled,
-        ),
-        FailDisposition::Unknown => (
+    };
+    // In doubt until `attempt_deadline_at`: the next owner reconciles first,
+    // and NOT_APPLIED waits for it.
+    let in_doubt = |attempt_deadline_at| {
+        (
             OperationRecord {
                 state: State::Unknown,
                 lease_expires_at: None,
+                attempt_deadline_at,
                 updated_at: now,
                 ..record.clone()
             },
             HistoryEvent::OutcomeUnknown,
+        )
+    };
+    let (next, event) = match command.disposition {
+        FailDisposition::Terminal => (
+            finish(record, failed(FailureReason::Terminal), now),
+            HistoryEvent::Failed,
         ),
+        FailDisposition::Retryable => released(command.retry_after),
+        FailDisposition::Unknown => in_doubt(record.attempt_deadline_at),
+        // A decline hands the operation on as it was before this attempt. A
+        // takeover's doubt lasts until the attempt it replaced is over, not
+        // until this one (which never started an effect) would have been:
+        // otherwise every decline would push the doubt forward, and a chain
+        // of them could spend the budget without any attempt ever running.
+        FailDisposition::NotStarted => match record.taken_over_from {
+            Some(previous) => in_doubt(previous.attempt_deadline_at.or(record.attempt_deadline_at)),
+            None => released(TimeDelta::zero()),
+        },
     };
     let next = OperationRecord {
         last_write: Some(WriteReceipt {

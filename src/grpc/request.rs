@@ -137,6 +137,7 @@ pub fn fail_command(request: proto::FailRequest, limits: &Limits) -> Result<Fail
         Ok(proto::FailDisposition::Terminal) => Some(FailDisposition::Terminal),
         Ok(proto::FailDisposition::Retryable) => Some(FailDisposition::Retryable),
         Ok(proto::FailDisposition::Unknown) => Some(FailDisposition::Unknown),
+        Ok(proto::FailDisposition::NotStarted) => Some(FailDisposition::NotStarted),
         Ok(proto::FailDisposition::Unspecified) | Err(_) => None,
     };
     let requested = FailRequested {

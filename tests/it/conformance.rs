@@ -1561,18 +1561,16 @@ async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decid
         FailDisposition::Unknown,
     ] {
         cases.push((
-            match disposition {
-                FailDisposition::Terminal => "fail terminal",
-                FailDisposition::Retryable => "fail retryable",
-                FailDisposition::Unknown => "fail unknown",
-            },
+            disposition.as_str(),
             Box::new(move |owner: &OperationRecord, now| {
                 let command = FailCommand {
                     operation_id: owner.operation_id,
                     fence: owner.fence,
                     ..failure(disposition)
                 };
-                (fail_write(&command), decide_fail(owner, &command, now))
+                let guarded =
+                    fail_write(&command).expect("every disposition here has a common case");
+                (guarded, decide_fail(owner, &command, now))
             }),
         ));
     }

@@ -523,6 +523,126 @@ async fn a_takeover_after_the_previous_attempts_deadline_reports_zero(backend: B
     );
 }
 
+fn decline(ownership: &proto::Ownership) -> proto::FailRequest {
+    proto::FailRequest {
+        operation_id: ownership.operation_id.clone(),
+        fence: ownership.fence,
+        disposition: proto::FailDisposition::NotStarted as i32,
+        error: Some(proto::OperationError {
+            code: "not_started".into(),
+            ..Default::default()
+        }),
+        retry_after: None,
+    }
+}
+
+/// The long fault run's liveness failure, end to end: a takeover that
+/// declines (Fail NOT_STARTED) hands on the doubt it took over, with the
+/// earlier attempt's deadline, however many decline in turn.
+async fn a_declined_takeover_hands_on_the_earlier_attempts_deadline(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let attempt = Duration::from_secs(60);
+    let gap = Duration::from_millis(1_500);
+    let claim = |claim_token: &[u8]| proto::ClaimRequest {
+        max_attempt_duration: millis(60_000),
+        claim_token: claim_token.to_vec(),
+        ..short_lease_claim("k", 5)
+    };
+    let first = client
+        .claim(authorized(token, claim(b"owner-a")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    // A's lease runs out; its effect may run until its deadline, 60 s after
+    // its Claim. Every later attempt's deadline is at least `gap` later.
+    tokio::time::sleep(gap).await;
+
+    let mut previous_fence = owner_a.fence;
+    for taker in [b"owner-b".as_slice(), b"owner-c", b"owner-d"] {
+        let taken = client
+            .claim(authorized(token, claim(taker)))
+            .await
+            .expect("claim")
+            .into_inner();
+        let takeover = reconcile_first(&taken);
+        assert_eq!(takeover.previous_fence, previous_fence);
+        let left = as_std(takeover.previous_attempt_deadline.as_ref());
+        // A's deadline, not a decliner's: at least `gap` has passed since A
+        // claimed, so at most attempt - gap is left of it (a decliner's own
+        // deadline would leave nearly the whole attempt).
+        assert!(
+            left <= attempt - gap,
+            "{}: told {left:?}, more than is left of the first attempt",
+            String::from_utf8_lossy(taker)
+        );
+        assert!(left > attempt / 2, "{left:?}");
+        let owner = takeover.ownership.clone().expect("ownership");
+        let failed = client
+            .fail(authorized(token, decline(&owner)))
+            .await
+            .expect("decline")
+            .into_inner();
+        assert_eq!(failed.state(), proto::OperationState::Unknown);
+        previous_fence = owner.fence;
+    }
+    let history = history(&mut client, token, &owner_a.operation_id).await;
+    assert_eq!(
+        events(&history),
+        [
+            "CLAIMED",
+            "TAKEN_OVER",
+            "OUTCOME_UNKNOWN",
+            "TAKEN_OVER",
+            "OUTCOME_UNKNOWN",
+            "TAKEN_OVER",
+            "OUTCOME_UNKNOWN"
+        ]
+    );
+    assert_eq!(history[2].detail, "not_started");
+}
+
+/// A decline of an attempt that took over nothing releases the operation
+/// for the next attempt at once; NOT_STARTED takes no retry_after.
+async fn a_declined_fresh_attempt_is_released_at_once(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let first = client
+        .claim(authorized(token, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&first).expect("acquired").clone();
+
+    let with_delay = proto::FailRequest {
+        retry_after: millis(1_000),
+        ..decline(&owner)
+    };
+    let refused = client
+        .fail(authorized(token, with_delay))
+        .await
+        .expect_err("retry_after with NOT_STARTED");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert_eq!(violated_fields(&refused), ["retry_after"]);
+
+    let failed = client
+        .fail(authorized(token, decline(&owner)))
+        .await
+        .expect("decline")
+        .into_inner();
+    assert_eq!(failed.state(), proto::OperationState::RetryWait);
+    let next = client
+        .claim(authorized(token, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(outcome_name(&next), "acquired");
+    assert_eq!(ownership(&next).map(|o| o.attempt), Some(2));
+}
+
 store_tests!(
     stale_owner_cannot_complete_after_takeover,
     repeated_stale_writes_coalesce_in_history,
@@ -532,4 +652,6 @@ store_tests!(
     renew_extends_the_lease_but_never_past_the_attempt_deadline,
     a_takeover_reports_the_time_left_until_the_previous_attempts_deadline,
     a_takeover_after_the_previous_attempts_deadline_reports_zero,
+    a_declined_takeover_hands_on_the_earlier_attempts_deadline,
+    a_declined_fresh_attempt_is_released_at_once,
 );

@@ -515,20 +515,18 @@ impl Run<'_> {
 
         // A takeover with a lookup: a positive answer is trusted at once, a
         // negative one only after the earlier attempt's deadline.
-        let mut doubt = previous.is_some();
         if let (Some(previous), Some(lookup)) = (&previous, lookup) {
             loop {
                 let found = tokio::select! {
                     found = lookup(context.clone()) => found,
                     refusal = self.keep_renewing(&owned) => return Self::lost_before_effect(refusal),
-                    () = sleep_until(owned.stop_at) => return self.decline(&owned, true).await,
+                    () = sleep_until(owned.stop_at) => return self.decline(&owned, Some(previous)).await,
                 };
                 if let Some(disposition) = found {
                     return self.report(&owned, disposition, Source::Reconciled).await;
                 }
                 let now = Instant::now();
                 if previous.attempt_deadline <= now {
-                    doubt = false;
                     break;
                 }
                 // Not found, but the earlier effect may still be in flight:
@@ -536,10 +534,14 @@ impl Run<'_> {
                 // and ask again.
                 let until = previous.attempt_deadline.min(owned.stop_at);
                 if until <= now {
-                    // This attempt ends before the doubt does: hand it on as
-                    // UNKNOWN; this call's next Claim knows this attempt's
-                    // deadline exactly.
-                    return self.decline(&owned, true).await;
+                    // This attempt ends before the doubt does (its Claim took
+                    // long enough, re-sent or long-polled, to eat the gap
+                    // between the two deadlines): hand the doubt on as it is
+                    // (NOT_STARTED keeps the earlier deadline), and the next
+                    // attempt, which ends later, waits it out. Holding on
+                    // until now kept duplicates Pending instead of each
+                    // taking a turn at declining.
+                    return self.decline(&owned, Some(previous)).await;
                 }
                 tokio::select! {
                     () = sleep_until(until) => {}
@@ -548,11 +550,30 @@ impl Run<'_> {
             }
         }
 
-        let now = Instant::now();
-        let lease_left = owned.lease_until().saturating_duration_since(now);
-        let attempt_left = owned.stop_at.saturating_duration_since(now);
-        if lease_left < margin || attempt_left < margin {
-            return self.decline(&owned, doubt).await;
+        if owned.stop_at.saturating_duration_since(Instant::now()) < margin {
+            return self.decline(&owned, previous.as_ref()).await;
+        }
+        if owned
+            .lease_until()
+            .saturating_duration_since(Instant::now())
+            < margin
+        {
+            // The lease counts from the Claim's first send, which a re-sent
+            // or long-polled Claim (or the wait for an earlier attempt's
+            // deadline) may have left far behind: renew it, counted from
+            // this send, rather than give the attempt up.
+            match self.renew(&owned, owned.stop_at).await {
+                Ok(()) => {}
+                Err(Error::LeaseLost { .. }) => return Ok(Step::Reclaim(Duration::ZERO)),
+                Err(error) if retryable(&error).is_some() => {}
+                Err(error) => return Err(error),
+            }
+            let now = Instant::now();
+            let lease_left = owned.lease_until().saturating_duration_since(now);
+            let attempt_left = owned.stop_at.saturating_duration_since(now);
+            if lease_left < margin || attempt_left < margin {
+                return self.decline(&owned, previous.as_ref()).await;
+            }
         }
 
         let ran = tokio::select! {
@@ -632,24 +653,13 @@ impl Run<'_> {
         let mut due = since + granted / 3;
         loop {
             sleep_until(due.max(Instant::now() + Duration::from_millis(5))).await;
-            let sent = Instant::now();
-            if sent >= owned.attempt_deadline {
+            if Instant::now() >= owned.attempt_deadline {
                 return std::future::pending().await;
             }
-            let request = proto::RenewRequest {
-                operation_id: owned.ownership.operation_id.clone(),
-                fence: owned.ownership.fence,
-                lease: proto_duration(self.operation.lease),
-            };
-            match self
-                .client
-                .renew_until(request, Some(owned.attempt_deadline))
-                .await
-            {
-                Ok(renewed) => {
-                    let granted = std_duration(renewed.lease);
-                    *owned.lease.lock().unwrap_or_else(PoisonError::into_inner) = (sent, granted);
-                    due = sent + granted / 3;
+            match self.renew(owned, owned.attempt_deadline).await {
+                Ok(()) => {
+                    let (since, granted) = owned.lease();
+                    due = since + granted / 3;
                 }
                 Err(error) if retryable(&error).is_some() => {
                     due = Instant::now() + self.operation.lease / 10;
@@ -657,6 +667,21 @@ impl Run<'_> {
                 Err(refusal) => return refusal,
             }
         }
+    }
+
+    /// One Renew (re-sent on transient failures until `until`); the lease
+    /// granted counts from its send.
+    async fn renew(&self, owned: &Owned, until: Instant) -> Result<(), Error> {
+        let sent = Instant::now();
+        let request = proto::RenewRequest {
+            operation_id: owned.ownership.operation_id.clone(),
+            fence: owned.ownership.fence,
+            lease: proto_duration(self.operation.lease),
+        };
+        let renewed = self.client.renew_until(request, Some(until)).await?;
+        let granted = std_duration(renewed.lease);
+        *owned.lease.lock().unwrap_or_else(PoisonError::into_inner) = (sent, granted);
+        Ok(())
     }
 
     /// A Renew was refused before the effect ran: nothing happened here, so
@@ -668,30 +693,36 @@ impl Run<'_> {
         }
     }
 
-    /// The effect is not started (too little lease or attempt left): release
-    /// the attempt, RETRYABLE when the effect certainly never happened,
-    /// UNKNOWN while an earlier attempt's doubt is unresolved, and claim
-    /// again.
-    async fn decline(&self, owned: &Owned, doubt: bool) -> Result<Step, Error> {
-        let (disposition, retry_after) = if doubt {
-            (proto::FailDisposition::Unknown, None)
-        } else {
-            (
-                proto::FailDisposition::Retryable,
-                proto_duration(Duration::ZERO),
-            )
+    /// The effect is not started (too little lease or attempt left, or an
+    /// earlier attempt's doubt outlasts this one): Fail NOT_STARTED, which
+    /// hands the operation on as it was before this attempt (released, or
+    /// still in the doubt it took over, with that doubt's deadline), and
+    /// claim again.
+    async fn decline(
+        &mut self,
+        owned: &Owned,
+        inherited: Option<&PreviousAttempt>,
+    ) -> Result<Step, Error> {
+        // This attempt ran nothing: a later takeover of it by this call is
+        // in doubt only as long as the attempt it took over was.
+        match inherited {
+            Some(previous) => self
+                .own_deadlines
+                .insert(owned.ownership.fence, previous.attempt_deadline),
+            None => self.own_deadlines.remove(&owned.ownership.fence),
         };
         let request = proto::FailRequest {
             operation_id: owned.ownership.operation_id.clone(),
             fence: owned.ownership.fence,
-            disposition: disposition.into(),
+            disposition: proto::FailDisposition::NotStarted.into(),
             error: Some(proto::OperationError {
                 code: "not_started".into(),
-                message: "the effect was not started: too little of the lease or attempt was left"
+                message: "the effect was not started: too little of the lease or attempt was \
+                          left, or an earlier attempt may still be running"
                     .into(),
                 ..Default::default()
             }),
-            retry_after,
+            retry_after: None,
         };
         match self.client.fail_until(request, None).await {
             Ok(failed) if failed.state() == OperationState::Failed => {

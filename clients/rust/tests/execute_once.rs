@@ -71,7 +71,9 @@ both_stores!(
     a_takeover_records_what_the_lookup_found_without_running_the_effect,
     a_retryable_failure_is_released_and_claimed_again,
     a_terminal_failure_is_stored_and_replayed,
+    a_lease_nearly_spent_on_arrival_is_renewed_before_the_effect,
     too_little_lease_left_never_starts_the_effect,
+    a_declined_takeover_hands_on_the_earlier_attempts_doubt,
     needs_reconciliation_runs_nothing,
     the_lease_is_renewed_while_the_effect_runs,
     a_pending_operation_past_the_callers_deadline_runs_nothing,
@@ -563,12 +565,56 @@ async fn a_terminal_failure_is_stored_and_replayed(store: Store) {
     world.finish().await;
 }
 
+/// The effect of `execute_once` that records the attempt it ran on.
+fn recording_effect(
+    provider: &Provider,
+    attempts: &Arc<std::sync::Mutex<Vec<u32>>>,
+) -> impl FnMut(idemd_client::EffectContext) -> std::pin::Pin<Box<dyn Future<Output = Disposition> + Send>>
+{
+    let (provider, attempts) = (provider.clone(), attempts.clone());
+    move |context| {
+        let (provider, attempts) = (provider.clone(), attempts.clone());
+        Box::pin(async move {
+            attempts.lock().expect("lock").push(context.attempt());
+            Disposition::Success(result(provider.perform(context.operation_id())))
+        })
+    }
+}
+
+async fn a_lease_nearly_spent_on_arrival_is_renewed_before_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The Claim's reply arrives with 200 ms of a 1 s lease left (counted from
+    // its send), less than the 300 ms margin: the helper renews, and the
+    // Renew's lease counts from the Renew's send.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_millis(800)));
+    let client = proxy.client(&world.token).await;
+    let provider = Provider::default();
+    let operation = Operation {
+        lease: Duration::from_secs(1),
+        safety_margin: Duration::from_millis(300),
+        ..order("order-11")
+    };
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let execution = client
+        .execute_once(&operation, recording_effect(&provider, &attempts))
+        .await
+        .expect("executed");
+    assert_eq!(*attempts.lock().expect("lock"), [1], "no attempt given up");
+    assert_eq!(execution.attempt, 1);
+    assert_eq!(provider.total(), 1);
+    let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "RENEWED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
+
 async fn too_little_lease_left_never_starts_the_effect(store: Store) {
     let world = World::start(store).await;
     let proxy = Proxy::start(world.addr()).await;
-    // The first Claim's reply arrives with 200 ms of a 1 s lease left, less
-    // than the 300 ms margin.
+    // The Claim's reply and the Renew's both arrive with 200 ms of a 1 s
+    // lease left, less than the 300 ms margin: attempt 1 declines.
     proxy.arm(1, ReplyFault::Delay(Duration::from_millis(800)));
+    proxy.arm(2, ReplyFault::Delay(Duration::from_millis(800)));
     let client = proxy.client(&world.token).await;
     let provider = Provider::default();
     let operation = Operation {
@@ -578,13 +624,7 @@ async fn too_little_lease_left_never_starts_the_effect(store: Store) {
     };
     let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
     let execution = client
-        .execute_once(&operation, |context| {
-            let (provider, attempts) = (provider.clone(), attempts.clone());
-            async move {
-                attempts.lock().expect("lock").push(context.attempt());
-                Disposition::Success(result(provider.perform(context.operation_id())))
-            }
-        })
+        .execute_once(&operation, recording_effect(&provider, &attempts))
         .await
         .expect("executed");
     assert_eq!(
@@ -594,12 +634,120 @@ async fn too_little_lease_left_never_starts_the_effect(store: Store) {
     );
     assert_eq!(execution.attempt, 2);
     assert_eq!(provider.total(), 1);
-    let events = history(&world.client().await, &execution.operation_id).await;
+    let entries = history_entries(&world.client().await, &execution.operation_id).await;
+    let events: Vec<_> = entries.iter().map(|entry| entry.event.as_str()).collect();
     assert_eq!(
         events,
-        ["CLAIMED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+        [
+            "CLAIMED",
+            "RENEWED",
+            "RETRY_SCHEDULED",
+            "RETRY_STARTED",
+            "COMPLETED"
+        ],
         "{events:?}"
     );
+    assert_eq!(entries[2].detail, "not_started");
+    world.finish().await;
+}
+
+/// The long fault run's liveness failure: an attempt that declines because
+/// the doubt it took over outlasts it must not push the doubt forward. The
+/// next attempt is told the earlier attempt's deadline, waits it out and runs.
+async fn a_declined_takeover_hands_on_the_earlier_attempts_doubt(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let attempt_duration = Duration::from_secs(4);
+    // Attempt 1 claims with a 2 s lease and crashes: its effect may run
+    // until its deadline, 4 s after its Claim.
+    let first = client
+        .claim(proto::ClaimRequest {
+            lease: millis(2_000),
+            max_attempt_duration: prost_types::Duration::try_from(attempt_duration).ok(),
+            claim_token: b"crashed-attempt".to_vec(),
+            ..claim_json(
+                "orders.create",
+                "order-14",
+                r#"{"amount":1000,"currency":"EUR"}"#,
+            )
+        })
+        .await
+        .expect("claim");
+    let first_replied = tokio::time::Instant::now();
+    assert!(matches!(
+        first.outcome,
+        Some(proto::claim_response::Outcome::Acquired(_))
+    ));
+    // This call's Claim waits (long poll) until attempt 1's lease runs out,
+    // 2 s after it was sent: its attempt (2) counts 4 s from that send, so it
+    // would end (less the 1 s margin) before attempt 1's doubt does. It
+    // declines; attempt 3 is told attempt 1's deadline, not attempt 2's.
+    let operation = Operation {
+        lease: Duration::from_secs(3),
+        safety_margin: Duration::from_secs(1),
+        wait: Duration::from_secs(5),
+        attempt_duration: Some(attempt_duration),
+        ..order("order-14")
+    };
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let execution = client
+        .execute_once_with_lookup(
+            &operation,
+            |context| {
+                let (provider, told) = (provider.clone(), told.clone());
+                async move {
+                    if let Some(previous) = context.previous_outcome_unknown() {
+                        told.lock()
+                            .expect("lock")
+                            .push((context.attempt(), previous.attempt_deadline));
+                    }
+                    provider
+                        .find(context.operation_id())
+                        .map(|body| Disposition::Success(result(body)))
+                }
+            },
+            recording_effect(&provider, &attempts),
+        )
+        .await
+        .expect("executed");
+    assert_eq!(provider.total(), 1);
+    let entries = history_entries(&client, &execution.operation_id).await;
+    assert_eq!(
+        *attempts.lock().expect("lock"),
+        [3],
+        "{:#?} {:?}",
+        entries,
+        told.lock().expect("lock")
+    );
+    let first_deadline = first_replied + attempt_duration;
+    for (attempt, deadline) in told.lock().expect("lock").iter() {
+        // Measured from a reply that came at most a little later.
+        assert!(
+            *deadline <= first_deadline + Duration::from_millis(700),
+            "attempt {attempt} was told the doubt lasts {:?} past attempt 1's deadline",
+            deadline.saturating_duration_since(first_deadline)
+        );
+    }
+    // Attempt 2 renewed while it waited; the rest is one line each.
+    let entries: Vec<_> = entries
+        .into_iter()
+        .filter(|entry| entry.event != "RENEWED")
+        .collect();
+    let events: Vec<_> = entries.iter().map(|entry| entry.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "CLAIMED",
+            "TAKEN_OVER",
+            "OUTCOME_UNKNOWN",
+            "TAKEN_OVER",
+            "COMPLETED"
+        ],
+        "{events:?}"
+    );
+    assert_eq!(entries[2].detail, "not_started");
     world.finish().await;
 }
 

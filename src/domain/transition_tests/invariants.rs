@@ -52,6 +52,7 @@ fn terminal_records_never_change_under_any_command() {
                     FailDisposition::Terminal,
                     FailDisposition::Retryable,
                     FailDisposition::Unknown,
+                    FailDisposition::NotStarted,
                 ] {
                     steps.push(sim.fail(fence, disposition, secs(1)));
                 }
@@ -166,6 +167,7 @@ fn disposition_strategy() -> impl Strategy<Value = FailDisposition> {
         1 => Just(FailDisposition::Terminal),
         2 => Just(FailDisposition::Retryable),
         2 => Just(FailDisposition::Unknown),
+        1 => Just(FailDisposition::NotStarted),
     ]
 }
 
@@ -211,6 +213,10 @@ struct Run {
     /// Every fence the record has carried, in order.
     issued: Vec<Fence>,
     grants: Vec<Grant>,
+    /// The attempts that may have started their effect since the last moment
+    /// none could have (a retry released, a reconciliation, an outcome), with
+    /// their deadlines. An accepted decline (NOT_STARTED) leaves the list.
+    in_doubt: Vec<(Fence, Option<DateTime<Utc>>)>,
 }
 
 impl Run {
@@ -225,6 +231,7 @@ impl Run {
         };
         let sim = Sim::with(inserted_record(&first, FIRST_FENCE, t0()));
         let until = sim.record.lease_expires_at.expect("a first lease");
+        let first_deadline = sim.record.attempt_deadline_at;
         Self {
             sim,
             first,
@@ -234,6 +241,7 @@ impl Run {
                 from: t0(),
                 until,
             }],
+            in_doubt: vec![(FIRST_FENCE, first_deadline)],
         }
     }
 
@@ -263,6 +271,7 @@ impl Run {
 
     fn play(&mut self, event: &Event) {
         let now = self.sim.now;
+        let mut declined = None;
         let step = match event {
             Event::Advance { millis } => {
                 self.sim.now += TimeDelta::milliseconds(*millis);
@@ -336,8 +345,14 @@ impl Run {
                 let step = self
                     .sim
                     .step(|record, now| decide_fail(record, &command, now));
+                if command.disposition == FailDisposition::NotStarted {
+                    declined = Some(command.fence);
+                }
                 self.check_owner_write(&step, command.fence, Some(command.digest()));
-                self.check_guarded_write(&step, &fail_write(&command));
+                // A decline (NOT_STARTED) always takes the locked path.
+                if let Some(guarded) = fail_write(&command) {
+                    self.check_guarded_write(&step, &guarded);
+                }
                 step
             }
             Event::Reconcile {
@@ -359,6 +374,7 @@ impl Run {
             }
         };
         self.check_any(&step);
+        self.check_doubt(&step, declined);
         if step.effects.update.is_some() && self.sim.record.state != State::InProgress {
             // The owner reported, or was marked: its lease ends now.
             let now = self.sim.now;
@@ -408,6 +424,40 @@ impl Run {
             "the one-statement path caps history as the locked path does"
         );
         assert_eq!(step.answer, Ok(Answer::Written));
+    }
+
+    /// A takeover is told a deadline no earlier than that of any attempt
+    /// that may have started its effect: until then that effect may still be
+    /// in flight. An attempt that declined (NOT_STARTED) never started one,
+    /// so it does not extend the doubt.
+    fn check_doubt(&mut self, step: &Step, declined: Option<Fence>) {
+        let owner = self.sim.record.fence;
+        if let Ok(Answer::Claim(ClaimAnswer::ReconcileFirst(previous))) = &step.answer
+            && let Some(told) = previous.attempt_deadline_at
+        {
+            for (fence, deadline) in &self.in_doubt {
+                assert!(
+                    *fence == owner || deadline.is_none_or(|deadline| deadline <= told),
+                    "a takeover was told the doubt ends at {told}, but attempt {fence} \
+                     may run its effect until {deadline:?}: {step:#?}"
+                );
+            }
+        }
+        if step.effects.update.is_none() {
+            return;
+        }
+        if let Some(fence) = declined {
+            self.in_doubt.retain(|(doubtful, _)| *doubtful != fence);
+        }
+        if !matches!(self.sim.record.state, State::InProgress | State::Unknown) {
+            self.in_doubt.clear();
+        }
+        if let Some(fence) = step.drawn_fence
+            && self.sim.record.state == State::InProgress
+        {
+            self.in_doubt
+                .push((fence, self.sim.record.attempt_deadline_at));
+        }
     }
 
     /// Invariants every decision keeps.
@@ -778,7 +828,28 @@ fn the_invariant_checker_catches_two_live_owners() {
                 until: at(59),
             },
         ],
+        in_doubt: Vec::new(),
     };
     let caught = std::panic::catch_unwind(|| run.check_one_live_owner());
+    assert!(caught.is_err());
+}
+
+#[test]
+fn the_invariant_checker_catches_a_doubt_told_to_end_too_soon() {
+    // The first attempt's deadline is at 300; pretend another attempt that
+    // may have run its effect lasts until 400: a takeover told 300 is caught.
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    let step = sim.claim_as(OTHER);
+    let mut run = Run {
+        sim,
+        first: claim_as(OWNER),
+        issued: vec![FIRST_FENCE, 11],
+        grants: Vec::new(),
+        in_doubt: vec![(9, Some(at(400)))],
+    };
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run.check_doubt(&step, None)
+    }));
     assert!(caught.is_err());
 }

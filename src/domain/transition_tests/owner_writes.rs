@@ -540,6 +540,196 @@ fn fail_unknown_leaves_the_outcome_unknown() {
     );
 }
 
+// ---------------------------------------------------------------------------
+// IN_PROGRESS f → Fail f NOT_STARTED (a decline: the effect never started)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_declined_fresh_attempt_is_released_for_the_next_at_once() {
+    let mut sim = Sim::new();
+    sim.now = at(10);
+    let step = sim.fail(FIRST_FENCE, FailDisposition::NotStarted, secs(0));
+    step.written();
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::RetryWait, FIRST_FENCE, 1)
+    );
+    assert_eq!(next.retry_at, Some(at(10)), "due at once");
+    assert_eq!(next.lease_expires_at, None);
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::RetryScheduled,
+            State::InProgress,
+            State::RetryWait,
+            FIRST_FENCE,
+            1,
+            CODE
+        )
+    );
+    // Nothing was in doubt: the next Claim is a plain new attempt.
+    assert_eq!(sim.claim_as(OTHER).claim_answer(), ClaimAnswer::Acquired);
+    assert_eq!(sim.record.attempt, 2);
+}
+
+#[test]
+fn a_declined_last_attempt_ends_the_operation_as_a_retry_would() {
+    let mut fresh_last = Sim::last_attempt();
+    fresh_last.now = at(10);
+    let step = fresh_last.fail(FIRST_FENCE, FailDisposition::NotStarted, secs(0));
+    step.written();
+    assert!(matches!(
+        step.next().outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::AttemptsExhausted,
+            ..
+        })
+    ));
+
+    let mut past_deadline = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(10)));
+    past_deadline.now = at(10);
+    let step = past_deadline.fail(FIRST_FENCE, FailDisposition::NotStarted, secs(0));
+    assert!(matches!(
+        step.next().outcome,
+        Some(Outcome::Failed {
+            reason: FailureReason::DeadlineExceeded,
+            ..
+        })
+    ));
+}
+
+/// The long fault run's liveness failure: a takeover that declined reported
+/// UNKNOWN, so the next takeover waited for the decliner's deadline, and so
+/// on until the budget was spent with no attempt ever running. A decline
+/// keeps the doubt where it was.
+#[test]
+fn a_declined_takeover_keeps_the_doubt_of_the_attempt_it_took_over() {
+    let mut sim = Sim::new();
+    // The first attempt (deadline at 300) stalls; its lease runs out.
+    sim.now = at(31);
+    let ClaimAnswer::ReconcileFirst(first) = sim.claim_as(b"second").claim_answer() else {
+        panic!("not a takeover");
+    };
+    assert_eq!(first.attempt_deadline_at, Some(at(300)));
+    assert_eq!(sim.record.attempt_deadline_at, Some(at(331)));
+
+    // The second declines: its attempt ends before the doubt could.
+    sim.now = at(40);
+    let step = sim.fail(FIRST_FENCE + 1, FailDisposition::NotStarted, secs(0));
+    step.written();
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.fence, next.attempt),
+        (State::Unknown, FIRST_FENCE + 1, 2)
+    );
+    assert_eq!(
+        next.attempt_deadline_at,
+        Some(at(300)),
+        "the doubt ends with the first attempt, not the second"
+    );
+    assert_eq!(
+        step.history(),
+        &entry(
+            HistoryEvent::OutcomeUnknown,
+            State::InProgress,
+            State::Unknown,
+            FIRST_FENCE + 1,
+            2,
+            CODE
+        )
+    );
+
+    // However many decline in turn, each next owner is told the same end.
+    for attempt in 3..=4 {
+        sim.now += secs(10);
+        let ClaimAnswer::ReconcileFirst(previous) = sim.claim_as(b"next").claim_answer() else {
+            panic!("attempt {attempt}: not a takeover");
+        };
+        assert_eq!(previous.state, State::Unknown, "attempt {attempt}");
+        assert_eq!(
+            previous.attempt_deadline_at,
+            Some(at(300)),
+            "attempt {attempt}"
+        );
+        assert_eq!(
+            previous.attempt_deadline_left(sim.now),
+            Some(at(300) - sim.now),
+            "attempt {attempt}"
+        );
+        sim.now += secs(1);
+        let fence = sim.record.fence;
+        sim.fail(fence, FailDisposition::NotStarted, secs(0))
+            .written();
+        assert_eq!(sim.record.attempt_deadline_at, Some(at(300)));
+    }
+
+    // A reconciler may settle it as not applied once the first attempt is
+    // over, not only after the decliners' deadlines.
+    let fence = sim.record.fence;
+    sim.now = at(299);
+    assert_eq!(
+        sim.reconcile(fence, Resolution::NotApplied).error(),
+        &refused(Refusal::AttemptStillRunning, State::Unknown)
+    );
+    sim.now = at(300);
+    sim.reconcile(fence, Resolution::NotApplied).written();
+    assert_eq!(sim.record.state, State::RetryWait);
+}
+
+#[test]
+fn an_attempt_that_reports_unknown_after_a_takeover_extends_the_doubt_to_its_own_deadline() {
+    // The contrast: UNKNOWN says this attempt may have run its effect.
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    sim.claim_as(b"second");
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::Unknown, secs(0))
+        .written();
+    assert_eq!(sim.record.attempt_deadline_at, Some(at(331)));
+    sim.now = at(50);
+    let ClaimAnswer::ReconcileFirst(previous) = sim.claim_as(b"third").claim_answer() else {
+        panic!("not a takeover");
+    };
+    assert_eq!(previous.attempt_deadline_at, Some(at(331)));
+}
+
+#[test]
+fn a_declined_takeover_on_the_last_attempt_needs_reconciliation() {
+    let mut sim = Sim::fresh_with(|record| record.max_attempts = 2);
+    sim.now = at(31);
+    sim.claim_as(b"second");
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::NotStarted, secs(0))
+        .written();
+    assert_eq!(sim.record.state, State::Unknown);
+    sim.now = at(50);
+    let step = sim.claim_as(b"third");
+    assert_eq!(step.claim_answer(), ClaimAnswer::NeedsReconciliation);
+    step.assert_no_effects();
+}
+
+#[test]
+fn a_resent_decline_is_written_again_and_a_different_fail_after_it_is_a_mismatch() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    sim.claim_as(b"second");
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::NotStarted, secs(0))
+        .written();
+    let after = sim.record.clone();
+    sim.now = at(41);
+    let resent = sim.fail(FIRST_FENCE + 1, FailDisposition::NotStarted, secs(0));
+    resent.written();
+    resent.assert_no_effects();
+    let other = sim.fail(FIRST_FENCE + 1, FailDisposition::Unknown, secs(0));
+    assert_eq!(
+        other.error(),
+        &refused(Refusal::RequestMismatch, State::Unknown)
+    );
+    assert_eq!(sim.record, after);
+}
+
 #[test]
 fn resent_fail_is_written_without_effects_even_after_a_new_owner_took_over() {
     let mut sim = retry_wait(|_| {});
