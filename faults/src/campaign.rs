@@ -73,6 +73,9 @@ impl Report {
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// Rounds of reconciling and delivering again after the faults stop.
+const SETTLING_ROUNDS: u64 = 3;
+
 #[derive(Debug, Default)]
 struct Stats {
     deliveries: AtomicU64,
@@ -564,14 +567,9 @@ impl World {
         }
     }
 
-    /// After the reconciler: every intent delivered once more (a caller that
-    /// comes back), then its stored state compared with what was acknowledged
-    /// and with the provider. Returns (settled, lost acknowledged results).
-    async fn settle_and_verify(
-        self: &Arc<Self>,
-        intents: &[Arc<Intent>],
-        rng: &mut Rng,
-    ) -> (u64, u64) {
+    /// After the reconciler: each intent delivered once more (a caller that
+    /// comes back). Returns those still not SUCCEEDED.
+    async fn settle(self: &Arc<Self>, intents: &[Arc<Intent>], rng: &mut Rng) -> Vec<Arc<Intent>> {
         let mut settling = JoinSet::new();
         let permits = Arc::new(Semaphore::new(self.settings.concurrency));
         for intent in intents {
@@ -580,35 +578,94 @@ impl World {
             settling.spawn(async move {
                 let _permit = permits.acquire_owned().await;
                 world.deliver_until_settled(&intent, &mut rng).await;
+                let settled = world
+                    .stored(&intent)
+                    .await
+                    .is_some_and(|(stored, _)| stored.state == OperationState::Succeeded as i32);
+                (!settled).then_some(intent)
+            });
+        }
+        let mut unsettled = Vec::new();
+        while let Some(joined) = settling.join_next().await {
+            if let Ok(Some(intent)) = joined {
+                unsettled.push(intent);
+            }
+        }
+        unsettled
+    }
+
+    /// The intent's operation as stored, with its whole history.
+    async fn stored(
+        &self,
+        intent: &Intent,
+    ) -> Option<(proto::Operation, Vec<proto::HistoryEntry>)> {
+        let operation_id = locked(&intent.operation_id).clone()?;
+        let mut history = Vec::new();
+        let mut page_token = String::new();
+        loop {
+            let found = self.clients[0]
+                .lookup(proto::LookupRequest {
+                    target: Some(proto::lookup_request::Target::OperationId(
+                        operation_id.clone(),
+                    )),
+                    include_history: true,
+                    history_page_size: 1000,
+                    history_page_token: page_token,
+                })
+                .await
+                .ok()?;
+            history.extend(found.history);
+            if found.next_history_page_token.is_empty() {
+                return Some((found.operation?, history));
+            }
+            page_token = found.next_history_page_token;
+        }
+    }
+
+    /// [`World::verify`] for every intent, summed: (settled, lost, declined).
+    async fn verify_all(self: &Arc<Self>, intents: &[Arc<Intent>]) -> (u64, u64, u64) {
+        let mut verifying = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
+        for intent in intents {
+            let (world, intent, permits) = (self.clone(), intent.clone(), permits.clone());
+            verifying.spawn(async move {
+                let _permit = permits.acquire_owned().await;
                 world.verify(&intent).await
             });
         }
-        let (mut settled, mut lost) = (0, 0);
-        while let Some(joined) = settling.join_next().await {
-            if let Ok((intent_settled, intent_lost)) = joined {
-                settled += u64::from(intent_settled);
-                lost += intent_lost;
+        let mut totals = (0, 0, 0);
+        while let Some(joined) = verifying.join_next().await {
+            match joined {
+                Ok((settled, lost, declined)) => {
+                    totals.0 += u64::from(settled);
+                    totals.1 += lost;
+                    totals.2 += declined;
+                }
+                Err(error) => self.stats.violation(format!("a check panicked: {error}")),
             }
         }
-        (settled, lost)
+        totals
     }
 
-    async fn verify(&self, intent: &Intent) -> (bool, u64) {
+    /// The intent's stored state compared with what was acknowledged and with
+    /// the provider. Returns (settled, lost acknowledged results, attempts
+    /// declined before their effect).
+    async fn verify(&self, intent: &Intent) -> (bool, u64, u64) {
         let acknowledged = locked(&intent.acknowledged).clone();
-        let operation_id = locked(&intent.operation_id).clone();
-        let Some(operation_id) = operation_id else {
+        let Some(operation_id) = locked(&intent.operation_id).clone() else {
             self.stats
                 .violation(format!("key {} never got an operation", intent.key));
-            return (false, acknowledged.len() as u64);
+            return (false, acknowledged.len() as u64, 0);
         };
-        let stored = match self.clients[0].lookup_operation(&operation_id).await {
-            Ok(stored) => stored,
-            Err(error) => {
-                self.stats
-                    .violation(format!("lookup of {operation_id} failed: {error:?}"));
-                return (false, acknowledged.len() as u64);
-            }
+        let Some((stored, history)) = self.stored(intent).await else {
+            self.stats
+                .violation(format!("lookup of {operation_id} failed"));
+            return (false, acknowledged.len() as u64, 0);
         };
+        let declined = history
+            .iter()
+            .filter(|entry| entry.detail == "not_started")
+            .count() as u64;
         let body = stored.result.map(|stored| stored.body);
         let settled = stored.state == OperationState::Succeeded as i32 && body.is_some();
         let lost = acknowledged
@@ -622,11 +679,16 @@ impl World {
         }
         if !settled {
             self.stats.violation(format!(
-                "{operation_id} (key {}) is not settled: state {}",
-                intent.key, stored.state
+                "{operation_id} (key {}) is not settled: state {}, history {:?}",
+                intent.key,
+                stored.state,
+                history
+                    .iter()
+                    .map(|entry| format!("{} {}", entry.event, entry.detail))
+                    .collect::<Vec<_>>()
             ));
         }
-        (settled, lost)
+        (settled, lost, declined)
     }
 }
 
@@ -989,13 +1051,32 @@ async fn campaign(
         duplicator.set_rates(FaultRates::default());
     }
 
+    // The reconciler drains what is unresolved, then every caller comes back
+    // once; as a reconciler that keeps running would, it drains again what
+    // those deliveries left unresolved, and their callers come back, for at
+    // most three rounds.
     let reconciler_started = Instant::now();
-    let unresolved = world
-        .reconcile_all()
-        .await
-        .map_err(|error| format!("the reconciler failed: {error:?}"))? as u64;
+    let mut unresolved = None;
+    let mut unsettled = intents.clone();
+    let mut rounds = 0u64;
+    let mut settled_in_later_rounds = 0u64;
+    while !unsettled.is_empty() && rounds < SETTLING_ROUNDS {
+        rounds += 1;
+        let left = world
+            .reconcile_all()
+            .await
+            .map_err(|error| format!("the reconciler failed: {error:?}"))?
+            as u64;
+        unresolved.get_or_insert(left);
+        let before = unsettled.len() as u64;
+        unsettled = world.settle(&unsettled, rng).await;
+        if rounds > 1 {
+            settled_in_later_rounds += before - unsettled.len() as u64;
+        }
+    }
+    let unresolved = unresolved.unwrap_or(0);
     let reconciliation = reconciler_started.elapsed();
-    let (settled, lost) = world.settle_and_verify(&intents, rng).await;
+    let (settled, lost, declined) = world.verify_all(&intents).await;
     let unresolved_at_the_end = world
         .list_unresolved()
         .await
@@ -1056,6 +1137,10 @@ async fn campaign(
         ("conflicts rejected", get(&stats.conflicts_rejected)),
         ("takeovers", takeovers),
         (
+            "attempts declined before their effect (Fail NOT_STARTED)",
+            declined,
+        ),
+        (
             "stale writes refused (LEASE_LOST)",
             get(&stats.superseded) + get(&stats.lease_lost),
         ),
@@ -1099,6 +1184,11 @@ async fn campaign(
         ("unresolved after reconciliation", unresolved),
         ("unresolved at the end", unresolved_at_the_end),
         ("intents settled", settled),
+        ("settling rounds (reconcile, deliver again)", rounds),
+        (
+            "  intents settled only after the first round",
+            settled_in_later_rounds,
+        ),
         (
             "replica SIGKILLs (restarted after a pause)",
             fault_counts.replica_kills,
@@ -1163,7 +1253,7 @@ async fn campaign(
             duplicated(|c| &c.answered_by_copy),
         ),
         (
-            "reconciliation took (ms)",
+            "reconciling and settling took (ms)",
             reconciliation.as_millis() as u64,
         ),
     ];
