@@ -99,35 +99,42 @@ impl Client {
 
     /// Claim; its `wait` lengthens the call's deadline.
     pub async fn claim(&self, request: proto::ClaimRequest) -> Result<proto::ClaimResponse, Error> {
-        self.claim_until(request, None).await
+        self.claim_until(request, None)
+            .await
+            .map(|(response, _sent)| response)
     }
 
     /// Claim, re-sent no later than `until`.
+    /// The answer, and when the send it answers was made: the server counts
+    /// the durations in it from its handling of that send, never earlier.
     pub(crate) async fn claim_until(
         &self,
         request: proto::ClaimRequest,
         until: Option<Instant>,
-    ) -> Result<proto::ClaimResponse, Error> {
+    ) -> Result<(proto::ClaimResponse, Instant), Error> {
         let wait = request
             .wait
             .and_then(|wait| Duration::try_from(wait).ok())
             .unwrap_or_default();
-        self.send(request, wait, until, |mut client, request| async move {
+        self.send_answered(request, wait, until, |mut client, request| async move {
             client.claim(request).await
         })
         .await
     }
 
     pub async fn renew(&self, request: proto::RenewRequest) -> Result<proto::RenewResponse, Error> {
-        self.renew_until(request, None).await
+        self.renew_until(request, None)
+            .await
+            .map(|(response, _sent)| response)
     }
 
+    /// The answer, and when the send it answers was made (as for Claim).
     pub(crate) async fn renew_until(
         &self,
         request: proto::RenewRequest,
         until: Option<Instant>,
-    ) -> Result<proto::RenewResponse, Error> {
-        self.send(
+    ) -> Result<(proto::RenewResponse, Instant), Error> {
+        self.send_answered(
             request,
             Duration::ZERO,
             until,
@@ -245,11 +252,32 @@ impl Client {
         F: Fn(IdempotencyServiceClient<Channel>, Request<M>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
+        self.send_answered(message, extra, until, call)
+            .await
+            .map(|(response, _sent)| response)
+    }
+
+    /// [`Client::send`], also returning when the answered send began. Each
+    /// send is its own call, and an abandoned one's reply is never read, so
+    /// the answer belongs to that send.
+    async fn send_answered<M, R, F, Fut>(
+        &self,
+        message: M,
+        extra: Duration,
+        until: Option<Instant>,
+        call: F,
+    ) -> Result<(R, Instant), Error>
+    where
+        M: Clone,
+        F: Fn(IdempotencyServiceClient<Channel>, Request<M>) -> Fut,
+        Fut: Future<Output = Result<Response<R>, Status>>,
+    {
         let first_sent = Instant::now();
         let timeout = self.config.call_timeout.saturating_add(extra);
         let mut sends = 0;
         loop {
             sends += 1;
+            let sent = Instant::now();
             let mut request = Request::new(message.clone());
             request
                 .metadata_mut()
@@ -257,7 +285,7 @@ impl Client {
             request.set_timeout(timeout);
             let answer = tokio::time::timeout(timeout, call(self.inner.clone(), request)).await;
             let error = match answer {
-                Ok(Ok(response)) => return Ok(response.into_inner()),
+                Ok(Ok(response)) => return Ok((response.into_inner(), sent)),
                 Ok(Err(status)) => Error::from_status(&status),
                 Err(_elapsed) => Error::DeadlineExceeded {
                     message: format!("no reply within {timeout:?}"),

@@ -319,9 +319,10 @@ impl Client {
             // Fresh per attempt; the retries inside claim_until re-send this
             // very request, token included, so the server recognises them.
             let request = operation.claim_request(random_claim_token()?, wait);
-            // Lease and attempt deadline count from the first send.
-            let sent_at = Instant::now();
-            let response = self.claim_until(request, Some(overall)).await?;
+            // Lease and attempt deadline count from the send that was
+            // answered (a re-sent Claim is answered with what is left at the
+            // server's handling of that very send).
+            let (response, sent_at) = self.claim_until(request, Some(overall)).await?;
             let received_at = Instant::now();
             match claim_step(response)? {
                 ClaimStep::Own {
@@ -558,10 +559,10 @@ impl Run<'_> {
             .saturating_duration_since(Instant::now())
             < margin
         {
-            // The lease counts from the Claim's first send, which a re-sent
-            // or long-polled Claim (or the wait for an earlier attempt's
-            // deadline) may have left far behind: renew it, counted from
-            // this send, rather than give the attempt up.
+            // The lease counts from the Claim's send, which a long-polled
+            // Claim (or the wait for an earlier attempt's deadline) may have
+            // left far behind: renew it, counted from the Renew's send,
+            // rather than give the attempt up.
             match self.renew(&owned, owned.stop_at).await {
                 Ok(()) => {}
                 Err(Error::LeaseLost { .. }) => return Ok(Step::Reclaim(Duration::ZERO)),
@@ -672,13 +673,12 @@ impl Run<'_> {
     /// One Renew (re-sent on transient failures until `until`); the lease
     /// granted counts from its send.
     async fn renew(&self, owned: &Owned, until: Instant) -> Result<(), Error> {
-        let sent = Instant::now();
         let request = proto::RenewRequest {
             operation_id: owned.ownership.operation_id.clone(),
             fence: owned.ownership.fence,
             lease: proto_duration(self.operation.lease),
         };
-        let renewed = self.client.renew_until(request, Some(until)).await?;
+        let (renewed, sent) = self.client.renew_until(request, Some(until)).await?;
         let granted = std_duration(renewed.lease);
         *owned.lease.lock().unwrap_or_else(PoisonError::into_inner) = (sent, granted);
         Ok(())

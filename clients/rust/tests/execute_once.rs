@@ -78,6 +78,7 @@ both_stores!(
     the_lease_is_renewed_while_the_effect_runs,
     a_pending_operation_past_the_callers_deadline_runs_nothing,
     a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token,
+    a_resent_claim_counts_its_attempt_from_the_answered_send,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -898,6 +899,46 @@ async fn a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim
     assert_eq!((execution.source, execution.attempt), (Source::Executed, 1));
     assert_eq!(provider.total(), 1);
     let events = history(&world.client().await, &execution.operation_id).await;
+    assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
+
+async fn a_resent_claim_counts_its_attempt_from_the_answered_send(store: Store) {
+    let world = World::start(store).await;
+    let proxy = Proxy::start(world.addr()).await;
+    // The first send's reply is held for 2 s (and the connection's replies
+    // behind it): sends at 0 and ~0.8 s time out after 800 ms, and the one at
+    // ~1.7 s is answered at ~2 s with what is left of the 3.5 s attempt at
+    // its handling (~1.8 s). Counted from that send, the attempt ends at
+    // ~3.5 s: plenty. Counted from the first send, it would end at ~1.8 s,
+    // before the answer even arrived, and the attempt would be declined.
+    proxy.arm(1, ReplyFault::Delay(Duration::from_secs(2)));
+    let base = proxy.client(&world.token).await;
+    let client = base.clone().with_config(idemd_client::ClientConfig {
+        call_timeout: Duration::from_millis(800),
+        ..base.config().clone()
+    });
+    let provider = Provider::default();
+    let attempts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let operation = Operation {
+        lease: Duration::from_secs(3),
+        attempt_duration: Some(Duration::from_millis(3_500)),
+        safety_margin: Duration::from_millis(300),
+        wait: Duration::ZERO,
+        ..order("order-17")
+    };
+    let execution = client
+        .execute_once(&operation, recording_effect(&provider, &attempts))
+        .await
+        .expect("executed");
+    assert!(proxy.responses() >= 3, "the Claim was re-sent");
+    assert_eq!(*attempts.lock().expect("lock"), [1], "attempt 1 ran");
+    assert_eq!(provider.total(), 1);
+    let events: Vec<_> = history(&world.client().await, &execution.operation_id)
+        .await
+        .into_iter()
+        .filter(|event| event != "RENEWED")
+        .collect();
     assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
     world.finish().await;
 }
