@@ -14,8 +14,9 @@
  *   redoing the effect.
  * - ReconcileFirst: an earlier attempt may have taken effect. With a `lookup` the
  *   provider is asked first; a negative answer is trusted only once the earlier
- *   attempt's deadline has passed (previous_attempt_deadline; when the server leaves it
- *   out, conservatively a whole attempt duration from the Claim). Without a `lookup`
+ *   attempt's deadline has passed (previous_attempt_deadline, counted from the reply;
+ *   when the server leaves it out, conservatively a whole attempt duration from the
+ *   reply). Without a `lookup`
  *   the effect runs with `ctx.previousOutcomeUnknown` set and must pass
  *   `ctx.operationId` to the provider as its idempotency key.
  *
@@ -102,7 +103,7 @@ export interface EffectContext {
   /** ReconcileFirst: an earlier attempt may have taken effect. */
   readonly previousOutcomeUnknown: boolean;
   readonly previousFence: string | undefined;
-  /** The server's previous_attempt_deadline in seconds from the Claim's send;
+  /** The server's previous_attempt_deadline in seconds (what was left at its reply);
    *  undefined when it left it out. */
   readonly previousAttemptDeadline: number | undefined;
   /** The monotonic() instant after which the earlier attempt's effect is no longer in
@@ -145,17 +146,20 @@ export interface ExecuteOptions {
 export type Payload = string | Uint8Array | Record<string, unknown> | unknown[] | null;
 
 /** (the server's previous_attempt_deadline, the monotonic instant it ends), counted
- *  from the Claim's first send. Absent, the earlier attempt may have started just
- *  before this Claim, so it may run a whole attempt duration from it. */
+ *  from the Claim's reply's receipt: the server counts it at its reply's clock, which
+ *  for a re-sent or long-polled Claim is long after the first send (counted from that
+ *  send, the doubt would seem to end too soon). Absent, the earlier attempt may have
+ *  started just before this Claim was answered, so it may run a whole attempt duration
+ *  from then. */
 export function previousAttemptSettlesAt(
   outcome: pb.ReconcileFirst,
-  sentAt: number,
+  receivedAt: number,
 ): [number | undefined, number] {
   if (outcome.previous_attempt_deadline) {
     const given = seconds(outcome.previous_attempt_deadline);
-    return [given, sentAt + given];
+    return [given, receivedAt + given];
   }
-  return [undefined, sentAt + seconds(outcome.ownership?.attempt_deadline)];
+  return [undefined, receivedAt + seconds(outcome.ownership?.attempt_deadline)];
 }
 
 function replayed(completed: pb.Completed): Result {
@@ -238,15 +242,16 @@ export async function executeOnce(
       ...(wait !== undefined ? { wait } : {}),
     });
     const [response, sentAt] = await client.sendClaim(request, { deadline: Math.max(end, monotonic() + 1) });
+    const receivedAt = monotonic();
     const outcome = response.outcome;
     if (outcome === "acquired" && response.acquired?.ownership) {
-      const attempt = new Attempt(client, response.acquired.ownership, sentAt, lease, undefined, options);
+      const attempt = new Attempt(client, response.acquired.ownership, [sentAt, receivedAt], lease, undefined, options);
       const result = await attempt.run(effect);
       if (result !== undefined) return result;
       wait = undefined; // Retryable: claim again for the next attempt
     } else if (outcome === "reconcile_first" && response.reconcile_first?.ownership) {
       const first = response.reconcile_first;
-      const attempt = new Attempt(client, first.ownership!, sentAt, lease, first, options);
+      const attempt = new Attempt(client, first.ownership!, [sentAt, receivedAt], lease, first, options);
       const result = await attempt.run(effect);
       if (result !== undefined) return result;
       wait = undefined;
@@ -299,10 +304,12 @@ class Attempt {
   private readonly lookup: Lookup | undefined;
   private readonly lookupInterval: number;
 
+  /** The lease and the attempt deadline count from the Claim's first send (sooner
+   *  than the server's clock); the earlier attempt's deadline from its reply (later). */
   constructor(
     private readonly client: Client,
     ownership: pb.Ownership,
-    sentAt: number,
+    [sentAt, receivedAt]: [number, number],
     private readonly lease: number,
     reconcileFirst: pb.ReconcileFirst | undefined,
     options: ExecuteOptions,
@@ -321,7 +328,7 @@ class Attempt {
     this.lookupInterval = options.lookupInterval ?? 1;
     let given: number | undefined;
     let settlesAt: number | undefined;
-    if (reconcileFirst !== undefined) [given, settlesAt] = previousAttemptSettlesAt(reconcileFirst, sentAt);
+    if (reconcileFirst !== undefined) [given, settlesAt] = previousAttemptSettlesAt(reconcileFirst, receivedAt);
     this.ctx = {
       operationId: ownership.operation_id,
       fence: ownership.fence,

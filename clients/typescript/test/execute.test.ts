@@ -40,7 +40,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(() => assert.fail("resolved"), (e: unknown) => e);
 }
 
-test("previous_attempt_deadline counts from the Claim's send", () => {
+test("previous_attempt_deadline counts from the Claim's reply", () => {
   const first = {
     ownership: { operation_id: "o", fence: "1", attempt: 2, max_attempts: 5, lease: null, attempt_deadline: duration(300) },
     previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: null,
