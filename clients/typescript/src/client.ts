@@ -207,8 +207,9 @@ export class Client {
     );
   }
 
-  /** Fail with a disposition: TERMINAL, RETRYABLE (the effect certainly did not happen)
-   *  or UNKNOWN (it may have). */
+  /** Fail with a disposition: TERMINAL, RETRYABLE (the effect certainly did not happen),
+   *  UNKNOWN (it may have) or NOT_STARTED (this attempt declined before starting the
+   *  effect: the operation is handed on as it was; no retryAfter with it). */
   fail(
     operationId: string,
     fence: string,

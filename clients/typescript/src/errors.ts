@@ -271,7 +271,8 @@ export class AttemptTimeoutError extends OutcomeUnknownError {
   override name = "AttemptTimeoutError";
 }
 
-/** The operation is still in progress elsewhere (or its retry is not yet due) and the
+/** The operation is still in progress elsewhere (or its retry is not yet due, or this
+ *  call's attempt ended without a result, e.g. declined before its effect) and the
  *  caller's deadline passed: nothing was executed; try again after `retryAfter`. */
 export class PendingError extends IdemError {
   override name = "PendingError";

@@ -4,8 +4,10 @@
  * - A fresh random claim_token per attempt, re-sent unchanged (with the whole Claim)
  *   after UNAVAILABLE or a lost reply.
  * - The lease and the attempt deadline count from the first send of the Claim (or
- *   Renew) that granted them; the effect is never started while the lease may be
- *   running out (it is renewed first), is renewed while it runs, and is aborted
+ *   Renew) that granted them. The effect is never started while the lease may be
+ *   running out (it is renewed first, once) nor with too little of the attempt or the
+ *   lease left: the attempt is declined instead (Fail NOT_STARTED) and claimed again
+ *   within `deadline`. Once started, the effect is renewed while it runs and aborted
  *   (`ctx.signal`) at the attempt deadline, then Fail UNKNOWN.
  * - The effect's outcome maps to Complete / Fail TERMINAL / RETRYABLE / UNKNOWN.
  * - Completed replays without running the effect; Pending waits (Claim `wait`,
@@ -14,20 +16,22 @@
  *   redoing the effect.
  * - ReconcileFirst: an earlier attempt may have taken effect. With a `lookup` the
  *   provider is asked first; a negative answer is trusted only once the earlier
- *   attempt's deadline has passed (previous_attempt_deadline; when the server leaves it
- *   out, conservatively a whole attempt duration from the Claim). Without a `lookup`
- *   the effect runs with `ctx.previousOutcomeUnknown` set and must pass
- *   `ctx.operationId` to the provider as its idempotency key.
+ *   attempt's deadline has passed (previous_attempt_deadline, counted from the reply;
+ *   when the server leaves it out, conservatively a whole attempt duration from the
+ *   reply); an attempt that ends first declines (NOT_STARTED hands the doubt on with
+ *   the earlier deadline, and the next attempt waits it out). Without a `lookup` the
+ *   effect runs with `ctx.previousOutcomeUnknown` set and must pass `ctx.operationId`
+ *   to the provider as its idempotency key.
  *
  * Times are seconds; instants are `monotonic()` seconds.
  */
 import { Client, newClaimToken, seconds } from "./client.js";
 import {
-  AttemptDeadlinePassedError, AttemptTimeoutError, DeadlineExceededError, IdemError, LeaseLostError, NeedsReconciliationError,
+  AttemptDeadlinePassedError, AttemptTimeoutError, IdemError, LeaseLostError, NeedsReconciliationError,
   OperationFailedError, OutcomeUnknownError, PendingError, StateForbidsError, StatusError, SupersededError,
   UnrecognisedOutcomeError,
 } from "./errors.js";
-import { monotonic } from "./retry.js";
+import { isRetryable, monotonic } from "./retry.js";
 import type * as pb from "./types.js";
 
 /** The longest `wait` one Claim asks for while the operation is pending. */
@@ -102,7 +106,7 @@ export interface EffectContext {
   /** ReconcileFirst: an earlier attempt may have taken effect. */
   readonly previousOutcomeUnknown: boolean;
   readonly previousFence: string | undefined;
-  /** The server's previous_attempt_deadline in seconds from the Claim's send;
+  /** The server's previous_attempt_deadline in seconds (what was left at its reply);
    *  undefined when it left it out. */
   readonly previousAttemptDeadline: number | undefined;
   /** The monotonic() instant after which the earlier attempt's effect is no longer in
@@ -129,8 +133,8 @@ export interface ExecuteOptions {
    *  Claim (default 300). */
   attemptDuration?: number;
   /** Bounds the time spent claiming and waiting for another attempt (default 60; 0:
-   *  PendingError at the first Pending). Once this call owns the operation, its attempt
-   *  deadline bounds it instead. */
+   *  PendingError at the first Pending, or when an attempt ends without a result).
+   *  Once this call owns the operation, its attempt deadline bounds it instead. */
   deadline?: number;
   lookup?: Lookup;
   /** With payload null: the request's fingerprint (fingerprint.ts). */
@@ -145,17 +149,20 @@ export interface ExecuteOptions {
 export type Payload = string | Uint8Array | Record<string, unknown> | unknown[] | null;
 
 /** (the server's previous_attempt_deadline, the monotonic instant it ends), counted
- *  from the Claim's first send. Absent, the earlier attempt may have started just
- *  before this Claim, so it may run a whole attempt duration from it. */
+ *  from the Claim's reply's receipt: the server counts it at its reply's clock, which
+ *  for a re-sent or long-polled Claim is long after the first send (counted from that
+ *  send, the doubt would seem to end too soon). Absent, the earlier attempt may have
+ *  started just before this Claim was answered, so it may run a whole attempt duration
+ *  from then. */
 export function previousAttemptSettlesAt(
   outcome: pb.ReconcileFirst,
-  sentAt: number,
+  receivedAt: number,
 ): [number | undefined, number] {
   if (outcome.previous_attempt_deadline) {
     const given = seconds(outcome.previous_attempt_deadline);
-    return [given, sentAt + given];
+    return [given, receivedAt + given];
   }
-  return [undefined, sentAt + seconds(outcome.ownership?.attempt_deadline)];
+  return [undefined, receivedAt + seconds(outcome.ownership?.attempt_deadline)];
 }
 
 function replayed(completed: pb.Completed): Result {
@@ -238,17 +245,20 @@ export async function executeOnce(
       ...(wait !== undefined ? { wait } : {}),
     });
     const [response, sentAt] = await client.sendClaim(request, { deadline: Math.max(end, monotonic() + 1) });
+    const receivedAt = monotonic();
     const outcome = response.outcome;
     if (outcome === "acquired" && response.acquired?.ownership) {
-      const attempt = new Attempt(client, response.acquired.ownership, sentAt, lease, undefined, options);
-      const result = await attempt.run(effect);
-      if (result !== undefined) return result;
-      wait = undefined; // Retryable: claim again for the next attempt
+      const attempt = new Attempt(client, response.acquired.ownership, [sentAt, receivedAt], lease, undefined, options);
+      const step = await attempt.run(effect);
+      if (!(step instanceof ClaimAgain)) return step;
+      claimAgainBy(end, attempt.operationId, step);
+      wait = undefined;
     } else if (outcome === "reconcile_first" && response.reconcile_first?.ownership) {
       const first = response.reconcile_first;
-      const attempt = new Attempt(client, first.ownership!, sentAt, lease, first, options);
-      const result = await attempt.run(effect);
-      if (result !== undefined) return result;
+      const attempt = new Attempt(client, first.ownership!, [sentAt, receivedAt], lease, first, options);
+      const step = await attempt.run(effect);
+      if (!(step instanceof ClaimAgain)) return step;
+      claimAgainBy(end, attempt.operationId, step);
       wait = undefined;
     } else if (outcome === "completed" && response.completed) {
       return replayed(response.completed);
@@ -272,9 +282,21 @@ export async function executeOnce(
   }
 }
 
+/** An attempt ended without an answer (Retryable, or declined before its effect): the
+ *  call claims again, the next attempt due after `retryAfter` seconds. */
+class ClaimAgain {
+  constructor(readonly retryAfter: number) {}
+}
+
+/** Claiming again is claiming: it is bounded by the caller's `deadline` (its end). */
+function claimAgainBy(end: number, operationId: string, step: ClaimAgain): void {
+  if (end - monotonic() <= 0.05) throw new PendingError(operationId, step.retryAfter, "PENDING_REASON_RETRY_SCHEDULED");
+}
+
 /** Thrown inside an attempt when its fence was refused (another owner took over). */
 class Lost extends Error {}
-/** Thrown inside an attempt when its time is up (the attempt deadline is near). */
+/** Thrown inside an attempt when its time is up: before the effect started, it is
+ *  declined (Fail NOT_STARTED); after, the effect is given up (Fail UNKNOWN). */
 class Stopped extends Error {}
 
 /** One owned attempt: renews the lease, races the effect against the deadline and a
@@ -298,11 +320,15 @@ class Attempt {
   private readonly finished = new AbortController();
   private readonly lookup: Lookup | undefined;
   private readonly lookupInterval: number;
+  /** Set just before the effect is called: from then on its outcome may be unknown. */
+  private effectStarted = false;
 
+  /** The lease and the attempt deadline count from the Claim's first send (sooner
+   *  than the server's clock); the earlier attempt's deadline from its reply (later). */
   constructor(
     private readonly client: Client,
     ownership: pb.Ownership,
-    sentAt: number,
+    [sentAt, receivedAt]: [number, number],
     private readonly lease: number,
     reconcileFirst: pb.ReconcileFirst | undefined,
     options: ExecuteOptions,
@@ -321,7 +347,7 @@ class Attempt {
     this.lookupInterval = options.lookupInterval ?? 1;
     let given: number | undefined;
     let settlesAt: number | undefined;
-    if (reconcileFirst !== undefined) [given, settlesAt] = previousAttemptSettlesAt(reconcileFirst, sentAt);
+    if (reconcileFirst !== undefined) [given, settlesAt] = previousAttemptSettlesAt(reconcileFirst, receivedAt);
     this.ctx = {
       operationId: ownership.operation_id,
       fence: ownership.fence,
@@ -416,14 +442,17 @@ class Attempt {
 
   // ---- the attempt -----------------------------------------------------------------
 
-  /** The attempt's answer, or undefined when a retry was scheduled (claim again). */
-  async run(effect: Effect): Promise<Result | undefined> {
+  /** The attempt's answer, or ClaimAgain when it ended without one (a retry was
+   *  scheduled, or it declined before starting the effect). */
+  async run(effect: Effect): Promise<Result | ClaimAgain> {
     const keeper = this.keepRenewing().catch(() => undefined);
     try {
       return await this.runEffect(effect);
     } catch (error) {
-      if (error instanceof Lost) return await this.superseded();
+      // Lost before the effect started: nothing ran here, so simply claim again.
+      if (error instanceof Lost) return this.effectStarted ? await this.stored() : new ClaimAgain(0);
       if (error instanceof Stopped) {
+        if (!this.effectStarted) return await this.decline();
         await this.failUnknown("attempt_deadline", "the effect was cancelled at the attempt deadline");
         throw new AttemptTimeoutError(
           this.operationId,
@@ -438,25 +467,13 @@ class Attempt {
     }
   }
 
-  private async runEffect(effect: Effect): Promise<Result | undefined> {
+  private async runEffect(effect: Effect): Promise<Result | ClaimAgain> {
     if (this.ctx.previousOutcomeUnknown && this.lookup !== undefined) {
       const found = await this.lookUpProvider(this.lookup);
       if (found !== undefined) return await this.record(found);
     }
-    // Never start the effect on a lease that may be running out, nor so close to the
-    // attempt deadline that it would be aborted as soon as it started.
-    if (this.cancelAt - monotonic() < this.margin) throw new Stopped();
-    if (this.leaseExpiresAt - monotonic() < this.granted / 2) {
-      try {
-        await this.renew();
-      } catch (error) {
-        // No time left to renew before the attempt deadline: it is over, unstarted.
-        if (error instanceof DeadlineExceededError) throw new Stopped();
-        throw error;
-      }
-      this.throwIfLost();
-    }
-    if (this.cancelAt - monotonic() < this.margin) throw new Stopped();
+    await this.readyToStart();
+    this.effectStarted = true;
     let outcome: Outcome;
     try {
       outcome = await this.guarded(() => effect(this.ctx));
@@ -468,6 +485,28 @@ class Attempt {
       throw new OutcomeUnknownError(this.operationId, `the effect threw ${name}; its outcome is unknown`, { cause: error });
     }
     return await this.record(outcome);
+  }
+
+  /** Returns when the effect may start; throws Stopped (decline) or Lost (claim again).
+   *  Never on a lease that may be running out (less than half left: renewed first,
+   *  once, as a re-sent or long-polled Claim may have left it short), nor with less
+   *  than `margin` of the attempt, or of the lease (at most a third of it), left, where
+   *  it would be aborted or lost as it started. */
+  private async readyToStart(): Promise<void> {
+    const attemptShort = () => this.cancelAt - monotonic() < this.margin;
+    const leaseShort = () => this.leaseExpiresAt - monotonic() < Math.min(this.margin, this.granted / 3);
+    if (attemptShort()) throw new Stopped();
+    if (this.leaseExpiresAt - monotonic() < this.granted / 2) {
+      try {
+        await this.renew(); // the lease granted counts from the Renew's send
+      } catch (error) {
+        // Not renewed (transient failures outlasted the retry policy, no time was left
+        // to send, or a Claim marked it UNKNOWN): the re-check below decides.
+        if (!(error instanceof StateForbidsError || (error instanceof StatusError && isRetryable(error)))) throw error;
+      }
+      this.throwIfLost();
+      if (leaseShort() || attemptShort()) throw new Stopped();
+    }
   }
 
   private async lookUpProvider(lookup: Lookup): Promise<Success | Terminal | undefined> {
@@ -485,25 +524,20 @@ class Attempt {
         );
       }
       if (found !== undefined || this.ctx.previousAttemptSettled()) return found;
-      // Nothing found yet proves nothing while the earlier attempt may still run.
-      const settlesAt = this.ctx.previousAttemptSettlesAt ?? 0;
+      // Nothing found yet proves nothing while the earlier attempt may still run: look
+      // again (renewing meanwhile) until its deadline or this attempt's stop point.
+      const until = Math.min(this.ctx.previousAttemptSettlesAt ?? 0, this.cancelAt);
       const now = monotonic();
-      if (settlesAt >= this.cancelAt && now + this.lookupInterval >= this.cancelAt) {
-        // Not settled within this attempt: look until then, never execute.
-        await this.failUnknown(
-          "previous_attempt_unsettled",
-          "the earlier attempt may still be running and the provider has no record yet",
-        );
-        throw new OutcomeUnknownError(
-          this.operationId,
-          "the earlier attempt's outcome is still unknown (its deadline outlasts this attempt)",
-        );
-      }
-      await this.guarded(() => pause(Math.max(0, Math.min(this.lookupInterval, settlesAt - now))));
+      // This attempt ends before the doubt does (its Claim took long enough, re-sent or
+      // long-polled, to eat the gap between the two deadlines): decline. NOT_STARTED
+      // hands the doubt on with the earlier attempt's deadline, and the next attempt,
+      // which ends later, waits it out. Held until now, duplicates stayed Pending.
+      if (until <= now) throw new Stopped();
+      await this.guarded(() => pause(Math.min(this.lookupInterval, until - now)));
     }
   }
 
-  private async record(outcome: Outcome): Promise<Result | undefined> {
+  private async record(outcome: Outcome): Promise<Result | ClaimAgain> {
     try {
       if (outcome instanceof Success) {
         await this.client.complete(this.operationId, this.fence, outcome.body, {
@@ -541,7 +575,7 @@ class Attempt {
           retryAfter: outcome.retryAfter,
           deadline: this.deadlineAt,
         });
-        if (failed.state === "OPERATION_STATE_RETRY_WAIT") return undefined;
+        if (failed.state === "OPERATION_STATE_RETRY_WAIT") return new ClaimAgain(seconds(failed.retry_after));
         throw new OperationFailedError(
           this.operationId,
           { reason: failed.reason, code: outcome.code, message: outcome.message, metadata: outcome.metadata },
@@ -554,7 +588,7 @@ class Attempt {
       }
       throw new TypeError(`an effect returns Success, Terminal, Retryable or Unknown, not ${String(outcome)}`);
     } catch (error) {
-      if (error instanceof LeaseLostError) return await this.superseded();
+      if (error instanceof LeaseLostError) return await this.stored();
       if (error instanceof AttemptDeadlinePassedError) {
         throw new OutcomeUnknownError(
           this.operationId,
@@ -579,8 +613,39 @@ class Attempt {
     }
   }
 
-  /** LEASE_LOST: answer with what is stored; never redo the effect. */
-  private async superseded(): Promise<Result> {
+  /** The effect was not started (too little of the attempt or the lease left, or an
+   *  earlier attempt's doubt outlasts this attempt): Fail NOT_STARTED, which hands the
+   *  operation on as it was before this attempt (released at once, or still in the
+   *  doubt it took over, ending with that earlier attempt's deadline), then claim again.
+   *  FAILED: the budget or the operation deadline is spent, answer with what is stored. */
+  private async decline(): Promise<Result | ClaimAgain> {
+    this.finished.abort(); // no renewal races the Fail
+    let failed: pb.FailResponse;
+    try {
+      failed = await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_NOT_STARTED", {
+        code: "not_started",
+        message: "the effect was not started: too little of the lease or attempt was left, or an earlier attempt may still be running",
+        deadline: this.deadlineAt,
+      });
+    } catch (error) {
+      // Another owner took over, the attempt is over, or the Fail could not be sent
+      // before the attempt deadline (the server then hands the attempt on itself):
+      // nothing ran here, claim again.
+      if (
+        error instanceof LeaseLostError || error instanceof AttemptDeadlinePassedError
+        || (error instanceof StatusError && isRetryable(error))
+      ) {
+        return new ClaimAgain(0);
+      }
+      throw error;
+    }
+    if (failed.state === "OPERATION_STATE_FAILED") return await this.stored();
+    return new ClaimAgain(seconds(failed.retry_after));
+  }
+
+  /** Answers with what is stored (after LEASE_LOST, or a decline that ended the
+   *  operation); never redoes the effect. */
+  private async stored(): Promise<Result> {
     const found = await this.client.lookup({ operationId: this.operationId });
     const operation = found.operation;
     if (operation?.state === "OPERATION_STATE_SUCCEEDED") {

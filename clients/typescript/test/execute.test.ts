@@ -2,11 +2,11 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import {
-  AttemptTimeoutError, Client, Code, ConflictError, DeadlineExceededError, duration, type EffectContext, executeOnce, monotonic,
-  NeedsReconciliationError, OperationFailedError, OutcomeUnknownError, PendingError, previousAttemptSettlesAt,
-  Retryable, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
+  AttemptTimeoutError, Client, Code, ConflictError, DeadlineExceededError, duration, type EffectContext, executeOnce,
+  LeaseLostError, monotonic, NeedsReconciliationError, OperationFailedError, OutcomeUnknownError, PendingError,
+  previousAttemptSettlesAt, Retryable, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
 } from "../src/index.js";
-import type { ClaimRequest, Ownership } from "../src/types.js";
+import type { ClaimRequest, ClaimResponse, HistoryEntry, Ownership } from "../src/types.js";
 import { eachStore, fastRetry, key, Provider, type Server, startServer } from "./harness.js";
 import { Proxy } from "./proxy.js";
 
@@ -23,9 +23,48 @@ function charging(provider: Provider, seen?: EffectContext[], delay = 0) {
 }
 
 async function history(client: Client, operationId: string): Promise<string[]> {
-  const found = await client.lookup({ operationId }, { includeHistory: true });
-  return found.history.map((entry) => entry.event);
+  return (await historyEntries(client, operationId)).map((entry) => entry.event);
 }
+
+async function historyEntries(client: Client, operationId: string): Promise<HistoryEntry[]> {
+  return (await client.lookup({ operationId }, { includeHistory: true })).history;
+}
+
+/** A fake Client whose Claims answer `answers` in turn, each as if sent `age` seconds
+ *  before it returned, and whose Fails are recorded in `fails`. */
+function fakeClient(
+  answers: { response: Partial<ClaimResponse>; age?: number }[],
+  rest: Record<string, unknown> = {},
+  fails: { disposition: string; code: string; retryAfter: number | undefined }[] = [],
+): Client {
+  let next = 0;
+  return {
+    sendClaim: async () => {
+      const answer = answers[Math.min(next++, answers.length - 1)]!;
+      return [answer.response, monotonic() - (answer.age ?? 0)];
+    },
+    fail: async (_id: string, _fence: string, disposition: string, options: { code: string; retryAfter?: number }) => {
+      fails.push({ disposition, code: options.code, retryAfter: options.retryAfter });
+      return { state: "OPERATION_STATE_UNKNOWN", reason: "FAILURE_REASON_UNSPECIFIED", retry_after: null };
+    },
+    sendRenew: async () => {
+      throw new DeadlineExceededError(Code.DEADLINE_EXCEEDED, "no time left to send the call");
+    },
+    ...rest,
+  } as unknown as Client;
+}
+
+function ownership(lease: number, attempt: number, fence = "2"): Ownership {
+  return { operation_id: "o", fence, attempt: Number(fence), max_attempts: 5, lease: duration(lease), attempt_deadline: duration(attempt) };
+}
+
+const COMPLETED: Partial<ClaimResponse> = {
+  outcome: "completed",
+  completed: {
+    operation_id: "o", outcome: "result", result: { body: Buffer.from("stored"), content_type: "", metadata: {} },
+    error: null, attempts: 3, state: "OPERATION_STATE_SUCCEEDED", completed_at: null,
+  } as unknown as ClaimResponse["completed"],
+};
 
 /** An earlier owner that stalled: its lease (50 ms) runs out, nobody completes. */
 async function abandonedAttempt(client: Client, k: string, attempt = 1.0, maxAttempts = 0): Promise<Ownership> {
@@ -40,7 +79,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(() => assert.fail("resolved"), (e: unknown) => e);
 }
 
-test("previous_attempt_deadline counts from the Claim's send", () => {
+test("previous_attempt_deadline counts from the Claim's reply", () => {
   const first = {
     ownership: { operation_id: "o", fence: "1", attempt: 2, max_attempts: 5, lease: null, attempt_deadline: duration(300) },
     previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: null,
@@ -56,31 +95,95 @@ test("an outcome this client does not know never executes", async () => {
   assert.deepEqual(provider.effects, []);
 });
 
-test("no time left to renew before starting: the attempt ends unstarted as a timeout", async () => {
+test("a Renew that fails transiently before the effect: the re-check declines NOT_STARTED and claims again", async () => {
   // A takeover whose earlier attempt settles just before this one's deadline: the
   // negative lookup is trusted then, but the Renew due before the effect finds no time
-  // left. The effect never starts and the outcome is reported UNKNOWN, not a raw error.
+  // left to send. The lease is short, so the effect never starts: the attempt declines
+  // (not UNKNOWN, which would push the doubt forward) and the next Claim answers.
   const provider = new Provider();
-  const fails: string[] = [];
-  const fake = {
-    sendClaim: async () => [{
-      outcome: "reconcile_first",
-      reconcile_first: {
-        ownership: { operation_id: "o", fence: "2", attempt: 2, max_attempts: 5, lease: duration(0.2), attempt_deadline: duration(0.5) },
-        previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: duration(0.3),
+  const fails: { disposition: string; code: string; retryAfter: number | undefined }[] = [];
+  const fake = fakeClient([
+    {
+      response: {
+        outcome: "reconcile_first",
+        reconcile_first: {
+          ownership: ownership(0.2, 0.5),
+          previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: duration(0.3),
+        },
       },
-    }, monotonic()],
-    sendRenew: async () => {
-      throw new DeadlineExceededError(Code.DEADLINE_EXCEEDED, "no time left to send the call");
     },
-    fail: async (_id: string, _fence: string, disposition: string) => (fails.push(disposition), { state: "OPERATION_STATE_UNKNOWN" }),
-  } as unknown as Client;
-  const error = await rejection(executeOnce(fake, OP, key(), PAYLOAD, charging(provider), {
+    { response: COMPLETED },
+  ], {}, fails);
+  const result = await executeOnce(fake, OP, key(), PAYLOAD, charging(provider), {
     lookup: async () => undefined, lookupInterval: 0.1,
-  }));
-  assert.ok(error instanceof AttemptTimeoutError, String(error));
+  });
+  assert.ok(result.replayed);
+  assert.equal(result.body.toString(), "stored");
   assert.deepEqual(provider.effects, []);
-  assert.deepEqual(fails, ["FAIL_DISPOSITION_UNKNOWN"]);
+  assert.deepEqual(fails, [{ disposition: "FAIL_DISPOSITION_NOT_STARTED", code: "not_started", retryAfter: undefined }]);
+});
+
+test("too little of the attempt left on arrival: declines without renewing or running", async () => {
+  const provider = new Provider();
+  const fails: { disposition: string; code: string; retryAfter: number | undefined }[] = [];
+  let renewed = 0;
+  // A 2 s attempt (margin 0.2 s) whose Claim reply came 1.7 s after its send.
+  const fake = fakeClient(
+    [{ response: { outcome: "acquired", acquired: { ownership: ownership(30, 2, "1") } }, age: 1.7 }, { response: COMPLETED }],
+    { sendRenew: async () => (renewed++, assert.fail("no Renew for an attempt that is over")) },
+    fails,
+  );
+  const result = await executeOnce(fake, OP, key(), PAYLOAD, charging(provider));
+  assert.ok(result.replayed);
+  assert.deepEqual(provider.effects, []);
+  assert.equal(renewed, 0);
+  assert.deepEqual(fails.map((f) => f.disposition), ["FAIL_DISPOSITION_NOT_STARTED"]);
+});
+
+test("LEASE_LOST on the Renew before the effect claims again (nothing ran)", async () => {
+  const provider = new Provider();
+  const fails: { disposition: string; code: string; retryAfter: number | undefined }[] = [];
+  // A 1 s lease whose Claim reply came 0.8 s after its send: renewed first, refused.
+  const fake = fakeClient(
+    [{ response: { outcome: "acquired", acquired: { ownership: ownership(1, 300, "1") } }, age: 0.8 }, { response: COMPLETED }],
+    {
+      sendRenew: async () => {
+        throw new LeaseLostError(Code.ABORTED, "lease lost", { reason: "LEASE_LOST", metadata: { current_fence: "2" } });
+      },
+    },
+    fails,
+  );
+  const result = await executeOnce(fake, OP, key(), PAYLOAD, charging(provider));
+  assert.ok(result.replayed);
+  assert.equal(result.body.toString(), "stored");
+  assert.deepEqual(provider.effects, []);
+  assert.deepEqual(fails, []);
+});
+
+test("a decline past the caller's deadline claims no more: PendingError", async () => {
+  const provider = new Provider();
+  const claims: number[] = [];
+  const fake = fakeClient([{ response: { outcome: "acquired", acquired: { ownership: ownership(30, 2, "1") } }, age: 1.7 }]);
+  const sendClaim = fake.sendClaim.bind(fake);
+  fake.sendClaim = (request, options) => (claims.push(monotonic()), sendClaim(request, options));
+  const pending = await rejection(executeOnce(fake, OP, key(), PAYLOAD, charging(provider), { deadline: 0 }));
+  assert.ok(pending instanceof PendingError, String(pending));
+  assert.equal(claims.length, 1);
+  assert.deepEqual(provider.effects, []);
+});
+
+test("a decline the server answers FAILED replays what is stored", async () => {
+  const provider = new Provider();
+  const stored = { reason: "FAILURE_REASON_ATTEMPTS_EXHAUSTED", code: "not_started", message: "", metadata: {} };
+  const fake = fakeClient([{ response: { outcome: "acquired", acquired: { ownership: ownership(30, 2, "5") } }, age: 1.7 }], {
+    fail: async () => ({ state: "OPERATION_STATE_FAILED", reason: "FAILURE_REASON_ATTEMPTS_EXHAUSTED", retry_after: null }),
+    lookup: async () => ({ operation: { operation_id: "o", state: "OPERATION_STATE_FAILED", error: stored, attempt: 5 }, history: [] }),
+  });
+  const failed = await rejection(executeOnce(fake, OP, key(), PAYLOAD, charging(provider)));
+  assert.ok(failed instanceof OperationFailedError, String(failed));
+  assert.ok(failed.replayed);
+  assert.equal(failed.reason, "FAILURE_REASON_ATTEMPTS_EXHAUSTED");
+  assert.deepEqual(provider.effects, []);
 });
 
 eachStore("executeOnce", (store) => {
@@ -229,6 +332,118 @@ eachStore("executeOnce", (store) => {
     }
   });
 
+  test("a lease nearly spent on arrival is renewed before the effect", async () => {
+    fresh();
+    const proxy = await new Proxy(server.port).start();
+    const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
+    try {
+      // The Claim's reply arrives 0.8 s after its send, with 0.2 s of a 1 s lease left:
+      // renewed (the Renew's lease counts from the Renew's send), attempt 1 runs.
+      proxy.delayNextReply(0.8);
+      const attempts: number[] = [];
+      const result = await executeOnce(proxied, OP, key(), PAYLOAD, async (ctx) => {
+        attempts.push(ctx.attempt);
+        return new Success(provider.effect(ctx.operationId));
+      }, { lease: 1, attemptDuration: 10 });
+      assert.equal(proxy.delayed, 1);
+      assert.deepEqual(attempts, [1], "no attempt given up");
+      assert.equal(result.attempts, 1);
+      assert.equal(provider.effects.length, 1);
+      assert.deepEqual(await history(client, result.operationId), ["CLAIMED", "RENEWED", "COMPLETED"]);
+    } finally {
+      proxied.close();
+      await proxy.close();
+    }
+  });
+
+  test("too little lease left never starts the effect", async () => {
+    fresh();
+    const proxy = await new Proxy(server.port).start();
+    const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
+    try {
+      // The Claim's reply and then the Renew's both arrive 0.8 s after their sends, with
+      // 0.2 s of a 1 s lease left: attempt 1 declines (Fail NOT_STARTED: released at
+      // once), attempt 2 runs.
+      proxy.delayNextReply(0.8);
+      proxy.delayNextReply(0.8);
+      const attempts: number[] = [];
+      const result = await executeOnce(proxied, OP, key(), PAYLOAD, async (ctx) => {
+        attempts.push(ctx.attempt);
+        return new Success(provider.effect(ctx.operationId));
+      }, { lease: 1, attemptDuration: 10 });
+      assert.equal(proxy.delayed, 2);
+      assert.deepEqual(attempts, [2], "attempt 1 never started");
+      assert.equal(result.attempts, 2);
+      assert.equal(provider.effects.length, 1);
+      const entries = await historyEntries(client, result.operationId);
+      assert.deepEqual(
+        entries.map((e) => e.event),
+        ["CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"],
+      );
+      assert.equal(entries[2]!.detail, "not_started");
+    } finally {
+      proxied.close();
+      await proxy.close();
+    }
+  });
+
+  test("a declined takeover hands on the earlier attempt's doubt", async () => {
+    // The long fault run's liveness failure: an attempt that declines because the doubt
+    // it took over outlasts it must not push the doubt forward. The next attempt is told
+    // the earlier attempt's deadline, waits it out and runs.
+    fresh();
+    const k = key();
+    const attemptDuration = 4;
+    // Attempt 1 claims with a 2 s lease and crashes: its effect may run until its
+    // deadline, 4 s after its Claim.
+    const first = await client.claim(OP, k, {
+      jsonPayload: '{"amount":1000,"currency":"EUR"}', lease: 2, maxAttemptDuration: attemptDuration,
+      claimToken: Buffer.from("crashed-attempt"),
+    });
+    const firstReplied = monotonic();
+    assert.equal(first.outcome, "acquired");
+    // This call's first Claim is told Pending; its next one waits (long poll, up to the
+    // 5 s deadline) until attempt 1's lease runs out, 2 s after it was sent. Attempt 2
+    // counts its 4 s from that send, so it would end (less its margin) before attempt
+    // 1's doubt does: it declines, and attempt 3 is told attempt 1's deadline.
+    const told: [number, number][] = [];
+    const attempts: number[] = [];
+    let ranAt = 0;
+    const result = await executeOnce(client, OP, k, PAYLOAD, async (ctx) => {
+      attempts.push(ctx.attempt);
+      ranAt = monotonic();
+      return new Success(provider.effect(ctx.operationId));
+    }, {
+      lookup: async (ctx) => {
+        if (ctx.previousOutcomeUnknown) told.push([ctx.attempt, ctx.previousAttemptSettlesAt!]);
+        const body = provider.records.get(ctx.operationId);
+        return body ? new Success(body) : undefined;
+      },
+      lease: 3,
+      attemptDuration,
+      deadline: 5,
+    });
+    assert.equal(provider.effects.length, 1);
+    const entries = await historyEntries(client, result.operationId);
+    const events = entries.map((e) => `${e.event}/${e.attempt}/${e.detail}`).join(", ");
+    assert.deepEqual(attempts, [3], `${events}; told ${JSON.stringify(told)}`);
+    assert.deepEqual([...new Set(told.map(([attempt]) => attempt))], [2, 3]);
+    const firstDeadline = firstReplied + attemptDuration;
+    for (const [attempt, settlesAt] of told) {
+      // Measured from a reply that came at most a little later.
+      assert.ok(
+        settlesAt <= firstDeadline + 0.7,
+        `attempt ${attempt} was told the doubt lasts ${(settlesAt - firstDeadline).toFixed(3)}s past attempt 1's deadline`,
+      );
+    }
+    // Attempt 3 waited out attempt 1's doubt (as it was told it) before running.
+    assert.ok(ranAt >= told.filter(([attempt]) => attempt === 3).at(-1)![1], "ran before the doubt ended");
+    // Attempt 2 renewed while it waited; the rest is one line each.
+    const kept = entries.filter((e) => e.event !== "RENEWED");
+    assert.deepEqual(kept.map((e) => e.event), ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], events);
+    assert.equal(kept[2]!.detail, "not_started");
+  });
+
   test("Pending waits for the running attempt, then replays", async () => {
     fresh();
     const k = key();
@@ -299,17 +514,28 @@ eachStore("executeOnce", (store) => {
   test("a negative lookup is not trusted while the earlier attempt may run", async () => {
     fresh();
     const k = key();
+    const claimedAt = monotonic();
     await abandonedAttempt(client, k, 1.0);
     const lookups: number[] = [];
-    const error = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+    const ran: [number, EffectContext][] = [];
+    // The takeover's attempt ends about when the abandoned one does: it waits the doubt
+    // out and runs, or declines and the next attempt does; never sooner.
+    const result = await executeOnce(client, OP, k, PAYLOAD, async (ctx) => {
+      ran.push([monotonic(), ctx]);
+      return new Success(provider.effect(ctx.operationId));
+    }, {
       lookup: async () => (lookups.push(monotonic()), undefined),
       lease: 0.3,
       attemptDuration: 1.0,
       lookupInterval: 0.2,
-    }));
-    assert.ok(error instanceof OutcomeUnknownError, String(error));
-    assert.deepEqual(provider.effects, []);
+    });
+    assert.equal(provider.effects.length, 1);
+    assert.equal(ran.length, 1);
+    const [at, ctx] = ran[0]!;
+    assert.ok(ctx.previousOutcomeUnknown && at >= ctx.previousAttemptSettlesAt!, "ran before the earlier attempt's deadline");
+    assert.ok(at >= claimedAt + 0.95, `ran ${(at - claimedAt).toFixed(3)}s after the abandoned Claim`);
     assert.ok(lookups.length >= 2, String(lookups.length));
+    assert.ok(result.attempts >= 2);
   });
 
   test("a lookup that finds the earlier effect records it", async () => {

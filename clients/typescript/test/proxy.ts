@@ -3,8 +3,10 @@
  *
  * dropNextReply(): the next HTTP/2 response (its HEADERS frame, sent by the server after
  * it handled the call) is never forwarded: the connection is cut instead, as a network
- * that lost the reply would. cut() closes every connection and refuses new ones until
- * restore().
+ * that lost the reply would. delayNextReply(s): the next response, and everything the
+ * server sends after it on that connection, is held for `s` seconds, as a slow network
+ * would (the call is not re-sent: the server sees it once). cut() closes every
+ * connection and refuses new ones until restore().
  */
 import net from "node:net";
 
@@ -13,6 +15,9 @@ const HEADERS = 0x1;
 export class Proxy {
   dropsArmed = 0;
   dropped = 0;
+  /** Seconds each armed delay holds a reply, in the order armed. */
+  delaysArmed: number[] = [];
+  delayed = 0;
   refusing = false;
   /** Seconds a new connection waits before it is forwarded (a slow reconnect). */
   connectDelay = 0;
@@ -37,6 +42,10 @@ export class Proxy {
 
   dropNextReply(): void {
     this.dropsArmed += 1;
+  }
+
+  delayNextReply(seconds: number): void {
+    this.delaysArmed.push(seconds);
   }
 
   cut(): void {
@@ -75,8 +84,15 @@ export class Proxy {
       upstream.on("error", closeBoth).on("close", closeBoth);
       client.on("data", (data) => upstream.write(data));
       client.resume();
-      // Server to client, frame by frame, so a response can be dropped whole.
+      // Server to client, frame by frame, so a response can be dropped whole, or held
+      // (with all that follows it, in order) for the delay armed.
       let buffer = Buffer.alloc(0);
+      const replied = new Set<number>();
+      let held: Buffer[] | undefined;
+      const forward = (frame: Buffer) => {
+        if (held !== undefined) held.push(frame);
+        else client.write(frame);
+      };
       upstream.on("data", (data: Buffer) => {
         buffer = Buffer.concat([buffer, data]);
         while (buffer.length >= 9) {
@@ -91,7 +107,20 @@ export class Proxy {
             closeBoth();
             return;
           }
-          client.write(frame);
+          // A response's first HEADERS frame (its trailers are HEADERS too).
+          if (frame[3] === HEADERS && stream !== 0 && !replied.has(stream)) {
+            replied.add(stream);
+            const delay = held === undefined ? this.delaysArmed.shift() : undefined;
+            if (delay !== undefined) {
+              this.delayed += 1;
+              held = [];
+              setTimeout(() => {
+                for (const frame of held ?? []) if (!client.destroyed) client.write(frame);
+                held = undefined;
+              }, delay * 1000);
+            }
+          }
+          forward(frame);
         }
       });
     };

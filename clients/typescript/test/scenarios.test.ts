@@ -141,8 +141,10 @@ eachStore("scenarios", (store) => {
         await bFinished;
         proxy.restore();
         return new Success(body);
-      }, { lease: 0.2, attemptDuration: 10 });
-      await sleep(0.5); // A's lease has lapsed
+      }, { lease: 0.6, attemptDuration: 10 });
+      // A's lease lapses (B's Claim long-polls until it has). Not much shorter: a lease
+      // a slow store's Claim and Renew leave short is declined, never started on.
+      await sleep(0.8);
       const b = await executeOnce(client, OP, k, PAYLOAD, creating(provider), {
         lookup: async (ctx) => {
           const body = provider.records.get(ctx.operationId);
