@@ -15,6 +15,12 @@ decided here and nowhere else.
   (or Renew) that granted them; the effect is never started while the lease may be
   running out (it is renewed first), is renewed while it runs, and is stopped at the
   attempt deadline (then Fail UNKNOWN).
+* An attempt that does not start the effect (too little of the attempt left, or of the
+  lease even after one Renew, or an earlier attempt's doubt that outlasts it) declines:
+  Fail NOT_STARTED, which hands the operation on as it was (released, or still in the
+  doubt it took over, with that doubt's deadline), and claims again within the
+  caller's deadline; FAILED (the budget or the operation deadline spent) is answered
+  with what is stored.
 * The effect's outcome maps to Complete / Fail TERMINAL / RETRYABLE / UNKNOWN.
 * Completed replays without running the effect; Pending waits (Claim ``wait``,
   ``retry_after``); NeedsReconciliation or an outcome this client does not know never
@@ -54,6 +60,7 @@ from idemd.errors import (
     UnrecognisedOutcomeError,
 )
 from idemd.proto import pb
+from idemd.retry import is_retryable
 
 T = TypeVar("T")
 
@@ -64,6 +71,14 @@ MAX_CLAIM_WAIT = 20.0
 #: report sent early (the blocking client's watchdog) and the one sent when the effect
 #: returns are the same request: idemd answers the second from the first's receipt.
 ATTEMPT_DEADLINE_REPORT = ("attempt_deadline", "the effect was cancelled at the attempt deadline")
+
+#: What an attempt that never started the effect reports (Fail NOT_STARTED). One value
+#: for the same reason: the blocking client's watchdog may send it early.
+NOT_STARTED_REPORT = (
+    "not_started",
+    "the effect was not started: too little of the lease or attempt was left, "
+    "or an earlier attempt may still be running",
+)
 
 
 # ---- what an effect returns ---------------------------------------------------
@@ -316,7 +331,13 @@ def execute_once_steps(
             attempt = Attempt(ownership, sent_at, lease, first, has_lookup, lookup_interval)
             if (result := (yield from attempt.run())) is not None:
                 return result
-            wait = None  # Retryable: claim again for the next attempt
+            # Retryable, or declined before the effect: claim again for the next
+            # attempt, within the caller's deadline.
+            if time.monotonic() >= end:
+                raise PendingError(
+                    attempt.operation_id, attempt.reclaim_after, pb.PendingReason.Name(attempt.reclaim_reason)
+                )
+            wait = None
         elif outcome == "completed":
             return _replayed(response.completed)
         elif outcome == "pending":
@@ -368,8 +389,19 @@ class Attempt:
         self.lease_expires_at = sent_at + self.granted
         self.deadline_at = sent_at + seconds(ownership.attempt_deadline)
         duration = seconds(ownership.attempt_deadline)
-        #: Room left before the deadline to stop the effect and report it.
+        #: Room left before the deadline to stop the effect and report it; the effect
+        #: is not started with less than this of the attempt left (past cancel_at).
         self.margin = max(0.05, min(1.0, duration / 10))
+        #: The effect is not started with less than this of the lease left, even after
+        #: a Renew (at most a third of the lease counts).
+        self.lease_margin = min(self.margin, self.granted / 3)
+        #: Set just before the effect starts: until then nothing ran, and an attempt
+        #: that cannot go on declines (Fail NOT_STARTED) instead of reporting UNKNOWN.
+        self.started = False
+        #: When run() answers None (claim again): when the next attempt is due, and
+        #: why, should the caller's deadline pass first.
+        self.reclaim_after = 0.0
+        self.reclaim_reason: pb.PendingReason = pb.PENDING_REASON_RETRY_SCHEDULED
         self.cancel_at = self.deadline_at - self.margin
         self.has_lookup = has_lookup
         self.lookup_interval = lookup_interval
@@ -442,13 +474,20 @@ class Attempt:
     # ---- the attempt -----------------------------------------------------------
 
     def run(self) -> Steps[Result | None]:
-        """The attempt's answer, or None when a retry was scheduled (claim again)."""
+        """The attempt's answer, or None when a retry was scheduled or the attempt
+        declined before the effect (claim again)."""
         yield StartRenewing(self)
         try:
             return (yield from self._run())
         except Lost:
-            return (yield from self._superseded())
+            if not self.started:
+                # Nothing ran here: another owner has the operation; claim again.
+                self.reclaim_reason = pb.PENDING_REASON_IN_PROGRESS
+                return None
+            return (yield from self._answer_stored())
         except Stopped:
+            if not self.started:
+                return (yield from self.decline())
             yield from self.fail_unknown(*ATTEMPT_DEADLINE_REPORT)
             raise AttemptTimeoutError(
                 self.operation_id, "the effect was cancelled at the attempt deadline; its outcome is unknown"
@@ -461,18 +500,30 @@ class Attempt:
             found = yield from self._look_up_provider()
             if found is not None:
                 return (yield from self._record(found))
-        # Never start the effect on a lease that may be running out, nor so close to
-        # the attempt deadline that it would be cancelled as soon as it started (checked
-        # before renewing too: a Renew bounded by a deadline that is all but gone fails
-        # as DEADLINE_EXCEEDED, e.g. after a lookup that waited for the earlier attempt).
+        # Never start the effect so close to the attempt deadline that it would be
+        # cancelled as soon as it started (checked before renewing too: a Renew bounded
+        # by a deadline that is all but gone fails as DEADLINE_EXCEEDED, e.g. after a
+        # lookup that waited for the earlier attempt), nor on a lease that may be
+        # running out. The lease counts from the Claim's first send, which a re-sent or
+        # long-polled Claim (or the wait for an earlier attempt) may have left far
+        # behind: renew it once, counted from the Renew's send, and decline only if
+        # too little is left even then.
         if self.cancel_at - time.monotonic() < self.margin:
-            raise Stopped()
+            return (yield from self.decline())
         if self.lease_expires_at - time.monotonic() < self.granted / 2:
-            yield from self.renew()
+            try:
+                yield from self.renew()
+            except StatusError as error:
+                # Transient failures outlasted the re-sends, or STATE_FORBIDS (the lease
+                # ran out and a Claim marked the attempt): the re-check below decides.
+                if not (is_retryable(error) or isinstance(error, StateForbidsError)):
+                    raise
             if self.lost and (interrupted := self.interruption()) is not None:
-                raise interrupted
-        if self.cancel_at - time.monotonic() < self.margin:
-            raise Stopped()
+                raise interrupted  # LEASE_LOST: claim again; ATTEMPT_DEADLINE_PASSED: decline
+            now = time.monotonic()
+            if self.lease_expires_at - now < self.lease_margin or self.cancel_at - now < self.margin:
+                return (yield from self.decline())
+        self.started = True
         try:
             outcome = yield Guarded(self, "effect")
         except (Lost, Stopped):
@@ -491,7 +542,9 @@ class Attempt:
             except (Lost, Stopped):
                 raise
             except Exception as error:
-                yield from self.fail_unknown("lookup_raised", type(error).__name__)
+                # Nothing ran here: hand the doubt on as it is (NOT_STARTED keeps the
+                # earlier attempt's deadline), but this call cannot tell the outcome.
+                yield from self._send_decline()
                 raise OutcomeUnknownError(
                     self.operation_id, "the provider lookup failed; the earlier attempt's outcome is unknown"
                 ) from error
@@ -500,17 +553,12 @@ class Attempt:
             # Nothing found yet proves nothing while the earlier attempt may still run.
             settles_at = self.ctx.previous_attempt_settles_at or 0.0
             now = time.monotonic()
-            if settles_at >= self.cancel_at:
-                # Not settled within this attempt: look until then, never execute.
-                if now + self.lookup_interval >= self.cancel_at:
-                    yield from self.fail_unknown(
-                        "previous_attempt_unsettled",
-                        "the earlier attempt may still be running and the provider has no record yet",
-                    )
-                    raise OutcomeUnknownError(
-                        self.operation_id,
-                        "the earlier attempt's outcome is still unknown (its deadline outlasts this attempt)",
-                    )
+            if settles_at >= self.cancel_at and now + self.lookup_interval >= self.cancel_at:
+                # This attempt ends before the doubt does (its Claim took long enough,
+                # re-sent or long-polled, to eat the gap between the two deadlines):
+                # having looked until now, hand the doubt on as it is; the next
+                # attempt, told the earlier deadline and ending later, waits it out.
+                raise Stopped()
             yield Guarded(self, "sleep", max(0.0, min(self.lookup_interval, settles_at - now)))
 
     def _record(self, outcome: Outcome) -> Steps[Result | None]:
@@ -545,6 +593,7 @@ class Attempt:
                     retry_after=outcome.retry_after,
                 )
                 if failed.state == pb.OPERATION_STATE_RETRY_WAIT:
+                    self.reclaim_after = seconds(failed.retry_after)
                     return None
                 raise self._failed(failed.reason, outcome)
             if isinstance(outcome, Unknown):
@@ -552,7 +601,7 @@ class Attempt:
                 raise OutcomeUnknownError(self.operation_id, "the effect's outcome is unknown")
             raise TypeError(f"an effect returns Success, Terminal, Retryable or Unknown, not {outcome!r}")
         except LeaseLostError:
-            return (yield from self._superseded())
+            return (yield from self._answer_stored())
         except AttemptDeadlinePassedError:
             raise OutcomeUnknownError(
                 self.operation_id,
@@ -595,8 +644,54 @@ class Attempt:
         except IdemError:
             pass
 
-    def _superseded(self) -> Steps[Result]:
-        """LEASE_LOST: answer with what is stored; never redo the effect."""
+    def report_time_up(self) -> Steps[None]:
+        """The blocking client's watchdog, at the attempt's cancel point: UNKNOWN once
+        the effect started, NOT_STARTED before (during a lookup), best effort. The
+        protocol sends the same request again afterwards, answered from this one's
+        receipt."""
+        if self.started:
+            yield from self.fail_unknown(*ATTEMPT_DEADLINE_REPORT)
+        else:
+            yield from self._send_decline()
+
+    def _decline_call(self) -> Call:
+        # No retry_after: with NOT_STARTED it is INVALID_ARGUMENT.
+        return self._fail(pb.FAIL_DISPOSITION_NOT_STARTED, *NOT_STARTED_REPORT)
+
+    def _send_decline(self) -> Steps[None]:
+        """Best effort Fail NOT_STARTED (the lease runs out otherwise, and the next
+        owner reconciles first all the same)."""
+        try:
+            yield self._decline_call()
+        except IdemError:
+            pass
+
+    def decline(self) -> Steps[Result | None]:
+        """The effect is not started: Fail NOT_STARTED, which hands the operation on as
+        it was before this attempt (released for the next attempt at once, or, after a
+        takeover, still in the doubt it took over, ending with that attempt's
+        deadline, never this one's). None: claim again. FAILED (the attempt budget or
+        the operation deadline is spent): answered with what is stored."""
+        try:
+            failed = yield self._decline_call()
+        except (LeaseLostError, AttemptDeadlinePassedError):
+            # Taken over meanwhile, or too late to say so (the next owner is handed a
+            # takeover of this attempt either way): nothing ran here; claim again.
+            return None
+        except StatusError as error:
+            if not is_retryable(error):
+                raise
+            # Not answered in time (the blocking client's watchdog may have said it
+            # already): nothing ran here, and the next Claim learns where it stands.
+            return None
+        if failed.state == pb.OPERATION_STATE_FAILED:
+            return (yield from self._answer_stored())
+        self.reclaim_after = seconds(failed.retry_after)
+        return None
+
+    def _answer_stored(self) -> Steps[Result]:
+        """LEASE_LOST (or a decline that ended the operation): answer with what is
+        stored; never redo the effect."""
         found = yield Call("lookup", (), {"operation_id": self.operation_id})
         operation = found.operation
         if operation.state == pb.OPERATION_STATE_SUCCEEDED:
