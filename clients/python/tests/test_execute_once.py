@@ -233,7 +233,7 @@ async def test_reconcile_first_gives_the_context_and_runs_without_a_lookup(clien
     assert ctx.previous_attempt_settles_at is not None
 
 
-def test_previous_attempt_deadline_from_the_server_is_counted_from_the_send() -> None:
+def test_previous_attempt_deadline_from_the_server_is_counted_from_the_reply() -> None:
     first = pb.ReconcileFirst(ownership=pb.Ownership(attempt_deadline=duration(300)))
     assert previous_attempt_settles_at(first, 100.0) == (None, 400.0)
     first.previous_attempt_deadline.CopyFrom(duration(2.5))
@@ -400,3 +400,47 @@ async def test_too_little_lease_left_never_starts_the_effect(
     assert events == ["CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"], entries
     assert entries[2].detail == "not_started"
 
+
+async def test_a_declined_takeover_hands_on_the_earlier_attempts_doubt(
+    client: idemd.Client, provider: Provider
+) -> None:
+    """The long fault run's liveness failure: an attempt that declines because the doubt
+    it took over outlasts it must not push the doubt forward. The next attempt is told
+    the earlier attempt's deadline, waits it out and runs."""
+    k = key()
+    # Attempt 1 claims with a 2 s lease and crashes: its effect may run until its
+    # deadline, 4 s after its Claim.
+    first = await client.claim(OP, k, json_payload='{"amount":1000,"currency":"EUR"}',
+                               lease=2.0, max_attempt_duration=4.0, claim_token=b"crashed-attempt")
+    first_replied = time.monotonic()
+    assert first.WhichOneof("outcome") == "acquired"
+    # This call's Claim waits (long poll) until attempt 1's lease runs out, 2 s after
+    # it was sent: its attempt (2) counts 4 s from that send, so it would end (less
+    # its margin) before attempt 1's doubt does. It declines; attempt 3 is told
+    # attempt 1's deadline, not attempt 2's.
+    told: list[tuple[int, float]] = []
+
+    async def lookup(ctx: EffectContext) -> Success | None:
+        assert ctx.previous_attempt_settles_at is not None
+        told.append((ctx.attempt, ctx.previous_attempt_settles_at))
+        body = provider.records.get(ctx.operation_id)
+        return Success(body) if body else None
+
+    attempts: list[int] = []
+    result = await execute_once(client, OP, k, PAYLOAD, recording(provider, attempts), lookup=lookup,
+                                lease=3.0, attempt_duration=4.0)
+    entries = await history_entries(client, result.operation_id)
+    assert len(provider.effects) == 1
+    assert attempts == [3], ([(e.event, e.attempt, e.detail) for e in entries], told, first_replied)
+    assert {attempt for attempt, _ in told} == {2, 3}, told
+    for attempt, settles_at in told:
+        # Measured from a reply that came at most a little later.
+        assert settles_at <= first_replied + 4.0 + 0.7, (
+            f"attempt {attempt} was told the doubt lasts {settles_at - first_replied - 4.0:.3f}s "
+            "past attempt 1's deadline"
+        )
+    # Attempt 2 renewed while it waited; the rest is one line each.
+    entries = [entry for entry in entries if entry.event != "RENEWED"]
+    events = [entry.event for entry in entries]
+    assert events == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], entries
+    assert entries[2].detail == "not_started"

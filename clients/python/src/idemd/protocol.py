@@ -155,8 +155,8 @@ class EffectContext:
     #: ReconcileFirst: an earlier attempt may have taken effect.
     previous_outcome_unknown: bool
     previous_fence: int | None
-    #: The server's ``previous_attempt_deadline`` in seconds from the Claim's send,
-    #: None when it left it out.
+    #: The server's ``previous_attempt_deadline`` in seconds (what was left of the
+    #: earlier attempt when the server answered), None when it left it out.
     previous_attempt_deadline: float | None
     #: ``time.monotonic()`` instant after which the earlier attempt's effect is no
     #: longer in flight (conservative when the server sent no deadline).
@@ -179,17 +179,20 @@ class EffectContext:
 
 
 def previous_attempt_settles_at(
-    outcome: pb.ReconcileFirst, sent_at: float
+    outcome: pb.ReconcileFirst, received_at: float
 ) -> tuple[float | None, float]:
     """(the server's previous_attempt_deadline, the monotonic instant it ends).
 
-    Counted from the Claim's first send. Absent, the earlier attempt may have started
-    just before this Claim, so it may run a whole attempt duration from it.
+    Counted from the Claim's reply (``received_at``), the late end: the server measured
+    the time left somewhere between the first send and the reply, and a long-polled or
+    re-sent Claim may have been sent long before (where the lease counts from the send,
+    the early end). Absent, the earlier attempt may have started just before the server
+    took this Claim, so it may run a whole attempt duration from then.
     """
     if outcome.HasField("previous_attempt_deadline"):
         given = seconds(outcome.previous_attempt_deadline)
-        return given, sent_at + given
-    return None, sent_at + seconds(outcome.ownership.attempt_deadline)
+        return given, received_at + given
+    return None, received_at + seconds(outcome.ownership.attempt_deadline)
 
 
 # ---- the steps a driver performs ----------------------------------------------------
@@ -324,11 +327,12 @@ def execute_once_steps(
         response, sent_at = yield Call(
             "send_claim", (request,), {"deadline": max(end, time.monotonic() + 1.0)}
         )
+        received_at = time.monotonic()
         outcome = response.WhichOneof("outcome")
         if outcome in ("acquired", "reconcile_first"):
             first = response.reconcile_first if outcome == "reconcile_first" else None
             ownership = first.ownership if first is not None else response.acquired.ownership
-            attempt = Attempt(ownership, sent_at, lease, first, has_lookup, lookup_interval)
+            attempt = Attempt(ownership, (sent_at, received_at), lease, first, has_lookup, lookup_interval)
             if (result := (yield from attempt.run())) is not None:
                 return result
             # Retryable, or declined before the effect: claim again for the next
@@ -375,7 +379,7 @@ class Attempt:
     def __init__(
         self,
         ownership: pb.Ownership,
-        sent_at: float,
+        claimed: tuple[float, float],
         lease: float,
         reconcile_first: pb.ReconcileFirst | None,
         has_lookup: bool,
@@ -384,6 +388,7 @@ class Attempt:
         self.operation_id = ownership.operation_id
         self.fence = ownership.fence
         self.attempt = ownership.attempt
+        sent_at, received_at = claimed  # the Claim's first send, its reply
         self.lease = lease
         self.granted = seconds(ownership.lease)
         self.lease_expires_at = sent_at + self.granted
@@ -414,7 +419,7 @@ class Attempt:
         given: float | None = None
         settles_at: float | None = None
         if reconcile_first is not None:
-            given, settles_at = previous_attempt_settles_at(reconcile_first, sent_at)
+            given, settles_at = previous_attempt_settles_at(reconcile_first, received_at)
         self.ctx = EffectContext(
             operation_id=ownership.operation_id,
             fence=ownership.fence,
