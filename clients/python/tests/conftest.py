@@ -250,8 +250,15 @@ class ThreadedProxy:
     def dropped(self) -> int:
         return self.proxy.dropped
 
+    @property
+    def delayed(self) -> int:
+        return self.proxy.delayed
+
     def drop_next_reply(self) -> None:
         self._loop.call_soon_threadsafe(self.proxy.drop_next_reply)
+
+    def delay_replies(self, *seconds: float) -> None:
+        asyncio.run_coroutine_threadsafe(self._call(lambda: self.proxy.delay_replies(*seconds)), self._loop).result(5)
 
     def set_connect_delay(self, seconds: float) -> None:
         self._loop.call_soon_threadsafe(setattr, self.proxy, "connect_delay", seconds)
@@ -266,8 +273,17 @@ class ThreadedProxy:
     async def _call(fn: Any) -> None:
         fn()
 
+    @staticmethod
+    async def _cancel_the_rest() -> None:
+        """Connections still forwarding (e.g. holding a delayed reply) end here."""
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(5)
+        asyncio.run_coroutine_threadsafe(self._cancel_the_rest(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         self._loop.close()

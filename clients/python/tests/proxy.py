@@ -2,8 +2,10 @@
 
 ``drop_next_reply()``: the next HTTP/2 response (its HEADERS frame, sent by the server
 after it handled the call) is never forwarded: the connection is cut instead, as a
-network that lost the reply would. ``cut()`` closes every connection and refuses new
-ones until ``restore()``.
+network that lost the reply would. ``delay_replies(*seconds)``: the next responses
+(one each, in the order the server sends them) are held that long before they are
+forwarded, as a slow network would; what follows them on the connection waits too.
+``cut()`` closes every connection and refuses new ones until ``restore()``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ class Proxy:
         self.upstream_port = upstream_port
         self.drops_armed = 0
         self.dropped = 0
+        #: Seconds each of the next responses is held before it is forwarded.
+        self.delays: list[float] = []
+        self.delayed = 0
         self.refusing = False
         #: Seconds a new connection waits before it is forwarded (a slow reconnect).
         self.connect_delay = 0.0
@@ -39,6 +44,9 @@ class Proxy:
 
     def drop_next_reply(self) -> None:
         self.drops_armed += 1
+
+    def delay_replies(self, *seconds: float) -> None:
+        self.delays.extend(seconds)
 
     def cut(self) -> None:
         self.refusing = True
@@ -89,6 +97,7 @@ class Proxy:
         upstream: asyncio.StreamWriter,
     ) -> None:
         """Server to client, frame by frame, so a response can be dropped whole."""
+        replied: set[int] = set()  # streams whose response has begun
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
                 header = await reader.readexactly(9)
@@ -101,6 +110,11 @@ class Proxy:
                     writer.close()
                     upstream.close()
                     return
+                if header[3] == HEADERS and stream != 0 and stream not in replied:
+                    replied.add(stream)
+                    if self.delays:
+                        self.delayed += 1
+                        await asyncio.sleep(self.delays.pop(0))
                 writer.write(header + payload)
                 await writer.drain()
         writer.close()

@@ -233,7 +233,7 @@ async def test_reconcile_first_gives_the_context_and_runs_without_a_lookup(clien
     assert ctx.previous_attempt_settles_at is not None
 
 
-def test_previous_attempt_deadline_from_the_server_is_counted_from_the_send() -> None:
+def test_previous_attempt_deadline_from_the_server_is_counted_from_the_reply() -> None:
     first = pb.ReconcileFirst(ownership=pb.Ownership(attempt_deadline=duration(300)))
     assert previous_attempt_settles_at(first, 100.0) == (None, 400.0)
     first.previous_attempt_deadline.CopyFrom(duration(2.5))
@@ -244,17 +244,26 @@ async def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_ru
     client: idemd.Client, provider: Provider
 ) -> None:
     k = key()
+    before = time.monotonic()
     await abandoned_attempt(client, k, attempt=1.0)
     lookups: list[float] = []
+    ran: list[float] = []
 
     async def lookup(ctx: EffectContext) -> Success | None:
         lookups.append(time.monotonic())
         return None
 
-    with pytest.raises(idemd.OutcomeUnknownError):
-        await execute_once(client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
-                           lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
-    assert provider.effects == [] and len(lookups) >= 2
+    async def effect(ctx: EffectContext) -> Success:
+        ran.append(time.monotonic())
+        return Success(provider.effect(ctx.operation_id))
+
+    # The earlier attempt's doubt lasts as long as this attempt: it looks, declines
+    # (NOT_STARTED), and the next attempt waits the doubt out, then runs.
+    result = await execute_once(client, OP, k, PAYLOAD, effect, lookup=lookup,
+                                lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
+    assert len(provider.effects) == 1 and len(lookups) >= 2 and result.attempts == 3
+    # Never before the earlier attempt's deadline (1 s after its Claim, sent after `before`).
+    assert ran[0] >= before + 1.0 - 0.05, ran[0] - before
 
 
 async def test_a_lookup_that_finds_the_earlier_effect_records_it(client: idemd.Client, provider: Provider) -> None:
@@ -345,3 +354,93 @@ async def test_renewals_stop_once_the_lease_reaches_the_attempt_deadline(client:
     # again could only shrink towards it, call after call.
     events = await history(client, timeout.value.operation_id)
     assert events.count("RENEWED") == 1, events
+
+
+def recording(provider: Provider, attempts: list[int]) -> Any:
+    """The effect, recording the attempt it ran on."""
+    async def effect(ctx: EffectContext) -> Success:
+        attempts.append(ctx.attempt)
+        return Success(provider.effect(ctx.operation_id))
+
+    return effect
+
+
+async def history_entries(client: idemd.Client, operation_id: str) -> list[pb.HistoryEntry]:
+    found = await client.lookup(operation_id=operation_id, include_history=True)
+    return list(found.history)
+
+
+async def test_a_lease_nearly_spent_on_arrival_is_renewed_before_the_effect(
+    proxy: Proxy, proxied: idemd.Client, client: idemd.Client, provider: Provider
+) -> None:
+    # The Claim's reply arrives with 200 ms of a 1 s lease left (counted from its
+    # send), less than the least the effect starts with (a third of the lease): the
+    # attempt renews, and the Renew's lease counts from the Renew's send.
+    proxy.delay_replies(0.8)
+    attempts: list[int] = []
+    result = await execute_once(proxied, OP, key(), PAYLOAD, recording(provider, attempts),
+                                lease=1.0, attempt_duration=5.0)
+    assert proxy.delayed == 1
+    assert attempts == [1] and result.attempts == 1 and len(provider.effects) == 1
+    assert await history(client, result.operation_id) == ["CLAIMED", "RENEWED", "COMPLETED"]
+
+
+async def test_too_little_lease_left_never_starts_the_effect(
+    proxy: Proxy, proxied: idemd.Client, client: idemd.Client, provider: Provider
+) -> None:
+    # The Claim's reply and the Renew's both arrive with 200 ms of a 1 s lease left:
+    # attempt 1 declines (Fail NOT_STARTED: released at once) and attempt 2 runs.
+    proxy.delay_replies(0.8, 0.8)
+    attempts: list[int] = []
+    result = await execute_once(proxied, OP, key(), PAYLOAD, recording(provider, attempts),
+                                lease=1.0, attempt_duration=5.0)
+    assert attempts == [2] and result.attempts == 2 and len(provider.effects) == 1
+    entries = await history_entries(client, result.operation_id)
+    events = [entry.event for entry in entries]
+    assert events == ["CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"], entries
+    assert entries[2].detail == "not_started"
+
+
+async def test_a_declined_takeover_hands_on_the_earlier_attempts_doubt(
+    client: idemd.Client, provider: Provider
+) -> None:
+    """The long fault run's liveness failure: an attempt that declines because the doubt
+    it took over outlasts it must not push the doubt forward. The next attempt is told
+    the earlier attempt's deadline, waits it out and runs."""
+    k = key()
+    # Attempt 1 claims with a 2 s lease and crashes: its effect may run until its
+    # deadline, 4 s after its Claim.
+    first = await client.claim(OP, k, json_payload='{"amount":1000,"currency":"EUR"}',
+                               lease=2.0, max_attempt_duration=4.0, claim_token=b"crashed-attempt")
+    first_replied = time.monotonic()
+    assert first.WhichOneof("outcome") == "acquired"
+    # This call's Claim waits (long poll) until attempt 1's lease runs out, 2 s after
+    # it was sent: its attempt (2) counts 4 s from that send, so it would end (less
+    # its margin) before attempt 1's doubt does. It declines; attempt 3 is told
+    # attempt 1's deadline, not attempt 2's.
+    told: list[tuple[int, float]] = []
+
+    async def lookup(ctx: EffectContext) -> Success | None:
+        assert ctx.previous_attempt_settles_at is not None
+        told.append((ctx.attempt, ctx.previous_attempt_settles_at))
+        body = provider.records.get(ctx.operation_id)
+        return Success(body) if body else None
+
+    attempts: list[int] = []
+    result = await execute_once(client, OP, k, PAYLOAD, recording(provider, attempts), lookup=lookup,
+                                lease=3.0, attempt_duration=4.0)
+    entries = await history_entries(client, result.operation_id)
+    assert len(provider.effects) == 1
+    assert attempts == [3], ([(e.event, e.attempt, e.detail) for e in entries], told, first_replied)
+    assert {attempt for attempt, _ in told} == {2, 3}, told
+    for attempt, settles_at in told:
+        # Measured from a reply that came at most a little later.
+        assert settles_at <= first_replied + 4.0 + 0.7, (
+            f"attempt {attempt} was told the doubt lasts {settles_at - first_replied - 4.0:.3f}s "
+            "past attempt 1's deadline"
+        )
+    # Attempt 2 renewed while it waited; the rest is one line each.
+    entries = [entry for entry in entries if entry.event != "RENEWED"]
+    events = [entry.event for entry in entries]
+    assert events == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], entries
+    assert entries[2].detail == "not_started"

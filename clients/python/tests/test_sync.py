@@ -334,17 +334,25 @@ def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_run(
     sync_client: idemd.sync.Client, provider: Provider
 ) -> None:
     k = key()
+    before = time.monotonic()
     abandoned_attempt(sync_client, k, attempt=1.0)
     lookups: list[float] = []
+    ran: list[float] = []
 
     def lookup(ctx: EffectContext) -> Success | None:
         lookups.append(time.monotonic())
         return None
 
-    with pytest.raises(idemd.OutcomeUnknownError):
-        execute_once(sync_client, OP, k, PAYLOAD, charging(provider), lookup=lookup,
-                     lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
-    assert provider.effects == [] and len(lookups) >= 2
+    def effect(ctx: EffectContext) -> Success:
+        ran.append(time.monotonic())
+        return Success(provider.effect(ctx.operation_id))
+
+    # The doubt lasts as long as this attempt: it declines (NOT_STARTED) and the next
+    # attempt waits the doubt out, then runs.
+    result = execute_once(sync_client, OP, k, PAYLOAD, effect, lookup=lookup,
+                          lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
+    assert len(provider.effects) == 1 and len(lookups) >= 2 and result.attempts == 3
+    assert ran[0] >= before + 1.0 - 0.05, ran[0] - before
 
 
 def test_a_lookup_that_finds_the_earlier_effect_records_it(sync_client: idemd.sync.Client, provider: Provider) -> None:
@@ -430,3 +438,56 @@ def test_a_server_restart_during_the_effect_makes_one_effect(
     again = execute_once(sync_client, OP, k, PAYLOAD, charging(provider))
     assert again.replayed and again.body == result.body and len(provider.effects) == 1
     assert [e for e in history(sync_client, result.operation_id) if e != "RENEWED"] == ["CLAIMED", "COMPLETED"]
+
+
+def recording(provider: Provider, attempts: list[int]) -> Any:
+    def effect(ctx: EffectContext) -> Success:
+        attempts.append(ctx.attempt)
+        return Success(provider.effect(ctx.operation_id))
+
+    return effect
+
+
+def test_too_little_lease_left_never_starts_the_effect(
+    sync_proxy: ThreadedProxy, sync_proxied: idemd.sync.Client, sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    # The Claim's reply and the Renew's both arrive with 200 ms of a 1 s lease left:
+    # attempt 1 declines (Fail NOT_STARTED: released at once) and attempt 2 runs.
+    sync_proxy.delay_replies(0.8, 0.8)
+    attempts: list[int] = []
+    result = execute_once(sync_proxied, OP, key(), PAYLOAD, recording(provider, attempts),
+                          lease=1.0, attempt_duration=5.0)
+    assert sync_proxy.delayed == 2
+    assert attempts == [2] and result.attempts == 2 and len(provider.effects) == 1
+    entries = list(sync_client.lookup(operation_id=result.operation_id, include_history=True).history)
+    events = [entry.event for entry in entries]
+    assert events == ["CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"], entries
+    assert entries[2].detail == "not_started"
+
+
+def test_a_blocking_lookup_past_the_cancel_point_declines_and_hands_on_the_doubt(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    """The watchdog fires while a blocking lookup (not the effect) still runs: the
+    attempt never started the effect, so it says NOT_STARTED (the doubt keeps the
+    earlier attempt's deadline), not UNKNOWN, and the next attempt runs."""
+    k = key()
+    abandoned_attempt(sync_client, k, attempt=1.0)
+    lookups: list[int] = []
+
+    def slow_lookup(ctx: EffectContext) -> Success | None:
+        lookups.append(ctx.attempt)
+        if len(lookups) == 1:
+            ctx.cancelled.wait(2.0)  # past this attempt's cancel point
+            time.sleep(0.05)
+        return None
+
+    attempts: list[int] = []
+    result = execute_once(sync_client, OP, k, PAYLOAD, recording(provider, attempts), lookup=slow_lookup,
+                          lease=0.5, attempt_duration=1.0, lookup_interval=0.1)
+    assert attempts == [3] and lookups[0] == 2 and len(provider.effects) == 1
+    entries = [e for e in sync_client.lookup(operation_id=result.operation_id, include_history=True).history
+               if e.event != "RENEWED"]
+    events = [entry.event for entry in entries]
+    assert events == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], entries
+    assert entries[2].detail == "not_started"

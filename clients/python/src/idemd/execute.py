@@ -92,7 +92,10 @@ async def execute_once(
     is fixed by the scope's first Claim). ``deadline`` bounds the time spent claiming
     and waiting for another attempt (``0``: raise :class:`~idemd.errors.PendingError`
     at the first Pending); once this call owns the operation, its attempt deadline
-    bounds it instead.
+    bounds it instead. An attempt that declines before the effect (Fail NOT_STARTED:
+    too little lease or attempt left, or an earlier attempt's doubt outlasting it), or
+    whose effect was Retryable, is followed by a new Claim only within ``deadline``
+    (past it: :class:`~idemd.errors.PendingError`).
 
     Returns the :class:`Result` (recorded now or replayed). Raises
     :class:`~idemd.errors.OperationFailedError` for a terminal error (recorded now or

@@ -15,6 +15,12 @@ decided here and nowhere else.
   (or Renew) that granted them; the effect is never started while the lease may be
   running out (it is renewed first), is renewed while it runs, and is stopped at the
   attempt deadline (then Fail UNKNOWN).
+* An attempt that does not start the effect (too little of the attempt left, or of the
+  lease even after one Renew, or an earlier attempt's doubt that outlasts it) declines:
+  Fail NOT_STARTED, which hands the operation on as it was (released, or still in the
+  doubt it took over, with that doubt's deadline), and claims again within the
+  caller's deadline; FAILED (the budget or the operation deadline spent) is answered
+  with what is stored.
 * The effect's outcome maps to Complete / Fail TERMINAL / RETRYABLE / UNKNOWN.
 * Completed replays without running the effect; Pending waits (Claim ``wait``,
   ``retry_after``); NeedsReconciliation or an outcome this client does not know never
@@ -54,6 +60,7 @@ from idemd.errors import (
     UnrecognisedOutcomeError,
 )
 from idemd.proto import pb
+from idemd.retry import is_retryable
 
 T = TypeVar("T")
 
@@ -64,6 +71,14 @@ MAX_CLAIM_WAIT = 20.0
 #: report sent early (the blocking client's watchdog) and the one sent when the effect
 #: returns are the same request: idemd answers the second from the first's receipt.
 ATTEMPT_DEADLINE_REPORT = ("attempt_deadline", "the effect was cancelled at the attempt deadline")
+
+#: What an attempt that never started the effect reports (Fail NOT_STARTED). One value
+#: for the same reason: the blocking client's watchdog may send it early.
+NOT_STARTED_REPORT = (
+    "not_started",
+    "the effect was not started: too little of the lease or attempt was left, "
+    "or an earlier attempt may still be running",
+)
 
 
 # ---- what an effect returns ---------------------------------------------------
@@ -140,8 +155,8 @@ class EffectContext:
     #: ReconcileFirst: an earlier attempt may have taken effect.
     previous_outcome_unknown: bool
     previous_fence: int | None
-    #: The server's ``previous_attempt_deadline`` in seconds from the Claim's send,
-    #: None when it left it out.
+    #: The server's ``previous_attempt_deadline`` in seconds (what was left of the
+    #: earlier attempt when the server answered), None when it left it out.
     previous_attempt_deadline: float | None
     #: ``time.monotonic()`` instant after which the earlier attempt's effect is no
     #: longer in flight (conservative when the server sent no deadline).
@@ -164,17 +179,20 @@ class EffectContext:
 
 
 def previous_attempt_settles_at(
-    outcome: pb.ReconcileFirst, sent_at: float
+    outcome: pb.ReconcileFirst, received_at: float
 ) -> tuple[float | None, float]:
     """(the server's previous_attempt_deadline, the monotonic instant it ends).
 
-    Counted from the Claim's first send. Absent, the earlier attempt may have started
-    just before this Claim, so it may run a whole attempt duration from it.
+    Counted from the Claim's reply (``received_at``), the late end: the server measured
+    the time left somewhere between the first send and the reply, and a long-polled or
+    re-sent Claim may have been sent long before (where the lease counts from the send,
+    the early end). Absent, the earlier attempt may have started just before the server
+    took this Claim, so it may run a whole attempt duration from then.
     """
     if outcome.HasField("previous_attempt_deadline"):
         given = seconds(outcome.previous_attempt_deadline)
-        return given, sent_at + given
-    return None, sent_at + seconds(outcome.ownership.attempt_deadline)
+        return given, received_at + given
+    return None, received_at + seconds(outcome.ownership.attempt_deadline)
 
 
 # ---- the steps a driver performs ----------------------------------------------------
@@ -309,14 +327,21 @@ def execute_once_steps(
         response, sent_at = yield Call(
             "send_claim", (request,), {"deadline": max(end, time.monotonic() + 1.0)}
         )
+        received_at = time.monotonic()
         outcome = response.WhichOneof("outcome")
         if outcome in ("acquired", "reconcile_first"):
             first = response.reconcile_first if outcome == "reconcile_first" else None
             ownership = first.ownership if first is not None else response.acquired.ownership
-            attempt = Attempt(ownership, sent_at, lease, first, has_lookup, lookup_interval)
+            attempt = Attempt(ownership, (sent_at, received_at), lease, first, has_lookup, lookup_interval)
             if (result := (yield from attempt.run())) is not None:
                 return result
-            wait = None  # Retryable: claim again for the next attempt
+            # Retryable, or declined before the effect: claim again for the next
+            # attempt, within the caller's deadline.
+            if time.monotonic() >= end:
+                raise PendingError(
+                    attempt.operation_id, attempt.reclaim_after, pb.PendingReason.Name(attempt.reclaim_reason)
+                )
+            wait = None
         elif outcome == "completed":
             return _replayed(response.completed)
         elif outcome == "pending":
@@ -354,7 +379,7 @@ class Attempt:
     def __init__(
         self,
         ownership: pb.Ownership,
-        sent_at: float,
+        claimed: tuple[float, float],
         lease: float,
         reconcile_first: pb.ReconcileFirst | None,
         has_lookup: bool,
@@ -363,13 +388,25 @@ class Attempt:
         self.operation_id = ownership.operation_id
         self.fence = ownership.fence
         self.attempt = ownership.attempt
+        sent_at, received_at = claimed  # the Claim's first send, its reply
         self.lease = lease
         self.granted = seconds(ownership.lease)
         self.lease_expires_at = sent_at + self.granted
         self.deadline_at = sent_at + seconds(ownership.attempt_deadline)
         duration = seconds(ownership.attempt_deadline)
-        #: Room left before the deadline to stop the effect and report it.
+        #: Room left before the deadline to stop the effect and report it; the effect
+        #: is not started with less than this of the attempt left (past cancel_at).
         self.margin = max(0.05, min(1.0, duration / 10))
+        #: The effect is not started with less than this of the lease left, even after
+        #: a Renew (at most a third of the lease counts).
+        self.lease_margin = min(self.margin, self.granted / 3)
+        #: Set just before the effect starts: until then nothing ran, and an attempt
+        #: that cannot go on declines (Fail NOT_STARTED) instead of reporting UNKNOWN.
+        self.started = False
+        #: When run() answers None (claim again): when the next attempt is due, and
+        #: why, should the caller's deadline pass first.
+        self.reclaim_after = 0.0
+        self.reclaim_reason: pb.PendingReason = pb.PENDING_REASON_RETRY_SCHEDULED
         self.cancel_at = self.deadline_at - self.margin
         self.has_lookup = has_lookup
         self.lookup_interval = lookup_interval
@@ -382,7 +419,7 @@ class Attempt:
         given: float | None = None
         settles_at: float | None = None
         if reconcile_first is not None:
-            given, settles_at = previous_attempt_settles_at(reconcile_first, sent_at)
+            given, settles_at = previous_attempt_settles_at(reconcile_first, received_at)
         self.ctx = EffectContext(
             operation_id=ownership.operation_id,
             fence=ownership.fence,
@@ -442,13 +479,20 @@ class Attempt:
     # ---- the attempt -----------------------------------------------------------
 
     def run(self) -> Steps[Result | None]:
-        """The attempt's answer, or None when a retry was scheduled (claim again)."""
+        """The attempt's answer, or None when a retry was scheduled or the attempt
+        declined before the effect (claim again)."""
         yield StartRenewing(self)
         try:
             return (yield from self._run())
         except Lost:
-            return (yield from self._superseded())
+            if not self.started:
+                # Nothing ran here: another owner has the operation; claim again.
+                self.reclaim_reason = pb.PENDING_REASON_IN_PROGRESS
+                return None
+            return (yield from self._answer_stored())
         except Stopped:
+            if not self.started:
+                return (yield from self.decline())
             yield from self.fail_unknown(*ATTEMPT_DEADLINE_REPORT)
             raise AttemptTimeoutError(
                 self.operation_id, "the effect was cancelled at the attempt deadline; its outcome is unknown"
@@ -461,18 +505,30 @@ class Attempt:
             found = yield from self._look_up_provider()
             if found is not None:
                 return (yield from self._record(found))
-        # Never start the effect on a lease that may be running out, nor so close to
-        # the attempt deadline that it would be cancelled as soon as it started (checked
-        # before renewing too: a Renew bounded by a deadline that is all but gone fails
-        # as DEADLINE_EXCEEDED, e.g. after a lookup that waited for the earlier attempt).
+        # Never start the effect so close to the attempt deadline that it would be
+        # cancelled as soon as it started (checked before renewing too: a Renew bounded
+        # by a deadline that is all but gone fails as DEADLINE_EXCEEDED, e.g. after a
+        # lookup that waited for the earlier attempt), nor on a lease that may be
+        # running out. The lease counts from the Claim's first send, which a re-sent or
+        # long-polled Claim (or the wait for an earlier attempt) may have left far
+        # behind: renew it once, counted from the Renew's send, and decline only if
+        # too little is left even then.
         if self.cancel_at - time.monotonic() < self.margin:
-            raise Stopped()
+            return (yield from self.decline())
         if self.lease_expires_at - time.monotonic() < self.granted / 2:
-            yield from self.renew()
+            try:
+                yield from self.renew()
+            except StatusError as error:
+                # Transient failures outlasted the re-sends, or STATE_FORBIDS (the lease
+                # ran out and a Claim marked the attempt): the re-check below decides.
+                if not (is_retryable(error) or isinstance(error, StateForbidsError)):
+                    raise
             if self.lost and (interrupted := self.interruption()) is not None:
-                raise interrupted
-        if self.cancel_at - time.monotonic() < self.margin:
-            raise Stopped()
+                raise interrupted  # LEASE_LOST: claim again; ATTEMPT_DEADLINE_PASSED: decline
+            now = time.monotonic()
+            if self.lease_expires_at - now < self.lease_margin or self.cancel_at - now < self.margin:
+                return (yield from self.decline())
+        self.started = True
         try:
             outcome = yield Guarded(self, "effect")
         except (Lost, Stopped):
@@ -491,7 +547,9 @@ class Attempt:
             except (Lost, Stopped):
                 raise
             except Exception as error:
-                yield from self.fail_unknown("lookup_raised", type(error).__name__)
+                # Nothing ran here: hand the doubt on as it is (NOT_STARTED keeps the
+                # earlier attempt's deadline), but this call cannot tell the outcome.
+                yield from self._send_decline()
                 raise OutcomeUnknownError(
                     self.operation_id, "the provider lookup failed; the earlier attempt's outcome is unknown"
                 ) from error
@@ -500,17 +558,12 @@ class Attempt:
             # Nothing found yet proves nothing while the earlier attempt may still run.
             settles_at = self.ctx.previous_attempt_settles_at or 0.0
             now = time.monotonic()
-            if settles_at >= self.cancel_at:
-                # Not settled within this attempt: look until then, never execute.
-                if now + self.lookup_interval >= self.cancel_at:
-                    yield from self.fail_unknown(
-                        "previous_attempt_unsettled",
-                        "the earlier attempt may still be running and the provider has no record yet",
-                    )
-                    raise OutcomeUnknownError(
-                        self.operation_id,
-                        "the earlier attempt's outcome is still unknown (its deadline outlasts this attempt)",
-                    )
+            if settles_at >= self.cancel_at and now + self.lookup_interval >= self.cancel_at:
+                # This attempt ends before the doubt does (its Claim took long enough,
+                # re-sent or long-polled, to eat the gap between the two deadlines):
+                # having looked until now, hand the doubt on as it is; the next
+                # attempt, told the earlier deadline and ending later, waits it out.
+                raise Stopped()
             yield Guarded(self, "sleep", max(0.0, min(self.lookup_interval, settles_at - now)))
 
     def _record(self, outcome: Outcome) -> Steps[Result | None]:
@@ -545,6 +598,7 @@ class Attempt:
                     retry_after=outcome.retry_after,
                 )
                 if failed.state == pb.OPERATION_STATE_RETRY_WAIT:
+                    self.reclaim_after = seconds(failed.retry_after)
                     return None
                 raise self._failed(failed.reason, outcome)
             if isinstance(outcome, Unknown):
@@ -552,7 +606,7 @@ class Attempt:
                 raise OutcomeUnknownError(self.operation_id, "the effect's outcome is unknown")
             raise TypeError(f"an effect returns Success, Terminal, Retryable or Unknown, not {outcome!r}")
         except LeaseLostError:
-            return (yield from self._superseded())
+            return (yield from self._answer_stored())
         except AttemptDeadlinePassedError:
             raise OutcomeUnknownError(
                 self.operation_id,
@@ -595,8 +649,54 @@ class Attempt:
         except IdemError:
             pass
 
-    def _superseded(self) -> Steps[Result]:
-        """LEASE_LOST: answer with what is stored; never redo the effect."""
+    def report_time_up(self) -> Steps[None]:
+        """The blocking client's watchdog, at the attempt's cancel point: UNKNOWN once
+        the effect started, NOT_STARTED before (during a lookup), best effort. The
+        protocol sends the same request again afterwards, answered from this one's
+        receipt."""
+        if self.started:
+            yield from self.fail_unknown(*ATTEMPT_DEADLINE_REPORT)
+        else:
+            yield from self._send_decline()
+
+    def _decline_call(self) -> Call:
+        # No retry_after: with NOT_STARTED it is INVALID_ARGUMENT.
+        return self._fail(pb.FAIL_DISPOSITION_NOT_STARTED, *NOT_STARTED_REPORT)
+
+    def _send_decline(self) -> Steps[None]:
+        """Best effort Fail NOT_STARTED (the lease runs out otherwise, and the next
+        owner reconciles first all the same)."""
+        try:
+            yield self._decline_call()
+        except IdemError:
+            pass
+
+    def decline(self) -> Steps[Result | None]:
+        """The effect is not started: Fail NOT_STARTED, which hands the operation on as
+        it was before this attempt (released for the next attempt at once, or, after a
+        takeover, still in the doubt it took over, ending with that attempt's
+        deadline, never this one's). None: claim again. FAILED (the attempt budget or
+        the operation deadline is spent): answered with what is stored."""
+        try:
+            failed = yield self._decline_call()
+        except (LeaseLostError, AttemptDeadlinePassedError):
+            # Taken over meanwhile, or too late to say so (the next owner is handed a
+            # takeover of this attempt either way): nothing ran here; claim again.
+            return None
+        except StatusError as error:
+            if not is_retryable(error):
+                raise
+            # Not answered in time (the blocking client's watchdog may have said it
+            # already): nothing ran here, and the next Claim learns where it stands.
+            return None
+        if failed.state == pb.OPERATION_STATE_FAILED:
+            return (yield from self._answer_stored())
+        self.reclaim_after = seconds(failed.retry_after)
+        return None
+
+    def _answer_stored(self) -> Steps[Result]:
+        """LEASE_LOST (or a decline that ended the operation): answer with what is
+        stored; never redo the effect."""
         found = yield Call("lookup", (), {"operation_id": self.operation_id})
         operation = found.operation
         if operation.state == pb.OPERATION_STATE_SUCCEEDED:

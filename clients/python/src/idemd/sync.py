@@ -53,7 +53,6 @@ from idemd.client import (
     renew_request,
 )
 from idemd.protocol import (
-    ATTEMPT_DEADLINE_REPORT,
     Attempt,
     Call,
     EffectContext,
@@ -356,16 +355,17 @@ class _Driver:
         return answer
 
     def _time_is_up(self, attempt: Attempt) -> None:
-        """The watchdog: the effect still runs at the attempt deadline. Tell it to stop
-        and report UNKNOWN now, while idemd still accepts this owner's write (as the
-        asyncio client does when it cancels its effect); the protocol sends the same
-        report again once the effect returns, answered from this one's receipt."""
+        """The watchdog: the effect (or the lookup) still runs at the attempt deadline.
+        Tell it to stop and report now, while idemd still accepts this owner's write (as
+        the asyncio client does when it cancels): UNKNOWN for the effect, NOT_STARTED
+        for a lookup (the effect never started). The protocol sends the same report
+        again once it returns, answered from this one's receipt."""
         if attempt.lost:
             return
         attempt.timed_out = True
         attempt.ctx.cancelled.set()
         try:
-            run_steps(attempt.fail_unknown(*ATTEMPT_DEADLINE_REPORT), self.perform)
+            run_steps(attempt.report_time_up(), self.perform)
         except Exception:  # best effort, as fail_unknown itself is
             pass
 
