@@ -327,14 +327,8 @@ impl IdempotencyService {
         let reply = match fail_write(command) {
             Some(guarded) => self.write(tenant, guarded, "fail", &decide).await?,
             None => {
-                let applied = self
-                    .timed(
-                        "transition",
-                        self.store
-                            .transition(tenant, &Target::Id(command.operation_id), &decide),
-                    )
-                    .await?;
-                self.written(tenant, command.operation_id, "fail", applied)?
+                self.locked_write(tenant, command.operation_id, "fail", &decide)
+                    .await?
             }
         };
         if reply.changed {
@@ -350,14 +344,9 @@ impl IdempotencyService {
         command: &ReconcileCommand,
     ) -> Result<WriteReply> {
         let decide = |record: &OperationRecord, now| decide_reconcile(record, command, now);
-        let applied = self
-            .timed(
-                "transition",
-                self.store
-                    .transition(tenant, &Target::Id(command.operation_id), &decide),
-            )
+        let reply = self
+            .locked_write(tenant, command.operation_id, "reconcile", &decide)
             .await?;
-        let reply = self.written(tenant, command.operation_id, "reconcile", applied)?;
         if reply.changed {
             self.metrics
                 .reconciliation(tenant, &reply.record.scope.operation, &command.resolution);
@@ -415,6 +404,24 @@ impl IdempotencyService {
         let operation_id = guarded.operation_id;
         let applied = self
             .timed("write", self.store.write(tenant, guarded, decide))
+            .await?;
+        self.written(tenant, operation_id, rpc, applied)
+    }
+
+    /// A write with no one-statement common case: the locked path only.
+    async fn locked_write(
+        &self,
+        tenant: TenantId,
+        operation_id: OperationId,
+        rpc: &'static str,
+        decide: &Decide<'_>,
+    ) -> Result<WriteReply> {
+        let applied = self
+            .timed(
+                "transition",
+                self.store
+                    .transition(tenant, &Target::Id(operation_id), decide),
+            )
             .await?;
         self.written(tenant, operation_id, rpc, applied)
     }

@@ -21,8 +21,8 @@ use super::command::{
 };
 use super::error::{Error, Refusal};
 use super::model::{
-    ErrorReport, Fence, Fingerprint, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord,
-    Scope, State, SuccessResult, TenantId,
+    ErrorReport, FailureReason, Fence, Fingerprint, HistoryEvent, NewHistoryEntry, OperationId,
+    OperationRecord, Outcome, Scope, State, SuccessResult, TenantId,
 };
 use super::transition::{
     Answer, ClaimAnswer, Decision, Effects, PendingReason, decide_claim, decide_complete,
@@ -346,6 +346,14 @@ impl Step {
             .as_ref()
             .expect("the decision writes the record")
             .next
+    }
+
+    /// Why the decision ended the operation FAILED, if it did.
+    fn failure_reason(&self) -> Option<FailureReason> {
+        match &self.next().outcome {
+            Some(Outcome::Failed { reason, .. }) => Some(*reason),
+            _ => None,
+        }
     }
 
     fn history(&self) -> &NewHistoryEntry {

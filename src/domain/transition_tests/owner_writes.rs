@@ -243,13 +243,10 @@ fn owner_marked_unknown_by_a_claim_may_still_fail_before_its_attempt_deadline() 
     sim.now = at(40);
     let step = sim.fail(FIRST_FENCE, FailDisposition::Retryable, secs(1));
     step.written();
-    assert!(matches!(
-        step.next().outcome,
-        Some(Outcome::Failed {
-            reason: FailureReason::AttemptsExhausted,
-            ..
-        })
-    ));
+    assert_eq!(
+        step.failure_reason(),
+        Some(FailureReason::AttemptsExhausted)
+    );
 }
 
 #[test]
@@ -579,24 +576,15 @@ fn a_declined_last_attempt_ends_the_operation_as_a_retry_would() {
     fresh_last.now = at(10);
     let step = fresh_last.fail(FIRST_FENCE, FailDisposition::NotStarted, secs(0));
     step.written();
-    assert!(matches!(
-        step.next().outcome,
-        Some(Outcome::Failed {
-            reason: FailureReason::AttemptsExhausted,
-            ..
-        })
-    ));
+    assert_eq!(
+        step.failure_reason(),
+        Some(FailureReason::AttemptsExhausted)
+    );
 
     let mut past_deadline = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(10)));
     past_deadline.now = at(10);
     let step = past_deadline.fail(FIRST_FENCE, FailDisposition::NotStarted, secs(0));
-    assert!(matches!(
-        step.next().outcome,
-        Some(Outcome::Failed {
-            reason: FailureReason::DeadlineExceeded,
-            ..
-        })
-    ));
+    assert_eq!(step.failure_reason(), Some(FailureReason::DeadlineExceeded));
 }
 
 /// The long fault run's liveness failure: a takeover that declined reported
