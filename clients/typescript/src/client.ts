@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { MethodDefinition } from "@grpc/proto-loader";
 import { packageDefinition, SERVICE } from "./proto.js";
-import { callWithRetry, DEFAULT_RETRY, monotonic, RetryPolicy } from "./retry.js";
+import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
 import type { Effect, ExecuteOptions, Payload, Result } from "./execute.js";
 
@@ -120,8 +120,20 @@ export class Client {
     });
   }
 
-  private send<Req, Resp>(name: RpcName, request: Req, options: SendOptions & { extraTimeout?: number } = {}): Promise<Resp> {
-    return callWithRetry((timeout) => this.sendOnce<Req, Resp>(name, request, timeout), this.retry, {
+  private async send<Req, Resp>(name: RpcName, request: Req, options: SendOptions & { extraTimeout?: number } = {}): Promise<Resp> {
+    const [response] = await this.sendAnswered<Req, Resp>(name, request, options);
+    return response;
+  }
+
+  /** `send`, also returning the `monotonic()` instant at which the send that was
+   *  answered began (re-sends included: each is its own call, and an abandoned one's
+   *  reply is never read). */
+  private sendAnswered<Req, Resp>(
+    name: RpcName,
+    request: Req,
+    options: SendOptions & { extraTimeout?: number } = {},
+  ): Promise<[Resp, number]> {
+    return callWithRetryAnswered((timeout) => this.sendOnce<Req, Resp>(name, request, timeout), this.retry, {
       deadline: options.deadline,
       extraTimeout: options.extraTimeout ?? 0,
     });
@@ -151,16 +163,16 @@ export class Client {
 
   /**
    * Sends a prepared Claim (re-sent unchanged, same claim_token, after UNAVAILABLE or a
-   * lost reply). Returns the answer and the `monotonic()` instant of the first send,
-   * from which its lease and deadlines count.
+   * lost reply). Returns the answer and the `monotonic()` instant at which the send it
+   * answers began, from which its lease and attempt deadline count: the server answers
+   * each send with what is left at its own handling of that send, so the answered
+   * send's start is early enough, and the first send's would be needlessly early.
    */
   async sendClaim(request: pb.ClaimRequest, options: SendOptions = {}): Promise<[pb.ClaimResponse, number]> {
-    const sentAt = monotonic();
-    const response = await this.send<pb.ClaimRequest, pb.ClaimResponse>("Claim", request, {
+    return this.sendAnswered<pb.ClaimRequest, pb.ClaimResponse>("Claim", request, {
       ...options,
       extraTimeout: seconds(request.wait),
     });
-    return [response, sentAt];
   }
 
   /** Claim: start or rejoin an operation. */
@@ -171,7 +183,8 @@ export class Client {
 
   // ---- owner writes --------------------------------------------------------------
 
-  /** Renew; returns the answer and the monotonic instant of its first send. */
+  /** Renew; returns the answer and the monotonic instant at which the send it answers
+   *  began (re-sends included), from which the lease granted counts. */
   async sendRenew(
     operationId: string,
     fence: string,
@@ -179,8 +192,7 @@ export class Client {
   ): Promise<[pb.RenewResponse, number]> {
     const request: pb.RenewRequest = { operation_id: operationId, fence };
     if (options.lease !== undefined) request.lease = duration(options.lease);
-    const sentAt = monotonic();
-    return [await this.send<pb.RenewRequest, pb.RenewResponse>("Renew", request, options), sentAt];
+    return this.sendAnswered<pb.RenewRequest, pb.RenewResponse>("Renew", request, options);
   }
 
   /** Renew: extend the owner's lease, never past the attempt deadline. */

@@ -3,8 +3,9 @@
  *
  * - A fresh random claim_token per attempt, re-sent unchanged (with the whole Claim)
  *   after UNAVAILABLE or a lost reply.
- * - The lease and the attempt deadline count from the first send of the Claim (or
- *   Renew) that granted them. The effect is never started while the lease may be
+ * - The lease and the attempt deadline count from the start of the send of the Claim
+ *   (or Renew) that granted them, the one that was answered: a re-sent Claim is
+ *   answered with what is left at the server's handling of that very send. The effect is never started while the lease may be
  *   running out (it is renewed first, once) nor with too little of the attempt or the
  *   lease left: the attempt is declined instead (Fail NOT_STARTED) and claimed again
  *   within `deadline`. Once started, the effect is renewed while it runs and aborted
@@ -150,8 +151,8 @@ export type Payload = string | Uint8Array | Record<string, unknown> | unknown[] 
 
 /** (the server's previous_attempt_deadline, the monotonic instant it ends), counted
  *  from the Claim's reply's receipt: the server counts it at its reply's clock, which
- *  for a re-sent or long-polled Claim is long after the first send (counted from that
- *  send, the doubt would seem to end too soon). Absent, the earlier attempt may have
+ *  for a long-polled Claim is long after the send (counted from that send, the doubt
+ *  would seem to end too soon). Absent, the earlier attempt may have
  *  started just before this Claim was answered, so it may run a whole attempt duration
  *  from then. */
 export function previousAttemptSettlesAt(
@@ -323,8 +324,9 @@ class Attempt {
   /** Set just before the effect is called: from then on its outcome may be unknown. */
   private effectStarted = false;
 
-  /** The lease and the attempt deadline count from the Claim's first send (sooner
-   *  than the server's clock); the earlier attempt's deadline from its reply (later). */
+  /** The lease and the attempt deadline count from the start of the Claim's answered
+   *  send (sooner than the server's handling of it); the earlier attempt's deadline
+   *  from its reply (later). */
   constructor(
     private readonly client: Client,
     ownership: pb.Ownership,
@@ -489,7 +491,8 @@ class Attempt {
 
   /** Returns when the effect may start; throws Stopped (decline) or Lost (claim again).
    *  Never on a lease that may be running out (less than half left: renewed first,
-   *  once, as a re-sent or long-polled Claim may have left it short), nor with less
+   *  once, as a long-polled Claim, or one whose reply was slow, may have left it
+   *  short), nor with less
    *  than `margin` of the attempt, or of the lease (at most a third of it), left, where
    *  it would be aborted or lost as it started. */
   private async readyToStart(): Promise<void> {

@@ -108,6 +108,21 @@ export async function callWithRetry<T>(
   policy: RetryPolicy,
   options: CallOptions = {},
 ): Promise<T> {
+  const [value] = await callWithRetryAnswered(send, policy, options);
+  return value;
+}
+
+/**
+ * callWithRetry, also returning the `clock()` instant at which the send that was
+ * answered began. Each send is its own call, and an abandoned one's reply is never
+ * read, so the answer belongs to that send: the server counts the durations in it
+ * from its own handling of that send, never earlier.
+ */
+export async function callWithRetryAnswered<T>(
+  send: (timeout: number) => Promise<T>,
+  policy: RetryPolicy,
+  options: CallOptions = {},
+): Promise<[T, number]> {
   const clock = options.clock ?? monotonic;
   const pause = options.sleep ?? sleep;
   const uniform = options.uniform ?? ((low: number, high: number) => low + Math.random() * (high - low));
@@ -120,9 +135,10 @@ export async function callWithRetry<T>(
       throw new DeadlineExceededError(Code.DEADLINE_EXCEEDED, "no time left to send the call");
     }
     sends += 1;
+    const sentAt = clock();
     let error: StatusError;
     try {
-      return await send(Math.min(policy.callTimeout + (options.extraTimeout ?? 0), remaining));
+      return [await send(Math.min(policy.callTimeout + (options.extraTimeout ?? 0), remaining)), sentAt];
     } catch (caught) {
       error = caught instanceof StatusError ? caught : fromServiceError(caught);
     }

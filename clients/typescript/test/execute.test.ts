@@ -4,7 +4,7 @@ import { after, before, test } from "node:test";
 import {
   AttemptTimeoutError, Client, Code, ConflictError, DeadlineExceededError, duration, type EffectContext, executeOnce,
   LeaseLostError, monotonic, NeedsReconciliationError, OperationFailedError, OutcomeUnknownError, PendingError,
-  previousAttemptSettlesAt, Retryable, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
+  previousAttemptSettlesAt, Retryable, RetryPolicy, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
 } from "../src/index.js";
 import type { ClaimRequest, ClaimResponse, HistoryEntry, Ownership } from "../src/types.js";
 import { eachStore, fastRetry, key, Provider, type Server, startServer } from "./harness.js";
@@ -303,7 +303,7 @@ eachStore("executeOnce", (store) => {
     assert.equal(found.history.at(-1)!.event, "OUTCOME_UNKNOWN");
   });
 
-  test("the lease and deadline count from the first send of a re-sent Claim", async () => {
+  test("a re-sent Claim whose lease is short on arrival renews before the effect", async () => {
     fresh();
     const proxy = await new Proxy(server.port).start();
     const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
@@ -325,7 +325,42 @@ eachStore("executeOnce", (store) => {
       assert.equal(provider.effects.length, 1);
       // The re-sent Claim (same claim_token) got the same ownership: one attempt.
       assert.equal(result.attempts, 1);
+      // Counted from the answered send, which began after this call did.
       assert.ok(seen[0]!.cancelAt <= started + attempt);
+    } finally {
+      proxied.close();
+      await proxy.close();
+    }
+  });
+
+  test("a re-sent Claim counts its attempt from the answered send", async () => {
+    fresh();
+    const proxy = await new Proxy(server.port).start();
+    const proxied = new Client(proxy.addr, server.token, {
+      retry: new RetryPolicy({ initialBackoff: 0.02, maxBackoff: 0.2, callTimeout: 0.8 }),
+    });
+    try {
+      // The first send's reply is held for 2 s, and with it every reply behind it on
+      // that connection (this proxy holds the connection's frames in order, as the Rust
+      // suite's byte relay does): the sends at 0 and ~0.8 s time out after 800 ms, and
+      // the one at ~1.65 s is answered at ~2 s with what is left of the 3.5 s attempt at
+      // its handling (~1.85 s) and of the 3 s lease (~1.35 s). Counted from that send,
+      // the attempt ends at ~3.5 s and the lease at ~3 s: attempt 1 runs. Counted from
+      // the first send, the attempt would end at ~1.85 s, before the answer even
+      // arrived: attempt 1 would be declined and attempt 2 would run.
+      proxy.delayNextReply(2);
+      const attempts: number[] = [];
+      const result = await executeOnce(proxied, OP, key(), PAYLOAD, async (ctx) => {
+        attempts.push(ctx.attempt);
+        return new Success(provider.effect(ctx.operationId));
+      }, { lease: 3, attemptDuration: 3.5 });
+      assert.equal(proxy.delayed, 1);
+      assert.ok(proxy.replies >= 3, `the Claim was re-sent: ${proxy.replies} replies`);
+      assert.deepEqual(attempts, [1], "attempt 1 ran");
+      assert.equal(result.attempts, 1);
+      assert.equal(provider.effects.length, 1);
+      const events = (await history(client, result.operationId)).filter((event) => event !== "RENEWED");
+      assert.deepEqual(events, ["CLAIMED", "COMPLETED"]);
     } finally {
       proxied.close();
       await proxy.close();

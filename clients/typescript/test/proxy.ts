@@ -18,6 +18,8 @@ export class Proxy {
   /** Seconds each armed delay holds a reply, in the order armed. */
   delaysArmed: number[] = [];
   delayed = 0;
+  /** Responses the server began (their first HEADERS frame), forwarded or not. */
+  replies = 0;
   refusing = false;
   /** Seconds a new connection waits before it is forwarded (a slow reconnect). */
   connectDelay = 0;
@@ -110,6 +112,7 @@ export class Proxy {
           // A response's first HEADERS frame (its trailers are HEADERS too).
           if (frame[3] === HEADERS && stream !== 0 && !replied.has(stream)) {
             replied.add(stream);
+            this.replies += 1;
             const delay = held === undefined ? this.delaysArmed.shift() : undefined;
             if (delay !== undefined) {
               this.delayed += 1;

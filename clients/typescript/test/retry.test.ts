@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  callWithRetry, Code, InternalError, NEVER_RETRIED_CODES, RequestTooLargeError, RETRIED_CODES, RetryPolicy,
+  callWithRetry, callWithRetryAnswered, Code, InternalError, NEVER_RETRIED_CODES, RequestTooLargeError, RETRIED_CODES, RetryPolicy,
   StatusError, UnavailableError,
 } from "../src/index.js";
 import { serviceError } from "./details.js";
@@ -134,4 +134,24 @@ test("a Claim's wait is added to each send's timeout", async () => {
   const { timeouts, send } = script();
   await callWithRetry(send, new RetryPolicy({ callTimeout: 2 }), { extraTimeout: 3, clock: () => 0 });
   assert.deepEqual(timeouts, [5]);
+});
+
+test("the answer comes with the start of the send it answers, not the first send's", async () => {
+  const clock = new Clock();
+  const starts: number[] = [];
+  const failures = [serviceError(Code.UNAVAILABLE, undefined, 0.5), serviceError(Code.DEADLINE_EXCEEDED)];
+  const send = async (timeout: number) => {
+    starts.push(clock.now);
+    clock.now += 0.25; // each send takes a while, answered or not
+    const next = failures.shift();
+    if (next) throw next;
+    return `answered in ${timeout}`;
+  };
+  const policy = new RetryPolicy({ initialBackoff: 0.1, callTimeout: 3 });
+  const [value, sentAt] = await callWithRetryAnswered(send, policy, { sleep: clock.sleep, uniform: (_, high) => high, clock: clock.read });
+  assert.equal(value, "answered in 3");
+  // Sends at 0, 0.75 (after 0.25 and RetryInfo's 0.5), 1.2 (after 0.25 and 0.2).
+  assert.equal(starts.length, 3);
+  assert.ok(Math.abs(sentAt - 1.2) < 1e-9, String(sentAt));
+  assert.equal(sentAt, starts[2]);
 });
