@@ -153,11 +153,12 @@ async def test_the_effect_is_cancelled_at_the_attempt_deadline_then_unknown(clie
     assert found.history[-1].event == "OUTCOME_UNKNOWN"
 
 
-async def test_the_lease_and_deadline_count_from_the_first_send_of_a_re_sent_claim(
+async def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_effect(
     server: Any, proxy: Proxy, proxied: idemd.Client, provider: Provider
 ) -> None:
-    """The first Claim's reply is lost and the re-send is slow: the owner counts its
-    lease from the first send, so it renews before it starts the effect."""
+    """The first Claim's reply is lost and the re-send is slow: the re-send is answered
+    with what is left of the lease at its handling, too little, so the owner renews
+    before it starts the effect."""
     seen: list[EffectContext] = []
     lease, attempt = 0.6, 3.0
 
@@ -444,3 +445,27 @@ async def test_a_declined_takeover_hands_on_the_earlier_attempts_doubt(
     events = [entry.event for entry in entries]
     assert events == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], entries
     assert entries[2].detail == "not_started"
+
+
+async def test_a_resent_claim_counts_its_attempt_from_the_answered_send(
+    server: Any, proxy: Proxy, client: idemd.Client, provider: Provider
+) -> None:
+    # The first send's reply is held for 2 s, and (the proxy relays bytes in order)
+    # every reply behind it on that connection: the sends at 0 and ~0.8 s time out
+    # after 800 ms, and the one at ~1.6 s is answered at ~2 s with what is left of the
+    # 3.5 s attempt at its handling (~1.9 s). Counted from that send, the attempt is
+    # cancelled at ~3.15 s (less its 0.35 s margin): plenty. Counted from the first
+    # send, at ~1.55 s, before the answer even arrived: attempt 1 would decline and
+    # attempt 2 run.
+    proxy.delay_replies(2.0)
+    policy = idemd.RetryPolicy(initial_backoff=0.02, max_backoff=0.2, call_timeout=0.8)
+    attempts: list[int] = []
+    started = time.monotonic()
+    async with idemd.Client(proxy.addr, server.token, retry=policy) as resending:
+        result = await execute_once(resending, OP, key(), PAYLOAD, recording(provider, attempts),
+                                    lease=3.0, attempt_duration=3.5)
+    # The held reply was waited out: the Claim was re-sent past the call timeout.
+    assert proxy.delayed == 1 and time.monotonic() - started >= 2.0
+    assert attempts == [1] and result.attempts == 1 and len(provider.effects) == 1
+    events = [event for event in await history(client, result.operation_id) if event != "RENEWED"]
+    assert events == ["CLAIMED", "COMPLETED"], events

@@ -11,7 +11,14 @@ from google.protobuf import duration_pb2
 import idemd
 from idemd import errors
 from idemd.proto import error_details_pb2, pack_detail, status_pb2
-from idemd.retry import NEVER_RETRIED_CODES, RETRIED_CODES, call_with_retry, call_with_retry_sync
+from idemd.retry import (
+    NEVER_RETRIED_CODES,
+    RETRIED_CODES,
+    call_with_retry,
+    call_with_retry_answered,
+    call_with_retry_answered_sync,
+    call_with_retry_sync,
+)
 
 
 class FakeRpcError(grpc.RpcError):
@@ -209,3 +216,44 @@ def test_sync_retry_info_too_large_and_the_deadlines() -> None:
     with pytest.raises(idemd.UnavailableError):
         call_with_retry_sync(send, idemd.RetryPolicy(max_sends=3), sleep=clock.sleep_sync, clock=clock)  # type: ignore[arg-type]
     assert len(timeouts) == 3
+
+
+def timing_out(clock: Clock, lost: int) -> Callable[[float], str]:
+    """A blocking send whose first ``lost`` copies run out their whole timeout (a lost
+    reply), then one answered 0.1 s after it was sent."""
+    sends = [0]
+
+    def send(timeout: float) -> str:
+        sends[0] += 1
+        if sends[0] <= lost:
+            clock.now += timeout
+            raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
+        clock.now += 0.1
+        return "ok"
+
+    return send
+
+
+async def test_the_answered_send_s_start_is_reported() -> None:
+    # Sends at 0 and 0.85 time out after 0.8 s (0.05 s backoff each); the one at 1.7
+    # is answered: its start, not the first send's, is what the answer counts from.
+    clock = Clock()
+    send_sync = timing_out(clock, lost=2)
+
+    async def send(timeout: float) -> str:
+        return send_sync(timeout)
+
+    policy = idemd.RetryPolicy(initial_backoff=0.05, max_backoff=0.05, call_timeout=0.8)
+    answer, sent_at = await call_with_retry_answered(
+        send, policy, sleep=clock.sleep, uniform=lambda a, b: b, clock=clock
+    )
+    assert answer == "ok" and sent_at == pytest.approx(1.7) and clock.now == pytest.approx(1.8)
+
+
+def test_sync_the_answered_send_s_start_is_reported() -> None:
+    clock = SyncClock()
+    policy = idemd.RetryPolicy(initial_backoff=0.05, max_backoff=0.05, call_timeout=0.8)
+    answer, sent_at = call_with_retry_answered_sync(
+        timing_out(clock, lost=2), policy, sleep=clock.sleep_sync, uniform=lambda a, b: b, clock=clock
+    )
+    assert answer == "ok" and sent_at == pytest.approx(1.7) and clock.now == pytest.approx(1.8)

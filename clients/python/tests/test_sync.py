@@ -262,7 +262,7 @@ def test_an_effect_that_honours_the_event_returns_at_the_deadline(sync_client: i
     assert contexts[0].remaining() == 0.0
 
 
-def test_the_lease_and_deadline_count_from_the_first_send_of_a_re_sent_claim(
+def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_effect(
     sync_proxy: ThreadedProxy, sync_proxied: idemd.sync.Client, provider: Provider
 ) -> None:
     seen: list[EffectContext] = []
@@ -491,3 +491,24 @@ def test_a_blocking_lookup_past_the_cancel_point_declines_and_hands_on_the_doubt
     events = [entry.event for entry in entries]
     assert events == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN", "TAKEN_OVER", "COMPLETED"], entries
     assert entries[2].detail == "not_started"
+
+
+def test_a_resent_claim_counts_its_attempt_from_the_answered_send(
+    server: Server, sync_proxy: ThreadedProxy, sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    # As the asyncio client's test: the first reply (and, the proxy relaying bytes in
+    # order, every reply behind it) is held 2 s; the sends at 0 and ~0.8 s time out,
+    # the one at ~1.6 s is answered at ~2 s with ~1.9 s of the 3.5 s attempt left.
+    # Counted from that send attempt 1 runs; counted from the first send it would be
+    # past its cancel point (~1.55 s) on arrival, decline, and attempt 2 would run.
+    sync_proxy.delay_replies(2.0)
+    policy = idemd.RetryPolicy(initial_backoff=0.02, max_backoff=0.2, call_timeout=0.8)
+    attempts: list[int] = []
+    started = time.monotonic()
+    with idemd.sync.Client(sync_proxy.addr, server.token, retry=policy) as resending:  # type: ignore[attr-defined]
+        result = execute_once(resending, OP, key(), PAYLOAD, recording(provider, attempts),
+                              lease=3.0, attempt_duration=3.5)
+    assert sync_proxy.delayed == 1 and time.monotonic() - started >= 2.0
+    assert attempts == [1] and result.attempts == 1 and len(provider.effects) == 1
+    events = [event for event in history(sync_client, result.operation_id) if event != "RENEWED"]
+    assert events == ["CLAIMED", "COMPLETED"], events

@@ -7,7 +7,6 @@ decoded from the status's google.rpc details. Durations are seconds (float).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,7 +18,7 @@ from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
 from idemd.proto import SERVICE, pb
-from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
+from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_answered
 
 if TYPE_CHECKING:
     from idemd.execute import Effect, Result
@@ -271,12 +270,27 @@ class Client:
         deadline: float | None,
         extra_timeout: float = 0.0,
     ) -> Resp:
+        response, _sent_at = await self._send_answered(
+            rpc, request, deadline=deadline, extra_timeout=extra_timeout
+        )
+        return response
+
+    async def _send_answered(
+        self,
+        rpc: Rpc[Req, Resp],
+        request: Req,
+        *,
+        deadline: float | None,
+        extra_timeout: float = 0.0,
+    ) -> tuple[Resp, float]:
+        """:meth:`_send`, also returning the ``time.monotonic()`` at which the send
+        that was answered began (each re-send is a call of its own)."""
         call: grpc.aio.UnaryUnaryMultiCallable[Req, Resp] = self._calls[rpc]
 
         async def send(timeout: float) -> Resp:
             return await call(request, timeout=timeout, metadata=self._metadata)
 
-        return await call_with_retry(
+        return await call_with_retry_answered(
             send, self.retry, deadline=deadline, extra_timeout=extra_timeout
         )
 
@@ -289,12 +303,12 @@ class Client:
     ) -> tuple[pb.ClaimResponse, float]:
         """Sends a prepared Claim (re-sent unchanged, same claim_token, after
         UNAVAILABLE or a lost reply). Returns the answer and the ``time.monotonic()``
-        of the first send, from which its lease and deadlines count."""
-        sent_at = time.monotonic()
-        response = await self._send(
+        at which the send it answers began, from which its lease and attempt
+        deadline count: the server counts them from its handling of that very send
+        (an abandoned send's reply is never read)."""
+        return await self._send_answered(
             CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request)
         )
-        return response, sent_at
 
     async def claim(
         self, operation: str, key: str, *, deadline: float | None = None, **fields: Any
@@ -315,10 +329,10 @@ class Client:
         lease: float | None = None,
         deadline: float | None = None,
     ) -> tuple[pb.RenewResponse, float]:
-        """Renew; returns the answer and the monotonic time of its first send."""
+        """Renew; returns the answer and the monotonic time at which the send it
+        answers began (its lease counts from there, as a Claim's)."""
         request = renew_request(operation_id, fence, lease)
-        sent_at = time.monotonic()
-        return await self._send(RENEW, request, deadline=deadline), sent_at
+        return await self._send_answered(RENEW, request, deadline=deadline)
 
     async def renew(
         self,

@@ -11,8 +11,10 @@ decided here and nowhere else.
 
 * A fresh random ``claim_token`` per attempt, re-sent unchanged (with the whole Claim)
   after UNAVAILABLE or a lost reply (the client's :mod:`idemd.retry` does the re-sends).
-* The lease and the attempt deadline are counted from the first send of the Claim
-  (or Renew) that granted them; the effect is never started while the lease may be
+* The lease and the attempt deadline are counted from the start of the send of the
+  Claim (or Renew) that was answered (the server counts them from its handling of
+  that very send; a re-send is a call of its own, and an abandoned send's reply is
+  never read); the effect is never started while the lease may be
   running out (it is renewed first), is renewed while it runs, and is stopped at the
   attempt deadline (then Fail UNKNOWN).
 * An attempt that does not start the effect (too little of the attempt left, or of the
@@ -184,9 +186,9 @@ def previous_attempt_settles_at(
     """(the server's previous_attempt_deadline, the monotonic instant it ends).
 
     Counted from the Claim's reply (``received_at``), the late end: the server measured
-    the time left somewhere between the first send and the reply, and a long-polled or
-    re-sent Claim may have been sent long before (where the lease counts from the send,
-    the early end). Absent, the earlier attempt may have started just before the server
+    the time left somewhere between the answered send and the reply, and a long-polled
+    Claim may have been sent long before (where the lease counts from that send, the
+    early end). Absent, the earlier attempt may have started just before the server
     took this Claim, so it may run a whole attempt duration from then.
     """
     if outcome.HasField("previous_attempt_deadline"):
@@ -388,7 +390,7 @@ class Attempt:
         self.operation_id = ownership.operation_id
         self.fence = ownership.fence
         self.attempt = ownership.attempt
-        sent_at, received_at = claimed  # the Claim's first send, its reply
+        sent_at, received_at = claimed  # the start of the Claim's answered send, its reply
         self.lease = lease
         self.granted = seconds(ownership.lease)
         self.lease_expires_at = sent_at + self.granted
@@ -509,9 +511,10 @@ class Attempt:
         # cancelled as soon as it started (checked before renewing too: a Renew bounded
         # by a deadline that is all but gone fails as DEADLINE_EXCEEDED, e.g. after a
         # lookup that waited for the earlier attempt), nor on a lease that may be
-        # running out. The lease counts from the Claim's first send, which a re-sent or
+        # running out. The lease counts from the Claim's answered send, which a
         # long-polled Claim (or the wait for an earlier attempt) may have left far
-        # behind: renew it once, counted from the Renew's send, and decline only if
+        # behind, and a re-sent Claim is answered with what was left of it by then:
+        # renew it once, counted from the Renew's answered send, and decline only if
         # too little is left even then.
         if self.cancel_at - time.monotonic() < self.margin:
             return (yield from self.decline())

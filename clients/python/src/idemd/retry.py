@@ -10,6 +10,12 @@ Claim keeps its claim_token, owner writes are answered from their receipt). So:
 * never re-sent: INVALID_ARGUMENT, FAILED_PRECONDITION, PERMISSION_DENIED,
   UNAUTHENTICATED, NOT_FOUND, ABORTED, and idemd's own INTERNAL. Re-sending those
   cannot change the answer; ABORTED (LEASE_LOST) calls for a Lookup, not a re-send.
+
+Each send is a call of its own, and an abandoned send's reply is never read: the
+answer returned belongs to the send that got it. :func:`call_with_retry_answered`
+(and :func:`call_with_retry_answered_sync`) also return when that send began, the
+instant from which the durations in the answer count (the server counts them from its
+handling of that very send).
 """
 
 from __future__ import annotations
@@ -107,16 +113,21 @@ class RetryPlan:
         if deadline is not None:
             self.end = min(self.end, deadline)
         self.sends = 0
+        #: When the latest send began (``clock()`` just before it was made).
+        self.sent_at = self.clock()
 
     def next_timeout(self) -> float:
-        """The gRPC timeout of the next send; raises DeadlineExceededError when no
+        """The gRPC timeout of the next send, which the caller makes at once (its
+        start is recorded as :attr:`sent_at`); raises DeadlineExceededError when no
         time is left to make one."""
-        remaining = self.end - self.clock()
+        now = self.clock()
+        remaining = self.end - now
         if remaining <= 0:
             raise DeadlineExceededError(
                 grpc.StatusCode.DEADLINE_EXCEEDED, "no time left to send the call"
             )
         self.sends += 1
+        self.sent_at = now
         return min(self.policy.call_timeout + self.extra_timeout, remaining)
 
     def delay_after(self, rpc_error: grpc.RpcError) -> float:
@@ -133,6 +144,32 @@ class RetryPlan:
         return delay
 
 
+async def call_with_retry_answered(
+    send: Callable[[float], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    deadline: float | None = None,
+    extra_timeout: float = 0.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    uniform: Callable[[float, float], float] = random.uniform,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[T, float]:
+    """Calls ``send(timeout)`` until it returns, re-sending after retryable failures;
+    returns its answer and when the send that got it began (a ``clock()`` instant).
+
+    ``deadline`` (a ``time.monotonic()`` instant) further bounds the total time. A
+    failure is raised as its typed :class:`~idemd.errors.StatusError`.
+    """
+    plan = RetryPlan(policy, deadline=deadline, extra_timeout=extra_timeout, uniform=uniform, clock=clock)
+    while True:
+        timeout = plan.next_timeout()
+        try:
+            return await send(timeout), plan.sent_at
+        except grpc.RpcError as rpc_error:
+            delay = plan.delay_after(rpc_error)
+        await sleep(delay)
+
+
 async def call_with_retry(
     send: Callable[[float], Awaitable[T]],
     policy: RetryPolicy,
@@ -143,19 +180,32 @@ async def call_with_retry(
     uniform: Callable[[float, float], float] = random.uniform,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """Calls ``send(timeout)`` until it returns, re-sending after retryable failures.
+    """:func:`call_with_retry_answered`, the answer alone."""
+    answer, _sent_at = await call_with_retry_answered(
+        send, policy, deadline=deadline, extra_timeout=extra_timeout, sleep=sleep, uniform=uniform, clock=clock
+    )
+    return answer
 
-    ``deadline`` (a ``time.monotonic()`` instant) further bounds the total time. A
-    failure is raised as its typed :class:`~idemd.errors.StatusError`.
-    """
+
+def call_with_retry_answered_sync(
+    send: Callable[[float], T],
+    policy: RetryPolicy,
+    *,
+    deadline: float | None = None,
+    extra_timeout: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
+    uniform: Callable[[float, float], float] = random.uniform,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[T, float]:
+    """:func:`call_with_retry_answered` for a blocking ``send(timeout)``."""
     plan = RetryPlan(policy, deadline=deadline, extra_timeout=extra_timeout, uniform=uniform, clock=clock)
     while True:
         timeout = plan.next_timeout()
         try:
-            return await send(timeout)
+            return send(timeout), plan.sent_at
         except grpc.RpcError as rpc_error:
             delay = plan.delay_after(rpc_error)
-        await sleep(delay)
+        sleep(delay)
 
 
 def call_with_retry_sync(
@@ -169,11 +219,7 @@ def call_with_retry_sync(
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """:func:`call_with_retry` for a blocking ``send(timeout)``."""
-    plan = RetryPlan(policy, deadline=deadline, extra_timeout=extra_timeout, uniform=uniform, clock=clock)
-    while True:
-        timeout = plan.next_timeout()
-        try:
-            return send(timeout)
-        except grpc.RpcError as rpc_error:
-            delay = plan.delay_after(rpc_error)
-        sleep(delay)
+    answer, _sent_at = call_with_retry_answered_sync(
+        send, policy, deadline=deadline, extra_timeout=extra_timeout, sleep=sleep, uniform=uniform, clock=clock
+    )
+    return answer

@@ -69,7 +69,7 @@ from idemd.protocol import (
     run_steps,
 )
 from idemd.proto import pb
-from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_sync
+from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_answered_sync
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -118,12 +118,19 @@ class Client:
     def _send(
         self, rpc: Rpc[Req, Resp], request: Req, *, deadline: float | None, extra_timeout: float = 0.0
     ) -> Resp:
+        return self._send_answered(rpc, request, deadline=deadline, extra_timeout=extra_timeout)[0]
+
+    def _send_answered(
+        self, rpc: Rpc[Req, Resp], request: Req, *, deadline: float | None, extra_timeout: float = 0.0
+    ) -> tuple[Resp, float]:
+        """:meth:`_send`, also returning the ``time.monotonic()`` at which the send
+        that was answered began (each re-send is a call of its own)."""
         call: grpc.UnaryUnaryMultiCallable[Req, Resp] = self._calls[rpc]
 
         def send(timeout: float) -> Resp:
             return call(request, timeout=timeout, metadata=self._metadata)
 
-        return call_with_retry_sync(send, self.retry, deadline=deadline, extra_timeout=extra_timeout)
+        return call_with_retry_answered_sync(send, self.retry, deadline=deadline, extra_timeout=extra_timeout)
 
     claim_request = staticmethod(claim_request)
 
@@ -131,10 +138,9 @@ class Client:
         self, request: pb.ClaimRequest, *, deadline: float | None = None
     ) -> tuple[pb.ClaimResponse, float]:
         """Sends a prepared Claim (re-sent unchanged, same claim_token); returns the
-        answer and the ``time.monotonic()`` of its first send."""
-        sent_at = time.monotonic()
-        response = self._send(CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request))
-        return response, sent_at
+        answer and the ``time.monotonic()`` at which the send it answers began, from
+        which its lease and attempt deadline count (as :meth:`idemd.Client.send_claim`)."""
+        return self._send_answered(CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request))
 
     def claim(self, operation: str, key: str, *, deadline: float | None = None, **fields: Any) -> pb.ClaimResponse:
         """Claim: start or rejoin an operation (fields as :func:`idemd.client.claim_request`)."""
@@ -144,10 +150,10 @@ class Client:
     def send_renew(
         self, operation_id: str, fence: int, *, lease: float | None = None, deadline: float | None = None
     ) -> tuple[pb.RenewResponse, float]:
-        """Renew; returns the answer and the monotonic time of its first send."""
+        """Renew; returns the answer and the monotonic time at which the send it
+        answers began (its lease counts from there, as a Claim's)."""
         request = renew_request(operation_id, fence, lease)
-        sent_at = time.monotonic()
-        return self._send(RENEW, request, deadline=deadline), sent_at
+        return self._send_answered(RENEW, request, deadline=deadline)
 
     def renew(
         self, operation_id: str, fence: int, *, lease: float | None = None, deadline: float | None = None
