@@ -494,12 +494,14 @@ class Attempt {
    *  once, as a long-polled Claim, or one whose reply was slow, may have left it
    *  short), nor with less
    *  than `margin` of the attempt, or of the lease (at most a third of it), left, where
-   *  it would be aborted or lost as it started. */
+   *  it would be aborted or lost as it started. The lease is the one asked for, not the
+   *  one granted: a re-sent Claim is granted only what was left of it by then, and half
+   *  of a remnant is no margin. */
   private async readyToStart(): Promise<void> {
     const attemptShort = () => this.cancelAt - monotonic() < this.margin;
-    const leaseShort = () => this.leaseExpiresAt - monotonic() < Math.min(this.margin, this.granted / 3);
+    const leaseShort = () => this.leaseExpiresAt - monotonic() < Math.min(this.margin, this.lease / 3);
     if (attemptShort()) throw new Stopped();
-    if (this.leaseExpiresAt - monotonic() < this.granted / 2) {
+    if (this.leaseExpiresAt - monotonic() < this.lease / 2) {
       try {
         await this.renew(); // the lease granted counts from the Renew's send
       } catch (error) {

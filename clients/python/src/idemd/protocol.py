@@ -400,8 +400,10 @@ class Attempt:
         #: is not started with less than this of the attempt left (past cancel_at).
         self.margin = max(0.05, min(1.0, duration / 10))
         #: The effect is not started with less than this of the lease left, even after
-        #: a Renew (at most a third of the lease counts).
-        self.lease_margin = min(self.margin, self.granted / 3)
+        #: a Renew (at most a third of the lease asked for counts). Judged against the
+        #: lease asked for, not the one granted: a re-sent Claim is granted only what
+        #: was left of the lease by then, and half of a remnant is no margin.
+        self.lease_margin = min(self.margin, self.lease / 3)
         #: Set just before the effect starts: until then nothing ran, and an attempt
         #: that cannot go on declines (Fail NOT_STARTED) instead of reporting UNKNOWN.
         self.started = False
@@ -518,7 +520,7 @@ class Attempt:
         # too little is left even then.
         if self.cancel_at - time.monotonic() < self.margin:
             return (yield from self.decline())
-        if self.lease_expires_at - time.monotonic() < self.granted / 2:
+        if self.lease_expires_at - time.monotonic() < self.lease / 2:
             try:
                 yield from self.renew()
             except StatusError as error:
