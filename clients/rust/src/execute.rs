@@ -551,28 +551,29 @@ impl Run<'_> {
             }
         }
 
-        if owned.stop_at.saturating_duration_since(Instant::now()) < margin {
+        // (lease short, attempt short): less than the margin left of either.
+        let short = |owned: &Owned| {
+            let now = Instant::now();
+            (
+                owned.lease_until().saturating_duration_since(now) < margin,
+                owned.stop_at.saturating_duration_since(now) < margin,
+            )
+        };
+        let (lease_short, attempt_short) = short(&owned);
+        if attempt_short {
             return self.decline(&owned, previous.as_ref()).await;
         }
-        if owned
-            .lease_until()
-            .saturating_duration_since(Instant::now())
-            < margin
-        {
+        if lease_short {
             // The lease counts from the Claim's send, which a long-polled
             // Claim (or the wait for an earlier attempt's deadline) may have
             // left far behind: renew it, counted from the Renew's send,
             // rather than give the attempt up.
             match self.renew(&owned, owned.stop_at).await {
                 Ok(()) => {}
-                Err(Error::LeaseLost { .. }) => return Ok(Step::Reclaim(Duration::ZERO)),
                 Err(error) if retryable(&error).is_some() => {}
-                Err(error) => return Err(error),
+                Err(refusal) => return Self::lost_before_effect(refusal),
             }
-            let now = Instant::now();
-            let lease_left = owned.lease_until().saturating_duration_since(now);
-            let attempt_left = owned.stop_at.saturating_duration_since(now);
-            if lease_left < margin || attempt_left < margin {
+            if short(&owned) != (false, false) {
                 return self.decline(&owned, previous.as_ref()).await;
             }
         }
@@ -705,12 +706,10 @@ impl Run<'_> {
     ) -> Result<Step, Error> {
         // This attempt ran nothing: a later takeover of it by this call is
         // in doubt only as long as the attempt it took over was.
-        match inherited {
-            Some(previous) => self
-                .own_deadlines
-                .insert(owned.ownership.fence, previous.attempt_deadline),
-            None => self.own_deadlines.remove(&owned.ownership.fence),
-        };
+        if let Some(previous) = inherited {
+            self.own_deadlines
+                .insert(owned.ownership.fence, previous.attempt_deadline);
+        }
         let request = proto::FailRequest {
             operation_id: owned.ownership.operation_id.clone(),
             fence: owned.ownership.fence,
