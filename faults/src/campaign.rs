@@ -567,31 +567,58 @@ impl World {
         }
     }
 
+    /// `job` for every intent, at most `concurrency` at a time, each with a
+    /// random source of its own; the answers, in the order they came. A job
+    /// that panics is a violation.
+    async fn each_intent<T, Job, Done>(
+        self: &Arc<Self>,
+        intents: &[Arc<Intent>],
+        rng: &mut Rng,
+        job: Job,
+    ) -> Vec<T>
+    where
+        Job: Fn(Arc<World>, Arc<Intent>, Rng) -> Done,
+        Done: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut running = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
+        for intent in intents {
+            let permits = permits.clone();
+            let done = job(self.clone(), intent.clone(), rng.fork());
+            running.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                done.await
+            });
+        }
+        let mut answers = Vec::with_capacity(intents.len());
+        while let Some(joined) = running.join_next().await {
+            match joined {
+                Ok(answer) => answers.push(answer),
+                Err(error) => self.stats.violation(format!("a worker panicked: {error}")),
+            }
+        }
+        answers
+    }
+
     /// After the reconciler: each intent delivered once more (a caller that
     /// comes back). Returns those still not SUCCEEDED.
     async fn settle(self: &Arc<Self>, intents: &[Arc<Intent>], rng: &mut Rng) -> Vec<Arc<Intent>> {
-        let mut settling = JoinSet::new();
-        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
-        for intent in intents {
-            let (world, intent, mut rng, permits) =
-                (self.clone(), intent.clone(), rng.fork(), permits.clone());
-            settling.spawn(async move {
-                let _permit = permits.acquire_owned().await;
+        let answers = self
+            .each_intent(intents, rng, |world, intent, mut rng| async move {
                 world.deliver_until_settled(&intent, &mut rng).await;
-                let settled = world
-                    .stored(&intent)
-                    .await
-                    .is_some_and(|(stored, _)| stored.state == OperationState::Succeeded as i32);
+                let operation_id = locked(&intent.operation_id).clone();
+                let settled = match operation_id {
+                    Some(operation_id) => world.clients[0]
+                        .lookup_operation(&operation_id)
+                        .await
+                        .is_ok_and(|stored| stored.state == OperationState::Succeeded as i32),
+                    None => false,
+                };
                 (!settled).then_some(intent)
-            });
-        }
-        let mut unsettled = Vec::new();
-        while let Some(joined) = settling.join_next().await {
-            if let Ok(Some(intent)) = joined {
-                unsettled.push(intent);
-            }
-        }
-        unsettled
+            })
+            .await;
+        answers.into_iter().flatten().collect()
     }
 
     /// The intent's operation as stored, with its whole history.
@@ -623,28 +650,25 @@ impl World {
     }
 
     /// [`World::verify`] for every intent, summed: (settled, lost, declined).
-    async fn verify_all(self: &Arc<Self>, intents: &[Arc<Intent>]) -> (u64, u64, u64) {
-        let mut verifying = JoinSet::new();
-        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
-        for intent in intents {
-            let (world, intent, permits) = (self.clone(), intent.clone(), permits.clone());
-            verifying.spawn(async move {
-                let _permit = permits.acquire_owned().await;
+    async fn verify_all(
+        self: &Arc<Self>,
+        intents: &[Arc<Intent>],
+        rng: &mut Rng,
+    ) -> (u64, u64, u64) {
+        let answers = self
+            .each_intent(intents, rng, |world, intent, _rng| async move {
                 world.verify(&intent).await
-            });
-        }
-        let mut totals = (0, 0, 0);
-        while let Some(joined) = verifying.join_next().await {
-            match joined {
-                Ok((settled, lost, declined)) => {
-                    totals.0 += u64::from(settled);
-                    totals.1 += lost;
-                    totals.2 += declined;
-                }
-                Err(error) => self.stats.violation(format!("a check panicked: {error}")),
-            }
-        }
-        totals
+            })
+            .await;
+        answers
+            .into_iter()
+            .fold((0, 0, 0), |(settled, lost, declined), answer| {
+                (
+                    settled + u64::from(answer.0),
+                    lost + answer.1,
+                    declined + answer.2,
+                )
+            })
     }
 
     /// The intent's stored state compared with what was acknowledged and with
@@ -1076,7 +1100,7 @@ async fn campaign(
     }
     let unresolved = unresolved.unwrap_or(0);
     let reconciliation = reconciler_started.elapsed();
-    let (settled, lost, declined) = world.verify_all(&intents).await;
+    let (settled, lost, declined) = world.verify_all(&intents, rng).await;
     let unresolved_at_the_end = world
         .list_unresolved()
         .await
