@@ -132,6 +132,36 @@ async def test_an_app_that_raises_is_unknown_and_never_rerun(client: idemd.Clien
     assert crashed.status_code == 500 and retried.status_code == 500
     assert retried.headers["content-type"] == "application/problem+json"
     assert shop.orders == [{"id": "crashed"}]
+    # The retry declined (the app never ran), keeping the crashed attempt's doubt.
+    found = await client.lookup(operation="http.post/crash", key=parse_key(headers["Idempotency-Key"]),
+                                include_history=True)
+    events = [(entry.event, entry.detail) for entry in found.history if entry.event != "RENEWED"]
+    assert [event for event, _ in events] == ["CLAIMED", "OUTCOME_UNKNOWN", "TAKEN_OVER", "OUTCOME_UNKNOWN"], events
+    assert events[1][1] == "effect_raised" and events[3][1] == "not_started", events
+
+
+async def test_reconcile_first_run_declares_deduplication_and_reruns_the_app(client: idemd.Client) -> None:
+    """``reconcile_first="run"``: the app's providers deduplicate by the operation_id
+    it is given, so after a crash the retry runs the app again, told so."""
+    seen: list[Any] = []
+
+    async def create(request: Request) -> JSONResponse:
+        ctx = request.scope["state"]["idempotency"]
+        seen.append(ctx)
+        if len(seen) == 1:
+            raise RuntimeError("the app broke after its effect")
+        return JSONResponse({"reference": ctx.operation_id}, status_code=201)
+
+    app = Starlette(routes=[Route("/orders", create, methods=["POST"])])
+    app.add_middleware(IdempotencyMiddleware, client=client, reconcile_first="run")  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                 base_url="http://shop") as web:
+        headers = idem_key()
+        crashed = await web.post("/orders", json={}, headers=headers)
+        retried = await web.post("/orders", json={}, headers=headers)
+    assert crashed.status_code == 500 and retried.status_code == 201
+    assert [ctx.previous_outcome_unknown for ctx in seen] == [False, True]
+    assert retried.json() == {"reference": seen[0].operation_id}
 
 
 def test_with_starlettes_test_client(server: Server) -> None:

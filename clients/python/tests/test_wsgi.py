@@ -155,6 +155,12 @@ def test_an_app_that_raises_is_unknown_and_never_rerun(server: Server) -> None:
                                   start_response))
     assert statuses == ["500 Internal Server Error"] and json.loads(retried)["title"] == "Outcome unknown"
     assert shop.orders == [{"id": "crashed"}]
+    # The retry declined (the app never ran), keeping the crashed attempt's doubt.
+    found = middleware.client().lookup(operation="http.post/crash", key=environ_base["HTTP_IDEMPOTENCY_KEY"],
+                                       include_history=True)
+    events = [(entry.event, entry.detail) for entry in found.history if entry.event != "RENEWED"]
+    assert [event for event, _ in events] == ["CLAIMED", "OUTCOME_UNKNOWN", "TAKEN_OVER", "OUTCOME_UNKNOWN"], events
+    assert events[1][1] == "effect_raised" and events[3][1] == "not_started", events
     middleware.client().close()
 
 

@@ -17,11 +17,13 @@ keeps results up to 1 MiB by default). The key is the header's sf-string
 the operation defaults to ``http.<method><path>``.
 
 An app that raises leaves the outcome UNKNOWN at idemd, and the exception propagates.
-A retry after that (ReconcileFirst: an earlier attempt may have taken effect) is
-refused with 500 unless ``reconcile_first="run"``, in which case the app runs again
-with ``scope["state"]["idempotency"]`` set to the :class:`~idemd.execute.EffectContext`
-(``previous_outcome_unknown``, and ``operation_id`` to pass to providers as their
-idempotency key). The HTTP mapping is :mod:`idemd.http`, shared with :mod:`idemd.wsgi`.
+A retry after that (ReconcileFirst: an earlier attempt may have taken effect) never
+runs the app: it declines (Fail NOT_STARTED) and is answered 500, unless
+``reconcile_first="run"``, which declares that the app's providers deduplicate by the
+key it passes them: the app then runs again with ``scope["state"]["idempotency"]`` set
+to the :class:`~idemd.execute.EffectContext` (``previous_outcome_unknown``, and
+``operation_id`` to pass to providers as their idempotency key). The HTTP mapping is
+:mod:`idemd.http`, shared with :mod:`idemd.wsgi`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 from idemd import http
 from idemd.client import Client
 from idemd.errors import IdemError
-from idemd.execute import EffectContext, Success, Unknown, execute_once
+from idemd.execute import EffectContext, Success, execute_once
 from idemd.http import DEFAULT_KEEP_HEADERS, parse_key  # re-exported
 
 Scope = MutableMapping[str, Any]
@@ -87,8 +89,8 @@ class IdempotencyMiddleware(http.Middleware[ASGIApp, Client, Scope]):
             body,
         )
 
-        async def effect(ctx: EffectContext) -> Success | Unknown:
-            return http.refuse_unknown(ctx, self.reconcile_first) or await self._run_app(scope, body, ctx)
+        async def effect(ctx: EffectContext) -> Success:
+            return await self._run_app(scope, body, ctx)
 
         try:
             result = await execute_once(self.client(), self.operation(scope), admitted, effect=effect, **options)

@@ -32,7 +32,7 @@ from idemd.errors import (
     StatusError,
 )
 from idemd.fingerprint import fingerprint_bytes
-from idemd.protocol import EffectContext, Result, Success, Unknown
+from idemd.protocol import Result, Success
 
 DEFAULT_KEEP_HEADERS = (
     "location",
@@ -94,14 +94,6 @@ def request_identity(method: str, path: str, query: str, content_type: str, body
     if len(framed) <= _MAX_SENT_PAYLOAD:
         return {"payload": framed}
     return {"payload": None, "fingerprint": fingerprint_bytes(framed)}
-
-
-def refuse_unknown(ctx: EffectContext, reconcile_first: str) -> Unknown | None:
-    """ReconcileFirst: an earlier attempt may have taken effect; unless told to run
-    the app again, the answer stays unknown."""
-    if ctx.previous_outcome_unknown and reconcile_first == "refuse":
-        return Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect")
-    return None
 
 
 def stored(status: int, headers: Iterable[tuple[str, str]], body: bytes, keep_headers: Sequence[str]) -> Success:
@@ -274,11 +266,15 @@ class Middleware(Generic[App, C, Req]):
         return key if valid_key(key) else INVALID_KEY
 
     def execute_options(self, method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
-        """``execute_once``'s keyword arguments for this request (its identity included)."""
+        """``execute_once``'s keyword arguments for this request (its identity included).
+        After an earlier attempt whose outcome is unknown, the app runs again only when
+        ``reconcile_first="run"`` declares that its providers deduplicate by
+        ``ctx.operation_id``; otherwise the attempt declines and the answer is 500."""
         return {
             "lease": self.lease,
             "attempt_duration": self.attempt_duration,
             "deadline": self.pending_wait,
+            "provider_deduplicates": self.reconcile_first == "run",
             **request_identity(method, path, query, content_type, body),
         }
 

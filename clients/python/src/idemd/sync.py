@@ -77,7 +77,8 @@ Resp = TypeVar("Resp", bound=Message)
 #: A blocking effect: returns its outcome; should honour ``ctx.cancelled``.
 Effect = Callable[[EffectContext], Outcome]
 #: Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it, None
-#: if the provider has nothing.
+#: if the provider has nothing; it must read the provider's current state (not a
+#: cache, not a lagging replica).
 Lookup = Callable[[EffectContext], Success | Terminal | None]
 
 
@@ -248,6 +249,7 @@ def execute_once(
     attempt_duration: float = 300.0,
     deadline: float = 60.0,
     lookup: Lookup | None = None,
+    provider_deduplicates: bool = False,
     fingerprint: bytes | None = None,
     max_attempts: int = 0,
     retention: float | None = None,
@@ -256,7 +258,9 @@ def execute_once(
 ) -> Result:
     """Runs the blocking ``effect`` at most once for ``(operation, key, payload)``.
 
-    Arguments, answers and exceptions as :func:`idemd.execute.execute_once`; the effect
+    Arguments, answers and exceptions as :func:`idemd.execute.execute_once` (on
+    ReconcileFirst: a ``lookup``, or ``provider_deduplicates=True``, or the effect
+    never runs and :class:`~idemd.errors.OutcomeUnknownError` is raised); the effect
     and ``lookup`` are plain functions that run on the calling thread and should stop
     when ``ctx.cancelled`` is set (see the module's documentation).
     """
@@ -265,6 +269,7 @@ def execute_once(
         key,
         payload,
         has_lookup=lookup is not None,
+        provider_deduplicates=provider_deduplicates,
         lease=lease,
         attempt_duration=attempt_duration,
         deadline=deadline,

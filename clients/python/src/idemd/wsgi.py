@@ -13,8 +13,9 @@ The app runs on the request's own thread (its thread-locals, database connection
 transactions are its own), with ``environ["idemd.idempotency"]`` set to the
 :class:`~idemd.protocol.EffectContext` (``operation_id`` for providers' idempotency
 keys, ``cancelled`` set at the attempt deadline). An app that raises leaves the
-outcome UNKNOWN and the exception propagates; a retry of that key is answered 500
-unless ``reconcile_first="run"``.
+outcome UNKNOWN and the exception propagates; a retry of that key never runs the app
+(it declines, Fail NOT_STARTED) and is answered 500, unless ``reconcile_first="run"``
+declares that the app's providers deduplicate by ``operation_id``.
 
     app.wsgi_app = IdempotencyMiddleware(app.wsgi_app, client=idemd.SyncClient(addr, token))  # Flask
     application = IdempotencyMiddleware(get_wsgi_application(), client=...)            # Django
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 
 from idemd import http
 from idemd.errors import IdemError
-from idemd.protocol import EffectContext, Success, Unknown
+from idemd.protocol import EffectContext, Success
 from idemd.sync import Client, execute_once
 
 Environ = dict[str, Any]
@@ -83,8 +84,8 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
             body,
         )
 
-        def effect(ctx: EffectContext) -> Success | Unknown:
-            return http.refuse_unknown(ctx, self.reconcile_first) or self._run_app(environ, body, ctx)
+        def effect(ctx: EffectContext) -> Success:
+            return self._run_app(environ, body, ctx)
 
         try:
             result = execute_once(self.client(), self.operation(environ), admitted, effect=effect, **options)
