@@ -8,7 +8,9 @@ draft-ietf-httpapi-idempotency-key-header's per client: the key sent to idemd is
 :func:`scoped_key` of the request's principal (by default its ``Authorization``
 header) and the header's key, so two callers who pick the same key never share a
 stored response. Only a middleware built with ``shared_keys=True`` sends the header's
-key as it is, for routes whose callers are one system.
+key as it is, for routes whose callers are one system. Where a caller's credentials
+may change between its retries (a refreshed short-lived token), pass a ``principal``
+that names the account instead: a retry with other credentials is another caller's.
 
 * no ``Idempotency-Key`` where one is required: 400;
 * a key but no principal (and keys not shared): 400;

@@ -1,7 +1,7 @@
 """The blocking client, for Django, Flask, Celery workers and any code without asyncio.
 
     with idemd.sync.Client("127.0.0.1:50051", token) as client:
-        result = client.execute_once("payments.charge", key, payload, charge)
+        result = client.execute_once("payments.charge", key, payload, charge, provider_deduplicates=True)
 
 :class:`Client` is :class:`idemd.Client` over grpc's blocking channel: every RPC, the
 same requests, the same typed :mod:`idemd.errors`, the same re-sends
