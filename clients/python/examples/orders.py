@@ -4,8 +4,9 @@ times out after the provider created the order and it then retries ten times at 
     cargo run --release -- serve --dev                      # in another terminal
     IDEMD_TOKEN=$(cat idemd-data/dev-token) python clients/python/examples/orders.py
 
-The provider (simulated here) supports lookup by client reference: the agent's
-idempotency key. The first attempt's call creates the order but its answer never comes
+The provider (simulated here) creates an order per call (it does not deduplicate)
+and supports lookup by client reference: the agent's idempotency key, so the agent
+passes a ``lookup``. The first attempt's call creates the order but its answer never comes
 back; the attempt is cancelled at its deadline and reported UNKNOWN. Ten concurrent
 retries of the same intent follow: one owns the next attempt, is told an earlier
 attempt may have taken effect (ReconcileFirst), finds the order by its reference and
@@ -59,10 +60,17 @@ class Agent:
             order = await self.provider.create_order(key, amount, currency)
             return Success(json.dumps(order).encode(), "application/json")
 
+        # Asked when an earlier attempt may have created the order (ReconcileFirst). It
+        # reads the provider's current state (never a cache or a lagging replica): an
+        # order it finds is recorded; "none" counts only from a lookup that started
+        # once the earlier attempt can no longer create one.
         async def look_up(ctx: EffectContext) -> Success | None:
             order = await self.provider.find_order(key)
             return Success(json.dumps(order).encode(), "application/json") if order else None
 
+        # The order API does not deduplicate creations, so the call site passes a
+        # lookup; without one (or provider_deduplicates=True for an API that honours
+        # an idempotency key) a retry after an unknown outcome would never create.
         return await idemd.execute_once(
             self.client, OPERATION, key, intent, create,
             lookup=look_up, lease=1.0, attempt_duration=2.0, deadline=30,

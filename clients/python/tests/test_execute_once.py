@@ -19,6 +19,7 @@ from proxy import Proxy
 
 OP = "payments.charge"
 PAYLOAD = {"amount": 1000, "currency": "EUR"}
+JSON = '{"amount":1000,"currency":"EUR"}'
 
 
 def charging(provider: Provider, seen: list[EffectContext] | None = None, delay: float = 0.0) -> Any:
@@ -221,17 +222,92 @@ async def test_pending_past_the_deadline_raises_without_running(client: idemd.Cl
     assert len(provider.effects) == 1
 
 
-async def test_reconcile_first_gives_the_context_and_runs_without_a_lookup(client: idemd.Client, provider: Provider) -> None:
+async def test_reconcile_first_with_a_deduplicating_provider_runs_with_the_context(
+    client: idemd.Client, provider: Provider
+) -> None:
     k = key()
     stalled = await abandoned_attempt(client, k, attempt=2.0)
     seen: list[EffectContext] = []
-    result = await execute_once(client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0)
+    result = await execute_once(client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0,
+                                provider_deduplicates=True)
     ctx = seen[0]
     assert ctx.previous_outcome_unknown and ctx.attempt == 2 and ctx.previous_fence == stalled.fence
     assert ctx.operation_id == stalled.operation_id == result.operation_id  # the provider's key
     # What is left of the abandoned attempt (2 s long, its lease long gone).
     assert ctx.previous_attempt_deadline is not None and 0 < ctx.previous_attempt_deadline <= 2.0
     assert ctx.previous_attempt_settles_at is not None
+
+
+async def test_reconcile_first_without_a_lookup_or_deduplication_declines_and_never_runs(
+    client: idemd.Client, provider: Provider
+) -> None:
+    """Issue 17 item 3: the call site said neither how to look the provider up nor that
+    the provider deduplicates, so nothing can tell whether the earlier attempt took
+    effect: no effect, Fail NOT_STARTED (the earlier doubt and deadline kept), and an
+    error that says what to do."""
+    k = key()
+    stalled = await abandoned_attempt(client, k, attempt=3.0)
+    before = (await client.lookup(operation_id=stalled.operation_id)).operation
+    with pytest.raises(idemd.OutcomeUnknownError) as unknown:
+        await execute_once(client, OP, k, PAYLOAD, charging(provider), lease=1, attempt_duration=3.0)
+    assert provider.effects == []
+    message = str(unknown.value)
+    assert "pass a lookup" in message and "provider_deduplicates" in message and "reconcile" in message
+    found = await client.lookup(operation_id=stalled.operation_id, include_history=True)
+    entries = [entry for entry in found.history if entry.event != "RENEWED"]
+    assert [entry.event for entry in entries] == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN"], entries
+    assert entries[-1].detail == "not_started" and entries[-1].attempt == 2
+    # Handed on as it was: the doubt still ends with the abandoned attempt's deadline.
+    assert found.operation.attempt_deadline_at == before.attempt_deadline_at
+    # The next call, still without either, declines again rather than running.
+    with pytest.raises(idemd.OutcomeUnknownError):
+        await execute_once(client, OP, k, PAYLOAD, charging(provider), lease=1, attempt_duration=3.0)
+    assert provider.effects == []
+
+
+async def test_a_negative_lookup_that_began_before_the_earlier_deadline_is_not_trusted(
+    client: idemd.Client, provider: Provider
+) -> None:
+    """Issue 17 item 1, scaled down: a lookup reads the provider as it starts, before
+    the earlier owner's charge lands (0.3 s before that owner's deadline), and answers
+    "nothing" only after the deadline. Its answer must not count: the effect would run
+    a second time. The lookup asked again finds the earlier charge, which is recorded."""
+    k = key()
+    # The earlier owner: a 3 s attempt, a 2 s lease; its charge lands 2.7 s after its
+    # Claim and it never reports (it crashed, or its Complete was lost).
+    claimed = await client.claim(OP, k, json_payload=JSON, lease=2.0, max_attempt_duration=3.0)
+    earlier = claimed.acquired.ownership
+    claimed_at = time.monotonic()
+    landed: list[float] = []
+
+    def land() -> None:
+        landed.append(time.monotonic())
+        provider.effect(earlier.operation_id)
+
+    asyncio.get_running_loop().call_later(2.7, land)
+    lookups: list[tuple[float, float, float, bool]] = []
+
+    async def slow_lookup(ctx: EffectContext) -> Success | None:
+        started = time.monotonic()
+        body = provider.records.get(ctx.operation_id)  # the provider as it is now
+        await asyncio.sleep(1.0)
+        assert ctx.previous_attempt_settles_at is not None
+        lookups.append((started, time.monotonic(), ctx.previous_attempt_settles_at, body is not None))
+        return Success(body) if body else None
+
+    # The takeover claims just after the earlier lease ran out: its own attempt ends
+    # 2.2 s after the earlier one, room for a lookup that straddles the earlier
+    # deadline and another one after it.
+    await asyncio.sleep(max(0.0, claimed_at + 2.2 - time.monotonic()))
+    result = await execute_once(client, OP, k, PAYLOAD, charging(provider), lookup=slow_lookup,
+                                lease=2.0, attempt_duration=3.0, lookup_interval=0.1)
+    assert len(provider.effects) == 1, lookups
+    assert result.body == provider.records[earlier.operation_id] and result.attempts == 2 and not result.replayed
+    # The scenario happened as described: the first lookup began before the charge
+    # landed and answered "nothing" after the earlier attempt had settled.
+    started, answered, settles_at, found = lookups[0]
+    assert started < landed[0] < settles_at < answered and not found, (lookups, landed)
+    assert lookups[-1][3], lookups
 
 
 def test_previous_attempt_deadline_from_the_server_is_counted_from_the_reply() -> None:

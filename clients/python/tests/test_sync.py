@@ -319,15 +319,76 @@ def test_concurrent_duplicates_on_threads_make_one_effect(server: Server, provid
     assert len({r.body for r in results}) == 1 and sum(not r.replayed for r in results) == 1
 
 
-def test_reconcile_first_without_a_lookup_gives_the_context(sync_client: idemd.sync.Client, provider: Provider) -> None:
+def test_reconcile_first_with_a_deduplicating_provider_runs_with_the_context(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
     k = key()
     stalled = abandoned_attempt(sync_client, k, attempt=2.0)
     seen: list[EffectContext] = []
-    result = execute_once(sync_client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0)
+    result = execute_once(sync_client, OP, k, PAYLOAD, charging(provider, seen), lease=1, attempt_duration=2.0,
+                          provider_deduplicates=True)
     ctx = seen[0]
     assert ctx.previous_outcome_unknown and ctx.attempt == 2 and ctx.previous_fence == stalled.fence
     assert ctx.operation_id == stalled.operation_id == result.operation_id
     assert ctx.previous_attempt_deadline is not None and 0 < ctx.previous_attempt_deadline <= 2.0
+
+
+def test_reconcile_first_without_a_lookup_or_deduplication_declines_and_never_runs(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    """As the asyncio client's test (issue 17 item 3): no effect, Fail NOT_STARTED with
+    the earlier deadline kept, and an error that says what to do."""
+    k = key()
+    stalled = abandoned_attempt(sync_client, k, attempt=3.0)
+    before = sync_client.lookup(operation_id=stalled.operation_id).operation
+    with pytest.raises(idemd.OutcomeUnknownError) as unknown:
+        execute_once(sync_client, OP, k, PAYLOAD, charging(provider), lease=1, attempt_duration=3.0)
+    assert provider.effects == []
+    message = str(unknown.value)
+    assert "pass a lookup" in message and "provider_deduplicates" in message and "reconcile" in message
+    found = sync_client.lookup(operation_id=stalled.operation_id, include_history=True)
+    entries = [entry for entry in found.history if entry.event != "RENEWED"]
+    assert [entry.event for entry in entries] == ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN"], entries
+    assert entries[-1].detail == "not_started" and entries[-1].attempt == 2
+    assert found.operation.attempt_deadline_at == before.attempt_deadline_at
+
+
+def test_a_negative_lookup_that_began_before_the_earlier_deadline_is_not_trusted(
+    sync_client: idemd.sync.Client, provider: Provider
+) -> None:
+    """As the asyncio client's test (issue 17 item 1): the first lookup reads the
+    provider before the earlier owner's charge lands (0.3 s before that owner's
+    deadline) and answers "nothing" after the deadline; it must not count."""
+    k = key()
+    earlier = sync_client.claim(OP, k, json_payload=JSON, lease=2.0, max_attempt_duration=3.0).acquired.ownership
+    claimed_at = time.monotonic()
+    landed: list[float] = []
+
+    def land() -> None:
+        landed.append(time.monotonic())
+        provider.effect(earlier.operation_id)
+
+    landing = threading.Timer(2.7, land)
+    landing.start()
+    lookups: list[tuple[float, float, float, bool]] = []
+
+    def slow_lookup(ctx: EffectContext) -> Success | None:
+        started = time.monotonic()
+        body = provider.records.get(ctx.operation_id)  # the provider as it is now
+        time.sleep(1.0)
+        assert ctx.previous_attempt_settles_at is not None
+        lookups.append((started, time.monotonic(), ctx.previous_attempt_settles_at, body is not None))
+        return Success(body) if body else None
+
+    time.sleep(max(0.0, claimed_at + 2.2 - time.monotonic()))
+    result = execute_once(sync_client, OP, k, PAYLOAD, charging(provider), lookup=slow_lookup,
+                          lease=2.0, attempt_duration=3.0, lookup_interval=0.1)
+    landing.join()
+    assert len(provider.effects) == 1, lookups
+    assert result.body == provider.records[earlier.operation_id] and result.attempts == 2 and not result.replayed
+    started, answered, settles_at, found = lookups[0]
+    assert started < landed[0] < settles_at < answered and not found, (lookups, landed)
+    assert lookups[-1][3], lookups
 
 
 def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_run(

@@ -17,7 +17,9 @@ import pytest
 
 import idemd
 import idemd.sync
-from idemd.wsgi import CONTEXT_KEY, IdempotencyMiddleware, default_operation
+from idemd.http import scoped_key
+from idemd.proto import pb
+from idemd.wsgi import CONTEXT_KEY, IdempotencyMiddleware, default_operation, default_principal
 
 from conftest import Server, key
 
@@ -65,13 +67,20 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+ALICE = {"Authorization": "Bearer alice"}
+BOB = {"Authorization": "Bearer bob"}
+
+
 @contextmanager
-def serving(app: Any) -> Iterator[httpx.Client]:
+def serving(app: Any, caller: dict[str, str] | None = None) -> Iterator[httpx.Client]:
+    """``app`` on a threaded server, and an HTTP client sending Alice's credentials
+    unless told otherwise."""
     server = make_server("127.0.0.1", 0, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_port}", timeout=20) as web:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_port}", timeout=20,
+                          headers=ALICE if caller is None else caller) as web:
             yield web
     finally:
         server.shutdown()
@@ -140,7 +149,7 @@ def test_an_app_that_raises_is_unknown_and_never_rerun(server: Server) -> None:
     shop = Shop()
     middleware = IdempotencyMiddleware(shop, client=lambda: idemd.SyncClient(server.addr, server.token))  # type: ignore[attr-defined]
     environ_base = {"REQUEST_METHOD": "POST", "PATH_INFO": "/crash", "CONTENT_TYPE": "application/json",
-                    "HTTP_IDEMPOTENCY_KEY": key()}
+                    "HTTP_IDEMPOTENCY_KEY": key(), "HTTP_AUTHORIZATION": "Bearer alice"}
     statuses: list[str] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -155,6 +164,12 @@ def test_an_app_that_raises_is_unknown_and_never_rerun(server: Server) -> None:
                                   start_response))
     assert statuses == ["500 Internal Server Error"] and json.loads(retried)["title"] == "Outcome unknown"
     assert shop.orders == [{"id": "crashed"}]
+    # The retry declined (the app never ran), keeping the crashed attempt's doubt.
+    sent_key = scoped_key("Bearer alice", environ_base["HTTP_IDEMPOTENCY_KEY"])
+    found = middleware.client().lookup(operation="http.post/crash", key=sent_key, include_history=True)
+    events = [(entry.event, entry.detail) for entry in found.history if entry.event != "RENEWED"]
+    assert [event for event, _ in events] == ["CLAIMED", "OUTCOME_UNKNOWN", "TAKEN_OVER", "OUTCOME_UNKNOWN"], events
+    assert events[1][1] == "effect_raised" and events[3][1] == "not_started", events
     middleware.client().close()
 
 
@@ -162,3 +177,46 @@ def test_operation_names() -> None:
     assert default_operation({"REQUEST_METHOD": "POST", "PATH_INFO": "/orders/{x} y"}) == "http.post/orders/_x__y"
     assert default_operation({"REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": "/o"}) == "http.post/shop/o"
     assert len(default_operation({"REQUEST_METHOD": "POST", "PATH_INFO": "/" + "a" * 300})) == 128
+
+
+def test_keys_are_per_caller(sync_client: idemd.sync.Client) -> None:
+    """Issue 17 item 2: Alice and Bob send the same key and body; each gets an order of
+    their own and their own response, and Alice re-sending gets hers replayed."""
+    shop = Shop()
+    headers = idem_key()
+    middleware = IdempotencyMiddleware(shop, client=sync_client)
+    with serving(middleware, ALICE) as alice, serving(middleware, BOB) as bob:
+        alices = alice.post("/orders", json={"sku": "a"}, headers=headers)
+        bobs = bob.post("/orders", json={"sku": "a"}, headers=headers)
+        again = alice.post("/orders", json={"sku": "a"}, headers=headers)
+    assert alices.status_code == bobs.status_code == again.status_code == 201
+    assert len(shop.orders) == 2
+    assert alices.json()["id"] != bobs.json()["id"] and "idempotent-replayed" not in bobs.headers
+    assert again.json() == alices.json() and again.headers["idempotent-replayed"] == "true"
+    k = headers["Idempotency-Key"].strip('"')
+    sent = sync_client.lookup(operation="http.post/orders", key="9d7cce461e4b2f090a3d686b4ae72d25:" + k)
+    assert sent.operation.state == pb.OPERATION_STATE_SUCCEEDED
+
+
+def test_a_key_without_a_caller_is_refused_unless_keys_are_shared(sync_client: idemd.sync.Client) -> None:
+    shop = Shop()
+    headers = idem_key()
+    with serving(IdempotencyMiddleware(shop, client=sync_client), caller={}) as anonymous:
+        refused = anonymous.post("/orders", json={"sku": "a"}, headers=headers)
+        too_long = anonymous.post("/orders", json={"sku": "a"},
+                                  headers={"Idempotency-Key": "k" * 223, **ALICE})
+    assert refused.status_code == 400 and refused.headers["content-type"] == "application/problem+json"
+    assert "scoped per caller" in refused.json()["detail"] and shop.orders == []
+    assert too_long.status_code == 400 and "1-222 bytes" in too_long.json()["detail"]
+    shared = IdempotencyMiddleware(shop, client=sync_client, shared_keys=True)
+    with serving(shared, caller={}) as anonymous, serving(shared, BOB) as bob:
+        served = anonymous.post("/orders", json={"sku": "a"}, headers=headers)
+        replayed = bob.post("/orders", json={"sku": "a"}, headers=headers)
+    assert served.status_code == replayed.status_code == 201 and len(shop.orders) == 1
+    assert replayed.json() == served.json() and replayed.headers["idempotent-replayed"] == "true"
+
+
+def test_default_principal_is_the_authorization_header() -> None:
+    assert default_principal({"HTTP_AUTHORIZATION": "Bearer alice"}) == "Bearer alice"
+    assert default_principal({}) is None
+    assert scoped_key("Bearer alice", "k") == "9d7cce461e4b2f090a3d686b4ae72d25:k"

@@ -1,12 +1,17 @@
 """idemd's Python client: make a side effect happen at most once per logical request.
 
     async with idemd.Client("127.0.0.1:50051", token) as client:
-        result = await idemd.execute_once(client, "payments.charge", key, payload, charge)
+        result = await idemd.execute_once(client, "payments.charge", key, payload, charge,
+                                          provider_deduplicates=True)  # or lookup=...
 
 Without asyncio (Django, Flask, Celery), the same over blocking calls:
 
     with idemd.SyncClient("127.0.0.1:50051", token) as client:
-        result = client.execute_once("payments.charge", key, payload, charge)
+        result = client.execute_once("payments.charge", key, payload, charge, lookup=find_charge)
+
+After an attempt whose outcome is unknown, ``charge`` runs again only if the provider
+deduplicates by ``ctx.operation_id`` (``provider_deduplicates=True``) or a ``lookup``
+found nothing; with neither, the call raises :class:`OutcomeUnknownError`.
 
 See README.md. :class:`Client` wraps every RPC; :func:`execute_once` runs the whole
 client protocol (:mod:`idemd.protocol`, shared by both); :mod:`idemd.sync` is the

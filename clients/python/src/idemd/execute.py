@@ -45,7 +45,8 @@ T = TypeVar("T")
 Effect = Callable[[EffectContext], Awaitable[Outcome]]
 #: Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it
 #: (looked up by ``ctx.operation_id`` or the caller's stable reference), None if the
-#: provider has nothing.
+#: provider has nothing. It must read the provider's current state (not a cache, not
+#: a lagging replica): a "nothing" is trusted once the earlier attempt has settled.
 Lookup = Callable[[EffectContext], Awaitable[Success | Terminal | None]]
 
 __all__ = [
@@ -75,6 +76,7 @@ async def execute_once(
     attempt_duration: float = 300.0,
     deadline: float = 60.0,
     lookup: Lookup | None = None,
+    provider_deduplicates: bool = False,
     fingerprint: bytes | None = None,
     max_attempts: int = 0,
     retention: float | None = None,
@@ -97,6 +99,25 @@ async def execute_once(
     whose effect was Retryable, is followed by a new Claim only within ``deadline``
     (past it: :class:`~idemd.errors.PendingError`).
 
+    When idemd answers ReconcileFirst (an earlier attempt may have taken effect), the
+    call site must have said how this call can tell:
+
+    * ``lookup``: asked first (``lookup(ctx)``, reading the provider's *current*
+      state by ``ctx.operation_id`` or the caller's stable reference). What it finds
+      is recorded at once; "nothing" counts only from a lookup started once the
+      earlier attempt has settled (``ctx.previous_attempt_settles_at``): until then
+      it asks again every ``lookup_interval``, and an attempt that would end first
+      declines (Fail NOT_STARTED) and claims again;
+    * ``provider_deduplicates=True``: the provider honours the idempotency key it is
+      given, so the effect runs again with ``ctx.previous_outcome_unknown`` set and
+      must pass ``ctx.operation_id`` to the provider as that key;
+    * neither: the effect never runs. The attempt declines (Fail NOT_STARTED, which
+      keeps the earlier attempt's doubt and deadline) and the call raises
+      :class:`~idemd.errors.OutcomeUnknownError`; a reconciler (or a call with a
+      lookup) settles the operation.
+
+    With both, the lookup decides.
+
     Returns the :class:`Result` (recorded now or replayed). Raises
     :class:`~idemd.errors.OperationFailedError` for a terminal error (recorded now or
     replayed), :class:`~idemd.errors.OutcomeUnknownError` when this attempt's outcome
@@ -110,6 +131,7 @@ async def execute_once(
         key,
         payload,
         has_lookup=lookup is not None,
+        provider_deduplicates=provider_deduplicates,
         lease=lease,
         attempt_duration=attempt_duration,
         deadline=deadline,

@@ -3,7 +3,17 @@ WSGI (:mod:`idemd.wsgi`) middleware: how the key is read, what identifies a requ
 how a response is stored in and replayed from idemd's result, and which answer each
 outcome of ``execute_once`` gets. The middleware only adapt their server interface.
 
+Keys are per caller, as Stripe's are per account and the IETF
+draft-ietf-httpapi-idempotency-key-header's per client: the key sent to idemd is
+:func:`scoped_key` of the request's principal (by default its ``Authorization``
+header) and the header's key, so two callers who pick the same key never share a
+stored response. Only a middleware built with ``shared_keys=True`` sends the header's
+key as it is, for routes whose callers are one system. Where a caller's credentials
+may change between its retries (a refreshed short-lived token), pass a ``principal``
+that names the account instead: a retry with other credentials is another caller's.
+
 * no ``Idempotency-Key`` where one is required: 400;
+* a key but no principal (and keys not shared): 400;
 * the same key with another request (method, path, query, content type, body): 422;
 * the same key while the first request still runs: 409 with ``Retry-After``;
 * the same key again: the stored response replayed (status, the headers kept, body),
@@ -32,7 +42,7 @@ from idemd.errors import (
     StatusError,
 )
 from idemd.fingerprint import fingerprint_bytes
-from idemd.protocol import EffectContext, Result, Success, Unknown
+from idemd.protocol import Result, Success
 
 DEFAULT_KEEP_HEADERS = (
     "location",
@@ -74,8 +84,23 @@ def parse_key(value: str) -> str:
     return value
 
 
-def valid_key(key: str) -> bool:
-    return bool(key) and len(key.encode()) <= 255
+#: idemd's bound on a key, in UTF-8 bytes.
+MAX_KEY_BYTES = 255
+#: What :func:`scoped_key` puts before the header's key: 32 hex digits and a colon.
+PRINCIPAL_PREFIX_BYTES = 33
+
+
+def scoped_key(principal: str, key: str) -> str:
+    """The key sent to idemd for ``key`` sent by ``principal``: the first 16 bytes of
+    SHA-256 of the principal's UTF-8, in lower-case hex, then ``:``, then the key.
+    The principal (a credential, often) never reaches idemd in clear, and every
+    idemd client computes the same key: ``scoped_key("Bearer alice", "k")`` is
+    ``"9d7cce461e4b2f090a3d686b4ae72d25:k"``."""
+    return hashlib.sha256(principal.encode()).hexdigest()[:32] + ":" + key
+
+
+def valid_key(key: str, max_bytes: int = MAX_KEY_BYTES) -> bool:
+    return bool(key) and len(key.encode()) <= max_bytes
 
 
 def operation_name(method: str, path: str) -> str:
@@ -94,14 +119,6 @@ def request_identity(method: str, path: str, query: str, content_type: str, body
     if len(framed) <= _MAX_SENT_PAYLOAD:
         return {"payload": framed}
     return {"payload": None, "fingerprint": fingerprint_bytes(framed)}
-
-
-def refuse_unknown(ctx: EffectContext, reconcile_first: str) -> Unknown | None:
-    """ReconcileFirst: an earlier attempt may have taken effect; unless told to run
-    the app again, the answer stays unknown."""
-    if ctx.previous_outcome_unknown and reconcile_first == "refuse":
-        return Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect")
-    return None
 
 
 def stored(status: int, headers: Iterable[tuple[str, str]], body: bytes, keep_headers: Sequence[str]) -> Success:
@@ -146,8 +163,17 @@ def problem(status: int, title: str, detail: str, *, retry_after: float | None =
 
 
 MISSING_KEY = problem(400, "Idempotency-Key missing", "this request requires an Idempotency-Key header")
-INVALID_KEY = problem(400, "Invalid Idempotency-Key", "the Idempotency-Key must be 1-255 bytes")
+NO_PRINCIPAL = problem(
+    400,
+    "Idempotency-Key without a caller",
+    "Idempotency-Keys are scoped per caller and no caller (principal) was found for this request: "
+    "send it with the caller's credentials",
+)
 TOO_LARGE = problem(413, "Request too large", "the request body is too large")
+
+
+def invalid_key(max_bytes: int) -> Response:
+    return problem(400, "Invalid Idempotency-Key", f"the Idempotency-Key must be 1-{max_bytes} bytes")
 
 
 def answer_for(error: IdemError) -> Response:
@@ -223,6 +249,8 @@ class Middleware(Generic[App, C, Req]):
         required: bool = True,
         header: str = "Idempotency-Key",
         operation: Callable[[Req], str] | None = None,
+        principal: Callable[[Req], str | None] | None = None,
+        shared_keys: bool = False,
         keep_headers: Iterable[str] = DEFAULT_KEEP_HEADERS,
         lease: float = 30.0,
         attempt_duration: float = 300.0,
@@ -242,6 +270,11 @@ class Middleware(Generic[App, C, Req]):
         self.required = required
         self._use_header(header)
         self.operation = operation or self._default_operation
+        self.principal = principal or self._default_principal
+        self.shared_keys = shared_keys
+        #: The longest header key that still fits idemd's bound once scoped.
+        self.max_key_bytes = MAX_KEY_BYTES if shared_keys else MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES
+        self.invalid_key = invalid_key(self.max_key_bytes)
         self.keep_headers = [name.lower() for name in keep_headers]
         self.lease = lease
         self.attempt_duration = attempt_duration
@@ -257,28 +290,44 @@ class Middleware(Generic[App, C, Req]):
     def _default_operation(self, request: Req) -> str:
         raise NotImplementedError
 
+    def _default_principal(self, request: Req) -> str | None:
+        """The request's ``Authorization`` header, None when it has none."""
+        raise NotImplementedError
+
     def client(self) -> C:
         if self._client is None:
             assert self._make_client is not None
             self._client = self._make_client()
         return self._client
 
-    def admit(self, method: str, raw_key: str | None) -> str | Response | None:
-        """The request's key; or the answer to send instead (400); or None when the
-        app runs unguarded (a method not covered, or no key where none is required)."""
+    def admit(self, method: str, raw_key: str | None, request: Req) -> str | Response | None:
+        """The key to send to idemd (scoped to the caller unless keys are shared); or
+        the answer to send instead (400); or None when the app runs unguarded (a
+        method not covered, or no key where none is required)."""
         if method.upper() not in self.methods:
             return None
         if raw_key is None:
             return MISSING_KEY if self.required else None
         key = parse_key(raw_key)
-        return key if valid_key(key) else INVALID_KEY
+        if not valid_key(key, self.max_key_bytes):
+            return self.invalid_key
+        if self.shared_keys:
+            return key
+        principal = self.principal(request)
+        if not principal:
+            return NO_PRINCIPAL
+        return scoped_key(principal, key)
 
     def execute_options(self, method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
-        """``execute_once``'s keyword arguments for this request (its identity included)."""
+        """``execute_once``'s keyword arguments for this request (its identity included).
+        After an earlier attempt whose outcome is unknown, the app runs again only when
+        ``reconcile_first="run"`` declares that its providers deduplicate by
+        ``ctx.operation_id``; otherwise the attempt declines and the answer is 500."""
         return {
             "lease": self.lease,
             "attempt_duration": self.attempt_duration,
             "deadline": self.pending_wait,
+            "provider_deduplicates": self.reconcile_first == "run",
             **request_identity(method, path, query, content_type, body),
         }
 

@@ -28,12 +28,18 @@ decided here and nowhere else.
   ``retry_after``); NeedsReconciliation or an outcome this client does not know never
   executes; LEASE_LOST looks the operation up and answers with what is stored, never
   redoing the effect.
-* ReconcileFirst: an earlier attempt may have taken effect. With a ``lookup`` the
-  provider is asked first; a negative answer is trusted only once the earlier
-  attempt's deadline has passed (``previous_attempt_deadline``; when the server leaves
-  it out, conservatively a whole attempt duration from the Claim). Without a
-  ``lookup`` the effect runs with ``ctx.previous_outcome_unknown`` set and must pass
-  ``ctx.operation_id`` to the provider as its idempotency key.
+* ReconcileFirst: an earlier attempt may have taken effect, and the caller must have
+  said how this call can tell. With a ``lookup`` the provider is asked first; a
+  positive answer is recorded at once, a negative one counts only if the lookup was
+  *started* at or after the moment the earlier attempt settles (its
+  ``previous_attempt_deadline``; when the server leaves it out, conservatively a whole
+  attempt duration from the Claim): a lookup observes the provider somewhere between
+  its start and its answer, so one that started earlier may have missed an effect
+  that landed while it ran. With ``provider_deduplicates`` (and no lookup) the effect
+  runs with ``ctx.previous_outcome_unknown`` set and must pass ``ctx.operation_id`` to
+  the provider as its idempotency key. With neither, the effect never runs: the
+  attempt declines (NOT_STARTED keeps the earlier attempt's doubt and deadline) and
+  the call raises :class:`~idemd.errors.OutcomeUnknownError` saying what to do.
 """
 
 from __future__ import annotations
@@ -80,6 +86,14 @@ NOT_STARTED_REPORT = (
     "not_started",
     "the effect was not started: too little of the lease or attempt was left, "
     "or an earlier attempt may still be running",
+)
+
+#: Why a ReconcileFirst without a lookup or a deduplicating provider never runs the
+#: effect: the caller learns what to change.
+CANNOT_CHECK_EARLIER_ATTEMPT = (
+    "an earlier attempt may have taken effect and this call cannot check it: pass a lookup, "
+    "or declare provider deduplication (provider_deduplicates=True) if the provider honours "
+    "the key, or reconcile the operation"
 )
 
 
@@ -171,9 +185,13 @@ class EffectContext:
     #: never recorded as its outcome.
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
 
-    def previous_attempt_settled(self) -> bool:
+    def previous_attempt_settled(self, at: float | None = None) -> bool:
+        """Whether the earlier attempt's effect was no longer in flight at the
+        ``time.monotonic()`` instant ``at`` (default: now). A provider read that finds
+        nothing proves something only if it *started* after that: pass the instant
+        taken just before the read."""
         settles_at = self.previous_attempt_settles_at
-        return settles_at is None or time.monotonic() >= settles_at
+        return settles_at is None or (time.monotonic() if at is None else at) >= settles_at
 
     def remaining(self) -> float:
         """Seconds until the effect is cancelled (0 when past): bound provider calls by it."""
@@ -295,6 +313,7 @@ def execute_once_steps(
     payload: str | bytes | Mapping[str, Any] | list[Any] | None,
     *,
     has_lookup: bool,
+    provider_deduplicates: bool,
     lease: float,
     attempt_duration: float,
     deadline: float,
@@ -334,7 +353,15 @@ def execute_once_steps(
         if outcome in ("acquired", "reconcile_first"):
             first = response.reconcile_first if outcome == "reconcile_first" else None
             ownership = first.ownership if first is not None else response.acquired.ownership
-            attempt = Attempt(ownership, (sent_at, received_at), lease, first, has_lookup, lookup_interval)
+            attempt = Attempt(
+                ownership,
+                (sent_at, received_at),
+                lease,
+                first,
+                has_lookup,
+                lookup_interval,
+                provider_deduplicates=provider_deduplicates,
+            )
             if (result := (yield from attempt.run())) is not None:
                 return result
             # Retryable, or declined before the effect: claim again for the next
@@ -386,6 +413,8 @@ class Attempt:
         reconcile_first: pb.ReconcileFirst | None,
         has_lookup: bool,
         lookup_interval: float,
+        *,
+        provider_deduplicates: bool = False,
     ) -> None:
         self.operation_id = ownership.operation_id
         self.fence = ownership.fence
@@ -413,6 +442,7 @@ class Attempt:
         self.reclaim_reason: pb.PendingReason = pb.PENDING_REASON_RETRY_SCHEDULED
         self.cancel_at = self.deadline_at - self.margin
         self.has_lookup = has_lookup
+        self.provider_deduplicates = provider_deduplicates
         self.lookup_interval = lookup_interval
         self.lost = False
         self.lost_error: StatusError | None = None
@@ -505,10 +535,18 @@ class Attempt:
             yield StopRenewing(self)
 
     def _run(self) -> Steps[Result | None]:
-        if self.ctx.previous_outcome_unknown and self.has_lookup:
-            found = yield from self._look_up_provider()
-            if found is not None:
-                return (yield from self._record(found))
+        if self.ctx.previous_outcome_unknown:
+            if self.has_lookup:
+                found = yield from self._look_up_provider()
+                if found is not None:
+                    return (yield from self._record(found))
+            elif not self.provider_deduplicates:
+                # Running the effect again could repeat the earlier one, and nothing
+                # here can tell whether it happened. NOT_STARTED hands the doubt on
+                # with the earlier attempt's deadline, for a caller (or reconciler)
+                # that can check.
+                yield from self._send_decline()
+                raise OutcomeUnknownError(self.operation_id, CANNOT_CHECK_EARLIER_ATTEMPT)
         # Never start the effect so close to the attempt deadline that it would be
         # cancelled as soon as it started (checked before renewing too: a Renew bounded
         # by a deadline that is all but gone fails as DEADLINE_EXCEEDED, e.g. after a
@@ -547,6 +585,9 @@ class Attempt:
 
     def _look_up_provider(self) -> Steps[Success | Terminal | None]:
         while True:
+            # Taken before the lookup starts: it may read the provider at any moment
+            # up to its answer, so only its start is known to precede the read.
+            started_at = time.monotonic()
             try:
                 found = yield Guarded(self, "lookup")
             except (Lost, Stopped):
@@ -558,9 +599,11 @@ class Attempt:
                 raise OutcomeUnknownError(
                     self.operation_id, "the provider lookup failed; the earlier attempt's outcome is unknown"
                 ) from error
-            if found is not None or self.ctx.previous_attempt_settled():
+            if found is not None or self.ctx.previous_attempt_settled(started_at):
                 return found  # type: ignore[no-any-return]
-            # Nothing found yet proves nothing while the earlier attempt may still run.
+            # Nothing found proves nothing if the lookup began while the earlier
+            # attempt could still run (even when it answered after that): its read
+            # may precede an effect that landed before the earlier deadline.
             settles_at = self.ctx.previous_attempt_settles_at or 0.0
             now = time.monotonic()
             if settles_at >= self.cancel_at and now + self.lookup_interval >= self.cancel_at:

@@ -1,7 +1,7 @@
 """The blocking client, for Django, Flask, Celery workers and any code without asyncio.
 
     with idemd.sync.Client("127.0.0.1:50051", token) as client:
-        result = client.execute_once("payments.charge", key, payload, charge)
+        result = client.execute_once("payments.charge", key, payload, charge, provider_deduplicates=True)
 
 :class:`Client` is :class:`idemd.Client` over grpc's blocking channel: every RPC, the
 same requests, the same typed :mod:`idemd.errors`, the same re-sends
@@ -77,7 +77,8 @@ Resp = TypeVar("Resp", bound=Message)
 #: A blocking effect: returns its outcome; should honour ``ctx.cancelled``.
 Effect = Callable[[EffectContext], Outcome]
 #: Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it, None
-#: if the provider has nothing.
+#: if the provider has nothing; it must read the provider's current state (not a
+#: cache, not a lagging replica).
 Lookup = Callable[[EffectContext], Success | Terminal | None]
 
 
@@ -248,6 +249,7 @@ def execute_once(
     attempt_duration: float = 300.0,
     deadline: float = 60.0,
     lookup: Lookup | None = None,
+    provider_deduplicates: bool = False,
     fingerprint: bytes | None = None,
     max_attempts: int = 0,
     retention: float | None = None,
@@ -256,7 +258,9 @@ def execute_once(
 ) -> Result:
     """Runs the blocking ``effect`` at most once for ``(operation, key, payload)``.
 
-    Arguments, answers and exceptions as :func:`idemd.execute.execute_once`; the effect
+    Arguments, answers and exceptions as :func:`idemd.execute.execute_once` (on
+    ReconcileFirst: a ``lookup``, or ``provider_deduplicates=True``, or the effect
+    never runs and :class:`~idemd.errors.OutcomeUnknownError` is raised); the effect
     and ``lookup`` are plain functions that run on the calling thread and should stop
     when ``ctx.cancelled`` is set (see the module's documentation).
     """
@@ -265,6 +269,7 @@ def execute_once(
         key,
         payload,
         has_lookup=lookup is not None,
+        provider_deduplicates=provider_deduplicates,
         lease=lease,
         attempt_duration=attempt_duration,
         deadline=deadline,

@@ -3,18 +3,25 @@ backed by idemd through the blocking :func:`idemd.sync.execute_once`.
 
 The same contract as :mod:`idemd.asgi` (the mapping is :mod:`idemd.http`, shared):
 for the configured methods (POST and PATCH by default), no key where one is required
-is 400; the same key with another request (method, path, query, content type, body)
-is 422; the same key while the first request still runs is 409 with ``Retry-After``;
-the same key again replays the stored status, the kept headers and the body, with
-``Idempotent-Replayed: true``, without calling the app. The app's response is
-buffered whole and stored before it is sent.
+is 400; keys are per caller (``principal(environ)``, by default the ``Authorization``
+header, ``HTTP_AUTHORIZATION``), and a key without a caller is 400 unless
+``shared_keys=True``; the same key with another request (method, path, query,
+content type, body) is 422; the same key while the first request still runs is 409
+with ``Retry-After``; the same key again replays the stored status, the kept headers
+and the body, with ``Idempotent-Replayed: true``, without calling the app. The app's
+response is buffered whole and stored before it is sent.
 
 The app runs on the request's own thread (its thread-locals, database connections and
 transactions are its own), with ``environ["idemd.idempotency"]`` set to the
 :class:`~idemd.protocol.EffectContext` (``operation_id`` for providers' idempotency
 keys, ``cancelled`` set at the attempt deadline). An app that raises leaves the
-outcome UNKNOWN and the exception propagates; a retry of that key is answered 500
-unless ``reconcile_first="run"``.
+outcome UNKNOWN and the exception propagates; a retry of that key never runs the app
+(it declines, Fail NOT_STARTED) and is answered 500, unless ``reconcile_first="run"``
+declares that the app's providers deduplicate by ``operation_id``.
+
+Some servers keep the ``Authorization`` header from the app (Apache's mod_wsgi
+unless ``WSGIPassAuthorization On``): then pass a ``principal`` that names the caller
+from what the server does pass (``REMOTE_USER``, a session).
 
     app.wsgi_app = IdempotencyMiddleware(app.wsgi_app, client=idemd.SyncClient(addr, token))  # Flask
     application = IdempotencyMiddleware(get_wsgi_application(), client=...)            # Django
@@ -29,7 +36,7 @@ from typing import Any, Protocol
 
 from idemd import http
 from idemd.errors import IdemError
-from idemd.protocol import EffectContext, Success, Unknown
+from idemd.protocol import EffectContext, Success
 from idemd.sync import Client, execute_once
 
 Environ = dict[str, Any]
@@ -47,7 +54,7 @@ WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 #: Where the app finds the attempt it runs in.
 CONTEXT_KEY = "idemd.idempotency"
 
-__all__ = ["CONTEXT_KEY", "IdempotencyMiddleware", "default_operation"]
+__all__ = ["CONTEXT_KEY", "IdempotencyMiddleware", "default_operation", "default_principal"]
 
 
 class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]]):
@@ -63,10 +70,13 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
     def _default_operation(self, request: Mapping[str, Any]) -> str:
         return default_operation(request)
 
+    def _default_principal(self, request: Mapping[str, Any]) -> str | None:
+        return default_principal(request)
+
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         raw_key = environ.get(self.environ_key)
-        admitted = self.admit(method, None if raw_key is None else str(raw_key))
+        admitted = self.admit(method, None if raw_key is None else str(raw_key), environ)
         if admitted is None:
             return self.app(environ, start_response)
         if isinstance(admitted, http.Response):
@@ -83,8 +93,8 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
             body,
         )
 
-        def effect(ctx: EffectContext) -> Success | Unknown:
-            return http.refuse_unknown(ctx, self.reconcile_first) or self._run_app(environ, body, ctx)
+        def effect(ctx: EffectContext) -> Success:
+            return self._run_app(environ, body, ctx)
 
         try:
             result = execute_once(self.client(), self.operation(environ), admitted, effect=effect, **options)
@@ -120,6 +130,12 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
 def default_operation(environ: Mapping[str, Any]) -> str:
     """``http.<method><path>`` in idemd's operation alphabet, at most 128 characters."""
     return http.operation_name(str(environ.get("REQUEST_METHOD", "GET")), _path(environ))
+
+
+def default_principal(environ: Mapping[str, Any]) -> str | None:
+    """The request's ``Authorization`` header, None when absent."""
+    value = environ.get("HTTP_AUTHORIZATION")
+    return None if value is None else str(value)
 
 
 def _path(environ: Mapping[str, Any]) -> str:
