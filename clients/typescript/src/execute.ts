@@ -124,7 +124,9 @@ export interface EffectContext {
 export type Effect = (ctx: EffectContext) => Promise<Outcome>;
 /** Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it
  *  (looked up by ctx.operationId or the caller's stable reference), undefined if the
- *  provider has nothing. */
+ *  provider has nothing. It must read the provider's current state, not a cache or a
+ *  lagging replica: "nothing" is taken to mean that the effect had not happened when
+ *  the lookup was started. */
 export type Lookup = (ctx: EffectContext) => Promise<Success | Terminal | undefined>;
 
 export interface ExecuteOptions {
@@ -143,7 +145,8 @@ export interface ExecuteOptions {
   maxAttempts?: number;
   retention?: number;
   operationDeadline?: number;
-  /** Seconds between provider lookups while the earlier attempt may still run. */
+  /** Seconds between provider lookups while the earlier attempt may still run (a
+   *  lookup that finds the effect ends the wait at once). */
   lookupInterval?: number;
 }
 
@@ -515,7 +518,12 @@ class Attempt {
   }
 
   private async lookUpProvider(lookup: Lookup): Promise<Success | Terminal | undefined> {
+    const settlesAt = this.ctx.previousAttemptSettlesAt ?? 0;
     for (;;) {
+      // A lookup reads the provider at some moment between its start and its answer:
+      // "nothing" from one started while the earlier attempt could still land its
+      // effect proves nothing, however late that answer comes.
+      const askedAt = monotonic();
       let found: Success | Terminal | undefined;
       try {
         found = await this.guarded(() => lookup(this.ctx));
@@ -528,17 +536,17 @@ class Attempt {
           { cause: error },
         );
       }
-      if (found !== undefined || this.ctx.previousAttemptSettled()) return found;
-      // Nothing found yet proves nothing while the earlier attempt may still run: look
-      // again (renewing meanwhile) until its deadline or this attempt's stop point.
-      const until = Math.min(this.ctx.previousAttemptSettlesAt ?? 0, this.cancelAt);
+      if (found !== undefined || askedAt >= settlesAt) return found;
+      // Look again (renewing meanwhile), at the latest once the earlier attempt has
+      // settled, up to this attempt's stop point.
       const now = monotonic();
       // This attempt ends before the doubt does (its Claim took long enough, re-sent or
       // long-polled, to eat the gap between the two deadlines): decline. NOT_STARTED
       // hands the doubt on with the earlier attempt's deadline, and the next attempt,
       // which ends later, waits it out. Held until now, duplicates stayed Pending.
-      if (until <= now) throw new Stopped();
-      await this.guarded(() => pause(Math.min(this.lookupInterval, until - now)));
+      if (now >= this.cancelAt) throw new Stopped();
+      const until = Math.min(settlesAt, this.cancelAt);
+      if (until > now) await this.guarded(() => pause(Math.min(this.lookupInterval, until - now)));
     }
   }
 
