@@ -12,10 +12,12 @@
  * The route's response is captured whole (at most `maxResponseBytes`), stored, and only
  * then sent: a client never sees a response that a retry would not see again. A
  * response with a 5xx status (Express answers 500 when a route throws) is not stored:
- * the outcome is left UNKNOWN at idemd and the response is passed on; a retry of that
- * key is then answered 500 unless `reconcileFirst: "run"`, in which case the route runs
- * again with `res.locals.idempotency` set to the EffectContext (previousOutcomeUnknown,
- * and operationId to pass to providers as their idempotency key).
+ * the outcome is left UNKNOWN at idemd and the response is passed on. A retry of that
+ * key is then answered 500 (the attempt declines with Fail NOT_STARTED, leaving the
+ * doubt to a reconciler) unless `reconcileFirst: "run"`, which declares that the
+ * route's effects deduplicate by the key they are given: the route runs again with
+ * `res.locals.idempotency` set to the EffectContext (previousOutcomeUnknown, and
+ * operationId to pass to providers as their idempotency key).
  *
  * Mount it after your body parser (`app.use(express.json())`): the request's identity is
  * its raw bytes when `req.rawBody` holds them (see `keepRawBody`), else the parsed body.
@@ -70,6 +72,9 @@ export interface IdempotencyOptions {
   pendingWait?: number;
   maxRequestBytes?: number;
   maxResponseBytes?: number;
+  /** A retry after an attempt whose outcome is unknown (the route threw or answered
+   *  5xx): "refuse" (default) answers 500 and runs nothing; "run" declares that the
+   *  route's effects deduplicate by `res.locals.idempotency.operationId` and runs it. */
   reconcileFirst?: "refuse" | "run";
 }
 
@@ -278,9 +283,6 @@ export function idempotency(options: IdempotencyOptions) {
     let passedOn: Captured | undefined;
 
     const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
-      if (ctx.previousOutcomeUnknown && reconcileFirst === "refuse") {
-        return new Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect");
-      }
       if (res.locals) res.locals.idempotency = ctx;
       else res.locals = { idempotency: ctx };
       const captured = await capture(res, maxResponseBytes, next);
@@ -316,6 +318,8 @@ export function idempotency(options: IdempotencyOptions) {
           lease: options.lease ?? 30,
           attemptDuration: options.attemptDuration ?? 300,
           deadline: options.pendingWait ?? 0,
+          // "refuse": executeOnce declines a ReconcileFirst itself (NOT_STARTED).
+          providerDeduplicates: reconcileFirst === "run",
           ...(framed.length > MAX_SENT_PAYLOAD ? { fingerprint: fingerprintBytes(framed) } : {}),
         },
       );

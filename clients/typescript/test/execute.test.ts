@@ -565,12 +565,15 @@ eachStore("executeOnce", (store) => {
     assert.equal(provider.effects.length, 1);
   });
 
-  test("ReconcileFirst gives the context and runs without a lookup", async () => {
+  test("ReconcileFirst with providerDeduplicates runs the effect with the context", async () => {
     fresh();
     const k = key();
     const stalled = await abandonedAttempt(client, k, 2.0);
     const seen: EffectContext[] = [];
-    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider, seen), { lease: 1, attemptDuration: 2.0 });
+    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider, seen), {
+      providerDeduplicates: true, lease: 1, attemptDuration: 2.0,
+    });
+    assert.equal(provider.effects.length, 1);
     const ctx = seen[0]!;
     assert.ok(ctx.previousOutcomeUnknown);
     assert.equal(ctx.attempt, 2);
@@ -580,6 +583,50 @@ eachStore("executeOnce", (store) => {
     // What is left of the abandoned attempt (2 s long, its lease long gone).
     assert.ok(ctx.previousAttemptDeadline !== undefined && ctx.previousAttemptDeadline > 0 && ctx.previousAttemptDeadline <= 2.0);
     assert.ok(ctx.previousAttemptSettlesAt !== undefined);
+  });
+
+  /** The operation's attempt deadline as stored, and its history without renewals. */
+  async function doubt(operationId: string): Promise<[string, string[]]> {
+    const found = await client.lookup({ operationId }, { includeHistory: true });
+    const deadline = found.operation!.attempt_deadline_at!;
+    const events = found.history.filter((e) => e.event !== "RENEWED")
+      .map((e) => (e.event === "OUTCOME_UNKNOWN" ? `${e.event}/${e.detail}` : e.event));
+    return [`${deadline.seconds}.${String(deadline.nanos).padStart(9, "0")}`, events];
+  }
+
+  test("ReconcileFirst without a lookup or providerDeduplicates runs nothing and keeps the doubt", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 5.0);
+    const [deadline] = await doubt(stalled.operation_id);
+    const unknown = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), { lease: 1 }));
+    assert.ok(unknown instanceof OutcomeUnknownError, String(unknown));
+    assert.equal(unknown.operationId, stalled.operation_id);
+    assert.match(unknown.message, /cannot check it: pass a lookup, or declare provider deduplication/);
+    assert.deepEqual(provider.effects, []);
+    // Declined (NOT_STARTED): the earlier attempt's deadline stays the doubt's end; an
+    // UNKNOWN would have put this attempt's in its place.
+    const [after, events] = await doubt(stalled.operation_id);
+    assert.deepEqual(events.slice(1), ["TAKEN_OVER", "OUTCOME_UNKNOWN/not_started"]);
+    assert.equal(after, deadline);
+  });
+
+  test("a lookup that throws declines NOT_STARTED and keeps the doubt", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 5.0);
+    const [deadline] = await doubt(stalled.operation_id);
+    const cause = new Error("the provider's search is down");
+    const unknown = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+      lookup: async () => { throw cause; },
+      lease: 1,
+    }));
+    assert.ok(unknown instanceof OutcomeUnknownError, String(unknown));
+    assert.equal(unknown.cause, cause);
+    assert.deepEqual(provider.effects, []);
+    const [after, events] = await doubt(stalled.operation_id);
+    assert.deepEqual(events.slice(1), ["TAKEN_OVER", "OUTCOME_UNKNOWN/not_started"]);
+    assert.equal(after, deadline);
   });
 
   test("a negative lookup in flight when the earlier effect lands is not trusted", async () => {

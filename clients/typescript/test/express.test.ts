@@ -180,17 +180,28 @@ eachStore("express", (store) => {
     }
   });
 
-  test("a route that throws is UNKNOWN and never run again", async () => {
+  test("a route that throws is UNKNOWN, and a retry declines NOT_STARTED without running it", async () => {
     const shop = new Shop();
     const web = await shop.serve(client);
     try {
-      const headers = idemKey();
+      const k = key();
+      const headers = { "Idempotency-Key": k };
       const crashed = await post(`${web.url}/crash`, {}, headers);
-      const retried = await post(`${web.url}/crash`, {}, headers);
       assert.equal(crashed.status, 500);
+      const scope = { operation: "http.post/crash", key: k };
+      const before = (await client.lookup(scope)).operation!;
+      const retried = await post(`${web.url}/crash`, {}, headers);
       assert.equal(retried.status, 500);
       assert.equal(retried.headers.get("content-type"), "application/problem+json");
       assert.deepEqual(shop.orders, [{ id: "crashed" }]);
+      // The retry took the operation over and handed the doubt back as it was (NOT_STARTED,
+      // the crashed attempt's deadline kept), for a reconciler: not a new UNKNOWN.
+      const found = await client.lookup(scope, { includeHistory: true });
+      const events = found.history.filter((e) => e.event !== "RENEWED");
+      assert.deepEqual(events.map((e) => e.event), ["CLAIMED", "OUTCOME_UNKNOWN", "TAKEN_OVER", "OUTCOME_UNKNOWN"]);
+      assert.equal(events.at(-1)!.detail, "not_started");
+      assert.equal(found.operation!.state, "OPERATION_STATE_UNKNOWN");
+      assert.deepEqual(found.operation!.attempt_deadline_at, before.attempt_deadline_at);
     } finally {
       await web.close();
     }
