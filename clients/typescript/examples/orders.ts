@@ -6,8 +6,10 @@
  *     cd clients/typescript && npm install && npm run build
  *     IDEMD_TOKEN=$(cat ../../idemd-data/dev-token) node dist/examples/orders.js
  *
- * The provider (simulated here) supports lookup by client reference: the agent's
- * idempotency key. The first attempt's call creates the order but its answer never
+ * The provider (simulated here) does not deduplicate creations, but supports lookup
+ * by client reference (the agent's idempotency key): the call passes that lookup, the
+ * choice every executeOnce call makes (a lookup, or providerDeduplicates: true for a
+ * provider that honours the key it is given). The first attempt's call creates the order but its answer never
  * comes back; the attempt is aborted at its deadline and reported UNKNOWN. Ten
  * concurrent retries of the same intent follow: one owns the next attempt, is told an
  * earlier attempt may have taken effect (ReconcileFirst), finds the order by its
@@ -56,6 +58,9 @@ class Agent {
     return executeOnce(this.client, OPERATION, key, { amount, currency },
       async (ctx) => asResult(await this.provider.createOrder(key, amount, currency, ctx.signal)),
       {
+        // How a retry after an attempt whose outcome is unknown is protected: this
+        // provider does not deduplicate, but finds orders by client reference (its
+        // current state, not a cache), so the earlier attempt's order is looked up.
         lookup: async () => {
           const order = await this.provider.findOrder(key);
           return order ? asResult(order) : undefined;

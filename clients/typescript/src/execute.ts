@@ -15,14 +15,18 @@
  *   retry_after); NeedsReconciliation or an outcome this client does not know never
  *   executes; LEASE_LOST looks the operation up and answers with what is stored, never
  *   redoing the effect.
- * - ReconcileFirst: an earlier attempt may have taken effect. With a `lookup` the
- *   provider is asked first; a negative answer is trusted only once the earlier
- *   attempt's deadline has passed (previous_attempt_deadline, counted from the reply;
- *   when the server leaves it out, conservatively a whole attempt duration from the
- *   reply); an attempt that ends first declines (NOT_STARTED hands the doubt on with
- *   the earlier deadline, and the next attempt waits it out). Without a `lookup` the
- *   effect runs with `ctx.previousOutcomeUnknown` set and must pass `ctx.operationId`
- *   to the provider as its idempotency key.
+ * - ReconcileFirst: an earlier attempt may have taken effect, and the call site must
+ *   have said how the effect is protected. With a `lookup` the provider is asked
+ *   first; a positive answer is recorded at once, a negative one counts only if that
+ *   lookup was started once the earlier attempt had settled (previous_attempt_deadline,
+ *   counted from the reply; when the server leaves it out, conservatively a whole
+ *   attempt duration from the reply), since a lookup reads the provider at some moment
+ *   between its start and its answer. An attempt that ends first declines (NOT_STARTED
+ *   hands the doubt on with the earlier deadline, and the next attempt waits it out).
+ *   With `providerDeduplicates` (and no lookup) the effect runs with
+ *   `ctx.previousOutcomeUnknown` set and must pass `ctx.operationId` to the provider as
+ *   its idempotency key. With neither, or when the lookup throws, nothing runs: the
+ *   attempt declines (NOT_STARTED) and the call throws OutcomeUnknownError.
  *
  * Times are seconds; instants are `monotonic()` seconds.
  */
@@ -37,6 +41,12 @@ import type * as pb from "./types.js";
 
 /** The longest `wait` one Claim asks for while the operation is pending. */
 export const MAX_CLAIM_WAIT = 20;
+
+/** Why a ReconcileFirst without a lookup or a deduplicating provider runs nothing. */
+export const UNCHECKABLE =
+  "an earlier attempt may have taken effect and this call cannot check it: pass a lookup, "
+  + "or declare provider deduplication (providerDeduplicates: true) if the provider honours the key, "
+  + "or reconcile the operation";
 
 // ---- what an effect returns ----------------------------------------------------------
 
@@ -124,7 +134,9 @@ export interface EffectContext {
 export type Effect = (ctx: EffectContext) => Promise<Outcome>;
 /** Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it
  *  (looked up by ctx.operationId or the caller's stable reference), undefined if the
- *  provider has nothing. */
+ *  provider has nothing. It must read the provider's current state, not a cache or a
+ *  lagging replica: "nothing" is taken to mean that the effect had not happened when
+ *  the lookup was started. */
 export type Lookup = (ctx: EffectContext) => Promise<Success | Terminal | undefined>;
 
 export interface ExecuteOptions {
@@ -137,13 +149,22 @@ export interface ExecuteOptions {
    *  PendingError at the first Pending, or when an attempt ends without a result).
    *  Once this call owns the operation, its attempt deadline bounds it instead. */
   deadline?: number;
+  /** How a ReconcileFirst is settled: the provider is asked for the earlier attempt's
+   *  effect before this one runs (see Lookup). */
   lookup?: Lookup;
+  /** Declares that the effect's provider deduplicates by the idempotency key it is
+   *  given (the effect passes `ctx.operationId`), so running the effect again after an
+   *  earlier attempt that may have taken effect is safe. Default false: on
+   *  ReconcileFirst without a `lookup`, nothing runs (Fail NOT_STARTED keeps the doubt
+   *  for a reconciler) and the call throws OutcomeUnknownError. */
+  providerDeduplicates?: boolean;
   /** With payload null: the request's fingerprint (fingerprint.ts). */
   fingerprint?: Uint8Array;
   maxAttempts?: number;
   retention?: number;
   operationDeadline?: number;
-  /** Seconds between provider lookups while the earlier attempt may still run. */
+  /** Seconds between provider lookups while the earlier attempt may still run (a
+   *  lookup that finds the effect ends the wait at once). */
   lookupInterval?: number;
 }
 
@@ -212,7 +233,9 @@ const pause = (s: number, signal?: AbortSignal): Promise<void> =>
  *
  * Resolves to the Result (recorded now or replayed). Rejects with OperationFailedError
  * for a terminal error (recorded now or replayed), OutcomeUnknownError when this
- * attempt's outcome is unknown (AttemptTimeoutError at the attempt deadline),
+ * attempt's outcome is unknown (AttemptTimeoutError at the attempt deadline) or an
+ * earlier attempt's cannot be checked (ReconcileFirst without `lookup` or
+ * `providerDeduplicates`, or a lookup that threw: nothing ran),
  * NeedsReconciliationError, PendingError, SupersededError, UnrecognisedOutcomeError, or
  * a StatusError such as ConflictError.
  */
@@ -320,6 +343,7 @@ class Attempt {
   /** Aborted when the attempt is over (stops the renewals). */
   private readonly finished = new AbortController();
   private readonly lookup: Lookup | undefined;
+  private readonly providerDeduplicates: boolean;
   private readonly lookupInterval: number;
   /** Set just before the effect is called: from then on its outcome may be unknown. */
   private effectStarted = false;
@@ -346,6 +370,7 @@ class Attempt {
     this.margin = Math.max(0.05, Math.min(1, duration / 10));
     this.cancelAt = this.deadlineAt - this.margin;
     this.lookup = options.lookup;
+    this.providerDeduplicates = options.providerDeduplicates ?? false;
     this.lookupInterval = options.lookupInterval ?? 1;
     let given: number | undefined;
     let settlesAt: number | undefined;
@@ -470,9 +495,16 @@ class Attempt {
   }
 
   private async runEffect(effect: Effect): Promise<Result | ClaimAgain> {
-    if (this.ctx.previousOutcomeUnknown && this.lookup !== undefined) {
-      const found = await this.lookUpProvider(this.lookup);
-      if (found !== undefined) return await this.record(found);
+    if (this.ctx.previousOutcomeUnknown) {
+      if (this.lookup !== undefined) {
+        const found = await this.lookUpProvider(this.lookup);
+        if (found !== undefined) return await this.record(found);
+      } else if (!this.providerDeduplicates) {
+        // Running the effect again could repeat the earlier one, and this call has no
+        // way to check: hand the doubt on untouched for whoever can.
+        await this.handDoubtOn();
+        throw new OutcomeUnknownError(this.operationId, UNCHECKABLE);
+      }
     }
     await this.readyToStart();
     this.effectStarted = true;
@@ -515,30 +547,38 @@ class Attempt {
   }
 
   private async lookUpProvider(lookup: Lookup): Promise<Success | Terminal | undefined> {
+    const settlesAt = this.ctx.previousAttemptSettlesAt ?? 0;
     for (;;) {
+      // A lookup reads the provider at some moment between its start and its answer:
+      // "nothing" from one started while the earlier attempt could still land its
+      // effect proves nothing, however late that answer comes.
+      const askedAt = monotonic();
       let found: Success | Terminal | undefined;
       try {
         found = await this.guarded(() => lookup(this.ctx));
       } catch (error) {
         if (error instanceof Lost || error instanceof Stopped) throw error;
-        await this.failUnknown("lookup_raised", error instanceof Error ? error.name : typeof error);
+        // Nothing ran here: hand the doubt on as it is (NOT_STARTED keeps the earlier
+        // attempt's deadline; UNKNOWN would replace it with this attempt's), but this
+        // call cannot tell the outcome.
+        await this.handDoubtOn();
         throw new OutcomeUnknownError(
           this.operationId,
           "the provider lookup failed; the earlier attempt's outcome is unknown",
           { cause: error },
         );
       }
-      if (found !== undefined || this.ctx.previousAttemptSettled()) return found;
-      // Nothing found yet proves nothing while the earlier attempt may still run: look
-      // again (renewing meanwhile) until its deadline or this attempt's stop point.
-      const until = Math.min(this.ctx.previousAttemptSettlesAt ?? 0, this.cancelAt);
+      if (found !== undefined || askedAt >= settlesAt) return found;
+      // Look again (renewing meanwhile), at the latest once the earlier attempt has
+      // settled, up to this attempt's stop point.
       const now = monotonic();
       // This attempt ends before the doubt does (its Claim took long enough, re-sent or
       // long-polled, to eat the gap between the two deadlines): decline. NOT_STARTED
       // hands the doubt on with the earlier attempt's deadline, and the next attempt,
       // which ends later, waits it out. Held until now, duplicates stayed Pending.
-      if (until <= now) throw new Stopped();
-      await this.guarded(() => pause(Math.min(this.lookupInterval, until - now)));
+      if (now >= this.cancelAt) throw new Stopped();
+      const until = Math.min(settlesAt, this.cancelAt);
+      if (until > now) await this.guarded(() => pause(Math.min(this.lookupInterval, until - now)));
     }
   }
 
@@ -618,20 +658,35 @@ class Attempt {
     }
   }
 
+  /** Fail NOT_STARTED: nothing ran in this attempt. */
+  private async sendDecline(): Promise<pb.FailResponse> {
+    this.finished.abort(); // no renewal races the Fail
+    return await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_NOT_STARTED", {
+      code: "not_started",
+      message: "the effect was not started: too little of the lease or attempt was left, or an earlier attempt may still be running",
+      deadline: this.deadlineAt,
+    });
+  }
+
+  /** Best effort decline before the call gives up: if it cannot be sent, the lease runs
+   *  out and the next owner is handed the same doubt all the same. */
+  private async handDoubtOn(): Promise<void> {
+    try {
+      await this.sendDecline();
+    } catch (error) {
+      if (!(error instanceof IdemError)) throw error;
+    }
+  }
+
   /** The effect was not started (too little of the attempt or the lease left, or an
    *  earlier attempt's doubt outlasts this attempt): Fail NOT_STARTED, which hands the
    *  operation on as it was before this attempt (released at once, or still in the
    *  doubt it took over, ending with that earlier attempt's deadline), then claim again.
    *  FAILED: the budget or the operation deadline is spent, answer with what is stored. */
   private async decline(): Promise<Result | ClaimAgain> {
-    this.finished.abort(); // no renewal races the Fail
     let failed: pb.FailResponse;
     try {
-      failed = await this.client.fail(this.operationId, this.fence, "FAIL_DISPOSITION_NOT_STARTED", {
-        code: "not_started",
-        message: "the effect was not started: too little of the lease or attempt was left, or an earlier attempt may still be running",
-        deadline: this.deadlineAt,
-      });
+      failed = await this.sendDecline();
     } catch (error) {
       // Another owner took over, the attempt is over, or the Fail could not be sent
       // before the attempt deadline (the server then hands the attempt on itself):

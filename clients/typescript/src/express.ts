@@ -4,6 +4,7 @@
  * (POST and PATCH by default):
  *
  * - no Idempotency-Key where one is required: 400;
+ * - a key but no caller to scope it by (`principal`), unless `sharedKeys`: 400;
  * - the same key with another request (method, path, query, content type, body): 422;
  * - the same key while the first request still runs: 409 with Retry-After;
  * - the same key again: the stored response replayed (status, the headers kept, body),
@@ -12,10 +13,17 @@
  * The route's response is captured whole (at most `maxResponseBytes`), stored, and only
  * then sent: a client never sees a response that a retry would not see again. A
  * response with a 5xx status (Express answers 500 when a route throws) is not stored:
- * the outcome is left UNKNOWN at idemd and the response is passed on; a retry of that
- * key is then answered 500 unless `reconcileFirst: "run"`, in which case the route runs
- * again with `res.locals.idempotency` set to the EffectContext (previousOutcomeUnknown,
- * and operationId to pass to providers as their idempotency key).
+ * the outcome is left UNKNOWN at idemd and the response is passed on. A retry of that
+ * key is then answered 500 (the attempt declines with Fail NOT_STARTED, leaving the
+ * doubt to a reconciler) unless `reconcileFirst: "run"`, which declares that the
+ * route's effects deduplicate by the key they are given: the route runs again with
+ * `res.locals.idempotency` set to the EffectContext (previousOutcomeUnknown, and
+ * operationId to pass to providers as their idempotency key).
+ *
+ * Keys are scoped per caller, as Stripe scopes them per account and
+ * draft-ietf-httpapi-idempotency-key-header per client: the key sent to idemd is
+ * `scopedKey(principal, key)`, so two callers that pick the same key never share a
+ * response. The principal defaults to the request's Authorization header.
  *
  * Mount it after your body parser (`app.use(express.json())`): the request's identity is
  * its raw bytes when `req.rawBody` holds them (see `keepRawBody`), else the parsed body.
@@ -40,6 +48,10 @@ const MAX_SENT_PAYLOAD = 60 * 1024;
 const METADATA_LIMIT = 256;
 const STATUS = "http.status";
 const HEADER = "http.header.";
+/** idemd's bound on a key, in bytes. */
+const MAX_KEY_BYTES = 255;
+/** The bytes scopedKey() puts before the caller's key: 32 hex digits and ":". */
+export const PRINCIPAL_PREFIX_BYTES = 33;
 
 /** The parts of an Express request this middleware reads. */
 export interface RequestLike extends IncomingMessage {
@@ -70,7 +82,31 @@ export interface IdempotencyOptions {
   pendingWait?: number;
   maxRequestBytes?: number;
   maxResponseBytes?: number;
+  /** A retry after an attempt whose outcome is unknown (the route threw or answered
+   *  5xx): "refuse" (default) answers 500 and runs nothing; "run" declares that the
+   *  route's effects deduplicate by `res.locals.idempotency.operationId` and runs it. */
   reconcileFirst?: "refuse" | "run";
+  /** Who is calling, to scope keys by (credentials, a session's user id): default the
+   *  Authorization header. Where credentials change between a request and its retry
+   *  (short-lived tokens), return the stable account id instead, or the retry is a new
+   *  request. A request with a key but no principal (undefined, null or "") is refused
+   *  with 400 unless `sharedKeys`. */
+  principal?: (req: RequestLike) => string | null | undefined | Promise<string | null | undefined>;
+  /** Every caller of the routes shares one key space (keys are sent unchanged, and no
+   *  principal is needed): only for routes whose callers are one system. */
+  sharedKeys?: boolean;
+}
+
+/** The default principal: the request's Authorization header. */
+export function authorizationPrincipal(req: RequestLike): string | undefined {
+  return req.headers.authorization;
+}
+
+/** The key sent to idemd for a caller's Idempotency-Key:
+ *  `hex(SHA-256(UTF-8 principal))[0:32] + ":" + key`. The principal never reaches idemd
+ *  in clear, and every idemd client derives the same key for the same principal. */
+export function scopedKey(principal: string, key: string): string {
+  return createHash("sha256").update(principal, "utf8").digest("hex").slice(0, 32) + ":" + key;
 }
 
 /** For `express.json({ verify: keepRawBody })`: keeps the raw bytes in `req.rawBody`. */
@@ -252,6 +288,9 @@ export function idempotency(options: IdempotencyOptions) {
   const maxRequestBytes = options.maxRequestBytes ?? 1 << 20;
   const maxResponseBytes = options.maxResponseBytes ?? 1 << 20;
   const reconcileFirst = options.reconcileFirst ?? "refuse";
+  const principalOf = options.principal ?? authorizationPrincipal;
+  const sharedKeys = options.sharedKeys ?? false;
+  const maxKeyBytes = sharedKeys ? MAX_KEY_BYTES : MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES;
   let client: Client | undefined = typeof options.client === "function" ? undefined : options.client;
   const clientOf = (): Client => (client ??= (options.client as () => Client)());
 
@@ -263,9 +302,25 @@ export function idempotency(options: IdempotencyOptions) {
       if (required) return problem(res, own, 400, "Idempotency-Key missing", "this request requires an Idempotency-Key header");
       return next();
     }
-    const key = parseKey(Array.isArray(raw) ? raw.join(",") : raw);
-    if (!key || Buffer.byteLength(key) > 255) {
-      return problem(res, own, 400, "Invalid Idempotency-Key", "the Idempotency-Key must be 1-255 bytes");
+    const given = parseKey(Array.isArray(raw) ? raw.join(",") : raw);
+    if (!given || Buffer.byteLength(given) > maxKeyBytes) {
+      return problem(res, own, 400, "Invalid Idempotency-Key", `the Idempotency-Key must be 1-${maxKeyBytes} bytes`);
+    }
+    let key = given;
+    if (!sharedKeys) {
+      let principal: string | null | undefined;
+      try {
+        principal = await principalOf(req);
+      } catch (error) {
+        return next(error);
+      }
+      if (!principal) {
+        return problem(
+          res, own, 400, "Idempotency-Key needs a caller",
+          "Idempotency-Keys are scoped per caller, and no caller (principal) was found in this request, such as an Authorization header",
+        );
+      }
+      key = scopedKey(principal, given);
     }
     let body: Buffer;
     try {
@@ -278,9 +333,6 @@ export function idempotency(options: IdempotencyOptions) {
     let passedOn: Captured | undefined;
 
     const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
-      if (ctx.previousOutcomeUnknown && reconcileFirst === "refuse") {
-        return new Unknown("previous_attempt_unknown", "an earlier attempt may have taken effect");
-      }
       if (res.locals) res.locals.idempotency = ctx;
       else res.locals = { idempotency: ctx };
       const captured = await capture(res, maxResponseBytes, next);
@@ -316,6 +368,8 @@ export function idempotency(options: IdempotencyOptions) {
           lease: options.lease ?? 30,
           attemptDuration: options.attemptDuration ?? 300,
           deadline: options.pendingWait ?? 0,
+          // "refuse": executeOnce declines a ReconcileFirst itself (NOT_STARTED).
+          providerDeduplicates: reconcileFirst === "run",
           ...(framed.length > MAX_SENT_PAYLOAD ? { fingerprint: fingerprintBytes(framed) } : {}),
         },
       );

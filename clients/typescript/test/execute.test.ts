@@ -186,6 +186,40 @@ test("a decline the server answers FAILED replays what is stored", async () => {
   assert.deepEqual(provider.effects, []);
 });
 
+test("a negative lookup started before the earlier attempt settled is asked again", async () => {
+  // The earlier attempt settles 0.3 s after the reply; the first lookup starts before
+  // that and answers after it: its "nothing" proves nothing, so the provider is asked
+  // again, and the second lookup finds the effect that landed meanwhile.
+  const provider = new Provider();
+  const completed: string[] = [];
+  const fake = fakeClient([{
+    response: {
+      outcome: "reconcile_first",
+      reconcile_first: {
+        ownership: ownership(30, 10),
+        previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: duration(0.3),
+      },
+    },
+  }], {
+    complete: async (_id: string, _fence: string, body: Uint8Array) => (completed.push(Buffer.from(body).toString()), {}),
+  });
+  const asked: number[] = [];
+  let earlier: Buffer | undefined;
+  const result = await executeOnce(fake, OP, key(), PAYLOAD, charging(provider), {
+    lookup: async () => {
+      asked.push(monotonic());
+      const seen = earlier;
+      earlier ??= Buffer.from("the earlier attempt's charge"); // lands while the first lookup is in flight
+      await sleep(0.5);
+      return seen ? new Success(seen) : undefined;
+    },
+  });
+  assert.deepEqual(provider.effects, []);
+  assert.equal(asked.length, 2);
+  assert.equal(result.body.toString(), "the earlier attempt's charge");
+  assert.deepEqual(completed, ["the earlier attempt's charge"]);
+});
+
 eachStore("executeOnce", (store) => {
   let server: Server;
   let client: Client;
@@ -531,12 +565,15 @@ eachStore("executeOnce", (store) => {
     assert.equal(provider.effects.length, 1);
   });
 
-  test("ReconcileFirst gives the context and runs without a lookup", async () => {
+  test("ReconcileFirst with providerDeduplicates runs the effect with the context", async () => {
     fresh();
     const k = key();
     const stalled = await abandonedAttempt(client, k, 2.0);
     const seen: EffectContext[] = [];
-    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider, seen), { lease: 1, attemptDuration: 2.0 });
+    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider, seen), {
+      providerDeduplicates: true, lease: 1, attemptDuration: 2.0,
+    });
+    assert.equal(provider.effects.length, 1);
     const ctx = seen[0]!;
     assert.ok(ctx.previousOutcomeUnknown);
     assert.equal(ctx.attempt, 2);
@@ -546,6 +583,103 @@ eachStore("executeOnce", (store) => {
     // What is left of the abandoned attempt (2 s long, its lease long gone).
     assert.ok(ctx.previousAttemptDeadline !== undefined && ctx.previousAttemptDeadline > 0 && ctx.previousAttemptDeadline <= 2.0);
     assert.ok(ctx.previousAttemptSettlesAt !== undefined);
+  });
+
+  /** The operation's attempt deadline as stored, and its history without renewals. */
+  async function doubt(operationId: string): Promise<[string, string[]]> {
+    const found = await client.lookup({ operationId }, { includeHistory: true });
+    const deadline = found.operation!.attempt_deadline_at!;
+    const events = found.history.filter((e) => e.event !== "RENEWED")
+      .map((e) => (e.event === "OUTCOME_UNKNOWN" ? `${e.event}/${e.detail}` : e.event));
+    return [`${deadline.seconds}.${String(deadline.nanos).padStart(9, "0")}`, events];
+  }
+
+  test("ReconcileFirst without a lookup or providerDeduplicates runs nothing and keeps the doubt", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 5.0);
+    const [deadline] = await doubt(stalled.operation_id);
+    const unknown = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), { lease: 1 }));
+    assert.ok(unknown instanceof OutcomeUnknownError, String(unknown));
+    assert.equal(unknown.operationId, stalled.operation_id);
+    assert.match(unknown.message, /cannot check it: pass a lookup, or declare provider deduplication/);
+    assert.deepEqual(provider.effects, []);
+    // Declined (NOT_STARTED): the earlier attempt's deadline stays the doubt's end; an
+    // UNKNOWN would have put this attempt's in its place.
+    const [after, events] = await doubt(stalled.operation_id);
+    assert.deepEqual(events.slice(1), ["TAKEN_OVER", "OUTCOME_UNKNOWN/not_started"]);
+    assert.equal(after, deadline);
+  });
+
+  test("a lookup that throws declines NOT_STARTED and keeps the doubt", async () => {
+    fresh();
+    const k = key();
+    const stalled = await abandonedAttempt(client, k, 5.0);
+    const [deadline] = await doubt(stalled.operation_id);
+    const cause = new Error("the provider's search is down");
+    const unknown = await rejection(executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+      lookup: async () => { throw cause; },
+      lease: 1,
+    }));
+    assert.ok(unknown instanceof OutcomeUnknownError, String(unknown));
+    assert.equal(unknown.cause, cause);
+    assert.deepEqual(provider.effects, []);
+    const [after, events] = await doubt(stalled.operation_id);
+    assert.deepEqual(events.slice(1), ["TAKEN_OVER", "OUTCOME_UNKNOWN/not_started"]);
+    assert.equal(after, deadline);
+  });
+
+  test("a negative lookup in flight when the earlier effect lands is not trusted", async () => {
+    // Issue 17's two charges, scaled down: the earlier owner (a 2.5 s attempt) stalls;
+    // the takeover's lookups take 1 s and read the provider as they start. The first
+    // reads it before the earlier charge lands (within the earlier attempt) and answers
+    // "nothing" after that attempt's deadline. Trusted, it would charge again.
+    fresh();
+    const k = key();
+    const attempt = 2.5;
+    const jsonPayload = '{"amount":1000,"currency":"EUR"}';
+    await client.claim(OP, key(), { jsonPayload, lease: 1 }); // a warm channel: the timeline below is the server's
+    const sentAt = monotonic();
+    const first = await client.claim(OP, k, { jsonPayload, lease: 1.5, maxAttemptDuration: attempt });
+    const repliedAt = monotonic();
+    const earlier = first.acquired!.ownership!;
+    // The server counts the earlier attempt from its handling of that Claim, between
+    // its send and its reply: it ends no sooner than sentAt + attempt, and no later
+    // than repliedAt + attempt.
+    await sleep(repliedAt + 1.75 - monotonic()); // its lease has run out
+    let landing: Promise<void> | undefined;
+    let landedAt = 0;
+    const lookups: { askedAt: number; answeredAt: number; found: boolean; settlesAt: number }[] = [];
+    const result = await executeOnce(client, OP, k, PAYLOAD, charging(provider), {
+      lookup: async (ctx) => {
+        const askedAt = monotonic();
+        const body = provider.records.get(ctx.operationId);
+        landing ??= sleep(0.1).then(() => {
+          landedAt = monotonic();
+          provider.effect(earlier.operation_id);
+        });
+        await sleep(1.0);
+        lookups.push({ askedAt, answeredAt: monotonic(), found: body !== undefined, settlesAt: ctx.previousAttemptSettlesAt! });
+        return body ? new Success(body) : undefined;
+      },
+      lease: 1,
+    });
+    await landing;
+    const timeline = JSON.stringify(lookups.map((l) => [l.askedAt, l.answeredAt, l.found, l.settlesAt].map(
+      (x) => (typeof x === "number" ? +(x - sentAt).toFixed(3) : x),
+    )));
+    // The scenario happened: the earlier charge landed within the earlier attempt, while
+    // a lookup that had read the provider before it was in flight and answered
+    // "nothing" once that attempt had settled.
+    assert.ok(landedAt > 0 && landedAt < sentAt + attempt, `landed at ${(landedAt - sentAt).toFixed(3)}`);
+    const straddling = lookups[0]!;
+    assert.ok(!straddling.found && straddling.askedAt < landedAt && straddling.answeredAt >= straddling.settlesAt, timeline);
+    assert.equal(provider.effects.length, 1, `two charges: ${timeline}`);
+    assert.deepEqual(result.body, provider.records.get(earlier.operation_id));
+    assert.equal(JSON.parse(result.body.toString()).charge, "ch_1");
+    const again = await executeOnce(client, OP, k, PAYLOAD, charging(provider));
+    assert.ok(again.replayed);
+    assert.deepEqual(again.body, result.body);
   });
 
   test("a negative lookup is not trusted while the earlier attempt may run", async () => {

@@ -1,11 +1,14 @@
 // Item 5: the Express Idempotency-Key middleware, with a real Express app over HTTP
 // against a real idemd on each store.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { Server as HttpServer } from "node:http";
 import { after, before, test } from "node:test";
 import express from "express";
-import { type Client, defaultOperation, idempotency, type IdempotencyOptions, parseKey } from "../src/index.js";
+import {
+  type Client, defaultOperation, idempotency, type IdempotencyOptions, parseKey, scopedKey,
+} from "../src/index.js";
 import { eachStore, key, type Server, startServer } from "./harness.js";
 
 /** An Express app that counts the orders it creates. */
@@ -56,12 +59,22 @@ class Shop {
   }
 }
 
+const ALICE = "Bearer alice";
+const BOB = "Bearer bob";
+/** hex(SHA-256("Bearer alice"))[0:32]: the same in every idemd client. */
+const ALICE_PREFIX = "9d7cce461e4b2f090a3d686b4ae72d25";
+
 function idemKey(): Record<string, string> {
   return { "Idempotency-Key": `"${key()}"` };
 }
 
-function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json", ...headers } });
+/** A POST as `caller` (its Authorization header; null: none). */
+function post(url: string, body: unknown, headers: Record<string, string> = {}, caller: string | null = ALICE): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json", ...(caller === null ? {} : { authorization: caller }), ...headers },
+  });
 }
 
 test("key and operation forms", () => {
@@ -70,6 +83,13 @@ test("key and operation forms", () => {
   assert.equal(parseKey("bare"), "bare");
   assert.equal(defaultOperation({ method: "POST", url: "/orders/{x} y?q=1" }), "http.post/orders/_x__y");
   assert.equal(defaultOperation({ method: "POST", url: "/" + "a".repeat(300) }).length, 128);
+});
+
+test("the key sent to idemd is the principal's digest prefix and the caller's key", () => {
+  const expected = createHash("sha256").update(ALICE, "utf8").digest("hex").slice(0, 32);
+  assert.equal(expected, ALICE_PREFIX);
+  assert.equal(scopedKey(ALICE, "order-1"), `${ALICE_PREFIX}:order-1`);
+  assert.equal(scopedKey("Bearer émile", "k"), `${createHash("sha256").update("Bearer émile").digest("hex").slice(0, 32)}:k`);
 });
 
 eachStore("express", (store) => {
@@ -180,17 +200,28 @@ eachStore("express", (store) => {
     }
   });
 
-  test("a route that throws is UNKNOWN and never run again", async () => {
+  test("a route that throws is UNKNOWN, and a retry declines NOT_STARTED without running it", async () => {
     const shop = new Shop();
     const web = await shop.serve(client);
     try {
-      const headers = idemKey();
+      const k = key();
+      const headers = { "Idempotency-Key": k };
       const crashed = await post(`${web.url}/crash`, {}, headers);
-      const retried = await post(`${web.url}/crash`, {}, headers);
       assert.equal(crashed.status, 500);
+      const scope = { operation: "http.post/crash", key: scopedKey(ALICE, k) };
+      const before = (await client.lookup(scope)).operation!;
+      const retried = await post(`${web.url}/crash`, {}, headers);
       assert.equal(retried.status, 500);
       assert.equal(retried.headers.get("content-type"), "application/problem+json");
       assert.deepEqual(shop.orders, [{ id: "crashed" }]);
+      // The retry took the operation over and handed the doubt back as it was (NOT_STARTED,
+      // the crashed attempt's deadline kept), for a reconciler: not a new UNKNOWN.
+      const found = await client.lookup(scope, { includeHistory: true });
+      const events = found.history.filter((e) => e.event !== "RENEWED");
+      assert.deepEqual(events.map((e) => e.event), ["CLAIMED", "OUTCOME_UNKNOWN", "TAKEN_OVER", "OUTCOME_UNKNOWN"]);
+      assert.equal(events.at(-1)!.detail, "not_started");
+      assert.equal(found.operation!.state, "OPERATION_STATE_UNKNOWN");
+      assert.deepEqual(found.operation!.attempt_deadline_at, before.attempt_deadline_at);
     } finally {
       await web.close();
     }
@@ -210,6 +241,109 @@ eachStore("express", (store) => {
       const replay = await post(`${web.url}/flaky`, {}, headers);
       assert.equal(replay.headers.get("idempotent-replayed"), "true");
       assert.deepEqual(await replay.json(), body);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("keys are scoped per caller: the same key from two callers is two requests", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client);
+    try {
+      const headers = idemKey();
+      const alice = await post(`${web.url}/orders`, { sku: "a" }, headers, ALICE);
+      const bob = await post(`${web.url}/orders`, { sku: "a" }, headers, BOB);
+      assert.equal(alice.status, 201);
+      assert.equal(bob.status, 201);
+      const aliceOrder = (await alice.json()) as { id: string };
+      const bobOrder = (await bob.json()) as { id: string };
+      assert.equal(bob.headers.get("idempotent-replayed"), null);
+      assert.notEqual(aliceOrder.id, bobOrder.id);
+      assert.equal(shop.orders.length, 2);
+      // Each caller's retry replays its own response.
+      const aliceAgain = await post(`${web.url}/orders`, { sku: "a" }, headers, ALICE);
+      const bobAgain = await post(`${web.url}/orders`, { sku: "a" }, headers, BOB);
+      assert.equal(aliceAgain.headers.get("idempotent-replayed"), "true");
+      assert.equal(bobAgain.headers.get("idempotent-replayed"), "true");
+      assert.deepEqual(await aliceAgain.json(), aliceOrder);
+      assert.deepEqual(await bobAgain.json(), bobOrder);
+      assert.equal(shop.orders.length, 2);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("the key at idemd is the documented formula, never the principal in clear", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client);
+    try {
+      const k = key();
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, { "Idempotency-Key": k }, ALICE)).status, 201);
+      const found = await client.lookup({ operation: "http.post/orders", key: `${ALICE_PREFIX}:${k}` });
+      assert.equal(found.operation!.state, "OPERATION_STATE_SUCCEEDED");
+      assert.equal(found.operation!.scope!.key, `${ALICE_PREFIX}:${k}`);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a key without a caller is 400 unless the keys are shared", async () => {
+    const shop = new Shop();
+    let web = await shop.serve(client);
+    try {
+      const refused = await post(`${web.url}/orders`, { sku: "a" }, idemKey(), null);
+      assert.equal(refused.status, 400);
+      assert.equal(refused.headers.get("content-type"), "application/problem+json");
+      const problem = (await refused.json()) as { type: string; title: string; detail: string };
+      assert.equal(problem.type, "about:blank");
+      assert.match(problem.detail, /scoped per caller/);
+      assert.match(problem.detail, /no caller \(principal\) was found/);
+      assert.deepEqual(shop.orders, []);
+    } finally {
+      await web.close();
+    }
+    web = await shop.serve(client, { sharedKeys: true });
+    try {
+      const k = key();
+      const served = await post(`${web.url}/orders`, { sku: "a" }, { "Idempotency-Key": k }, null);
+      assert.equal(served.status, 201);
+      // Shared: one key space, so another caller with the key gets the replay.
+      const other = await post(`${web.url}/orders`, { sku: "a" }, { "Idempotency-Key": k }, BOB);
+      assert.equal(other.headers.get("idempotent-replayed"), "true");
+      assert.equal(shop.orders.length, 1);
+      const found = await client.lookup({ operation: "http.post/orders", key: k });
+      assert.equal(found.operation!.state, "OPERATION_STATE_SUCCEEDED");
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a custom principal, and the key bound net of the caller's prefix", async () => {
+    const shop = new Shop();
+    let web = await shop.serve(client, { principal: (req) => req.headers["x-user"] as string | undefined });
+    try {
+      const headers = idemKey();
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, { ...headers, "x-user": "u1" }, null)).status, 201);
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, { ...headers, "x-user": "u2" }, null)).status, 201);
+      assert.equal((await post(`${web.url}/orders`, { sku: "a" }, headers, ALICE)).status, 400); // no x-user
+      assert.equal(shop.orders.length, 2);
+    } finally {
+      await web.close();
+    }
+    web = await shop.serve(client);
+    try {
+      const longest = "k".repeat(222);
+      assert.equal((await post(`${web.url}/orders`, { sku: "b" }, { "Idempotency-Key": longest })).status, 201);
+      const tooLong = await post(`${web.url}/orders`, { sku: "b" }, { "Idempotency-Key": longest + "k" });
+      assert.equal(tooLong.status, 400);
+      assert.match(((await tooLong.json()) as { detail: string }).detail, /1-222 bytes/);
+      assert.equal(shop.orders.length, 3);
+    } finally {
+      await web.close();
+    }
+    web = await shop.serve(client, { sharedKeys: true });
+    try {
+      assert.equal((await post(`${web.url}/orders`, { sku: "c" }, { "Idempotency-Key": "s".repeat(255) })).status, 201);
     } finally {
       await web.close();
     }
