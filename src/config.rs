@@ -352,6 +352,15 @@ pub struct BoundsArgs {
     /// Longest retention a Claim may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     pub max_retention: Duration,
+    /// Added to every deadline that decides whether an earlier attempt's
+    /// effect may still be in flight: the `previous_attempt_deadline` a
+    /// ReconcileFirst tells, and the wait before Reconcile FAILED or
+    /// NOT_APPLIED is accepted. Covers a forward step of the database clock
+    /// (a VM resumed, an NTP step) of up to this much; the offset of the
+    /// database clock from this replica's is the metric
+    /// `idemd_db_clock_offset_seconds` (a duration).
+    #[arg(long, env = "IDEMD_CLOCK_MARGIN", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub clock_margin: Duration,
     /// Longest retry_after a RETRYABLE Fail may ask for (a duration).
     #[arg(long, env = "IDEMD_MAX_RETRY_AFTER", default_value = "1h", value_parser = humantime::parse_duration)]
     pub max_retry_after: Duration,

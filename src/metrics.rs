@@ -138,6 +138,7 @@ const IN_PROGRESS_OPERATIONS: Key = Key::from_static_name("idemd_in_progress_ope
 const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_operations");
 const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
 const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
+const DB_CLOCK_OFFSET: Key = Key::from_static_name("idemd_db_clock_offset_seconds");
 const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
 const CONNECTIONS_REFUSED: Key = Key::from_static_name("idemd_connections_refused_total");
 const WAITING_CLAIMS: Key = Key::from_static_name("idemd_waiting_claims");
@@ -264,6 +265,10 @@ impl Metrics {
                 "Database pool connections, by state.",
             ),
             ("idemd_db_pool_max_connections", "Database pool size limit."),
+            (
+                "idemd_db_clock_offset_seconds",
+                "The database clock minus this replica's, measured around one query (positive: the database is ahead).",
+            ),
             (
                 "idemd_waiting_claims",
                 "Claims waiting for a pending operation on this replica.",
@@ -492,6 +497,16 @@ impl Registry {
     }
 }
 
+/// This replica's wall clock, read only to measure the database clock's
+/// offset from it: nothing is decided with it.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "measures the database clock's offset; decides nothing"
+)]
+fn replica_clock() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+}
+
 /// Refreshes the gauges that only the database can count, every `interval`,
 /// and folds the histogram samples recorded since into their buckets.
 ///
@@ -508,8 +523,19 @@ pub async fn observe_store(
     crate::shutdown::every(interval, stop, || async {
         metrics.0.handle.run_upkeep();
         metrics.pool_usage(&store.pool_usage());
-        match store.count_operations().await {
-            Ok(counts) => metrics.operation_counts(&counts),
+        let sent = replica_clock();
+        let counted = store.count_operations().await;
+        let answered = replica_clock();
+        match counted {
+            Ok(counts) => {
+                metrics.operation_counts(&counts);
+                // The database read its clock somewhere between the send and
+                // the answer: measured from their midpoint, the error is at
+                // most half the round trip.
+                let midpoint = sent + (answered - sent) / 2;
+                let offset = (counts.database_now - midpoint).as_seconds_f64();
+                metrics.gauge(&DB_CLOCK_OFFSET).set(offset);
+            }
             Err(error) => tracing::warn!(%error, "cannot count operations for the gauges"),
         }
     })

@@ -574,12 +574,12 @@ fn claim_reply(
 fn log_claim_answer(record: &OperationRecord, answer: &ClaimAnswer) {
     let operation_id = record.operation_id;
     match answer {
-        ClaimAnswer::ReconcileFirst(previous) => info!(
+        ClaimAnswer::ReconcileFirst(doubt) => info!(
             %operation_id,
             trace_id = current_trace_id().as_deref(),
             fence = record.fence,
-            previous_fence = previous.fence,
-            previous_state = previous.state.as_str(),
+            previous_fence = doubt.previous.fence,
+            previous_state = doubt.previous.state.as_str(),
             attempt = record.attempt,
             "operation taken over: the new owner must reconcile first"
         ),

@@ -9,6 +9,7 @@ use chrono::TimeDelta;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::domain::SweepPolicy;
 use crate::metrics::Metrics;
 use crate::store::{Store, SweepReport};
 
@@ -26,6 +27,17 @@ pub struct SweeperSettings {
     pub interval: Duration,
     pub batch: u32,
     pub tombstone_retention: TimeDelta,
+    /// As [`crate::domain::ClaimCommand::clock_margin`].
+    pub clock_margin: TimeDelta,
+}
+
+impl SweeperSettings {
+    fn policy(&self) -> SweepPolicy {
+        SweepPolicy {
+            tombstone_retention: self.tombstone_retention,
+            clock_margin: self.clock_margin,
+        }
+    }
 }
 
 pub async fn run(
@@ -61,10 +73,7 @@ async fn sweep_backlog_until_cancelled(
         if stop.is_cancelled() {
             break;
         }
-        let report = match store
-            .sweep(settings.batch, settings.tombstone_retention)
-            .await
-        {
+        let report = match store.sweep(settings.batch, settings.policy()).await {
             Ok(report) => report,
             Err(error) => {
                 warn!(%error, "sweep failed; retrying at the next tick");

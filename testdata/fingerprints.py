@@ -65,7 +65,9 @@ VECTORS = [
     ("zero with fraction digits", "json", "0.000", None),
     ("one tenth", "json", "0.1", None),
     ("1e-7 switches to exponent form, 1e-6 does not", "json", "[1e-7, 0.000001, 1.5e-10, -2.5e-7]", None),
-    ("shortest round trip digits", "json", "[0.30000000000000004, 5e-324, 123456789.123456789, 4503599627370495.5]", None),
+    ("shortest round trip digits", "json", "[0.30000000000000004, 5e-324, 123456789.12345679, 4503599627370495.5]", None),
+    ("refused: more digits than the shortest round trip", "json", "123456789.123456789",
+     "more significant digits than a double holds: canonically 123456789.12345679"),
     ("2^53 - 1 as a float literal", "json", '{"amount":9007199254740991.0}', None),
     ("2^53 - 1", "json", '{"amount":9007199254740991}', None),
     ("2^53 is still exact as an integer literal", "json", "9007199254740992", None),
@@ -107,6 +109,15 @@ VECTORS = [
     ("refused: underflows to 0", "json", "1e-400", "not an integer, but a double rounds it to 0"),
     ("refused: nested rounding", "json", '[1, {"x":"1.5", "y":[2.0000000000000001]}]',
      "not an integer, but a double rounds it to 2"),
+    ("refused: the double of 100.1", "json", '{"amount":100.10000000000000001}',
+     "more significant digits than a double holds: the same double as 100.1"),
+    ("refused: the double of 0.3", "json", "0.30000000000000000001",
+     "more significant digits than a double holds: the same double as 0.3"),
+    ("refused: a double's exact value written out", "json",
+     "0.3000000000000000444089209850062616169452667236328125",
+     "more significant digits than a double holds: canonically 0.30000000000000004"),
+    ("refused: nested, with an exponent", "json", '[0.1, {"x": [1.00000000000000000001e-5]}]',
+     "more significant digits than a double holds: the same double as 1e-5"),
     ("refused: NaN", "json", "NaN", "not JSON"),
     ("refused: trailing content", "json", "{} {}", "not one JSON document"),
     ("refused: empty document", "json", "", "not JSON"),
@@ -138,9 +149,10 @@ def _float(literal):
     value = float(literal)
     if not math.isfinite(value) or abs(value) >= MAX_SAFE:
         raise Refused("magnitude 2^53 or more")
-    exact = Decimal(literal)
-    if value.is_integer() and exact != exact.to_integral_value():
-        raise Refused("a non-integer a double rounds to an integer")
+    # Only a literal that denotes exactly the value its canonical form writes:
+    # 100.10000000000000001 is the double of 100.1 and would replay it.
+    if Decimal(literal) != Decimal(es_number(value)):
+        raise Refused("more significant digits than a double holds")
     return value
 
 

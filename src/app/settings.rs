@@ -32,6 +32,7 @@ pub(super) fn sweeper_settings_from(args: &ServeArgs) -> Result<SweeperSettings,
         interval: args.sweep_interval,
         batch: args.sweep_batch.max(1),
         tombstone_retention: delta(args.tombstone_retention)?,
+        clock_margin: delta(args.bounds.clock_margin)?,
     })
 }
 
@@ -117,6 +118,7 @@ pub(super) fn limits_from(bounds: &BoundsArgs) -> Result<Limits, String> {
         max_result_bytes: bounds.max_result_bytes,
         max_payload_bytes: bounds.max_payload_bytes,
         max_wait: delta(bounds.max_wait)?,
+        clock_margin: delta(bounds.clock_margin)?,
         ..Limits::default()
     };
     if !(limits.min_lease <= limits.default_lease && limits.default_lease <= limits.max_lease) {

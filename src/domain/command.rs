@@ -17,6 +17,9 @@ pub struct ClaimCommand {
     pub max_attempts: u32,
     pub retention: TimeDelta,
     pub operation_deadline: Option<TimeDelta>,
+    /// Added to every deadline that decides whether an earlier attempt may
+    /// still be in flight (server policy, not the caller's).
+    pub clock_margin: TimeDelta,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,8 @@ pub struct FailCommand {
     pub disposition: FailDisposition,
     pub error: ErrorReport,
     pub retry_after: TimeDelta,
+    /// As [`ClaimCommand::clock_margin`]; not part of the request's digest.
+    pub clock_margin: TimeDelta,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +83,8 @@ pub struct ReconcileCommand {
     pub operation_id: OperationId,
     pub expected_fence: Fence,
     pub resolution: Resolution,
+    /// As [`ClaimCommand::clock_margin`]; not part of the request's digest.
+    pub clock_margin: TimeDelta,
 }
 
 impl CompleteCommand {

@@ -11,9 +11,10 @@
 //! distinct requests: `{"a":1,"a":2}` has no single meaning, a lone surrogate
 //! has no UTF-8 form, and `9007199254740993` rounds to `9007199254740992`.
 //! For the same reason a number written with a fraction or an exponent is
-//! refused when a double rounds it to an integer it does not denote
-//! (`4503599627370496.5`, `1.0000000000000001`): it would replay the request
-//! for that integer instead of conflicting with it.
+//! refused unless it denotes exactly the value its canonical form writes
+//! (`100.10000000000000001` is the double of `100.1`, `1.0000000000000001`
+//! the double of `1`): it would replay the request for that other number
+//! instead of conflicting with it.
 
 use std::fmt;
 
@@ -60,7 +61,7 @@ pub fn canonical_json(document: &str) -> Result<Vec<u8>, FingerprintError> {
     deserializer
         .end()
         .map_err(|error| FingerprintError::NotIJson(error.to_string()))?;
-    refuse_float_literals_rounded_to_integers(document)?;
+    refuse_numbers_a_double_cannot_tell_apart(document)?;
     serde_json_canonicalizer::to_vec(&value)
         .map_err(|error| FingerprintError::NotIJson(error.to_string()))
 }
@@ -164,12 +165,16 @@ impl<'de> Visitor<'de> for IJsonVisitor {
     }
 }
 
-/// Refuses every number written with a fraction or an exponent whose value
-/// is not an integer but which a double rounds to one: its canonical form
-/// would be that integer's. Runs on a document serde_json accepted, so every
-/// token outside a string is a JSON value; the visitor cannot do this, as it
-/// sees the double and not the digits.
-fn refuse_float_literals_rounded_to_integers(document: &str) -> Result<(), FingerprintError> {
+/// Refuses every number written with a fraction or an exponent whose exact
+/// decimal value is not the one its canonical form writes: a double holds
+/// about 17 significant digits, so `100.10000000000000001` and `100.1` are
+/// the same double, canonicalized as `100.1`, and would replay each other
+/// instead of conflicting. Accepting only literals that denote exactly their
+/// canonical value keeps the map from accepted literals to fingerprints
+/// one-to-one. Runs on a document serde_json accepted, so every token outside
+/// a string is a JSON value; the visitor cannot do this, as it sees the
+/// double and not the digits.
+fn refuse_numbers_a_double_cannot_tell_apart(document: &str) -> Result<(), FingerprintError> {
     let bytes = document.as_bytes();
     let mut index = 0;
     while let Some(&byte) = bytes.get(index) {
@@ -183,7 +188,7 @@ fn refuse_float_literals_rounded_to_integers(document: &str) -> Result<(), Finge
                     index += 1;
                 }
                 let number = document.get(start..index).unwrap_or_default();
-                refuse_rounded_to_integer(number)?;
+                refuse_inexact_number(number)?;
             }
             _ => index += 1,
         }
@@ -203,45 +208,69 @@ fn end_of_string(bytes: &[u8], mut index: usize) -> usize {
     index
 }
 
-fn refuse_rounded_to_integer(number: &str) -> Result<(), FingerprintError> {
+fn refuse_inexact_number(number: &str) -> Result<(), FingerprintError> {
     // Integer literals are read exactly and bounded by the visitor.
-    if !number.contains(['.', 'e', 'E']) || denotes_an_integer(number) {
+    if !number.contains(['.', 'e', 'E']) {
         return Ok(());
     }
-    match number.parse::<f64>() {
-        Ok(value) if value.fract() == 0.0 => Err(FingerprintError::NotIJson(format!(
-            "a number that is not an integer has more digits than a double holds, \
-             and would be compared as the integer {value}"
-        ))),
-        _ => Ok(()),
+    let Ok(value) = number.parse::<f64>() else {
+        return Ok(());
+    };
+    // Out of range or not finite: the visitor refuses these already.
+    let Some(canonical) = Number::from_f64(value)
+        .filter(|_| value.abs() < MAX_SAFE_MAGNITUDE as f64)
+        .and_then(|number| serde_json_canonicalizer::to_string(&Value::Number(number)).ok())
+    else {
+        return Ok(());
+    };
+    if ExactDecimal::of(number) == ExactDecimal::of(&canonical) {
+        return Ok(());
     }
+    Err(FingerprintError::NotIJson(format!(
+        "the number {number} has more significant digits than a double holds: it would be \
+         compared as {canonical} (send {canonical}, or the value as a string)"
+    )))
 }
 
-/// Whether a JSON number's decimal value is an integer, by its digits alone:
-/// digits × 10^(exponent − fraction digits), trailing zeros moved into the
-/// exponent. Saturating, since an exponent may have any number of digits.
-fn denotes_an_integer(number: &str) -> bool {
-    let unsigned = number.strip_prefix('-').unwrap_or(number);
-    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
-        Some((mantissa, exponent)) => (mantissa, exponent),
-        None => (unsigned, "0"),
-    };
-    let (integer_digits, fraction_digits) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digit_count = integer_digits.len() + fraction_digits.len();
-    let trailing_zeros = integer_digits
-        .bytes()
-        .chain(fraction_digits.bytes())
-        .rev()
-        .take_while(|digit| *digit == b'0')
-        .count();
-    if trailing_zeros == digit_count {
-        return true;
+/// A JSON number's exact decimal value, by its digits alone: `digits` ×
+/// 10^`exponent`, with no leading or trailing zeros in `digits` (zero has
+/// none, and no sign). Saturating, since an exponent may have any number of
+/// digits.
+#[derive(Debug, PartialEq, Eq)]
+struct ExactDecimal {
+    negative: bool,
+    digits: String,
+    exponent: i64,
+}
+
+impl ExactDecimal {
+    fn of(number: &str) -> Self {
+        let (negative, unsigned) = match number.strip_prefix('-') {
+            Some(unsigned) => (true, unsigned),
+            None => (false, number),
+        };
+        let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+        let (integer_digits, fraction_digits) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let all_digits = format!("{integer_digits}{fraction_digits}");
+        let significant = all_digits.trim_start_matches('0');
+        let digits = significant.trim_end_matches('0');
+        if digits.is_empty() {
+            return Self {
+                negative: false,
+                digits: String::new(),
+                exponent: 0,
+            };
+        }
+        let as_i64 = |count: usize| i64::try_from(count).unwrap_or(i64::MAX);
+        let exponent = decimal_exponent(exponent)
+            .saturating_sub(as_i64(fraction_digits.len()))
+            .saturating_add(as_i64(significant.len() - digits.len()));
+        Self {
+            negative,
+            digits: digits.to_owned(),
+            exponent,
+        }
     }
-    let as_i64 = |count: usize| i64::try_from(count).unwrap_or(i64::MAX);
-    let scale = decimal_exponent(exponent)
-        .saturating_sub(as_i64(fraction_digits.len()))
-        .saturating_add(as_i64(trailing_zeros));
-    scale >= 0
 }
 
 fn decimal_exponent(exponent: &str) -> i64 {
@@ -375,6 +404,55 @@ mod tests {
         ] {
             assert!(of_json(document).is_ok(), "{document} is I-JSON");
         }
+    }
+
+    #[test]
+    fn numbers_a_double_cannot_tell_apart_are_refused() {
+        // 100.1 and 100.10000000000000001 are one double: accepting both
+        // would replay one amount for the other.
+        assert!(of_json(r#"{"amount":100.1}"#).is_ok());
+        for (document, why) in [
+            (r#"{"amount":100.10000000000000001}"#, "the double of 100.1"),
+            ("0.30000000000000000001", "the double of 0.3"),
+            (
+                "0.3000000000000000444089209850062616169452667236328125",
+                "the exact value of the double of 0.30000000000000004, written out",
+            ),
+            ("1.00000000000000000001e-5", "the double of 1e-5"),
+            ("-2.0000000000000000001e300", "beyond 2^53 anyway"),
+            (r#"[0.1, {"x": [123.4560000000000000001]}]"#, "nested"),
+        ] {
+            assert!(
+                matches!(of_json(document), Err(FingerprintError::NotIJson(_))),
+                "{why}: {document:?} must be refused"
+            );
+        }
+        for document in [
+            "0.30000000000000004",
+            "100.10",
+            "1.000e-5",
+            "123.456",
+            "5e-324",
+            "0.1e1",
+            "-0.000e5",
+        ] {
+            assert!(
+                of_json(document).is_ok(),
+                "{document}: exactly its canonical value"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_decimals_ignore_zeros_and_notation_but_not_digits() {
+        let same = |a: &str, b: &str| ExactDecimal::of(a) == ExactDecimal::of(b);
+        assert!(same("100.10", "1001e-1"));
+        assert!(same("0.000", "-0"));
+        assert!(same("12.50e1", "125"));
+        assert!(same("1e+21", "1000000000000000000000"));
+        assert!(!same("100.1", "100.10000000000000001"));
+        assert!(!same("-1.5", "1.5"));
+        assert!(!same("1e400", "1e401"));
     }
 
     // Test vectors: documents that denote the same numbers share a

@@ -51,6 +51,9 @@ pub struct Limits {
     pub default_history_page_size: u32,
     pub max_history_page_size: u32,
     pub max_wait: TimeDelta,
+    /// Added to the deadlines that decide whether an earlier attempt may
+    /// still be in flight ([`crate::domain::ClaimCommand::clock_margin`]).
+    pub clock_margin: TimeDelta,
 }
 
 impl Default for Limits {
@@ -83,6 +86,7 @@ impl Default for Limits {
             default_history_page_size: 100,
             max_history_page_size: 1000,
             max_wait: TimeDelta::seconds(30),
+            clock_margin: TimeDelta::seconds(3),
         }
     }
 }
@@ -245,6 +249,7 @@ impl Limits {
                 max_attempts,
                 retention,
                 operation_deadline: requested.operation_deadline,
+                clock_margin: self.clock_margin,
             },
             wait,
         ))
@@ -336,6 +341,7 @@ impl Limits {
             } else {
                 TimeDelta::zero()
             },
+            clock_margin: self.clock_margin,
         })
     }
 
@@ -368,6 +374,7 @@ impl Limits {
             operation_id: requested.operation_id,
             expected_fence: requested.expected_fence,
             resolution,
+            clock_margin: self.clock_margin,
         })
     }
 

@@ -23,5 +23,6 @@ pub use model::*;
 pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};
 pub use requested::*;
 pub use transition::{
-    Answer, ClaimAnswer, Decision, Effects, FirstClaim, PendingReason, Update, decide_first_claim,
+    Answer, ClaimAnswer, Decision, Doubt, Effects, FirstClaim, PendingReason, SweepPolicy, Update,
+    decide_first_claim,
 };

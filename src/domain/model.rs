@@ -238,6 +238,22 @@ impl PreviousAttempt {
         self.attempt_deadline_at
             .map(|deadline| time_left(Some(deadline), now))
     }
+
+    /// When the replaced attempt's effect can no longer be in flight, by the
+    /// database clock: its deadline plus `clock_margin`, which covers a step
+    /// of the database clock (its owner counts on a monotonic clock of its
+    /// own). `None` when the deadline is not known.
+    pub fn settles_at(&self, clock_margin: TimeDelta) -> Option<DateTime<Utc>> {
+        self.attempt_deadline_at
+            .map(|deadline| deadline + clock_margin)
+    }
+
+    /// Whether the replaced attempt's effect may still be in flight at `now`.
+    /// An unknown deadline never settles: the doubt is kept.
+    pub fn may_still_run(&self, now: DateTime<Utc>, clock_margin: TimeDelta) -> bool {
+        self.settles_at(clock_margin)
+            .is_none_or(|settles_at| settles_at > now)
+    }
 }
 
 /// Everything stored about one operation.
@@ -299,6 +315,33 @@ impl OperationRecord {
     pub fn attempt_deadline_passed(&self, now: DateTime<Utc>) -> bool {
         self.attempt_deadline_at
             .is_none_or(|deadline| deadline <= now)
+    }
+
+    /// The attempt this record doubts, whose effect may still be in flight at
+    /// `now` (its deadline plus `clock_margin` not yet passed): an expired
+    /// IN_PROGRESS or UNKNOWN record's own attempt, or, for RETRY_WAIT (whose
+    /// own attempt certainly had no effect), the attempt it took over, if
+    /// that one may still run. `None`: no effect of this operation can still
+    /// land, so "not found at the provider" is evidence.
+    pub fn doubt_at(&self, now: DateTime<Utc>, clock_margin: TimeDelta) -> Option<PreviousAttempt> {
+        let doubted = match self.state {
+            State::InProgress | State::Unknown => PreviousAttempt {
+                state: self.state,
+                fence: self.fence,
+                attempt_deadline_at: self.attempt_deadline_at,
+            },
+            State::RetryWait => self.taken_over_from?,
+            State::Succeeded | State::Failed | State::Expired => return None,
+        };
+        // An attempt with no deadline has ended (a RETRY_WAIT's own attempt,
+        // or a marker written by a Claim); a taken-over one is kept in doubt.
+        let settled = match self.state {
+            State::RetryWait => !doubted.may_still_run(now, clock_margin),
+            _ => doubted
+                .settles_at(clock_margin)
+                .is_none_or(|settles_at| settles_at <= now),
+        };
+        (!settled).then_some(doubted)
     }
 }
 

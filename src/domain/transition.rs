@@ -23,13 +23,33 @@ use super::model::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimAnswer {
     Acquired,
-    ReconcileFirst(PreviousAttempt),
+    ReconcileFirst(Doubt),
     Pending {
         reason: PendingReason,
         retry_after: TimeDelta,
     },
     Completed,
     NeedsReconciliation,
+}
+
+/// What a ReconcileFirst tells the new owner about the earlier attempt whose
+/// effect may have happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Doubt {
+    pub previous: PreviousAttempt,
+    /// When that attempt's effect can no longer be in flight (its deadline
+    /// plus the clock margin): a provider lookup sent before then that finds
+    /// nothing proves nothing. `None`: not known.
+    pub settles_at: Option<DateTime<Utc>>,
+}
+
+impl Doubt {
+    fn of(previous: PreviousAttempt, clock_margin: TimeDelta) -> Self {
+        Self {
+            previous,
+            settles_at: previous.settles_at(clock_margin),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +277,9 @@ pub fn decide_claim(
             if resent_by_owner {
                 // The same answer again; the attempt is not counted twice.
                 let answer = match record.taken_over_from {
-                    Some(previous) => ClaimAnswer::ReconcileFirst(previous),
+                    Some(previous) => {
+                        ClaimAnswer::ReconcileFirst(Doubt::of(previous, command.clock_margin))
+                    }
                     None => ClaimAnswer::Acquired,
                 };
                 return Decision::answer(Answer::Claim(answer));
@@ -276,24 +298,85 @@ pub fn decide_claim(
                     retry_after: time_left(record.retry_at, now),
                 }));
             }
-            // The last attempt certainly had no effect, so ending here is safe.
-            if operation_deadline_passed(record, now) {
-                return end_without_new_attempt(record, FailureReason::DeadlineExceeded, now);
+            // The last attempt certainly had no effect. If it took over an
+            // attempt that may still be in flight, that doubt outlives it.
+            let doubt = record.doubt_at(now, command.clock_margin);
+            let ended = if operation_deadline_passed(record, now) {
+                Some(FailureReason::DeadlineExceeded)
+            } else if record.attempt >= record.max_attempts {
+                Some(FailureReason::AttemptsExhausted)
+            } else {
+                None
+            };
+            match (ended, doubt) {
+                (Some(reason), None) => end_without_new_attempt(record, reason, now),
+                (Some(reason), Some(previous)) => {
+                    keep_doubt_without_new_attempt(record, previous, reason, now)
+                }
+                (None, None) => Decision::transition(
+                    record,
+                    start_attempt(record, command, now, None),
+                    true,
+                    HistoryEvent::RetryStarted,
+                    "",
+                    Answer::Claim(ClaimAnswer::Acquired),
+                ),
+                (None, Some(previous)) => Decision::transition(
+                    record,
+                    start_attempt(record, command, now, Some(previous)),
+                    true,
+                    HistoryEvent::RetryStarted,
+                    doubt_detail(&previous),
+                    Answer::Claim(ClaimAnswer::ReconcileFirst(Doubt::of(
+                        previous,
+                        command.clock_margin,
+                    ))),
+                ),
             }
-            if record.attempt >= record.max_attempts {
-                return end_without_new_attempt(record, FailureReason::AttemptsExhausted, now);
-            }
-            let next = start_attempt(record, command, now, None);
-            Decision::transition(
-                record,
-                next,
-                true,
-                HistoryEvent::RetryStarted,
-                "",
-                Answer::Claim(ClaimAnswer::Acquired),
-            )
         }
     }
+}
+
+/// A retry that may not start (`reason`: the budget or the operation
+/// deadline is spent) while an attempt it took over may still be in flight:
+/// nobody knows that attempt's outcome, so the operation is UNKNOWN (with
+/// that attempt's deadline), for a reconciler, not FAILED.
+fn keep_doubt_without_new_attempt(
+    record: &OperationRecord,
+    previous: PreviousAttempt,
+    reason: FailureReason,
+    now: DateTime<Utc>,
+) -> Decision {
+    let answer = Answer::Claim(ClaimAnswer::NeedsReconciliation);
+    keep_doubt(record, previous, reason, now, answer)
+}
+
+/// The record of an operation that ends no attempt of its own but still
+/// doubts `previous`: UNKNOWN until that attempt's deadline, as a decline
+/// after a takeover leaves it.
+fn keep_doubt(
+    record: &OperationRecord,
+    previous: PreviousAttempt,
+    reason: FailureReason,
+    now: DateTime<Utc>,
+    answer: Answer,
+) -> Decision {
+    let next = OperationRecord {
+        state: State::Unknown,
+        lease_expires_at: None,
+        attempt_deadline_at: previous.attempt_deadline_at.or(record.attempt_deadline_at),
+        retry_at: None,
+        updated_at: now,
+        ..record.clone()
+    };
+    Decision::transition(
+        record,
+        next,
+        false,
+        HistoryEvent::MarkedUnknown,
+        format!("{}; {}", reason.as_str(), doubt_detail(&previous)),
+        answer,
+    )
 }
 
 /// An attempt of unknown outcome: the next owner must reconcile first, or, with
@@ -319,7 +402,10 @@ fn take_over_or_escalate(
             true,
             HistoryEvent::TakenOver,
             takeover_detail(&previous),
-            Answer::Claim(ClaimAnswer::ReconcileFirst(previous)),
+            Answer::Claim(ClaimAnswer::ReconcileFirst(Doubt::of(
+                previous,
+                command.clock_margin,
+            ))),
         );
     }
     if record.state == State::Unknown {
@@ -343,6 +429,21 @@ fn take_over_or_escalate(
         why,
         Answer::Claim(ClaimAnswer::NeedsReconciliation),
     )
+}
+
+/// Why an operation stays in doubt after the attempt that took over: the
+/// earlier attempt's deadline (RFC 3339, UTC, milliseconds), e.g. `earlier
+/// attempt may still be in flight; previous attempt deadline
+/// 2026-12-01T12:00:00.000Z`.
+pub fn doubt_detail(previous: &PreviousAttempt) -> String {
+    let why = "earlier attempt may still be in flight";
+    match previous.attempt_deadline_at {
+        Some(deadline) => format!(
+            "{why}; previous attempt deadline {}",
+            deadline.to_rfc3339_opts(SecondsFormat::Millis, true)
+        ),
+        None => why.to_owned(),
+    }
 }
 
 /// The TAKEN_OVER entry's detail: why, and the replaced attempt's deadline
@@ -550,10 +651,37 @@ pub fn decide_fail(
         reason,
         error: command.error.clone(),
     };
-    // Released for a later attempt, unless the budget or the operation
-    // deadline ends it (the effect certainly did not happen, so ending is safe).
+    // In doubt until `attempt_deadline_at`: the next owner reconciles first,
+    // and NOT_APPLIED waits for it.
+    let in_doubt = |attempt_deadline_at| {
+        (
+            OperationRecord {
+                state: State::Unknown,
+                lease_expires_at: None,
+                attempt_deadline_at,
+                updated_at: now,
+                ..record.clone()
+            },
+            HistoryEvent::OutcomeUnknown,
+        )
+    };
+    // An attempt this one took over whose effect may still be in flight:
+    // this attempt's own outcome does not settle it.
+    let earlier_in_doubt = record
+        .taken_over_from
+        .filter(|previous| previous.may_still_run(now, command.clock_margin));
+    // Released for a later attempt (which is told of an earlier attempt still
+    // in doubt: RETRY_WAIT keeps `taken_over_from`), unless the budget or the
+    // operation deadline ends it: FAILED, as this attempt's effect certainly
+    // did not happen, or UNKNOWN while the earlier attempt's may still land.
     let released = |retry_after: TimeDelta| {
-        if record.attempt >= record.max_attempts {
+        let ends = record.attempt >= record.max_attempts
+            || record
+                .operation_deadline_at
+                .is_some_and(|deadline| deadline <= now + retry_after);
+        if let (true, Some(previous)) = (ends, earlier_in_doubt) {
+            in_doubt(previous.attempt_deadline_at.or(record.attempt_deadline_at))
+        } else if record.attempt >= record.max_attempts {
             (
                 finish(record, failed(FailureReason::AttemptsExhausted), now),
                 HistoryEvent::Failed,
@@ -578,20 +706,6 @@ pub fn decide_fail(
                 HistoryEvent::RetryScheduled,
             )
         }
-    };
-    // In doubt until `attempt_deadline_at`: the next owner reconciles first,
-    // and NOT_APPLIED waits for it.
-    let in_doubt = |attempt_deadline_at| {
-        (
-            OperationRecord {
-                state: State::Unknown,
-                lease_expires_at: None,
-                attempt_deadline_at,
-                updated_at: now,
-                ..record.clone()
-            },
-            HistoryEvent::OutcomeUnknown,
-        )
     };
     let (next, event) = match command.disposition {
         FailDisposition::Terminal => (
@@ -657,6 +771,14 @@ pub fn decide_reconcile(
     if record.state == State::InProgress && !record.lease_expired(now) {
         return refuse(Refusal::LeaseStillLive, record);
     }
+    // FAILED and NOT_APPLIED both say the effect did not happen: evidence
+    // only once no attempt's effect can still land (a provider that answers
+    // "not found" while a stalled owner's call is in flight proves nothing).
+    // SUCCEEDED needs no wait: the effect was seen.
+    let says_no_effect = !matches!(command.resolution, Resolution::Succeeded(_));
+    if says_no_effect && record.doubt_at(now, command.clock_margin).is_some() {
+        return refuse(Refusal::AttemptStillRunning, record);
+    }
     let receipt = WriteReceipt {
         fence: command.expected_fence,
         digest,
@@ -680,13 +802,6 @@ pub fn decide_reconcile(
             "failed",
         ),
         Resolution::NotApplied => {
-            // A RETRY_WAIT attempt certainly had no effect; any other may still
-            // be in flight until its deadline.
-            let attempt_may_be_running =
-                record.state != State::RetryWait && !record.attempt_deadline_passed(now);
-            if attempt_may_be_running {
-                return refuse(Refusal::AttemptStillRunning, record);
-            }
             // Due now. The evidence that the effect never happened settles
             // the doubt that spent the budget: one more attempt is always
             // granted, recorded in history. The operation deadline still
@@ -780,16 +895,30 @@ fn operation_deadline_passed(record: &OperationRecord, now: DateTime<Utc>) -> bo
         .is_some_and(|deadline| deadline <= now)
 }
 
+/// What retention keeps and for how long, beyond each record's own retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepPolicy {
+    /// How long a tombstone answers RESULT_EXPIRED before it is deleted.
+    pub tombstone_retention: TimeDelta,
+    /// As [`ClaimCommand::clock_margin`].
+    pub clock_margin: TimeDelta,
+}
+
 /// Retention, for one record the sweeper found due: a terminal record past
 /// its retention becomes a tombstone (scope, fingerprint, outcome kind; no
 /// result), and a retry past the operation deadline ends as FAILED
-/// (DEADLINE_EXCEEDED) so that it, too, can expire. Unresolved records are
-/// never swept: `None`.
+/// (DEADLINE_EXCEEDED) so that it, too, can expire — or as UNKNOWN, for a
+/// reconciler, while an attempt it took over may still be in flight.
+/// Unresolved records are never swept: `None`.
 pub fn decide_sweep(
     record: &OperationRecord,
     now: DateTime<Utc>,
-    tombstone_retention: TimeDelta,
+    policy: SweepPolicy,
 ) -> Option<Decision> {
+    let SweepPolicy {
+        tombstone_retention,
+        clock_margin,
+    } = policy;
     let retention_passed = record.retain_until.is_some_and(|until| until <= now);
     match record.state {
         State::Succeeded | State::Failed if retention_passed => {
@@ -809,9 +938,13 @@ pub fn decide_sweep(
                 Answer::Written,
             ))
         }
-        State::RetryWait if operation_deadline_passed(record, now) => Some(
-            end_without_new_attempt(record, FailureReason::DeadlineExceeded, now),
-        ),
+        State::RetryWait if operation_deadline_passed(record, now) => {
+            let reason = FailureReason::DeadlineExceeded;
+            Some(match record.doubt_at(now, clock_margin) {
+                None => end_without_new_attempt(record, reason, now),
+                Some(previous) => keep_doubt(record, previous, reason, now, Answer::Written),
+            })
+        }
         _ => None,
     }
 }

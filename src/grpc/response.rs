@@ -80,16 +80,17 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
         ClaimAnswer::Acquired => ProtoOutcome::Acquired(proto::Acquired {
             ownership: Some(ownership(record, reply.now)),
         }),
-        ClaimAnswer::ReconcileFirst(previous) => {
+        ClaimAnswer::ReconcileFirst(doubt) => {
             ProtoOutcome::ReconcileFirst(proto::ReconcileFirst {
                 ownership: Some(ownership(record, reply.now)),
-                previous_state: proto_state(previous.state).into(),
-                previous_fence: previous.fence,
-                // Counted like the ownership's durations, at this reply's
-                // clock: a re-sent Claim is told what is left by then.
-                previous_attempt_deadline: previous
-                    .attempt_deadline_left(reply.now)
-                    .map(proto_duration),
+                previous_state: proto_state(doubt.previous.state).into(),
+                previous_fence: doubt.previous.fence,
+                // Until the earlier attempt settles (its deadline plus the
+                // clock margin), counted like the ownership's durations, at
+                // this reply's clock: a re-sent Claim is told what is left.
+                previous_attempt_deadline: doubt
+                    .settles_at
+                    .map(|settles_at| proto_duration(time_left(Some(settles_at), reply.now))),
             })
         }
         ClaimAnswer::Pending {

@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::TimeDelta;
 use tracing::warn;
 
 use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, SweepReport};
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, Result, Target,
-    TenantId, UnresolvedPage, UnresolvedQuery,
+    ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, Result, SweepPolicy,
+    Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 /// A store whose every call ends within `bound`.
@@ -134,9 +133,8 @@ impl Store for Bounded {
             .await
     }
 
-    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
-        self.within("sweep", self.inner.sweep(batch, tombstone_retention))
-            .await
+    async fn sweep(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
+        self.within("sweep", self.inner.sweep(batch, policy)).await
     }
 
     async fn count_operations(&self) -> Result<OperationCounts> {

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::ops::DerefMut;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use tracing::{Instrument, instrument};
@@ -26,7 +26,7 @@ use crate::domain::guarded::GuardedWrite;
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
-    Metadata, NewHistoryEntry, OperationId, OperationRecord, Result, Target, TenantId,
+    Metadata, NewHistoryEntry, OperationId, OperationRecord, Result, SweepPolicy, Target, TenantId,
     UnresolvedPage, UnresolvedQuery,
 };
 
@@ -216,7 +216,7 @@ pub(crate) trait Shared: Dialect {
     fn sweep_flow(
         &self,
         batch: u32,
-        tombstone_retention: TimeDelta,
+        policy: SweepPolicy,
     ) -> impl Future<Output = Result<SweepReport>> + Send;
 
     fn find_flow(
@@ -340,7 +340,7 @@ where
         }
     }
 
-    async fn sweep_flow(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
+    async fn sweep_flow(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
         let swept = async {
             let mut report = SweepReport::default();
             let mut transaction = self.begin_write().await?;
@@ -366,7 +366,7 @@ where
             }
             for row in due {
                 let record = OperationRecord::try_from(row)?;
-                let Some(decision) = decide_sweep(&record, now, tombstone_retention) else {
+                let Some(decision) = decide_sweep(&record, now, policy) else {
                     continue;
                 };
                 let after = D::apply(
@@ -498,6 +498,7 @@ where
                 unresolved: count(unresolved),
                 retry_wait: count(retry_wait),
                 sweep_backlog: count(sweep_backlog),
+                database_now: now,
             })
         };
         counts.await.map_err(D::translate)
@@ -821,8 +822,8 @@ impl<D: Shared> Store for D {
     }
 
     #[instrument(name = "store.sweep", skip_all, fields(db.system = D::SYSTEM))]
-    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport> {
-        self.sweep_flow(batch, tombstone_retention).await
+    async fn sweep(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
+        self.sweep_flow(batch, policy).await
     }
 
     #[instrument(name = "store.count_operations", skip_all, fields(db.system = D::SYSTEM))]

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     Answer, ClaimCommand, Decision, Found, HistoryPage, OperationId, OperationRecord, Result,
-    Target, TenantId, UnresolvedPage, UnresolvedQuery,
+    SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 mod batch;
@@ -95,6 +95,8 @@ pub struct OperationCounts {
     /// Due for the sweeper: results past retention, retries past their
     /// deadline, tombstones past theirs.
     pub sweep_backlog: u64,
+    /// The database clock the counts were read at.
+    pub database_now: DateTime<Utc>,
 }
 
 /// Connections of the store's pool (the writer's and readers' together).
@@ -196,7 +198,7 @@ pub trait Store: Send + Sync + 'static {
     /// One batch of retention work, at most `batch` records of each kind.
     /// Safe to run from many replicas at once: rows another sweeper holds are
     /// skipped, not waited for.
-    async fn sweep(&self, batch: u32, tombstone_retention: TimeDelta) -> Result<SweepReport>;
+    async fn sweep(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport>;
 
     /// Counts for the gauges, across all tenants.
     async fn count_operations(&self) -> Result<OperationCounts>;

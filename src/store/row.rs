@@ -112,27 +112,35 @@ impl TryFrom<OperationRow> for OperationRecord {
             row.last_write_digest,
             row.last_write_by,
         ) {
-            (Some(fence), Some(digest), Some(writer)) => Some(WriteReceipt {
-                fence: unsigned(fence, "fence")?,
-                digest: RequestDigest(digest.try_into().map_err(|_| corrupt("digest"))?),
-                writer: Writer::parse(&writer).ok_or_else(|| corrupt("writer"))?,
-                answer: match (row.last_write_state.as_deref(), row.last_write_answer_fence) {
-                    (Some(answered), Some(fence)) => Some(WriteAnswer {
-                        state: state(answered)?,
-                        failure: row
-                            .last_write_failure
-                            .as_deref()
-                            .map(|reason| {
-                                FailureReason::parse(reason)
-                                    .ok_or_else(|| corrupt("answered failure reason"))
-                            })
-                            .transpose()?,
-                        retry_at: row.last_write_retry_at,
-                        fence: unsigned(fence, "answered fence")?,
-                    }),
+            (Some(fence), Some(digest), Some(writer)) => {
+                let writer = Writer::parse(&writer).ok_or_else(|| corrupt("writer"))?;
+                let answer = match (row.last_write_state.as_deref(), row.last_write_answer_fence) {
+                    (Some(answered), Some(answer_fence))
+                        if answer_belongs_to_receipt(writer, fence, answer_fence) =>
+                    {
+                        Some(WriteAnswer {
+                            state: state(answered)?,
+                            failure: row
+                                .last_write_failure
+                                .as_deref()
+                                .map(|reason| {
+                                    FailureReason::parse(reason)
+                                        .ok_or_else(|| corrupt("answered failure reason"))
+                                })
+                                .transpose()?,
+                            retry_at: row.last_write_retry_at,
+                            fence: unsigned(answer_fence, "answered fence")?,
+                        })
+                    }
                     _ => None,
-                },
-            }),
+                };
+                Some(WriteReceipt {
+                    fence: unsigned(fence, "fence")?,
+                    digest: RequestDigest(digest.try_into().map_err(|_| corrupt("digest"))?),
+                    writer,
+                    answer,
+                })
+            }
             _ => None,
         };
         Ok(OperationRecord {
@@ -168,6 +176,19 @@ impl TryFrom<OperationRow> for OperationRecord {
             completed_at: row.completed_at,
             retain_until: row.retain_until,
         })
+    }
+}
+
+/// Whether the answer columns were written with the receipt beside them.
+/// A binary from before the answer columns updates the receipt and leaves
+/// the answer another write left; read as this receipt's answer, a re-sent
+/// write would be told another write's outcome. An owner write answers with
+/// its own fence; a reconciliation with the fence it drew, always above the
+/// one it expected (the receipt's), which no earlier answer can reach.
+fn answer_belongs_to_receipt(writer: Writer, receipt_fence: i64, answer_fence: i64) -> bool {
+    match writer {
+        Writer::Owner => answer_fence == receipt_fence,
+        Writer::Reconciler => answer_fence > receipt_fence,
     }
 }
 

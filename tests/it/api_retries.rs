@@ -147,6 +147,8 @@ store_tests!(
     a_resent_complete_gets_the_original_ok_and_records_once,
     a_resent_fail_gets_the_original_ok_and_records_once,
     a_resent_write_gets_its_original_answer_after_the_record_moved_on,
+    a_resent_write_after_a_later_write_is_lease_lost_as_the_proto_says,
+    a_receipt_answer_left_by_another_write_is_not_trusted,
 );
 
 /// A re-sent write is answered with what the original write answered, kept
@@ -262,9 +264,136 @@ async fn a_resent_write_gets_its_original_answer_after_the_record_moved_on(backe
     world.backend.age_retention().await;
     world
         .store
-        .sweep(100, chrono::TimeDelta::hours(1))
+        .sweep(100, sweep_policy(chrono::TimeDelta::hours(1)))
         .await
         .expect("sweep");
+    let resent = client
+        .complete(authorized(token, complete))
+        .await
+        .expect("the original OK")
+        .into_inner();
+    assert_eq!(resent.state(), proto::OperationState::Succeeded);
+}
+
+fn fail_retryable(owner: &proto::Ownership) -> proto::FailRequest {
+    proto::FailRequest {
+        operation_id: owner.operation_id.clone(),
+        fence: owner.fence,
+        disposition: proto::FailDisposition::Retryable.into(),
+        error: Some(proto::OperationError {
+            code: "timeout".into(),
+            ..Default::default()
+        }),
+        retry_after: millis(10),
+    }
+}
+
+/// Issue 17, item 7, as the proto states it: one receipt is kept per
+/// operation. Until a later write is recorded, a re-sent write gets its
+/// original answer; after one, it is a stale write (LEASE_LOST), and the
+/// client looks the operation up.
+async fn a_resent_write_after_a_later_write_is_lease_lost_as_the_proto_says(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claim = || claim_json("payments.charge", "k", "{}");
+    let first = client
+        .claim(authorized(token, claim()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    client
+        .fail(authorized(token, fail_retryable(&owner_a)))
+        .await
+        .expect("fail");
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let retry = client
+        .claim(authorized(token, claim()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_b = ownership(&retry).expect("acquired").clone();
+
+    // No later write yet: the original answer.
+    let resent = client
+        .fail(authorized(token, fail_retryable(&owner_a)))
+        .await
+        .expect("the original answer")
+        .into_inner();
+    assert_eq!(resent.state(), proto::OperationState::RetryWait);
+
+    // B completes: A's receipt is gone, and A's re-send is stale.
+    client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: owner_b.operation_id.clone(),
+                fence: owner_b.fence,
+                result: result("ok"),
+            },
+        ))
+        .await
+        .expect("complete");
+    let stale = client
+        .fail(authorized(token, fail_retryable(&owner_a)))
+        .await
+        .expect_err("a later write was recorded");
+    assert_status(&stale, Code::Aborted, "LEASE_LOST");
+    let (_, metadata) = error_info(&stale);
+    assert_eq!(
+        metadata.get("current_fence"),
+        Some(&owner_b.fence.to_string())
+    );
+    assert_eq!(metadata.get("state").map(String::as_str), Some("SUCCEEDED"));
+}
+
+/// Issue 17, item 9: a binary from before the receipt's answer columns
+/// updates the receipt and leaves the answer another write left. Read as
+/// the new receipt's answer, a re-sent Complete would hear RETRY_WAIT, where
+/// the proto promises SUCCEEDED.
+async fn a_receipt_answer_left_by_another_write_is_not_trusted(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claim = || claim_json("payments.charge", "k", "{}");
+    let first = client
+        .claim(authorized(token, claim()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    client
+        .fail(authorized(token, fail_retryable(&owner_a)))
+        .await
+        .expect("fail");
+    tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    let retry = client
+        .claim(authorized(token, claim()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_b = ownership(&retry).expect("acquired").clone();
+    let complete = proto::CompleteRequest {
+        operation_id: owner_b.operation_id.clone(),
+        fence: owner_b.fence,
+        result: result("ok"),
+    };
+    client
+        .complete(authorized(token, complete.clone()))
+        .await
+        .expect("complete");
+    // As the older binary would have left it: B's receipt, A's answer.
+    let older_binary: &'static str = Box::leak(
+        format!(
+            "UPDATE operations SET last_write_state = 'retry_wait', \
+             last_write_answer_fence = {}",
+            owner_a.fence
+        )
+        .into_boxed_str(),
+    );
+    assert_eq!(world.backend.execute(older_binary).await, 1);
+
     let resent = client
         .complete(authorized(token, complete))
         .await

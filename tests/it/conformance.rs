@@ -124,6 +124,7 @@ impl Fixture {
                 metadata: Metadata::from([("region".into(), "eu".into())]),
             },
             retry_after,
+            clock_margin: TimeDelta::zero(),
         })
         .await
     }
@@ -140,6 +141,7 @@ impl Fixture {
             operation_id: record.operation_id,
             expected_fence: record.fence,
             resolution,
+            clock_margin: TimeDelta::zero(),
         };
         self.written(record.operation_id, async {
             self.service().reconcile(self.tenant, &command).await
@@ -555,10 +557,13 @@ async fn an_expired_lease_is_taken_over_with_reconcile_first_until_the_budget_is
     let (answer, second) = fixture.claim(&budget_of_two).await;
     assert_eq!(
         answer,
-        Ok(ClaimAnswer::ReconcileFirst(PreviousAttempt {
-            state: State::InProgress,
-            fence: first.fence,
-            attempt_deadline_at: first.attempt_deadline_at,
+        Ok(ClaimAnswer::ReconcileFirst(Doubt {
+            previous: PreviousAttempt {
+                state: State::InProgress,
+                fence: first.fence,
+                attempt_deadline_at: first.attempt_deadline_at,
+            },
+            settles_at: first.attempt_deadline_at,
         }))
     );
     assert_eq!(second.state, State::InProgress);
@@ -825,10 +830,13 @@ async fn an_unknown_outcome_is_taken_over_with_reconcile_first(backend: Backend)
     let (answer, next) = fixture.claim(&command("k", 30_000)).await;
     assert_eq!(
         answer,
-        Ok(ClaimAnswer::ReconcileFirst(PreviousAttempt {
-            state: State::Unknown,
-            fence: owner.fence,
-            attempt_deadline_at: owner.attempt_deadline_at,
+        Ok(ClaimAnswer::ReconcileFirst(Doubt {
+            previous: PreviousAttempt {
+                state: State::Unknown,
+                fence: owner.fence,
+                attempt_deadline_at: owner.attempt_deadline_at,
+            },
+            settles_at: owner.attempt_deadline_at,
         }))
     );
     assert_eq!((next.state, next.attempt), (State::InProgress, 2));
@@ -902,7 +910,12 @@ async fn reconcile_resolves_unknown_and_expired_operations_with_a_new_fence(back
         .fail(&unknown, FailDisposition::Unknown, TimeDelta::zero())
         .await
         .record;
-    let expired = acquired(fixture.claim(&command("expired", 40)).await);
+    // Past its lease and its attempt deadline, so that FAILED is evidence.
+    let expired = ClaimCommand {
+        max_attempt_duration: TimeDelta::milliseconds(60),
+        ..command("expired", 40)
+    };
+    let expired = acquired(fixture.claim(&expired).await);
     let live = acquired(fixture.claim(&command("live", 30_000)).await);
     sleep_ms(80).await;
 
@@ -1221,7 +1234,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
     let tombstone_retention = TimeDelta::hours(1);
     let first = fixture
         .store
-        .sweep(2, tombstone_retention)
+        .sweep(2, sweep_policy(tombstone_retention))
         .await
         .expect("sweep");
     assert_eq!(first.tombstoned + first.deadline_exceeded, 2);
@@ -1229,7 +1242,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
     loop {
         let report = fixture
             .store
-            .sweep(2, tombstone_retention)
+            .sweep(2, sweep_policy(tombstone_retention))
             .await
             .expect("sweep");
         if report.total() == 0 {
@@ -1287,7 +1300,7 @@ async fn sweep_tombstones_results_ends_late_retries_and_deletes_old_tombstones(b
     loop {
         let report = fixture
             .store
-            .sweep(2, tombstone_retention)
+            .sweep(2, sweep_policy(tombstone_retention))
             .await
             .expect("sweep");
         deleted += report.deleted;
@@ -1344,6 +1357,7 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         max_attempts: 100,
         retention: TimeDelta::days(30),
         operation_deadline: Some(TimeDelta::days(30)),
+        clock_margin: TimeDelta::zero(),
     };
     let owner = acquired(fixture.claim(&command).await);
     assert_eq!(
@@ -1402,6 +1416,7 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         disposition: FailDisposition::Terminal,
         error: error.clone(),
         retry_after: TimeDelta::zero(),
+        clock_margin: TimeDelta::zero(),
     };
     fixture.fail_with(&failure).await;
     let stored = fixture.find(failing.operation_id).await.expect("exists").0;
@@ -1511,6 +1526,7 @@ async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decid
             FailDisposition::Retryable => TimeDelta::seconds(3),
             _ => TimeDelta::zero(),
         },
+        clock_margin: TimeDelta::zero(),
     };
     let cases: Vec<(&str, Box<WriteFor>)> = vec![
         (
@@ -1720,8 +1736,14 @@ async fn a_late_complete_racing_a_reconcile_loses_to_the_reconcile_that_locked_f
 ) {
     let fixture = Fixture::new(backend).await;
     let tenant = fixture.tenant;
-    let first = acquired(fixture.claim(&command("race", 50)).await);
-    sleep_ms(100).await; // the owner stalls past its lease
+    // The owner stalls past its lease and its attempt deadline: a
+    // reconciler may then record FAILED ("not found" proves something).
+    let stalling = ClaimCommand {
+        max_attempt_duration: TimeDelta::milliseconds(80),
+        ..command("race", 50)
+    };
+    let first = acquired(fixture.claim(&stalling).await);
+    sleep_ms(100).await;
 
     let (paused_store, reached, release) = paused(&fixture.backend);
     let reconcile = tokio::spawn({
@@ -1732,6 +1754,7 @@ async fn a_late_complete_racing_a_reconcile_loses_to_the_reconcile_that_locked_f
                 code: "not_found_at_provider".into(),
                 ..ErrorReport::default()
             }),
+            clock_margin: TimeDelta::zero(),
         };
         async move {
             let decide = |record: &OperationRecord, now| decide_reconcile(record, &command, now);

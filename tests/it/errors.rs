@@ -253,6 +253,7 @@ async fn a_tombstone_refuses_claims_with_result_expired(backend: Backend) {
             interval: std::time::Duration::from_secs(3600),
             batch: 10,
             tombstone_retention: chrono::TimeDelta::hours(1),
+            clock_margin: chrono::TimeDelta::zero(),
         },
     )
     .await;

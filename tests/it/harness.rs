@@ -82,15 +82,28 @@ pub fn claim_command(key: &str) -> idemd::domain::ClaimCommand {
         max_attempts: 5,
         retention: TimeDelta::hours(1),
         operation_deadline: None,
+        clock_margin: TimeDelta::zero(),
     }
 }
 
 pub type Client = IdempotencyServiceClient<Channel>;
 
 /// Short leases so expiry tests need no long sleeps.
+/// Retention with tombstones kept for `tombstone_retention` and no clock
+/// margin (as [`test_limits`]).
+pub fn sweep_policy(tombstone_retention: TimeDelta) -> idemd::domain::SweepPolicy {
+    idemd::domain::SweepPolicy {
+        tombstone_retention,
+        clock_margin: TimeDelta::zero(),
+    }
+}
+
+/// No clock margin: the tests that wait for an attempt deadline wait for it
+/// alone; the margin's own tests set one.
 pub fn test_limits() -> Limits {
     Limits {
         min_lease: TimeDelta::milliseconds(10),
+        clock_margin: TimeDelta::zero(),
         ..Limits::default()
     }
 }
@@ -834,6 +847,7 @@ impl ProcessData {
             .env_clear()
             .env("IDEMD_DATA_DIR", self.directory.path())
             .env("IDEMD_MIN_LEASE", "10ms")
+            .env("IDEMD_CLOCK_MARGIN", "0s")
             // Several servers run at once: no fixed ports besides the API's.
             .env("IDEMD_METRICS_LISTEN", "off")
             .envs(self.env.iter().map(|(name, value)| (name, value)))
@@ -1093,9 +1107,9 @@ impl Store for CountingStore {
     async fn sweep(
         &self,
         batch: u32,
-        tombstone_retention: TimeDelta,
+        policy: idemd::domain::SweepPolicy,
     ) -> idemd::domain::Result<idemd::store::SweepReport> {
-        self.inner.sweep(batch, tombstone_retention).await
+        self.inner.sweep(batch, policy).await
     }
 
     async fn count_operations(&self) -> idemd::domain::Result<idemd::store::OperationCounts> {

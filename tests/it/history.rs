@@ -195,7 +195,7 @@ async fn past_the_cap_entries_are_counted_into_a_truncation_entry_and_the_end_is
     world.backend.age_retention().await;
     let swept = world
         .store
-        .sweep(100, chrono::TimeDelta::days(7))
+        .sweep(100, sweep_policy(chrono::TimeDelta::days(7)))
         .await
         .expect("sweeps");
     assert_eq!(swept.tombstoned, 1);

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use idemd::domain::Limits;
 use idemd::proto;
 use idemd::proto::claim_response::Outcome;
 use tonic::Code;
@@ -644,6 +645,9 @@ async fn a_declined_fresh_attempt_is_released_at_once(backend: Backend) {
 }
 
 store_tests!(
+    a_retry_after_a_retryable_takeover_is_told_the_earlier_attempt_may_still_run,
+    reconcile_failed_waits_for_the_attempt_deadline_as_not_applied_does,
+    the_clock_margin_extends_the_doubt_told_and_the_wait_before_not_applied,
     stale_owner_cannot_complete_after_takeover,
     repeated_stale_writes_coalesce_in_history,
     budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves,
@@ -655,3 +659,183 @@ store_tests!(
     a_declined_takeover_hands_on_the_earlier_attempts_deadline,
     a_declined_fresh_attempt_is_released_at_once,
 );
+
+/// Issue 17, item 4: B took over A's attempt (whose effect may still land
+/// until A's deadline) and failed RETRYABLE: B's own effect did not happen,
+/// which says nothing of A's. The retry after it must be told to reconcile
+/// first, about A, not Acquired ("no earlier attempt can have taken effect").
+async fn a_retry_after_a_retryable_takeover_is_told_the_earlier_attempt_may_still_run(
+    backend: Backend,
+) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claim = proto::ClaimRequest {
+        max_attempt_duration: millis(60_000),
+        ..short_lease_claim("k", 5)
+    };
+    let first = client
+        .claim(authorized(token, claim.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    sleep_past_lease().await;
+    let second = client
+        .claim(authorized(token, claim.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_b = reconcile_first(&second)
+        .ownership
+        .clone()
+        .expect("ownership");
+    client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owner_b.operation_id.clone(),
+                fence: owner_b.fence,
+                disposition: proto::FailDisposition::Retryable.into(),
+                error: None,
+                retry_after: millis(10),
+            },
+        ))
+        .await
+        .expect("fail");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let third = client
+        .claim(authorized(token, claim))
+        .await
+        .expect("claim")
+        .into_inner();
+    let told = reconcile_first(&third);
+    assert_eq!(told.previous_fence, owner_a.fence, "the doubt is about A");
+    let left = as_std(told.previous_attempt_deadline.as_ref());
+    assert!(
+        left > Duration::from_secs(50) && left <= Duration::from_secs(60),
+        "{left:?}"
+    );
+    let history = history(&mut client, token, &owner_a.operation_id).await;
+    assert_eq!(
+        events(&history),
+        ["CLAIMED", "TAKEN_OVER", "RETRY_SCHEDULED", "RETRY_STARTED"]
+    );
+    assert!(
+        history[3]
+            .detail
+            .starts_with("earlier attempt may still be in flight; previous attempt deadline 20"),
+        "{}",
+        history[3].detail
+    );
+}
+
+/// Issue 17, item 8: FAILED says the effect did not happen, as NOT_APPLIED
+/// does; a reconciler reading "not found" at the provider while a stalled
+/// owner's call is in flight must not record it before the deadline.
+async fn reconcile_failed_waits_for_the_attempt_deadline_as_not_applied_does(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let claim = proto::ClaimRequest {
+        max_attempt_duration: millis(LEASE_MS * 3),
+        ..short_lease_claim("k", 5)
+    };
+    let first = client
+        .claim(authorized(token, claim))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner = ownership(&first).expect("acquired").clone();
+    let failed = proto::ReconcileRequest {
+        operation_id: owner.operation_id.clone(),
+        expected_fence: owner.fence,
+        resolution: Some(proto::reconcile_request::Resolution::Failed(
+            proto::OperationError {
+                code: "not_found".into(),
+                ..Default::default()
+            },
+        )),
+    };
+    sleep_past_lease().await;
+    let early = client
+        .reconcile(authorized(token, failed.clone()))
+        .await
+        .expect_err("the attempt may still be running");
+    assert_status(&early, Code::FailedPrecondition, "ATTEMPT_STILL_RUNNING");
+
+    tokio::time::sleep(Duration::from_millis(LEASE_MS * 3)).await;
+    let reconciled = client
+        .reconcile(authorized(token, failed))
+        .await
+        .expect("after the deadline")
+        .into_inner();
+    assert_eq!(reconciled.state(), proto::OperationState::Failed);
+}
+
+/// Issue 17, item 5: a forward step of the database clock would shorten the
+/// doubt a new owner is told while the old owner counts on its own clock.
+/// The configured margin is added to previous_attempt_deadline and to the
+/// wait before NOT_APPLIED.
+async fn the_clock_margin_extends_the_doubt_told_and_the_wait_before_not_applied(backend: Backend) {
+    let margin = Duration::from_secs(2);
+    let limits = Limits {
+        clock_margin: chrono::TimeDelta::from_std(margin).expect("a small duration"),
+        ..test_limits()
+    };
+    let world = World::start_with(backend, limits).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    // Long enough that A's attempt is still running at the takeover.
+    let attempt = Duration::from_millis(LEASE_MS * 8);
+    let claim = proto::ClaimRequest {
+        max_attempt_duration: millis(LEASE_MS * 8),
+        ..short_lease_claim("k", 5)
+    };
+    let first = client
+        .claim(authorized(token, claim.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owner_a = ownership(&first).expect("acquired").clone();
+    sleep_past_lease().await;
+    let second = client
+        .claim(authorized(token, claim))
+        .await
+        .expect("claim")
+        .into_inner();
+    let told = as_std(reconcile_first(&second).previous_attempt_deadline.as_ref());
+    assert!(
+        told > margin && told <= margin + attempt,
+        "A's deadline (not yet passed) plus the margin: {told:?}"
+    );
+
+    // A reconciler waits for A's (and B's) deadline plus the margin.
+    let owner_b = ownership_of(&second);
+    let not_applied = proto::ReconcileRequest {
+        operation_id: owner_a.operation_id.clone(),
+        expected_fence: owner_b.fence,
+        resolution: Some(proto::reconcile_request::Resolution::NotApplied(
+            proto::NotApplied {},
+        )),
+    };
+    tokio::time::sleep(attempt + Duration::from_millis(100)).await;
+    let early = client
+        .reconcile(authorized(token, not_applied.clone()))
+        .await
+        .expect_err("within the margin");
+    assert_status(&early, Code::FailedPrecondition, "ATTEMPT_STILL_RUNNING");
+    tokio::time::sleep(margin).await;
+    client
+        .reconcile(authorized(token, not_applied))
+        .await
+        .expect("past the deadline and the margin");
+}
+
+fn ownership_of(response: &proto::ClaimResponse) -> proto::Ownership {
+    reconcile_first(response)
+        .ownership
+        .clone()
+        .expect("ownership")
+}

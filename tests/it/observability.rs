@@ -501,6 +501,13 @@ async fn metrics_count_exactly_what_happened(backend: Backend) {
         "latency per store call: {metrics:#?}"
     );
     assert!(metrics.contains_key("idemd_db_pool_max_connections{}"));
+    // The database clock is this machine's: its measured offset is small.
+    assert!(
+        metrics
+            .get("idemd_db_clock_offset_seconds{}")
+            .is_some_and(|offset| offset.abs() < 1.0),
+        "the clock offset gauge: {metrics:#?}"
+    );
     assert!(
         metrics
             .keys()

@@ -12,6 +12,7 @@ fn settings(tombstone_retention: TimeDelta) -> SweeperSettings {
         interval: std::time::Duration::from_secs(3600),
         batch: 10,
         tombstone_retention,
+        clock_margin: TimeDelta::zero(),
     }
 }
 
@@ -208,7 +209,10 @@ async fn sweepers_on_many_replicas_share_the_work_without_doing_it_twice(backend
             tokio::spawn(async move {
                 let mut tombstoned = 0;
                 loop {
-                    let report = store.sweep(7, TimeDelta::hours(1)).await.expect("sweep");
+                    let report = store
+                        .sweep(7, sweep_policy(TimeDelta::hours(1)))
+                        .await
+                        .expect("sweep");
                     tombstoned += report.tombstoned;
                     if report.tombstoned == 0 {
                         return tombstoned;

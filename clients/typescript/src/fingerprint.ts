@@ -11,8 +11,9 @@
  * Refused, as the server refuses them (NotIJsonError), because canonicalization would
  * otherwise merge distinct requests: duplicate object keys, lone surrogates, integers
  * beyond ±2^53, numbers with a fraction or exponent of magnitude 2^53 or more, numbers
- * that are not integers but that a double rounds to one (`4503599627370496.5`,
- * `1e-400`), NaN/Infinity, and anything that is not one JSON document. JSON.parse is
+ * with more significant digits than a double holds, i.e. whose exact value is not the
+ * one their canonical form writes (`100.10000000000000001` is the double of `100.1`;
+ * `1e-400` underflows to 0), NaN/Infinity, and anything that is not one JSON document. JSON.parse is
  * not used: it keeps the last of duplicate keys and rounds big integers silently.
  */
 import { createHash } from "node:crypto";
@@ -50,16 +51,22 @@ type Value = null | boolean | number | string | Value[] | Map<string, Value>;
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 
-/** Whether a number literal's decimal value is an integer, by its digits alone. */
-function denotesAnInteger(literal: string): boolean {
-  const unsigned = literal.replace(/^-/, "").toLowerCase();
-  const [mantissa = "", exponent = "0"] = unsigned.split("e");
+/**
+ * A number literal's exact decimal value, by its digits alone: sign, significant digits
+ * (no leading or trailing zeros) and the power of ten of the last one ("0" for zero).
+ */
+function exactDecimal(literal: string): string {
+  const negative = literal.startsWith("-");
+  const [mantissa = "", exponent = "0"] = literal.replace(/^-/, "").toLowerCase().split("e");
   const [integerDigits = "", fractionDigits = ""] = mantissa.split(".");
-  const digits = integerDigits + fractionDigits;
-  const stripped = digits.replace(/0+$/, "");
-  if (stripped.replace(/^0+/, "") === "") return true;
-  const trailingZeros = digits.length - stripped.length;
-  return Number(exponent) - fractionDigits.length + trailingZeros >= 0;
+  const significant = (integerDigits + fractionDigits).replace(/^0+/, "");
+  const digits = significant.replace(/0+$/, "");
+  if (digits === "") return "0";
+  const power =
+    BigInt(exponent.replace(/^\+/, "")) -
+    BigInt(fractionDigits.length) +
+    BigInt(significant.length - digits.length);
+  return `${negative ? "-" : ""}${digits}e${power}`;
 }
 
 class Parser {
@@ -208,8 +215,15 @@ class Parser {
     const value = Number(literal);
     if (!Number.isFinite(value)) this.fail(`number ${literal} is out of range`);
     if (Math.abs(value) >= MAX_SAFE) this.fail("a number of magnitude 2^53 or more cannot be compared exactly");
-    if (Number.isInteger(value) && !denotesAnInteger(literal)) {
-      this.fail(`${literal} is not an integer but a double rounds it to ${value}`);
+    // String(value) is ECMAScript's Number::toString: the canonical form. A literal
+    // that does not denote exactly that value shares its double with another one
+    // (100.10000000000000001 and 100.1), which would replay it instead of conflicting.
+    const canonical = String(value);
+    if (exactDecimal(literal) !== exactDecimal(canonical)) {
+      this.fail(
+        `the number ${literal} has more significant digits than a double holds: ` +
+          `it would be compared as ${canonical}`,
+      );
     }
     return value;
   }

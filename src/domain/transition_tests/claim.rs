@@ -9,12 +9,14 @@ use crate::domain::model::{
     FailureReason, HistoryEvent, NewHistoryEntry, OperationRecord, Outcome, PreviousAttempt, State,
     TenantId,
 };
-use crate::domain::transition::{ClaimAnswer, PendingReason, decide_first_claim, takeover_detail};
+use crate::domain::transition::{
+    ClaimAnswer, Doubt, PendingReason, decide_first_claim, takeover_detail,
+};
 
 use super::{
     FIRST_FENCE, MAX_ATTEMPTS, OTHER, OWNER, Sim, assert_pending, at, claim_as, entry, every_state,
-    fingerprint, fresh, inserted_record, lease, op_id, retention, retry_wait, secs, t0,
-    terminal_states,
+    fingerprint, fresh, inserted_record, lease, op_id, reconcile_first, retention, retry_wait,
+    secs, t0, terminal_states,
 };
 
 // ---------------------------------------------------------------------------
@@ -175,15 +177,12 @@ fn resent_claim_after_a_takeover_is_told_reconcile_first_again() {
         attempt_deadline_at: Some(at(300)),
     };
     let takeover = sim.claim_as(b"taker");
-    assert_eq!(
-        takeover.claim_answer(),
-        ClaimAnswer::ReconcileFirst(previous)
-    );
+    assert_eq!(takeover.claim_answer(), reconcile_first(previous));
     let after_takeover = sim.record.clone();
 
     sim.now = at(32);
     let resent = sim.claim_as(b"taker");
-    assert_eq!(resent.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    assert_eq!(resent.claim_answer(), reconcile_first(previous));
     resent.assert_no_effects();
     assert_eq!(sim.record, after_takeover);
 
@@ -205,7 +204,7 @@ fn expired_lease_with_budget_left_is_taken_over_with_reconcile_first() {
         fence: FIRST_FENCE,
         attempt_deadline_at: Some(at(300)),
     };
-    assert_eq!(step.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    assert_eq!(step.claim_answer(), reconcile_first(previous));
     assert_eq!(step.drawn_fence, Some(11));
     let next = step.next();
     assert_eq!(next.state, State::InProgress);
@@ -244,7 +243,7 @@ fn unknown_outcome_with_budget_left_is_taken_over_with_reconcile_first() {
         fence: FIRST_FENCE,
         attempt_deadline_at: Some(at(300)),
     };
-    assert_eq!(step.claim_answer(), ClaimAnswer::ReconcileFirst(previous));
+    assert_eq!(step.claim_answer(), reconcile_first(previous));
     assert_eq!(step.drawn_fence, Some(11));
     let next = step.next();
     assert_eq!(
@@ -320,7 +319,7 @@ fn a_takeover_keeps_the_replaced_attempts_deadline_and_counts_what_is_left() {
         }
         sim.now = at(case.taken_over_at);
         let step = sim.claim_as(b"taker");
-        let ClaimAnswer::ReconcileFirst(previous) = step.claim_answer() else {
+        let ClaimAnswer::ReconcileFirst(Doubt { previous, .. }) = step.claim_answer() else {
             panic!("{}: not a takeover", case.name);
         };
         assert_eq!(previous.attempt_deadline_at, Some(at(300)), "{}", case.name);
@@ -357,7 +356,10 @@ fn a_takeover_keeps_the_replaced_attempts_deadline_and_counts_what_is_left() {
         sim.now = at(case.taken_over_at + 10);
         let resent = sim.claim_as(b"taker");
         resent.assert_no_effects();
-        let ClaimAnswer::ReconcileFirst(again) = resent.claim_answer() else {
+        let ClaimAnswer::ReconcileFirst(Doubt {
+            previous: again, ..
+        }) = resent.claim_answer()
+        else {
             panic!("{}: a re-sent takeover is not ReconcileFirst", case.name);
         };
         assert_eq!(again, previous, "{}", case.name);
@@ -377,7 +379,8 @@ fn a_second_takeover_reports_the_deadline_of_the_attempt_it_replaces() {
     sim.claim_as(b"second").claim_answer();
     assert_eq!(sim.record.attempt_deadline_at, Some(at(331)));
     sim.now = at(62);
-    let ClaimAnswer::ReconcileFirst(previous) = sim.claim_as(b"third").claim_answer() else {
+    let ClaimAnswer::ReconcileFirst(Doubt { previous, .. }) = sim.claim_as(b"third").claim_answer()
+    else {
         panic!("not a takeover");
     };
     assert_eq!(previous.fence, FIRST_FENCE + 1);
@@ -422,7 +425,7 @@ fn takeovers_count_against_the_attempt_budget() {
         let step = sim.claim_as(format!("taker-{attempt}").as_bytes());
         assert_eq!(
             step.claim_answer(),
-            ClaimAnswer::ReconcileFirst(PreviousAttempt {
+            reconcile_first(PreviousAttempt {
                 state: State::InProgress,
                 fence: previous_fence,
                 attempt_deadline_at: previous_deadline,
@@ -653,4 +656,25 @@ fn claim_on_succeeded_or_failed_replays_completed_without_writing() {
             step.assert_no_effects();
         }
     }
+}
+
+#[test]
+fn a_takeover_is_told_the_earlier_deadline_plus_the_clock_margin() {
+    // The margin covers a forward step of the database clock, which would
+    // otherwise shorten what the new owner waits while the old owner counts
+    // on its own monotonic clock (issue 17, item 5).
+    let mut sim = Sim::new();
+    sim.clock_margin = secs(3);
+    sim.now = at(31);
+    assert_eq!(
+        sim.claim_as(b"taker").claim_answer(),
+        ClaimAnswer::ReconcileFirst(Doubt {
+            previous: PreviousAttempt {
+                state: State::InProgress,
+                fence: FIRST_FENCE,
+                attempt_deadline_at: Some(at(300)),
+            },
+            settles_at: Some(at(303)),
+        })
+    );
 }

@@ -78,6 +78,7 @@ fn terminal_records_never_change_under_any_command() {
 
 #[derive(Debug, Clone)]
 struct Config {
+    clock_margin_secs: i64,
     max_attempts: u32,
     lease_secs: i64,
     max_attempt_secs: i64,
@@ -129,6 +130,7 @@ enum Event {
 
 fn config_strategy() -> impl Strategy<Value = Config> {
     (
+        0i64..=5,
         1u32..=4,
         1i64..=60,
         5i64..=300,
@@ -137,6 +139,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
     )
         .prop_map(
             |(
+                clock_margin_secs,
                 max_attempts,
                 lease_secs,
                 max_attempt_secs,
@@ -144,6 +147,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                 operation_deadline_secs,
             )| {
                 Config {
+                    clock_margin_secs,
                     max_attempts,
                     lease_secs,
                     max_attempt_secs,
@@ -213,9 +217,10 @@ struct Run {
     /// Every fence the record has carried, in order.
     issued: Vec<Fence>,
     grants: Vec<Grant>,
-    /// The attempts that may have started their effect since the last moment
-    /// none could have (a retry released, a reconciliation, an outcome), with
-    /// their deadlines. An accepted decline (NOT_STARTED) leaves the list.
+    /// The attempts that may have started their effect since the operation
+    /// ended, with their deadlines. An attempt whose owner reported that its
+    /// effect did not happen (RETRYABLE, or a decline: NOT_STARTED) leaves
+    /// the list; the attempts it took over stay until their deadlines.
     in_doubt: Vec<(Fence, Option<DateTime<Utc>>)>,
 }
 
@@ -227,9 +232,11 @@ impl Run {
             max_attempts: config.max_attempts,
             retention: secs(config.retention_secs),
             operation_deadline: config.operation_deadline_secs.map(secs),
+            clock_margin: secs(config.clock_margin_secs),
             ..claim_as(&token(1))
         };
-        let sim = Sim::with(inserted_record(&first, FIRST_FENCE, t0()));
+        let mut sim = Sim::with(inserted_record(&first, FIRST_FENCE, t0()));
+        sim.clock_margin = first.clock_margin;
         let until = sim.record.lease_expires_at.expect("a first lease");
         let first_deadline = sim.record.attempt_deadline_at;
         Self {
@@ -271,7 +278,8 @@ impl Run {
 
     fn play(&mut self, event: &Event) {
         let now = self.sim.now;
-        let mut declined = None;
+        // An owner that reports its own effect did not happen.
+        let mut no_effect = None;
         let step = match event {
             Event::Advance { millis } => {
                 self.sim.now += TimeDelta::milliseconds(*millis);
@@ -340,13 +348,17 @@ impl Run {
             } => {
                 let command = FailCommand {
                     error: report(&format!("code-{code}")),
+                    clock_margin: self.first.clock_margin,
                     ..fail_cmd(self.pick(fence), *disposition, secs(*retry_secs))
                 };
                 let step = self
                     .sim
                     .step(|record, now| decide_fail(record, &command, now));
-                if command.disposition == FailDisposition::NotStarted {
-                    declined = Some(command.fence);
+                if matches!(
+                    command.disposition,
+                    FailDisposition::NotStarted | FailDisposition::Retryable
+                ) {
+                    no_effect = Some(command.fence);
                 }
                 self.check_owner_write(&step, command.fence, Some(command.digest()));
                 // A decline (NOT_STARTED) always takes the locked path.
@@ -365,7 +377,10 @@ impl Run {
                     1 => Resolution::Failed(report(&format!("code-{body}"))),
                     _ => Resolution::NotApplied,
                 };
-                let command = reconcile_cmd(self.pick(fence), resolution);
+                let command = ReconcileCommand {
+                    clock_margin: self.first.clock_margin,
+                    ..reconcile_cmd(self.pick(fence), resolution)
+                };
                 let step = self
                     .sim
                     .step(|record, now| decide_reconcile(record, &command, now));
@@ -374,7 +389,7 @@ impl Run {
             }
         };
         self.check_any(&step);
-        self.check_doubt(&step, declined);
+        self.check_doubt(&step, no_effect);
         if step.effects.update.is_some() && self.sim.record.state != State::InProgress {
             // The owner reported, or was marked: its lease ends now.
             let now = self.sim.now;
@@ -428,28 +443,46 @@ impl Run {
 
     /// A takeover is told a deadline no earlier than that of any attempt
     /// that may have started its effect: until then that effect may still be
-    /// in flight. An attempt that declined (NOT_STARTED) never started one,
-    /// so it does not extend the doubt.
-    fn check_doubt(&mut self, step: &Step, declined: Option<Fence>) {
+    /// in flight; and it settles that deadline plus the clock margin later.
+    /// A fresh attempt (Acquired) is started only when no other attempt's
+    /// effect can still be in flight. An attempt that declined (NOT_STARTED)
+    /// or failed RETRYABLE never had an effect of its own, so it does not
+    /// extend the doubt, and does not end the doubt of the one it replaced.
+    fn check_doubt(&mut self, step: &Step, no_effect: Option<Fence>) {
         let owner = self.sim.record.fence;
-        if let Ok(Answer::Claim(ClaimAnswer::ReconcileFirst(previous))) = &step.answer
-            && let Some(told) = previous.attempt_deadline_at
-        {
-            for (fence, deadline) in &self.in_doubt {
-                assert!(
-                    *fence == owner || deadline.is_none_or(|deadline| deadline <= told),
-                    "a takeover was told the doubt ends at {told}, but attempt {fence} \
-                     may run its effect until {deadline:?}: {step:#?}"
-                );
+        let now = self.sim.now;
+        let margin = self.first.clock_margin;
+        match &step.answer {
+            Ok(Answer::Claim(ClaimAnswer::ReconcileFirst(doubt))) => {
+                assert_eq!(doubt.settles_at, doubt.previous.settles_at(margin));
+                if let Some(told) = doubt.previous.attempt_deadline_at {
+                    for (fence, deadline) in &self.in_doubt {
+                        assert!(
+                            *fence == owner || deadline.is_none_or(|deadline| deadline <= told),
+                            "a takeover was told the doubt ends at {told}, but attempt \
+                             {fence} may run its effect until {deadline:?}: {step:#?}"
+                        );
+                    }
+                }
             }
+            Ok(Answer::Claim(ClaimAnswer::Acquired)) if step.effects.update.is_some() => {
+                for (fence, deadline) in &self.in_doubt {
+                    assert!(
+                        deadline.is_some_and(|deadline| deadline + margin <= now),
+                        "a fresh attempt was acquired at {now}, but attempt {fence} may run \
+                         its effect until {deadline:?} (+{margin}): {step:#?}"
+                    );
+                }
+            }
+            _ => {}
         }
         if step.effects.update.is_none() {
             return;
         }
-        if let Some(fence) = declined {
+        if let Some(fence) = no_effect {
             self.in_doubt.retain(|(doubtful, _)| *doubtful != fence);
         }
-        if !matches!(self.sim.record.state, State::InProgress | State::Unknown) {
+        if self.sim.record.state.is_terminal() {
             self.in_doubt.clear();
         }
         if let Some(fence) = step.drawn_fence
@@ -612,10 +645,19 @@ impl Run {
                     assert_eq!(after.attempt, before.attempt + 1);
                     assert_eq!(after.claim_token, command.claim_token);
                     match answer {
-                        ClaimAnswer::ReconcileFirst(previous) => {
+                        // A retry still doubting the attempt it took over.
+                        ClaimAnswer::ReconcileFirst(doubt) if before.state == State::RetryWait => {
+                            assert_eq!(Some(doubt.previous), before.taken_over_from);
+                            assert!(
+                                doubt
+                                    .previous
+                                    .may_still_run(self.sim.now, command.clock_margin)
+                            );
+                        }
+                        ClaimAnswer::ReconcileFirst(doubt) => {
                             assert!(before.unresolved(self.sim.now));
                             assert_eq!(
-                                previous,
+                                doubt.previous,
                                 PreviousAttempt {
                                     state: before.state,
                                     fence: before.fence,

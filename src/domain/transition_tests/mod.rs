@@ -22,11 +22,11 @@ use super::command::{
 use super::error::{Error, Refusal};
 use super::model::{
     ErrorReport, FailureReason, Fence, Fingerprint, HistoryEvent, NewHistoryEntry, OperationId,
-    OperationRecord, Outcome, Scope, State, SuccessResult, TenantId,
+    OperationRecord, Outcome, PreviousAttempt, Scope, State, SuccessResult, TenantId,
 };
 use super::transition::{
-    Answer, ClaimAnswer, Decision, Effects, PendingReason, decide_claim, decide_complete,
-    decide_fail, decide_first_claim, decide_reconcile, decide_renew, decide_sweep,
+    Answer, ClaimAnswer, Decision, Doubt, Effects, PendingReason, SweepPolicy, decide_claim,
+    decide_complete, decide_fail, decide_first_claim, decide_reconcile, decide_renew, decide_sweep,
 };
 
 mod claim;
@@ -101,6 +101,7 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
         max_attempts: MAX_ATTEMPTS,
         retention: retention(),
         operation_deadline: None,
+        clock_margin: TimeDelta::zero(),
     }
 }
 
@@ -160,6 +161,7 @@ fn fail_cmd(fence: Fence, disposition: FailDisposition, retry_after: TimeDelta) 
         disposition,
         error: report(CODE),
         retry_after,
+        clock_margin: TimeDelta::zero(),
     }
 }
 
@@ -168,6 +170,7 @@ fn reconcile_cmd(expected_fence: Fence, resolution: Resolution) -> ReconcileComm
         operation_id: op_id(),
         expected_fence,
         resolution,
+        clock_margin: TimeDelta::zero(),
     }
 }
 
@@ -212,6 +215,9 @@ struct Sim {
     record: OperationRecord,
     now: DateTime<Utc>,
     next_fence: Fence,
+    /// The server's clock margin for the commands the helpers below build
+    /// (zero unless a test sets it).
+    clock_margin: TimeDelta,
 }
 
 /// One applied decision.
@@ -234,6 +240,7 @@ impl Sim {
             now: record.updated_at,
             next_fence: record.fence + 1,
             record,
+            clock_margin: TimeDelta::zero(),
         }
     }
 
@@ -284,7 +291,11 @@ impl Sim {
     }
 
     fn claim_as(&mut self, token: &[u8]) -> Step {
-        self.claim(&claim_as(token))
+        let command = ClaimCommand {
+            clock_margin: self.clock_margin,
+            ..claim_as(token)
+        };
+        self.claim(&command)
     }
 
     fn renew(&mut self, fence: Fence) -> Step {
@@ -302,18 +313,28 @@ impl Sim {
     }
 
     fn fail(&mut self, fence: Fence, disposition: FailDisposition, retry_after: TimeDelta) -> Step {
-        let command = fail_cmd(fence, disposition, retry_after);
+        let command = FailCommand {
+            clock_margin: self.clock_margin,
+            ..fail_cmd(fence, disposition, retry_after)
+        };
         self.step(|record, now| decide_fail(record, &command, now))
     }
 
     fn reconcile(&mut self, expected_fence: Fence, resolution: Resolution) -> Step {
-        let command = reconcile_cmd(expected_fence, resolution);
+        let command = ReconcileCommand {
+            clock_margin: self.clock_margin,
+            ..reconcile_cmd(expected_fence, resolution)
+        };
         self.step(|record, now| decide_reconcile(record, &command, now))
     }
 
     /// The sweeper's decision, applied; `None` when it leaves the record alone.
     fn sweep(&mut self) -> Option<Step> {
-        let decision = decide_sweep(&self.record, self.now, tombstone_retention())?;
+        let policy = SweepPolicy {
+            tombstone_retention: tombstone_retention(),
+            clock_margin: self.clock_margin,
+        };
+        let decision = decide_sweep(&self.record, self.now, policy)?;
         Some(self.step(|_, _| decision))
     }
 }
@@ -381,6 +402,14 @@ impl Step {
         assert_eq!(self.drawn_fence, None);
         assert_eq!(self.history(), &expected);
     }
+}
+
+/// ReconcileFirst about `previous`, as told with no clock margin.
+fn reconcile_first(previous: PreviousAttempt) -> ClaimAnswer {
+    ClaimAnswer::ReconcileFirst(Doubt {
+        previous,
+        settles_at: previous.attempt_deadline_at,
+    })
 }
 
 fn assert_pending(step: &Step, reason: PendingReason, retry_after: TimeDelta) {

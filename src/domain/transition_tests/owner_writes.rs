@@ -8,7 +8,7 @@ use crate::domain::error::{Error, Refusal};
 use crate::domain::model::{
     FailureReason, HistoryEvent, OperationRecord, Outcome, State, WriteAnswer, WriteReceipt, Writer,
 };
-use crate::domain::transition::{ClaimAnswer, PendingReason};
+use crate::domain::transition::{ClaimAnswer, Doubt, PendingReason};
 
 use super::{
     CODE, FIRST_FENCE, OTHER, Sim, assert_pending, at, complete_cmd, entry, every_state, fail_cmd,
@@ -596,7 +596,10 @@ fn a_declined_takeover_keeps_the_doubt_of_the_attempt_it_took_over() {
     let mut sim = Sim::new();
     // The first attempt (deadline at 300) stalls; its lease runs out.
     sim.now = at(31);
-    let ClaimAnswer::ReconcileFirst(first) = sim.claim_as(b"second").claim_answer() else {
+    let ClaimAnswer::ReconcileFirst(Doubt {
+        previous: first, ..
+    }) = sim.claim_as(b"second").claim_answer()
+    else {
         panic!("not a takeover");
     };
     assert_eq!(first.attempt_deadline_at, Some(at(300)));
@@ -631,9 +634,10 @@ fn a_declined_takeover_keeps_the_doubt_of_the_attempt_it_took_over() {
     // However many decline in turn, each next owner is told the same end.
     for attempt in 3..=4 {
         sim.now += secs(10);
-        let ClaimAnswer::ReconcileFirst(previous) = sim.claim_as(b"next").claim_answer() else {
+        let ClaimAnswer::ReconcileFirst(doubt) = sim.claim_as(b"next").claim_answer() else {
             panic!("attempt {attempt}: not a takeover");
         };
+        let previous = doubt.previous;
         assert_eq!(previous.state, State::Unknown, "attempt {attempt}");
         assert_eq!(
             previous.attempt_deadline_at,
@@ -641,7 +645,7 @@ fn a_declined_takeover_keeps_the_doubt_of_the_attempt_it_took_over() {
             "attempt {attempt}"
         );
         assert_eq!(
-            previous.attempt_deadline_left(sim.now),
+            doubt.settles_at.map(|settles_at| settles_at - sim.now),
             Some(at(300) - sim.now),
             "attempt {attempt}"
         );
@@ -676,7 +680,8 @@ fn an_attempt_that_reports_unknown_after_a_takeover_extends_the_doubt_to_its_own
         .written();
     assert_eq!(sim.record.attempt_deadline_at, Some(at(331)));
     sim.now = at(50);
-    let ClaimAnswer::ReconcileFirst(previous) = sim.claim_as(b"third").claim_answer() else {
+    let ClaimAnswer::ReconcileFirst(Doubt { previous, .. }) = sim.claim_as(b"third").claim_answer()
+    else {
         panic!("not a takeover");
     };
     assert_eq!(previous.attempt_deadline_at, Some(at(331)));
@@ -819,4 +824,99 @@ fn stale_fence_is_refused_and_recorded_in_every_state() {
         }
         assert_eq!(sim.record, before, "{name}");
     }
+}
+
+/// Issue 17, item 4: a RETRYABLE from an attempt that took over a doubt says
+/// only that this attempt's effect did not happen. The attempt it replaced
+/// may still be in flight until its deadline: the next attempt is told so
+/// (ReconcileFirst), not Acquired ("no earlier attempt can have taken
+/// effect"), and the doubt is not ended as FAILED.
+#[test]
+fn a_retryable_failure_after_a_takeover_keeps_the_doubt_of_the_attempt_it_took_over() {
+    let mut sim = Sim::new();
+    sim.clock_margin = secs(3);
+    // The first attempt (deadline at 300) stalls; its lease runs out.
+    sim.now = at(31);
+    let ClaimAnswer::ReconcileFirst(Doubt {
+        previous: first, ..
+    }) = sim.claim_as(b"second").claim_answer()
+    else {
+        panic!("not a takeover");
+    };
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::Retryable, secs(5))
+        .written();
+    assert_eq!(sim.record.state, State::RetryWait);
+    assert_eq!(sim.record.taken_over_from, Some(first));
+
+    // Due at 45, while the first attempt may still run: ReconcileFirst about
+    // the first attempt, settling at its deadline plus the margin.
+    sim.now = at(45);
+    let step = sim.claim_as(b"third");
+    assert_eq!(
+        step.claim_answer(),
+        ClaimAnswer::ReconcileFirst(Doubt {
+            previous: first,
+            settles_at: Some(at(303)),
+        })
+    );
+    assert_eq!(step.drawn_fence, Some(FIRST_FENCE + 2));
+    assert_eq!(step.history().event, HistoryEvent::RetryStarted);
+    assert_eq!(
+        step.history().detail,
+        "earlier attempt may still be in flight; previous attempt deadline \
+         2025-06-15T15:11:40.000Z"
+    );
+    assert_eq!(sim.record.taken_over_from, Some(first));
+    assert_eq!(sim.record.attempt, 3);
+
+    // The same again for the next retry, until the first attempt settles;
+    // after that a retry is a fresh attempt.
+    sim.now = at(50);
+    sim.fail(FIRST_FENCE + 2, FailDisposition::Retryable, secs(1))
+        .written();
+    sim.now = at(302);
+    assert!(matches!(
+        sim.claim_as(b"fourth").claim_answer(),
+        ClaimAnswer::ReconcileFirst(Doubt { previous, .. }) if previous == first
+    ));
+    sim.now = at(310);
+    sim.fail(FIRST_FENCE + 3, FailDisposition::Retryable, secs(0))
+        .written();
+    let step = sim.claim_as(b"fifth");
+    assert_eq!(step.claim_answer(), ClaimAnswer::Acquired);
+    assert_eq!(sim.record.taken_over_from, None);
+}
+
+#[test]
+fn a_retryable_failure_after_a_takeover_with_no_budget_left_needs_reconciliation() {
+    // The last attempt took over a doubt that has not settled: FAILED
+    // (ATTEMPTS_EXHAUSTED) would tell callers the effect did not happen.
+    let mut sim = Sim::fresh_with(|record| record.max_attempts = 2);
+    sim.clock_margin = secs(3);
+    sim.now = at(31);
+    sim.claim_as(b"second");
+    sim.now = at(40);
+    let step = sim.fail(FIRST_FENCE + 1, FailDisposition::Retryable, secs(5));
+    step.written();
+    assert_eq!(sim.record.state, State::Unknown);
+    assert_eq!(sim.record.attempt_deadline_at, Some(at(300)));
+    assert_eq!(step.history().event, HistoryEvent::OutcomeUnknown);
+    sim.now = at(50);
+    assert_eq!(
+        sim.claim_as(b"third").claim_answer(),
+        ClaimAnswer::NeedsReconciliation
+    );
+
+    // Once the doubt has settled, the same failure ends the operation.
+    let mut settled = Sim::fresh_with(|record| record.max_attempts = 2);
+    settled.clock_margin = secs(3);
+    settled.now = at(31);
+    settled.claim_as(b"second");
+    settled.now = at(303);
+    let step = settled.fail(FIRST_FENCE + 1, FailDisposition::Retryable, secs(5));
+    assert_eq!(
+        step.failure_reason(),
+        Some(FailureReason::AttemptsExhausted)
+    );
 }

@@ -56,6 +56,10 @@ fn reconcile_succeeded_or_failed_resolves_every_unresolved_state_with_a_new_fenc
             (Resolution::Failed(report(CODE)), State::Failed, "failed"),
         ] {
             let mut sim = sim.clone();
+            if state == State::Failed && sim.record.state != State::RetryWait {
+                // FAILED, like NOT_APPLIED, waits for the attempt deadline.
+                sim.now = at(300);
+            }
             let before = sim.record.clone();
             let command = reconcile_cmd(before.fence, resolution.clone());
             let step = sim.reconcile(before.fence, resolution);
@@ -106,19 +110,73 @@ fn reconcile_succeeded_or_failed_resolves_every_unresolved_state_with_a_new_fenc
 }
 
 #[test]
-fn not_applied_before_the_attempt_deadline_is_refused_attempt_still_running() {
-    for (name, mut sim) in unresolved_states() {
+fn not_applied_or_failed_before_the_attempt_deadline_is_refused_attempt_still_running() {
+    // Both say the effect did not happen; a stalled owner's call may still
+    // land until the deadline (issue 17, item 8, for FAILED).
+    for (name, sim) in unresolved_states() {
         if sim.record.state == State::RetryWait {
             continue;
         }
-        let before = sim.record.clone();
-        let step = sim.reconcile(before.fence, Resolution::NotApplied);
+        for resolution in [Resolution::NotApplied, Resolution::Failed(report(CODE))] {
+            let mut sim = sim.clone();
+            let before = sim.record.clone();
+            let step = sim.reconcile(before.fence, resolution);
+            assert_eq!(
+                step.error(),
+                &refused(Refusal::AttemptStillRunning, before.state),
+                "{name}"
+            );
+            step.assert_no_effects();
+        }
+    }
+}
+
+#[test]
+fn a_reconciliation_that_says_no_effect_waits_for_the_deadline_plus_the_clock_margin() {
+    for (name, sim) in unresolved_states() {
+        if sim.record.state == State::RetryWait {
+            continue;
+        }
+        for resolution in [Resolution::NotApplied, Resolution::Failed(report(CODE))] {
+            let mut sim = sim.clone();
+            sim.clock_margin = secs(3);
+            let fence = sim.record.fence;
+            sim.now = at(302);
+            assert_eq!(
+                sim.reconcile(fence, resolution.clone()).error(),
+                &refused(Refusal::AttemptStillRunning, sim.record.state),
+                "{name}: within the margin"
+            );
+            sim.now = at(303);
+            sim.reconcile(fence, resolution).written();
+        }
+        // SUCCEEDED is evidence at any time.
+        let mut sim = sim.clone();
+        sim.clock_margin = secs(3);
+        let fence = sim.record.fence;
+        sim.reconcile(fence, Resolution::Succeeded(result("found")))
+            .written();
+    }
+}
+
+#[test]
+fn a_retry_still_doubting_a_taken_over_attempt_cannot_be_reconciled_as_no_effect() {
+    let mut sim = Sim::new();
+    sim.now = at(31);
+    sim.claim_as(b"second");
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::Retryable, secs(5))
+        .written();
+    assert_eq!(sim.record.state, State::RetryWait);
+    for resolution in [Resolution::NotApplied, Resolution::Failed(report(CODE))] {
+        let step = sim.clone().reconcile(FIRST_FENCE + 1, resolution.clone());
         assert_eq!(
             step.error(),
-            &refused(Refusal::AttemptStillRunning, before.state),
-            "{name}"
+            &refused(Refusal::AttemptStillRunning, State::RetryWait)
         );
-        step.assert_no_effects();
+        let mut after = sim.clone();
+        after.now = at(300);
+        after.reconcile(FIRST_FENCE + 1, resolution).written();
     }
 }
 

@@ -142,3 +142,34 @@ fn sweeper_ends_a_retry_past_the_operation_deadline_as_deadline_exceeded() {
         State::Expired
     );
 }
+
+#[test]
+fn sweeper_leaves_a_retry_past_the_operation_deadline_unknown_while_it_doubts_an_earlier_attempt() {
+    // The retry took over a stalled attempt (deadline at 300) and failed
+    // RETRYABLE; the operation deadline passes before that attempt settles.
+    let mut sim = Sim::fresh_with(|record| record.operation_deadline_at = Some(at(60)));
+    sim.now = at(31);
+    sim.claim_as(OTHER);
+    sim.now = at(40);
+    sim.fail(FIRST_FENCE + 1, FailDisposition::Retryable, secs(5))
+        .written();
+    sim.now = at(60);
+    let step = sim.sweep().expect("the operation deadline passed");
+    let next = step.next();
+    assert_eq!(
+        (next.state, next.attempt_deadline_at),
+        (State::Unknown, Some(at(300)))
+    );
+    assert_eq!(next.outcome, None, "nobody knows the outcome");
+    assert_eq!(step.history().event, HistoryEvent::MarkedUnknown);
+    assert!(
+        step.history().detail.starts_with(
+            "deadline_exceeded; earlier attempt may still be in flight; previous attempt deadline"
+        ),
+        "{}",
+        step.history().detail
+    );
+    // Unresolved: the sweeper leaves it to a reconciler from now on.
+    sim.now = at(400);
+    assert!(sim.sweep().is_none());
+}

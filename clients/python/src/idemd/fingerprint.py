@@ -10,8 +10,10 @@ for requests above the server's payload bound.
 Refused, as the server refuses them (:class:`NotIJsonError`), because canonicalization
 would otherwise merge distinct requests: duplicate object keys, lone surrogates,
 integers beyond +-2^53, numbers with a fraction or exponent of magnitude 2^53 or more,
-numbers that are not integers but that a double rounds to one (``4503599627370496.5``,
-``1e-400``), NaN/Infinity, and anything that is not one JSON document.
+numbers with more significant digits than a double holds, i.e. whose exact value is not
+the one their canonical form writes (``100.10000000000000001`` is the double of
+``100.1``; ``1e-400`` underflows to 0), NaN/Infinity, and anything that is not one
+JSON document.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 _DOMAIN = b"idem.v1"
@@ -52,28 +55,19 @@ def _parse_int(literal: str) -> int:
     return value
 
 
-def _denotes_an_integer(literal: str) -> bool:
-    """Whether a number literal's decimal value is an integer, by its digits alone."""
-    unsigned = literal.lstrip("-")
-    mantissa, _, exponent = unsigned.replace("E", "e").partition("e")
-    integer_digits, _, fraction_digits = mantissa.partition(".")
-    digits = integer_digits + fraction_digits
-    stripped = digits.rstrip("0")
-    if not stripped:
-        return True
-    trailing_zeros = len(digits) - len(stripped)
-    return int(exponent or "0") - len(fraction_digits) + trailing_zeros >= 0
-
-
 def _parse_float(literal: str) -> float:
     value = float(literal)
     if not math.isfinite(value):
         raise NotIJsonError(f"number {literal} is out of range")
     if abs(value) >= _MAX_SAFE:
         raise NotIJsonError("a number of magnitude 2^53 or more cannot be compared exactly")
-    if value == int(value) and not _denotes_an_integer(literal):
+    canonical = _format_number(value)
+    if Decimal(literal) != Decimal(canonical):
+        # 100.10000000000000001 is the double of 100.1: accepting both would let
+        # one amount replay the other instead of conflicting with it.
         raise NotIJsonError(
-            f"{literal} is not an integer but a double rounds it to {int(value)}"
+            f"the number {literal} has more significant digits than a double holds: "
+            f"it would be compared as {canonical}"
         )
     return value
 
