@@ -77,19 +77,20 @@ type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 const SETTLING_ROUNDS: u64 = 3;
 
 /// How long a slow lookup (the late-landing twist's) takes from its read of
-/// the provider to its answer: longer than what is left of the earlier
-/// attempt when the takeover starts, so that it straddles that deadline.
+/// the provider to its answer.
 const SLOW_LOOKUP: (Duration, Duration) = (Duration::from_millis(800), Duration::from_millis(1200));
+
+/// A slow lookup that read the provider before the earlier attempt's
+/// deadline answers no sooner than this long after that deadline (and in
+/// at most [`SLOW_LOOKUP_MAX`]): it straddles the deadline, however long the
+/// takeover's Claim took on a loaded machine.
+const STRADDLE_PAST_DEADLINE: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_millis(300));
+const SLOW_LOOKUP_MAX: Duration = Duration::from_secs(2);
 
 /// The latest a late-landing effect lands: this long before its attempt
 /// deadline (local clock, counted from the Claim's send: before the server's).
 const LANDING_BEFORE_DEADLINE: Duration = Duration::from_millis(50);
-
-/// The late-landing owner's safety margin (its lease three times as long):
-/// its client gives the attempt up this long before the deadline, and the
-/// caller's next delivery takes over while the request is still in flight,
-/// with time to spare for a loaded machine.
-const LATE_LANDING_OWNER_MARGIN: Duration = Duration::from_millis(600);
 
 #[derive(Debug, Default)]
 struct Stats {
@@ -317,8 +318,9 @@ impl World {
     }
 
     /// The takeover's lookup: it reads the provider as it starts; for a
-    /// slow-lookup intent its answer comes 0.8-1.2 s later (counted when it
-    /// straddles the earlier attempt's deadline), else at once.
+    /// slow-lookup intent its answer comes 0.8-1.2 s later, and, if it read
+    /// before the earlier attempt's deadline, just after that deadline (up to
+    /// 2 s; counted when it straddles it), else at once.
     fn lookup(
         self: &Arc<Self>,
         intent: &Intent,
@@ -338,7 +340,12 @@ impl World {
                     found.map(|body| Disposition::Success(result(body))),
                 ));
             }
-            let answer_after = rng.between(SLOW_LOOKUP.0, SLOW_LOOKUP.1);
+            let mut answer_after = rng.between(SLOW_LOOKUP.0, SLOW_LOOKUP.1);
+            if let Some(previous) = context.previous_outcome_unknown() {
+                let past_deadline = previous.attempt_deadline.saturating_duration_since(read_at)
+                    + rng.between(STRADDLE_PAST_DEADLINE.0, STRADDLE_PAST_DEADLINE.1);
+                answer_after = answer_after.max(past_deadline.min(SLOW_LOOKUP_MAX));
+            }
             let world = world.clone();
             Box::pin(async move {
                 sleep(answer_after).await;
@@ -509,9 +516,13 @@ impl World {
                 std::future::pending::<Disposition>().await
             }) as Boxed<Disposition>
         };
+        // The owner's client gives the attempt up a third of it before its
+        // deadline (its lease the whole attempt, so that the margin counts
+        // whole), and the caller's next delivery takes over while the
+        // request is still in flight, with time to spare on a loaded machine.
         let operation = Operation {
-            lease: LATE_LANDING_OWNER_MARGIN * 3 + Duration::from_millis(200),
-            safety_margin: LATE_LANDING_OWNER_MARGIN,
+            lease: self.settings.attempt_duration,
+            safety_margin: self.settings.attempt_duration / 3,
             ..self.operation(intent, &intent.payload)
         };
         let lookup = self.lookup(intent, rng.fork());
