@@ -15,6 +15,13 @@
 //! and prints the replayed result: the provider was charged once. Run it again
 //! with the same key and both runs replay.
 //!
+//! A takeover (ReconcileFirst: an earlier attempt may have charged) is where
+//! a charge can happen twice, so the call site says how it is protected
+//! ([`Takeover`]), and there is no default: this provider charges every time
+//! it is asked, so `main` looks the earlier charge up first
+//! (`Takeover::LookUpFirst`); with a provider that honours the reference as
+//! its idempotency key, `Takeover::ProviderDeduplicates` charges at once.
+//!
 //! `tests/it/examples.rs` runs these same functions against a test server, so
 //! the example cannot drift from the protocol the server implements.
 
@@ -73,9 +80,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let provider = SimulatedProvider::new(flags.charge_time);
 
-    let first = charge_once(&client, &flags.token, &intent, &provider).await?;
+    // The simulated provider does not deduplicate: a takeover asks it first.
+    let takeover = Takeover::LookUpFirst;
+    let first = charge_once(&client, &flags.token, &intent, &provider, takeover).await?;
     println!("first run: {first}");
-    let retry = charge_once(&client, &flags.token, &intent, &provider).await?;
+    let retry = charge_once(&client, &flags.token, &intent, &provider, takeover).await?;
     println!("second run, a retry of the same intent: {retry}");
     println!(
         "the provider was charged {} time(s) by this process",
@@ -92,6 +101,24 @@ pub struct Intent {
     pub json_payload: String,
     /// The lease asked for; renewed every third of it while the charge runs.
     pub lease: Duration,
+}
+
+/// How a takeover (ReconcileFirst: an earlier attempt's outcome is unknown,
+/// it may have charged) keeps from charging twice. The caller chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takeover {
+    /// Ask the provider for the earlier attempt's charge (by the reference)
+    /// before charging. A charge found is recorded. "Not found" counts only
+    /// if the lookup was started once the earlier attempt had settled (its
+    /// deadline, `previous_attempt_deadline` counted from the Claim's reply):
+    /// a lookup reads the provider at some moment between its start and its
+    /// answer, and until that deadline the earlier charge may still land.
+    /// The lookup must read the provider's current state (no cache, no
+    /// lagging replica).
+    LookUpFirst,
+    /// The provider honours the reference as its idempotency key: asked
+    /// again, it answers with the earlier charge instead of charging twice.
+    ProviderDeduplicates,
 }
 
 /// How one run of the protocol ended.
@@ -172,10 +199,13 @@ impl fmt::Display for Ending {
 
 /// A stand-in for a payment provider. It charges every time it is asked
 /// (keeping that to once is idemd's and this client's job) and can be asked
-/// which charge a reference got, as a new owner must ask before charging again.
+/// which charge a reference got, as a new owner must ask before charging again;
+/// or, built with [`SimulatedProvider::deduplicating`], it honours the
+/// reference as an idempotency key.
 #[derive(Debug, Clone)]
 pub struct SimulatedProvider {
     latency: Duration,
+    honours_reference_as_key: bool,
     charges: Arc<Mutex<Vec<Charge>>>,
 }
 
@@ -190,15 +220,30 @@ impl SimulatedProvider {
     pub fn new(latency: Duration) -> Self {
         Self {
             latency,
+            honours_reference_as_key: false,
             charges: Arc::default(),
         }
     }
 
-    /// Charges once more. Takes effect when it returns: cancelled before
-    /// that, nothing was charged.
+    /// A provider that takes the reference as its idempotency key.
+    pub fn deduplicating(latency: Duration) -> Self {
+        Self {
+            honours_reference_as_key: true,
+            ..Self::new(latency)
+        }
+    }
+
+    /// Charges once more (or, deduplicating, answers with the reference's
+    /// earlier charge). Takes effect when it returns: cancelled before that,
+    /// nothing was charged.
     pub async fn charge(&self, reference: &str) -> Vec<u8> {
         tokio::time::sleep(self.latency).await;
         let mut charges = self.charges.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.honours_reference_as_key
+            && let Some(earlier) = charges.iter().find(|charge| charge.reference == reference)
+        {
+            return earlier.body.clone();
+        }
         let body = format!("{{\"charge\":\"ch_{}\"}}", charges.len() + 1).into_bytes();
         charges.push(Charge {
             reference: reference.to_owned(),
@@ -225,15 +270,16 @@ impl SimulatedProvider {
 }
 
 /// Runs the protocol for `intent` until it has an answer: Claim; charge only
-/// when this run owns the operation (on ReconcileFirst, only after asking the
-/// provider); Renew while charging; Complete; never charge on any other
-/// outcome. An error is an answer the protocol does not cover (the key reused
-/// with another request, bad credentials): nothing was charged by this run.
+/// when this run owns the operation (on ReconcileFirst, as `takeover` says);
+/// Renew while charging; Complete; never charge on any other outcome. An
+/// error is an answer the protocol does not cover (the key reused with
+/// another request, bad credentials): nothing was charged by this run.
 pub async fn charge_once(
     client: &IdempotencyServiceClient<Channel>,
     token: &str,
     intent: &Intent,
     provider: &SimulatedProvider,
+    takeover: Takeover,
 ) -> Result<Ending, Status> {
     for _ in 0..CLAIM_ROUNDS {
         // A fresh token per attempt, reused only for re-sends of this Claim.
@@ -249,21 +295,46 @@ pub async fn charge_once(
             lease: Some(proto_duration(intent.lease)?),
             ..Default::default()
         };
-        // Leases and deadlines are counted from when the Claim was sent.
+        // Leases and this attempt's deadline are counted from when the Claim
+        // was sent (the early end); the earlier attempt's deadline from when
+        // the reply came (the late end).
         let sent_at = Instant::now();
         let response = send(token, request, |request| {
             let mut client = client.clone();
             async move { client.claim(request).await }
         })
         .await?;
+        let received_at = Instant::now();
+        let owner = Owner {
+            client,
+            token,
+            intent,
+            provider,
+        };
         match response.outcome {
             Some(Outcome::Acquired(acquired)) => {
                 let ownership = owned(acquired.ownership)?;
-                return own(client, token, intent, provider, ownership, sent_at, false).await;
+                if let Some(ending) = owner.own(ownership, sent_at, None).await? {
+                    return Ok(ending);
+                }
             }
             Some(Outcome::ReconcileFirst(reconcile_first)) => {
                 let ownership = owned(reconcile_first.ownership)?;
-                return own(client, token, intent, provider, ownership, sent_at, true).await;
+                // Absent only from a server older than the field: then the
+                // earlier attempt began before this one and lasts as long,
+                // so it is over a whole attempt duration after this reply.
+                let left = reconcile_first
+                    .previous_attempt_deadline
+                    .or(ownership.attempt_deadline);
+                let doubt = Doubt {
+                    settles_at: received_at + std_duration(left),
+                    takeover,
+                };
+                if let Some(ending) = owner.own(ownership, sent_at, Some(doubt)).await? {
+                    return Ok(ending);
+                }
+                // Declined: this attempt ended before the earlier one
+                // settled; the next Claim is told the same doubt.
             }
             Some(Outcome::Pending(pending)) => {
                 let retry_after = std_duration(pending.retry_after).min(MAX_PENDING_NAP);
@@ -283,39 +354,122 @@ pub async fn charge_once(
     ))
 }
 
-/// This run owns the operation: charge (unless the provider already has the
-/// earlier attempt's charge), renewing meanwhile, and record the outcome.
-async fn own(
+/// An earlier attempt whose charge may have happened, and what to do about it.
+#[derive(Debug, Clone, Copy)]
+struct Doubt {
+    /// When the earlier attempt is over (its deadline, local clock): no
+    /// charge of its can land after this.
+    settles_at: Instant,
+    takeover: Takeover,
+}
+
+/// What one owned attempt needs.
+struct Owner<'a> {
+    client: &'a IdempotencyServiceClient<Channel>,
+    token: &'a str,
+    intent: &'a Intent,
+    provider: &'a SimulatedProvider,
+}
+
+impl Owner<'_> {
+    /// This run owns the operation: charge (unless the provider already has
+    /// the earlier attempt's charge), renewing meanwhile, and record the
+    /// outcome. `None`: declined (Fail NOT_STARTED), claim again.
+    async fn own(
+        &self,
+        ownership: proto::Ownership,
+        sent_at: Instant,
+        doubt: Option<Doubt>,
+    ) -> Result<Option<Ending>, Status> {
+        let (client, token) = (self.client, self.token);
+        // The stable reference the provider knows the charge by.
+        let reference = &self.intent.key;
+        let attempt_duration = std_duration(ownership.attempt_deadline);
+        let attempt_deadline = sent_at + attempt_duration;
+        // Stop early enough to still report the outcome before the deadline.
+        let stop_at = attempt_deadline - attempt_duration / 10;
+        // After waiting for an earlier attempt, start no charge later than
+        // this: it needs time to finish before `stop_at`.
+        let start_by = stop_at - attempt_duration / 10;
+        if let Some(Doubt {
+            settles_at,
+            takeover: Takeover::LookUpFirst,
+        }) = doubt
+        {
+            loop {
+                if Instant::now() >= start_by {
+                    // The earlier attempt outlasts what this one can wait:
+                    // hand its doubt on (NOT_STARTED keeps the earlier
+                    // deadline); the next attempt ends later and waits it out.
+                    return decline(client, token, &ownership).await;
+                }
+                // Taken before asking: the earliest moment the answer may
+                // describe.
+                let asked_at = Instant::now();
+                if let Some(body) = self.provider.find(reference) {
+                    return complete(client, token, &ownership, body, false)
+                        .await
+                        .map(Some);
+                }
+                if asked_at >= settles_at {
+                    break; // "not found" from after the earlier attempt: it counts
+                }
+                // Until then its charge may still land: wait (renewing, which
+                // keeps other callers Pending) and ask again.
+                tokio::select! {
+                    () = tokio::time::sleep_until(settles_at.min(start_by)) => {}
+                    refusal = keep_renewing(client, token, &ownership, self.intent.lease) => {
+                        return superseded_or(client, token, &ownership, refusal).await.map(Some);
+                    }
+                }
+            }
+        }
+        // No doubt, a lookup that counted, or (Takeover::ProviderDeduplicates)
+        // a provider that answers a repeated reference with its first charge.
+        let charged = tokio::select! {
+            body = self.provider.charge(reference) => Some(body),
+            refusal = keep_renewing(client, token, &ownership, self.intent.lease) => {
+                return superseded_or(client, token, &ownership, refusal).await.map(Some);
+            }
+            () = tokio::time::sleep_until(stop_at) => None,
+        };
+        match charged {
+            Some(body) => complete(client, token, &ownership, body, true)
+                .await
+                .map(Some),
+            None => abandon(client, token, &ownership).await.map(Some),
+        }
+    }
+}
+
+/// The charge was not started: Fail NOT_STARTED hands the operation on as it
+/// was before this attempt. `None`: claim again.
+async fn decline(
     client: &IdempotencyServiceClient<Channel>,
     token: &str,
-    intent: &Intent,
-    provider: &SimulatedProvider,
-    ownership: proto::Ownership,
-    sent_at: Instant,
-    reconcile_first: bool,
-) -> Result<Ending, Status> {
-    // The stable reference the provider knows the charge by. A takeover asks
-    // the provider first: the earlier attempt may have charged. (Finding
-    // nothing proves less while that attempt may still be in flight, until
-    // its deadline; a provider that takes `reference` as its own idempotency
-    // key closes that gap.)
-    let reference = &intent.key;
-    if reconcile_first && let Some(body) = provider.find(reference) {
-        return complete(client, token, &ownership, body, false).await;
-    }
-    let attempt_deadline = sent_at + std_duration(ownership.attempt_deadline);
-    // Stop early enough to still report the outcome before the deadline.
-    let stop_at = attempt_deadline - (std_duration(ownership.attempt_deadline) / 10);
-    let charged = tokio::select! {
-        body = provider.charge(reference) => Some(body),
-        refusal = keep_renewing(client, token, &ownership, intent.lease) => {
-            return superseded_or(client, token, &ownership, refusal).await;
-        }
-        () = tokio::time::sleep_until(stop_at) => None,
+    ownership: &proto::Ownership,
+) -> Result<Option<Ending>, Status> {
+    let request = proto::FailRequest {
+        operation_id: ownership.operation_id.clone(),
+        fence: ownership.fence,
+        disposition: proto::FailDisposition::NotStarted.into(),
+        error: Some(proto::OperationError {
+            code: "not_started".into(),
+            message: "an earlier attempt may still charge after this one ends".into(),
+            ..Default::default()
+        }),
+        retry_after: None,
     };
-    match charged {
-        Some(body) => complete(client, token, &ownership, body, true).await,
-        None => abandon(client, token, &ownership).await,
+    let declined = send(token, request, |request| {
+        let mut client = client.clone();
+        async move { client.fail(request).await }
+    })
+    .await;
+    match declined {
+        Ok(_) => Ok(None),
+        Err(status) => superseded_or(client, token, ownership, status)
+            .await
+            .map(Some),
     }
 }
 

@@ -76,6 +76,22 @@ type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// Rounds of reconciling and delivering again after the faults stop.
 const SETTLING_ROUNDS: u64 = 3;
 
+/// How long a slow lookup (the late-landing twist's) takes from its read of
+/// the provider to its answer.
+const SLOW_LOOKUP: (Duration, Duration) = (Duration::from_millis(800), Duration::from_millis(1200));
+
+/// A slow lookup that read the provider before the earlier attempt's
+/// deadline answers no sooner than this long after that deadline (and in
+/// at most [`SLOW_LOOKUP_MAX`]): it straddles the deadline, however long the
+/// takeover's Claim took on a loaded machine.
+const STRADDLE_PAST_DEADLINE: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_millis(300));
+const SLOW_LOOKUP_MAX: Duration = Duration::from_secs(2);
+
+/// The latest a late-landing effect lands: this long before its attempt
+/// deadline (local clock, counted from the Claim's send: before the server's).
+const LANDING_BEFORE_DEADLINE: Duration = Duration::from_millis(50);
+
 #[derive(Debug, Default)]
 struct Stats {
     deliveries: AtomicU64,
@@ -95,6 +111,10 @@ struct Stats {
     crashed_before: AtomicU64,
     crashed_after: AtomicU64,
     crashed_in_flight: AtomicU64,
+    landed_after_a_negative_read: AtomicU64,
+    landed_just_before_the_deadline: AtomicU64,
+    lookups_straddling: AtomicU64,
+    lookups_straddling_stale: AtomicU64,
     reconciler_succeeded: AtomicU64,
     reconciler_not_applied: AtomicU64,
     attempts: Mutex<HashSet<(String, u64)>>,
@@ -134,6 +154,11 @@ struct Intent {
     /// intents run through `execute_once` (no lookup), as the client's README
     /// allows only then.
     honour_key: bool,
+    /// Its takeovers' lookups are slow (the late-landing twist).
+    slow_lookup: bool,
+    /// Told by a lookup that read the provider and found nothing (the
+    /// late-landing twist's request in flight lands right after).
+    read_nothing: Arc<Notify>,
     operation_id: Mutex<Option<String>>,
     acknowledged: Mutex<Vec<Vec<u8>>>,
 }
@@ -163,18 +188,24 @@ enum Twist {
     /// shorter than the effect); with `true` it had taken effect first.
     Stall(bool),
     Crash(CrashPoint),
+    /// The owner stalls with its provider request in flight, and the request
+    /// lands just before the attempt deadline, while the takeover's slow
+    /// lookup is in flight: a lookup that read the provider before it landed
+    /// answers "not found" after the deadline.
+    LateLanding,
 }
 
 fn pick_twist(rng: &mut Rng) -> Twist {
     match rng.below(100) {
-        0..40 => Twist::Plain,
-        40..55 => Twist::Concurrent(2 + rng.below(2)),
-        55..65 => Twist::Later,
-        65..73 => Twist::Conflict,
-        73..80 => Twist::Stall(rng.chance(0.5)),
-        80..87 => Twist::Crash(CrashPoint::BeforeEffect),
-        87..94 => Twist::Crash(CrashPoint::AfterEffect),
-        _ => Twist::Crash(CrashPoint::EffectInFlight),
+        0..34 => Twist::Plain,
+        34..49 => Twist::Concurrent(2 + rng.below(2)),
+        49..59 => Twist::Later,
+        59..67 => Twist::Conflict,
+        67..74 => Twist::Stall(rng.chance(0.5)),
+        74..81 => Twist::Crash(CrashPoint::BeforeEffect),
+        81..88 => Twist::Crash(CrashPoint::AfterEffect),
+        88..94 => Twist::Crash(CrashPoint::EffectInFlight),
+        _ => Twist::LateLanding,
     }
 }
 
@@ -211,6 +242,9 @@ impl World {
         operation.deadline = Duration::from_secs(30);
         operation.safety_margin = Duration::from_millis(200);
         operation.wait = Duration::from_secs(1);
+        // Such intents run through `execute_once`, without a lookup: a
+        // takeover runs the effect again, which the key makes harmless.
+        operation.provider_deduplicates = intent.honour_key;
         operation
     }
 
@@ -283,16 +317,53 @@ impl World {
         }
     }
 
+    /// The takeover's lookup: it reads the provider as it starts; for a
+    /// slow-lookup intent its answer comes 0.8-1.2 s later, and, if it read
+    /// before the earlier attempt's deadline, just after that deadline (up to
+    /// 2 s; counted when it straddles it), else at once.
     fn lookup(
         self: &Arc<Self>,
+        intent: &Intent,
+        mut rng: Rng,
     ) -> impl FnMut(EffectContext) -> Boxed<Option<Disposition>> + Send + use<> {
         let world = self.clone();
+        let (slow, read_nothing) = (intent.slow_lookup, intent.read_nothing.clone());
         move |context| {
             world.note_attempt(&context);
+            let read_at = Instant::now();
             let found = world.provider.lookup(context.operation_id());
-            Box::pin(std::future::ready(
-                found.map(|body| Disposition::Success(result(body))),
-            ))
+            if found.is_none() {
+                read_nothing.notify_one();
+            }
+            if !slow {
+                return Box::pin(std::future::ready(
+                    found.map(|body| Disposition::Success(result(body))),
+                ));
+            }
+            let mut answer_after = rng.between(SLOW_LOOKUP.0, SLOW_LOOKUP.1);
+            if let Some(previous) = context.previous_outcome_unknown() {
+                let past_deadline = previous.attempt_deadline.saturating_duration_since(read_at)
+                    + rng.between(STRADDLE_PAST_DEADLINE.0, STRADDLE_PAST_DEADLINE.1);
+                answer_after = answer_after.max(past_deadline.min(SLOW_LOOKUP_MAX));
+            }
+            let world = world.clone();
+            Box::pin(async move {
+                sleep(answer_after).await;
+                let settles_at = context
+                    .previous_outcome_unknown()
+                    .map(|previous| previous.attempt_deadline);
+                if found.is_none()
+                    && settles_at.is_some_and(|settles_at| {
+                        read_at < settles_at && Instant::now() >= settles_at
+                    })
+                {
+                    add(&world.stats.lookups_straddling);
+                    if world.provider.lookup(context.operation_id()).is_some() {
+                        add(&world.stats.lookups_straddling_stale);
+                    }
+                }
+                found.map(|body| Disposition::Success(result(body)))
+            })
         }
     }
 
@@ -308,7 +379,11 @@ impl World {
                 .await
         } else {
             client
-                .execute_once_with_lookup(&operation, self.lookup(), self.effect(false, work))
+                .execute_once_with_lookup(
+                    &operation,
+                    self.lookup(intent, rng.fork()),
+                    self.effect(false, work),
+                )
                 .await
         };
         self.note(intent, &outcome);
@@ -398,9 +473,62 @@ impl World {
             }) as Boxed<Disposition>
         };
         let operation = self.operation(intent, &intent.payload);
+        let lookup = self.lookup(intent, rng.fork());
         let outcome = self
             .client(rng)
-            .execute_once_with_lookup(&operation, self.lookup(), effect)
+            .execute_once_with_lookup(&operation, lookup, effect)
+            .await;
+        self.note(intent, &outcome);
+    }
+
+    /// A delivery whose owner stalls with its provider request in flight:
+    /// the helper gives the attempt up a margin before its deadline and
+    /// reports UNKNOWN, and the request lands at the worst moment the rules
+    /// allow: right after a takeover's lookup has read the provider and found
+    /// nothing, if that is still before the attempt deadline, else just
+    /// before that deadline. Either way it lands in time: legitimately.
+    async fn deliver_landing_late(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) {
+        add(&self.stats.deliveries);
+        let world = self.clone();
+        let read_nothing = intent.read_nothing.clone();
+        let effect = move |context: EffectContext| {
+            world.note_attempt(&context);
+            let (world, read_nothing) = (world.clone(), read_nothing.clone());
+            let reference = context.operation_id().to_owned();
+            let last_moment = context
+                .attempt_deadline()
+                .checked_sub(LANDING_BEFORE_DEADLINE)
+                .unwrap_or_else(Instant::now);
+            Box::pin(async move {
+                // The request outlives the owner that sent it.
+                tokio::spawn(async move {
+                    let after_a_negative_read = tokio::select! {
+                        () = read_nothing.notified() => true,
+                        () = sleep_until(last_moment) => false,
+                    };
+                    world.provider.perform(&reference, false);
+                    add(if after_a_negative_read {
+                        &world.stats.landed_after_a_negative_read
+                    } else {
+                        &world.stats.landed_just_before_the_deadline
+                    });
+                });
+                std::future::pending::<Disposition>().await
+            }) as Boxed<Disposition>
+        };
+        // The owner's client gives the attempt up a third of it before its
+        // deadline (its lease the whole attempt, so that the margin counts
+        // whole), and the caller's next delivery takes over while the
+        // request is still in flight, with time to spare on a loaded machine.
+        let operation = Operation {
+            lease: self.settings.attempt_duration,
+            safety_margin: self.settings.attempt_duration / 3,
+            ..self.operation(intent, &intent.payload)
+        };
+        let lookup = self.lookup(intent, rng.fork());
+        let outcome = self
+            .client(rng)
+            .execute_once_with_lookup(&operation, lookup, effect)
             .await;
         self.note(intent, &outcome);
     }
@@ -440,7 +568,7 @@ impl World {
                 std::future::pending::<Disposition>().await
             }) as Boxed<Disposition>
         };
-        let lookup = self.lookup();
+        let lookup = self.lookup(intent, rng.fork());
         let mut task = tokio::spawn(async move {
             client
                 .execute_once_with_lookup(&operation, lookup, effect)
@@ -493,6 +621,10 @@ impl World {
             Twist::Stall(performed_first) => {
                 self.deliver_stalling(&intent, performed_first, &mut rng)
                     .await;
+                self.deliver_until_settled(&intent, &mut rng).await;
+            }
+            Twist::LateLanding => {
+                self.deliver_landing_late(&intent, &mut rng).await;
                 self.deliver_until_settled(&intent, &mut rng).await;
             }
             Twist::Crash(point) => {
@@ -1029,6 +1161,8 @@ async fn campaign(
                 rng.next_u64()
             ),
             honour_key,
+            slow_lookup: twist == Twist::LateLanding,
+            read_nothing: Arc::new(Notify::new()),
             operation_id: Mutex::new(None),
             acknowledged: Mutex::new(Vec::new()),
         });
@@ -1186,6 +1320,22 @@ async fn campaign(
             get(&stats.crashed_in_flight),
         ),
         (
+            "stalled owners whose request landed just before the deadline",
+            get(&stats.landed_after_a_negative_read) + get(&stats.landed_just_before_the_deadline),
+        ),
+        (
+            "  right after a takeover's lookup had read nothing",
+            get(&stats.landed_after_a_negative_read),
+        ),
+        (
+            "slow lookups that read before the earlier deadline and answered after it, not found",
+            get(&stats.lookups_straddling),
+        ),
+        (
+            "  of those, the earlier effect had landed by their answer",
+            get(&stats.lookups_straddling_stale),
+        ),
+        (
             "deliveries ended by the caller's deadline",
             get(&stats.deadline_passed),
         ),
@@ -1306,4 +1456,30 @@ async fn campaign(
         violations,
         elapsed: Duration::ZERO,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_twist_is_drawn_at_its_share() {
+        let mut rng = Rng::seeded(17);
+        let draws = 100_000;
+        let mut late_landings = 0;
+        let mut plain = 0;
+        for _ in 0..draws {
+            match pick_twist(&mut rng) {
+                Twist::LateLanding => late_landings += 1,
+                Twist::Plain => plain += 1,
+                _ => {}
+            }
+        }
+        let share = |count: u64| count as f64 / draws as f64;
+        assert!(
+            (share(late_landings) - 0.06).abs() < 0.005,
+            "{late_landings}"
+        );
+        assert!((share(plain) - 0.34).abs() < 0.01, "{plain}");
+    }
 }

@@ -15,7 +15,8 @@ use crate::harness::*;
 )]
 mod charge_once;
 
-use charge_once::{Ending, Intent, SimulatedProvider, charge_once};
+use charge_once::{Ending, Intent, SimulatedProvider, Takeover, charge_once};
+use tokio::time::Instant;
 
 fn intent(key: &str) -> Intent {
     Intent {
@@ -26,14 +27,21 @@ fn intent(key: &str) -> Intent {
     }
 }
 
-/// An attempt that claimed the intent and then crashed: it never completes.
-async fn crashed_attempt(world: &World, intent: &Intent) -> proto::Ownership {
+/// An attempt that claimed the intent and then crashed: it never completes,
+/// but what it sent the provider may land until its deadline,
+/// `attempt_duration` after its Claim.
+async fn crashed_attempt(
+    world: &World,
+    intent: &Intent,
+    attempt_duration: Duration,
+) -> proto::Ownership {
     let mut client = world.client().await;
     let response = client
         .claim(authorized(
             &world.tenant_a,
             proto::ClaimRequest {
                 lease: millis(50),
+                max_attempt_duration: millis(attempt_duration.as_millis() as u64),
                 claim_token: b"crashed-attempt".to_vec(),
                 ..claim_json(&intent.operation, &intent.key, &intent.json_payload)
             },
@@ -61,7 +69,7 @@ async fn charge_once_charges_once_renews_while_charging_and_replays_the_retry(ba
             intent.clone(),
             provider.clone(),
         );
-        async move { charge_once(&client, &token, &intent, &provider).await }
+        async move { charge_once(&client, &token, &intent, &provider, Takeover::LookUpFirst).await }
     });
     tokio::time::sleep(Duration::from_millis(600)).await;
     let mut other = world.client().await;
@@ -88,9 +96,15 @@ async fn charge_once_charges_once_renews_while_charging_and_replays_the_retry(ba
     else {
         panic!("expected a recorded charge, got {first:?}");
     };
-    let retry = charge_once(&client, &world.tenant_a, &intent, &provider)
-        .await
-        .expect("the protocol answers");
+    let retry = charge_once(
+        &client,
+        &world.tenant_a,
+        &intent,
+        &provider,
+        Takeover::LookUpFirst,
+    )
+    .await
+    .expect("the protocol answers");
     let Ending::Replayed(completed) = retry else {
         panic!("expected a replay, got {retry:?}");
     };
@@ -119,13 +133,19 @@ async fn charge_once_after_a_crash_that_charged_records_that_charge_without_char
     let client = world.client().await;
     let provider = SimulatedProvider::new(Duration::from_millis(10));
     let intent = intent("order-8");
-    let crashed = crashed_attempt(&world, &intent).await;
+    let crashed = crashed_attempt(&world, &intent, Duration::from_secs(5)).await;
     let charged_before_the_crash = provider.charge(&intent.key).await;
     tokio::time::sleep(Duration::from_millis(100)).await; // its lease expires
 
-    let ending = charge_once(&client, &world.tenant_a, &intent, &provider)
-        .await
-        .expect("the protocol answers");
+    let ending = charge_once(
+        &client,
+        &world.tenant_a,
+        &intent,
+        &provider,
+        Takeover::LookUpFirst,
+    )
+    .await
+    .expect("the protocol answers");
     assert_eq!(
         ending,
         Ending::Recorded {
@@ -147,21 +167,69 @@ async fn charge_once_after_a_crash_that_never_charged_charges_once(backend: Back
     let client = world.client().await;
     let provider = SimulatedProvider::new(Duration::from_millis(10));
     let intent = intent("order-9");
-    let crashed = crashed_attempt(&world, &intent).await;
+    let attempt_duration = Duration::from_secs(1);
+    let crashed_sent = Instant::now();
+    let crashed = crashed_attempt(&world, &intent, attempt_duration).await;
     tokio::time::sleep(Duration::from_millis(100)).await; // its lease expires
 
-    let ending = charge_once(&client, &world.tenant_a, &intent, &provider)
-        .await
-        .expect("the protocol answers");
+    let ending = charge_once(
+        &client,
+        &world.tenant_a,
+        &intent,
+        &provider,
+        Takeover::LookUpFirst,
+    )
+    .await
+    .expect("the protocol answers");
     assert!(
         matches!(&ending, Ending::Recorded { operation_id, charged: true, .. }
             if *operation_id == crashed.operation_id),
         "{ending:?}"
     );
-    let retry = charge_once(&client, &world.tenant_a, &intent, &provider)
-        .await
-        .expect("the protocol answers");
+    // "Not found" counted only from a lookup after the crashed attempt's
+    // deadline: until then its charge could still have landed.
+    assert!(Instant::now() >= crashed_sent + attempt_duration);
+    let retry = charge_once(
+        &client,
+        &world.tenant_a,
+        &intent,
+        &provider,
+        Takeover::LookUpFirst,
+    )
+    .await
+    .expect("the protocol answers");
     assert!(matches!(retry, Ending::Replayed(_)), "{retry:?}");
+    assert_eq!(provider.charges(), 1);
+}
+
+async fn charge_once_with_a_deduplicating_provider_charges_at_once_after_a_crash(backend: Backend) {
+    let world = World::start(backend).await;
+    let client = world.client().await;
+    let provider = SimulatedProvider::deduplicating(Duration::from_millis(10));
+    let intent = intent("order-10");
+    let attempt_duration = Duration::from_secs(5);
+    let crashed_sent = Instant::now();
+    let crashed = crashed_attempt(&world, &intent, attempt_duration).await;
+    let charged_before_the_crash = provider.charge(&intent.key).await;
+    tokio::time::sleep(Duration::from_millis(100)).await; // its lease expires
+
+    let ending = charge_once(
+        &client,
+        &world.tenant_a,
+        &intent,
+        &provider,
+        Takeover::ProviderDeduplicates,
+    )
+    .await
+    .expect("the protocol answers");
+    // Charged again at once, without waiting out the crashed attempt: the
+    // provider answered with the earlier charge.
+    assert!(Instant::now() < crashed_sent + attempt_duration - Duration::from_secs(1));
+    assert!(
+        matches!(&ending, Ending::Recorded { operation_id, body, .. }
+            if *operation_id == crashed.operation_id && *body == charged_before_the_crash),
+        "{ending:?}"
+    );
     assert_eq!(provider.charges(), 1);
 }
 
@@ -169,4 +237,5 @@ store_tests!(
     charge_once_charges_once_renews_while_charging_and_replays_the_retry,
     charge_once_after_a_crash_that_charged_records_that_charge_without_charging_again,
     charge_once_after_a_crash_that_never_charged_charges_once,
+    charge_once_with_a_deduplicating_provider_charges_at_once_after_a_crash,
 );

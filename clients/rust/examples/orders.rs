@@ -104,6 +104,11 @@ fn recorded(order_id: &str) -> Disposition {
 
 /// One execution of the intent: create the order with the operation_id as
 /// its client reference; on a takeover, look it up by that reference first.
+/// The shop does not deduplicate orders by reference, so the lookup is the
+/// protection a takeover needs (a provider that honours an idempotency key
+/// could be declared with `Operation::provider_deduplicates` instead): it
+/// reads the shop's current orders, and a "not found" counts only from a
+/// lookup started once the earlier attempt has settled.
 async fn create_order_once(
     client: &Client,
     shop: &Shop,
@@ -152,6 +157,7 @@ pub async fn run(
         Err(Error::OutcomeUnknown {
             operation_id,
             attempt,
+            ..
         }) => writeln!(
             out,
             "first attempt: timed out, outcome unknown (operation {operation_id}, attempt {attempt})"

@@ -112,15 +112,41 @@ pub enum Error {
     },
     /// Claim answered an outcome this client does not know. Nothing executed.
     UnrecognisedOutcome,
-    /// This call's effect ended with an unknown outcome (the effect said so, or
-    /// it was cancelled at the attempt deadline) and Fail UNKNOWN was sent: the
-    /// effect may have happened. Executing the same intent again reconciles
-    /// it (ReconcileFirst) instead of repeating it blindly.
-    OutcomeUnknown { operation_id: String, attempt: u32 },
+    /// Whether the operation's effect happened is unknown to this call;
+    /// `because` says why and what to do. Either this call's effect ended with
+    /// an unknown outcome (Fail UNKNOWN was sent; executing the same intent
+    /// again reconciles it instead of repeating it blindly), or this call
+    /// took over an earlier attempt whose outcome is unknown and could not
+    /// check it, so it ran nothing and declined (Fail NOT_STARTED, the
+    /// earlier attempt's doubt kept).
+    OutcomeUnknown {
+        operation_id: String,
+        attempt: u32,
+        because: UnknownBecause,
+    },
     /// The caller's overall deadline passed before the operation could be
     /// executed or replayed (it stayed pending, or retries ran out of time).
     /// `operation_id` is known if the server named one.
     DeadlinePassed { operation_id: Option<String> },
+}
+
+/// Why [`Error::OutcomeUnknown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownBecause {
+    /// This call's effect said its outcome is unknown, or was cancelled at
+    /// the attempt deadline: it may have happened. Fail UNKNOWN was sent.
+    EffectUnknown,
+    /// A takeover (ReconcileFirst) of an earlier attempt that may have taken
+    /// effect, with neither a lookup nor [`crate::Operation::provider_deduplicates`]:
+    /// nothing ran, the attempt was declined (Fail NOT_STARTED). Pass a
+    /// lookup, or declare provider deduplication if the provider honours the
+    /// key, or reconcile the operation.
+    EarlierAttemptUnchecked,
+    /// A takeover whose lookup answered [`crate::Disposition::Unknown`] (it
+    /// could not tell): nothing ran, the attempt was declined (Fail
+    /// NOT_STARTED).
+    LookupInconclusive,
 }
 
 impl Error {
@@ -362,10 +388,29 @@ impl fmt::Display for Error {
             Error::OutcomeUnknown {
                 operation_id,
                 attempt,
-            } => write!(
-                formatter,
-                "operation {operation_id}, attempt {attempt}: the effect's outcome is unknown (reported to idemd)"
-            ),
+                because,
+            } => match because {
+                UnknownBecause::EffectUnknown => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: the effect's outcome is unknown \
+                     (reported to idemd)"
+                ),
+                UnknownBecause::EarlierAttemptUnchecked => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: an earlier attempt may have \
+                     taken effect and this call cannot check it: pass a lookup \
+                     (execute_once_with_lookup), or declare provider deduplication \
+                     (Operation::provider_deduplicates) if the provider honours the \
+                     operation_id as its idempotency key, or reconcile the operation; \
+                     nothing ran (declined: Fail NOT_STARTED)"
+                ),
+                UnknownBecause::LookupInconclusive => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: the lookup could not tell \
+                     whether an earlier attempt took effect: execute again later, or \
+                     reconcile the operation; nothing ran (declined: Fail NOT_STARTED)"
+                ),
+            },
             Error::DeadlinePassed { operation_id } => write!(
                 formatter,
                 "the deadline passed before operation {} could finish",

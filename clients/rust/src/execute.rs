@@ -9,9 +9,12 @@
 //!     NeedsReconciliation  -> error; nothing runs
 //!     an unknown outcome   -> error; nothing runs
 //!     Acquired             -> run the effect, renewing; Complete / Fail
-//!     ReconcileFirst       -> ask the provider (lookup), trusting "not found" only
-//!                             once the earlier attempt's deadline has passed;
-//!                             then record what it found, or run the effect
+//!     ReconcileFirst       -> with a lookup: ask the provider; "found" is
+//!                             recorded at once, "not found" counts only from a
+//!                             lookup started once the earlier attempt settled
+//!                             (its deadline), else wait for that and ask again;
+//!                             with provider_deduplicates: run the effect;
+//!                             with neither: decline (Fail NOT_STARTED), error
 //! ```
 
 use std::collections::HashMap;
@@ -22,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::error::UnknownBecause;
 use crate::proto::{self, OperationState, claim_response};
 use crate::retry::retryable;
 use crate::{Client, Error};
@@ -69,6 +73,17 @@ pub struct Operation {
     pub safety_margin: Duration,
     /// The server-side wait of each Claim while the operation is pending.
     pub wait: Duration,
+    /// The caller's declaration that the provider deduplicates by the key the
+    /// effect passes it ([`EffectContext::operation_id`]), so that running the
+    /// effect again after an earlier attempt that may have taken effect does
+    /// no harm. It decides what [`Client::execute_once`] (no lookup) does on a
+    /// takeover whose earlier attempt is in doubt (ReconcileFirst): `true`
+    /// runs the effect; `false` (the default) never runs it there, declines
+    /// the attempt (Fail NOT_STARTED, which keeps the earlier attempt's doubt)
+    /// and returns [`Error::OutcomeUnknown`]. With a lookup
+    /// ([`Client::execute_once_with_lookup`]) the lookup decides and this is
+    /// not consulted.
+    pub provider_deduplicates: bool,
 }
 
 impl Operation {
@@ -85,6 +100,7 @@ impl Operation {
             deadline: Duration::from_secs(60),
             safety_margin: Duration::from_secs(2),
             wait: Duration::from_secs(10),
+            provider_deduplicates: false,
         }
     }
 
@@ -182,7 +198,9 @@ pub struct PreviousAttempt {
     pub state: OperationState,
     pub fence: u64,
     /// By this instant (local clock) the earlier attempt's effect is no longer
-    /// in flight: a provider lookup that finds nothing proves nothing before.
+    /// in flight: it has settled. A lookup reads the provider at some moment
+    /// between its start and its answer, so one that finds nothing proves
+    /// something only if it was started at or after this instant.
     pub attempt_deadline: Instant,
     pub deadline_source: DeadlineSource,
 }
@@ -226,8 +244,11 @@ impl EffectContext {
     }
 
     /// Set when an earlier attempt's outcome is unknown (ReconcileFirst): it
-    /// may have taken effect. Ask the provider, or rely on it honouring the
-    /// operation_id as an idempotency key.
+    /// may have taken effect. The lookup is asked with it set; the effect
+    /// runs with it set only after a negative lookup that counts, or when
+    /// the operation declared [`Operation::provider_deduplicates`] (then the
+    /// effect must pass [`EffectContext::operation_id`] as the provider's
+    /// idempotency key).
     pub fn previous_outcome_unknown(&self) -> Option<&PreviousAttempt> {
         self.previous.as_ref()
     }
@@ -252,10 +273,16 @@ impl Client {
     /// Runs `effect` at most once for `operation` (across every caller and
     /// process executing the same intent) and returns the operation's outcome:
     /// the new one, or the stored one replayed. See the crate docs for the
-    /// rules; on ReconcileFirst the effect runs with
-    /// [`EffectContext::previous_outcome_unknown`] set, so use this only with a
-    /// provider that honours the operation_id as its idempotency key, or use
-    /// [`Client::execute_once_with_lookup`].
+    /// rules. Without a lookup, a takeover of an attempt whose outcome is
+    /// unknown (ReconcileFirst) cannot check whether that attempt took
+    /// effect, so the call site must have chosen: with
+    /// [`Operation::provider_deduplicates`] the effect runs (with
+    /// [`EffectContext::previous_outcome_unknown`] set, and it must pass the
+    /// operation_id as the provider's idempotency key); without it the effect
+    /// never runs there: the attempt is declined (Fail NOT_STARTED, the
+    /// earlier attempt's doubt and deadline kept) and the call returns
+    /// [`Error::OutcomeUnknown`] ([`UnknownBecause::EarlierAttemptUnchecked`]).
+    /// Use [`Client::execute_once_with_lookup`] when the provider can be asked.
     pub async fn execute_once<E, F>(
         &self,
         operation: &Operation,
@@ -270,10 +297,24 @@ impl Client {
 
     /// [`Client::execute_once`] with a provider lookup for takeovers: on
     /// ReconcileFirst, `lookup` is asked whether the earlier attempt's effect
-    /// happened (by the operation_id, or the caller's stable reference). A
-    /// `Some(disposition)` is recorded without running the effect. `None` is
-    /// trusted only once the earlier attempt's deadline has passed: the helper
-    /// waits it out first (renewing), and asks again.
+    /// happened (by the operation_id, or the caller's stable reference). It
+    /// must read the provider's current state: not a cache, not a lagging
+    /// replica.
+    ///
+    /// - `Some(Success)` or `Some(Terminal)` (found: the earlier attempt's
+    ///   outcome) is recorded at once, without running the effect.
+    /// - `None` (not found) or `Some(Retryable)` (certainly not applied) is
+    ///   negative: a lookup observes the provider at some moment between its
+    ///   start and its answer, so it counts only if it was started at or after
+    ///   the moment the earlier attempt settled
+    ///   ([`PreviousAttempt::attempt_deadline`]). Then `None` runs the effect
+    ///   and `Retryable` is recorded. A lookup started earlier is asked again
+    ///   once that moment has come (at once if it has), the helper renewing
+    ///   meanwhile; an attempt that ends first is declined (Fail
+    ///   NOT_STARTED) and the earlier attempt's doubt handed on to the next.
+    /// - `Some(Unknown)` (the lookup could not tell) declines the attempt
+    ///   (Fail NOT_STARTED) and returns [`Error::OutcomeUnknown`]
+    ///   ([`UnknownBecause::LookupInconclusive`]).
     pub async fn execute_once_with_lookup<E, F, L, LF>(
         &self,
         operation: &Operation,
@@ -423,6 +464,15 @@ fn claim_step(response: proto::ClaimResponse) -> Result<ClaimStep, Error> {
     }
 }
 
+/// The rule for a negative provider lookup on a takeover: it counts only if
+/// it was started at or after the moment the earlier attempt settled. A
+/// lookup observes the provider at some moment between its start and its
+/// answer, so one that answers after that moment may still have read the
+/// provider before the earlier attempt's effect landed.
+fn negative_lookup_counts(asked_at: Instant, earlier_attempt_settles_at: Instant) -> bool {
+    asked_at >= earlier_attempt_settles_at
+}
+
 enum Step {
     Done(Execution),
     /// Claim again after this long.
@@ -514,41 +564,21 @@ impl Run<'_> {
             cancelled,
         };
 
-        // A takeover with a lookup: a positive answer is trusted at once, a
-        // negative one only after the earlier attempt's deadline.
-        if let (Some(previous), Some(lookup)) = (&previous, lookup) {
-            loop {
-                let found = tokio::select! {
-                    found = lookup(context.clone()) => found,
-                    refusal = self.keep_renewing(&owned) => return Self::lost_before_effect(refusal),
-                    () = sleep_until(owned.stop_at) => return self.decline(&owned, Some(previous)).await,
-                };
-                if let Some(disposition) = found {
-                    return self.report(&owned, disposition, Source::Reconciled).await;
-                }
-                let now = Instant::now();
-                if previous.attempt_deadline <= now {
-                    break;
-                }
-                // Not found, but the earlier effect may still be in flight:
-                // wait until its deadline (or as long as this attempt allows)
-                // and ask again.
-                let until = previous.attempt_deadline.min(owned.stop_at);
-                if until <= now {
-                    // This attempt ends before the doubt does (its Claim took
-                    // long enough, re-sent or long-polled, to eat the gap
-                    // between the two deadlines): hand the doubt on as it is
-                    // (NOT_STARTED keeps the earlier deadline), and the next
-                    // attempt, which ends later, waits it out. Holding on
-                    // until now kept duplicates Pending instead of each
-                    // taking a turn at declining.
-                    return self.decline(&owned, Some(previous)).await;
-                }
-                tokio::select! {
-                    () = sleep_until(until) => {}
-                    refusal = self.keep_renewing(&owned) => return Self::lost_before_effect(refusal),
+        match (&previous, lookup) {
+            (Some(previous), Some(lookup)) => {
+                if let Some(step) = self.reconcile(&owned, previous, lookup, &context).await? {
+                    return Ok(step);
                 }
             }
+            (Some(previous), None) if !self.operation.provider_deduplicates => {
+                // Nothing can tell whether the earlier attempt took effect,
+                // and the call site did not say that running the effect again
+                // is harmless: never run it here.
+                return self
+                    .decline_in_doubt(&owned, previous, UnknownBecause::EarlierAttemptUnchecked)
+                    .await;
+            }
+            _ => {}
         }
 
         // (lease short, attempt short): less than the margin left of either.
@@ -606,6 +636,75 @@ impl Run<'_> {
                     (Some(refusal), Err(Error::OutcomeUnknown { .. })) => Err(refusal),
                     (_, abandoned) => abandoned,
                 }
+            }
+        }
+    }
+
+    /// A takeover with a lookup: asks the provider until an answer counts.
+    /// `None` when a negative answer counted and the effect is to run; a step
+    /// when the lookup decided (recorded, declined, or the lease lost).
+    async fn reconcile<L, LF>(
+        &mut self,
+        owned: &Owned,
+        previous: &PreviousAttempt,
+        lookup: &mut L,
+        context: &EffectContext,
+    ) -> Result<Option<Step>, Error>
+    where
+        L: FnMut(EffectContext) -> LF,
+        LF: Future<Output = Option<Disposition>>,
+    {
+        loop {
+            if Instant::now() >= owned.stop_at {
+                // This attempt ends before the doubt does (its Claim took
+                // long enough, re-sent or long-polled, to eat the gap
+                // between the two deadlines, or its lookups did): hand the
+                // doubt on as it is (NOT_STARTED keeps the earlier deadline),
+                // and the next attempt, which ends later, waits it out.
+                // Holding on until now kept duplicates Pending instead of
+                // each taking a turn at declining.
+                return self.decline(owned, Some(previous)).await.map(Some);
+            }
+            // Taken before the lookup starts: the earliest moment at which
+            // it may read the provider.
+            let asked_at = Instant::now();
+            let answer = tokio::select! {
+                answer = lookup(context.clone()) => answer,
+                refusal = self.keep_renewing(owned) => return Self::lost_before_effect(refusal).map(Some),
+                () = sleep_until(owned.stop_at) => return self.decline(owned, Some(previous)).await.map(Some),
+            };
+            let negative = match answer {
+                // Found: whatever the moment it read the provider, the
+                // earlier attempt's effect is there.
+                Some(found @ (Disposition::Success(_) | Disposition::Terminal(_))) => {
+                    return self
+                        .report(owned, found, Source::Reconciled)
+                        .await
+                        .map(Some);
+                }
+                Some(Disposition::Unknown(_)) => {
+                    return self
+                        .decline_in_doubt(owned, previous, UnknownBecause::LookupInconclusive)
+                        .await
+                        .map(Some);
+                }
+                negative @ (None | Some(Disposition::Retryable(..))) => negative,
+            };
+            if negative_lookup_counts(asked_at, previous.attempt_deadline) {
+                return match negative {
+                    Some(not_applied) => self
+                        .report(owned, not_applied, Source::Reconciled)
+                        .await
+                        .map(Some),
+                    None => Ok(None),
+                };
+            }
+            // Not found, but the lookup may have read the provider before
+            // the earlier effect landed: ask again once that attempt has
+            // settled (at once if it has by now), within this attempt.
+            tokio::select! {
+                () = sleep_until(previous.attempt_deadline.min(owned.stop_at)) => {}
+                refusal = self.keep_renewing(owned) => return Self::lost_before_effect(refusal).map(Some),
             }
         }
     }
@@ -704,6 +803,53 @@ impl Run<'_> {
         owned: &Owned,
         inherited: Option<&PreviousAttempt>,
     ) -> Result<Step, Error> {
+        self.decline_saying(
+            owned,
+            inherited,
+            "the effect was not started: too little of the lease or attempt was left, or an \
+             earlier attempt may still be running",
+        )
+        .await
+    }
+
+    /// A takeover that cannot find out whether the earlier attempt took
+    /// effect (no lookup and no provider deduplication declared, or a lookup
+    /// that could not tell): decline, keeping the earlier attempt's doubt and
+    /// deadline on the server, and say so to the caller instead of claiming
+    /// again, which would meet the same doubt.
+    async fn decline_in_doubt(
+        &mut self,
+        owned: &Owned,
+        previous: &PreviousAttempt,
+        because: UnknownBecause,
+    ) -> Result<Step, Error> {
+        let message = match because {
+            UnknownBecause::LookupInconclusive => {
+                "the effect was not started: the lookup could not tell whether an earlier \
+                 attempt took effect"
+            }
+            _ => {
+                "the effect was not started: an earlier attempt may have taken effect and this \
+                 call cannot check it (no lookup, no provider deduplication declared)"
+            }
+        };
+        match self.decline_saying(owned, Some(previous), message).await? {
+            // The server ended the operation meanwhile: its stored outcome.
+            done @ Step::Done(_) => Ok(done),
+            Step::Reclaim(_) => Err(Error::OutcomeUnknown {
+                operation_id: owned.ownership.operation_id.clone(),
+                attempt: owned.ownership.attempt,
+                because,
+            }),
+        }
+    }
+
+    async fn decline_saying(
+        &mut self,
+        owned: &Owned,
+        inherited: Option<&PreviousAttempt>,
+        message: &str,
+    ) -> Result<Step, Error> {
         // This attempt ran nothing: a later takeover of it by this call is
         // in doubt only as long as the attempt it took over was.
         if let Some(previous) = inherited {
@@ -716,9 +862,7 @@ impl Run<'_> {
             disposition: proto::FailDisposition::NotStarted.into(),
             error: Some(proto::OperationError {
                 code: "not_started".into(),
-                message: "the effect was not started: too little of the lease or attempt was \
-                          left, or an earlier attempt may still be running"
-                    .into(),
+                message: message.into(),
                 ..Default::default()
             }),
             retry_after: None,
@@ -800,6 +944,7 @@ impl Run<'_> {
                 let unknown = || Error::OutcomeUnknown {
                     operation_id: ownership.operation_id.clone(),
                     attempt: ownership.attempt,
+                    because: UnknownBecause::EffectUnknown,
                 };
                 match self.client.fail_until(request, None).await {
                     Ok(_) => Err(unknown()),
@@ -921,6 +1066,21 @@ mod tests {
         let previous = Run::previous_attempt(&absent, received_at, &owned, Some(&own));
         assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
         assert_eq!(previous.attempt_deadline, own);
+    }
+
+    #[test]
+    fn a_negative_lookup_counts_only_if_started_once_the_earlier_attempt_settled() {
+        let settles_at = Instant::now() + Duration::from_secs(10);
+        // Issue 17's trace: started at 9.53 s (and read the provider then),
+        // the earlier charge landed at 9.81 s, "not found" came at 10.73 s.
+        // When it came does not matter: when it started does.
+        let started = settles_at - Duration::from_millis(470);
+        assert!(!negative_lookup_counts(started, settles_at));
+        assert!(negative_lookup_counts(settles_at, settles_at));
+        assert!(negative_lookup_counts(
+            settles_at + Duration::from_millis(1),
+            settles_at
+        ));
     }
 
     #[test]

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use idemd_client::{
     DeadlineSource, Disposition, Error, Execution, Operation, OperationState, Outcome, Payload,
-    Source, proto,
+    Source, UnknownBecause, proto,
 };
 use support::*;
+use tokio::time::Instant;
 
 fn order(key: &str) -> Operation {
     Operation {
@@ -79,6 +80,10 @@ both_stores!(
     a_pending_operation_past_the_callers_deadline_runs_nothing,
     a_claim_reply_later_than_the_call_timeout_is_resent_with_the_same_claim_token,
     a_resent_claim_counts_its_attempt_from_the_answered_send,
+    a_negative_lookup_started_before_the_earlier_attempt_settled_does_not_count,
+    a_takeover_without_a_lookup_or_provider_deduplication_runs_nothing_and_keeps_the_doubt,
+    a_takeover_with_provider_deduplication_declared_runs_the_effect,
+    a_lookup_that_cannot_tell_declines_and_keeps_the_doubt,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -388,6 +393,7 @@ async fn the_attempt_deadline_cancels_the_effect_and_reports_unknown(store: Stor
     let Err(Error::OutcomeUnknown {
         operation_id,
         attempt: 1,
+        because: UnknownBecause::EffectUnknown,
     }) = refused
     else {
         panic!("expected an unknown outcome, got {refused:?}");
@@ -940,5 +946,272 @@ async fn a_resent_claim_counts_its_attempt_from_the_answered_send(store: Store) 
         .filter(|event| event != "RENEWED")
         .collect();
     assert_eq!(events, ["CLAIMED", "COMPLETED"], "{events:?}");
+    world.finish().await;
+}
+
+/// Issue 17, item 1, scaled down: the earlier owner's charge lands just
+/// before its attempt deadline while a takeover's slow lookup, started before
+/// that deadline, is in flight; the lookup read the provider before the
+/// charge landed and answers "not found" after the deadline. Trusting it
+/// would charge again.
+async fn a_negative_lookup_started_before_the_earlier_attempt_settled_does_not_count(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let payload = r#"{"amount":1000,"currency":"EUR"}"#;
+    let attempt_duration = Duration::from_secs(3);
+    // The earlier owner holds a lease nearly as long as its attempt, sends
+    // its charge and stalls.
+    let earlier_sent = Instant::now();
+    let earlier = client
+        .claim(proto::ClaimRequest {
+            lease: millis(2_300),
+            max_attempt_duration: prost_types::Duration::try_from(attempt_duration).ok(),
+            claim_token: b"stalled-owner".to_vec(),
+            ..claim_json("orders.create", "order-18", payload)
+        })
+        .await
+        .expect("claim");
+    let Some(proto::claim_response::Outcome::Acquired(acquired)) = earlier.outcome else {
+        panic!("expected Acquired, got {earlier:?}");
+    };
+    let operation_id = acquired.ownership.expect("ownership").operation_id;
+    // Its charge lands 250 ms before its deadline (counted here from its
+    // Claim's send, before the server's: legitimately in time).
+    let earlier_deadline = earlier_sent + attempt_duration;
+    let landing = earlier_deadline - Duration::from_millis(250);
+    tokio::spawn({
+        let (provider, operation_id) = (provider.clone(), operation_id.clone());
+        async move {
+            tokio::time::sleep_until(landing).await;
+            provider.perform(&operation_id);
+        }
+    });
+    // This call comes once the earlier lease has run out, 600 ms before the
+    // earlier deadline; each lookup reads the provider as it starts and
+    // answers 1 s later.
+    tokio::time::sleep_until(earlier_sent + Duration::from_millis(2_400)).await;
+    let lookups = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let operation = Operation {
+        lease: Duration::from_secs(3),
+        safety_margin: Duration::from_millis(300),
+        ..order("order-18")
+    };
+    let execution = client
+        .execute_once_with_lookup(
+            &operation,
+            |context| {
+                let (provider, lookups) = (provider.clone(), lookups.clone());
+                async move {
+                    let read_at = Instant::now();
+                    let found = provider.find(context.operation_id());
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    lookups
+                        .lock()
+                        .expect("lock")
+                        .push((read_at, Instant::now(), found.is_some()));
+                    found.map(|body| Disposition::Success(result(body)))
+                }
+            },
+            |context| {
+                let (provider, runs) = (provider.clone(), runs.clone());
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Disposition::Success(result(provider.perform(context.operation_id())))
+                }
+            },
+        )
+        .await
+        .expect("reconciled");
+    let lookups = lookups.lock().expect("lock").clone();
+    // The scene as set: the first lookup straddled the landing and the
+    // earlier deadline (else this test proves nothing).
+    let (read_at, answered_at, found) = lookups[0];
+    assert!(
+        read_at < landing && answered_at > earlier_deadline && !found,
+        "the first lookup read at {:?} and answered at {:?} after the earlier Claim; \
+         the charge landed at {:?}, the deadline was at {:?}",
+        read_at - earlier_sent,
+        answered_at - earlier_sent,
+        landing - earlier_sent,
+        attempt_duration
+    );
+    assert_eq!(provider.total(), 1, "one charge: the earlier owner's");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the effect never ran");
+    assert_eq!(execution.source, Source::Reconciled);
+    assert_eq!(execution.operation_id, operation_id);
+    assert_eq!(
+        Some(succeeded(&execution)),
+        provider.find(&operation_id),
+        "the takeover recorded the earlier charge"
+    );
+    assert_eq!(lookups.len(), 2, "asked again once, after the deadline");
+    world.finish().await;
+}
+
+/// The earlier attempt's deadline the server tells a takeover now, as a
+/// local instant (counted from the reply).
+async fn doubt_told_now(client: &idemd_client::Client, key: &str) -> (Instant, u64) {
+    let response = client
+        .claim(proto::ClaimRequest {
+            claim_token: b"a-later-takeover".to_vec(),
+            ..claim_json("orders.create", key, r#"{"amount":1000,"currency":"EUR"}"#)
+        })
+        .await
+        .expect("claim");
+    let received_at = Instant::now();
+    let Some(proto::claim_response::Outcome::ReconcileFirst(reconcile_first)) = response.outcome
+    else {
+        panic!("expected a takeover, got {response:?}");
+    };
+    let left = reconcile_first
+        .previous_attempt_deadline
+        .and_then(|left| Duration::try_from(left).ok())
+        .expect("previous_attempt_deadline");
+    (received_at + left, reconcile_first.previous_fence)
+}
+
+async fn a_takeover_without_a_lookup_or_provider_deduplication_runs_nothing_and_keeps_the_doubt(
+    store: Store,
+) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let attempt_duration = Duration::from_secs(5);
+    let crashed_sent = Instant::now();
+    let crashed = crashed_attempt(&client, "order-19", attempt_duration, 0).await;
+    // Well after the crash, so that this call's own attempt would end a
+    // second later than the crashed one.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let refused = client
+        .execute_once(&order("order-19"), |context| {
+            let (provider, runs) = (provider.clone(), runs.clone());
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await;
+    let Err(
+        error @ Error::OutcomeUnknown {
+            because: UnknownBecause::EarlierAttemptUnchecked,
+            attempt: 2,
+            ..
+        },
+    ) = &refused
+    else {
+        panic!("expected an unchecked takeover, got {refused:?}");
+    };
+    assert_eq!(error.operation_id(), Some(crashed.operation_id.as_str()));
+    let message = error.to_string();
+    for advice in [
+        "cannot check it",
+        "pass a lookup",
+        "declare provider deduplication",
+        "reconcile the operation",
+    ] {
+        assert!(message.contains(advice), "{message}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
+    assert_eq!(provider.total(), 0);
+    let entries = history_entries(&client, &crashed.operation_id).await;
+    let events: Vec<_> = entries.iter().map(|entry| entry.event.as_str()).collect();
+    assert_eq!(
+        events,
+        ["CLAIMED", "TAKEN_OVER", "OUTCOME_UNKNOWN"],
+        "{entries:#?}"
+    );
+    assert_eq!(
+        entries[2].detail, "not_started",
+        "declined: Fail NOT_STARTED"
+    );
+    let stored = client
+        .lookup_operation(&crashed.operation_id)
+        .await
+        .expect("lookup");
+    assert_eq!(stored.state(), OperationState::Unknown);
+    // The doubt is still the crashed attempt's, not the declining one's.
+    let (told, _) = doubt_told_now(&client, "order-19").await;
+    let crashed_deadline = crashed_sent + attempt_duration;
+    assert!(
+        told <= crashed_deadline + Duration::from_millis(300),
+        "the doubt was pushed {:?} past the crashed attempt's deadline",
+        told.saturating_duration_since(crashed_deadline)
+    );
+    world.finish().await;
+}
+
+async fn a_takeover_with_provider_deduplication_declared_runs_the_effect(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let crashed = crashed_attempt(&client, "order-20", Duration::from_secs(5), 0).await;
+    let told = Arc::new(std::sync::Mutex::new(None));
+    let operation = Operation {
+        provider_deduplicates: true,
+        ..order("order-20")
+    };
+    let execution = client
+        .execute_once(&operation, |context| {
+            let (provider, told) = (provider.clone(), told.clone());
+            async move {
+                *told.lock().expect("lock") = context.previous_outcome_unknown().cloned();
+                // The provider honours the operation_id as its key.
+                Disposition::Success(result(provider.perform(context.operation_id())))
+            }
+        })
+        .await
+        .expect("executed");
+    assert_eq!(execution.source, Source::Executed);
+    assert_eq!(
+        (execution.operation_id.as_str(), execution.attempt),
+        (crashed.operation_id.as_str(), 2)
+    );
+    let told = told
+        .lock()
+        .expect("lock")
+        .clone()
+        .expect("told the earlier outcome is unknown");
+    assert_eq!(told.fence, crashed.fence);
+    assert_eq!(provider.total(), 1);
+    world.finish().await;
+}
+
+async fn a_lookup_that_cannot_tell_declines_and_keeps_the_doubt(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let crashed = crashed_attempt(&client, "order-21", Duration::from_secs(5), 0).await;
+    let refused = client
+        .execute_once_with_lookup(
+            &order("order-21"),
+            |_| async {
+                Some(Disposition::Unknown(proto::OperationError {
+                    code: "provider_unreachable".into(),
+                    ..Default::default()
+                }))
+            },
+            |_| async { panic!("nothing may run") },
+        )
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(Error::OutcomeUnknown {
+                because: UnknownBecause::LookupInconclusive,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let entries = history_entries(&client, &crashed.operation_id).await;
+    assert_eq!(
+        entries
+            .last()
+            .map(|entry| (entry.event.as_str(), entry.detail.as_str())),
+        Some(("OUTCOME_UNKNOWN", "not_started")),
+        "{entries:#?}"
+    );
     world.finish().await;
 }
