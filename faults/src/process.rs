@@ -264,6 +264,9 @@ pub(crate) fn idemd(store: &StoreConfig, args: &[&str]) -> Result<Command, Strin
         .env_clear()
         .env("IDEMD_METRICS_LISTEN", "off")
         .env("IDEMD_MIN_LEASE", "100ms")
+        // Scaled down like the leases (the default is 3s), and not zero: the
+        // margin's waits run under the faults too.
+        .env("IDEMD_CLOCK_MARGIN", "300ms")
         .stdin(Stdio::null());
     match store {
         StoreConfig::Postgres { url } => command.env("DATABASE_URL", url),

@@ -151,6 +151,10 @@ impl World {
             .env_clear()
             .env("IDEMD_DATA_DIR", &self.directory.0)
             .env("IDEMD_MIN_LEASE", "10ms")
+            // The server adds its clock margin to previous_attempt_deadline; these
+            // tests time the doubt to the earlier deadline itself (the margin has
+            // the server's own tests).
+            .env("IDEMD_CLOCK_MARGIN", "0s")
             .env("IDEMD_METRICS_LISTEN", "off")
             .stdin(Stdio::null());
         if let Some((url, _)) = &self.database {
