@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::database;
 use crate::duplicator::{Duplicator, DuplicatorCounters};
-use crate::locked;
+use crate::lock::locked;
 use crate::process::{Postgres, Replica, StoreConfig, prepare_store};
 use crate::provider::Provider;
 use crate::proxy::{FaultRates, Protocol, Proxy, ProxyCounters};

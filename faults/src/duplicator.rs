@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::locked;
+use crate::lock::locked;
 use crate::proxy::FaultRates;
 use crate::rng::Rng;
 

@@ -7,13 +7,13 @@
 mod campaign;
 mod database;
 mod duplicator;
+mod lock;
 mod process;
 mod provider;
 mod proxy;
 mod rng;
 
 use std::process::ExitCode;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -21,13 +21,6 @@ use clap::{Parser, ValueEnum};
 use crate::campaign::{Backend, Report, Settings};
 use crate::proxy::FaultRates;
 use crate::rng::Rng;
-
-/// The value behind `mutex`, even if a thread panicked holding it: the
-/// campaign's shared state is counters and plans, each consistent after every
-/// single update, and a panicking worker is reported on its own.
-pub(crate) fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {

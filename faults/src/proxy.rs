@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::locked;
+use crate::lock::locked;
 use crate::rng::Rng;
 
 const PREFACE_LEN: usize = 24;
