@@ -166,8 +166,8 @@ func send[Req, Resp any](ctx context.Context, c *Client, rpc unary[Req, Resp], r
 	for {
 		timeout, ok := plan.nextTimeout(c.now())
 		if !ok {
-			if err := ctx.Err(); err != nil {
-				return zero, plan.sentAt, fmt.Errorf("idemd: %w", context.Cause(ctx))
+			if err := c.callerGone(ctx); err != nil {
+				return zero, plan.sentAt, err
 			}
 			return zero, plan.sentAt, &StatusError{Code: codes.DeadlineExceeded, Message: "no time left to send the call"}
 		}
@@ -178,8 +178,8 @@ func send[Req, Resp any](ctx context.Context, c *Client, rpc unary[Req, Resp], r
 		if err == nil {
 			return response, plan.sentAt, nil
 		}
-		if ctx.Err() != nil {
-			return zero, plan.sentAt, fmt.Errorf("idemd: %w", context.Cause(ctx))
+		if err := c.callerGone(ctx); err != nil {
+			return zero, plan.sentAt, err
 		}
 		decoded := statusErrorOf(err, trailer)
 		delay, again := plan.delayAfter(decoded, c.now(), jitter)
@@ -194,6 +194,19 @@ func send[Req, Resp any](ctx context.Context, c *Client, rpc unary[Req, Resp], r
 		case <-timer.C:
 		}
 	}
+}
+
+// callerGone is the caller's cancellation, or its deadline once the clock has
+// reached it (a send timed out by that deadline may fail a hair before the
+// context's own timer fires): never a status of idemd's, never re-sent.
+func (c *Client) callerGone(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("idemd: %w", context.Cause(ctx))
+	}
+	if deadline, ok := ctx.Deadline(); ok && !c.now().Before(deadline) {
+		return fmt.Errorf("idemd: %w", context.DeadlineExceeded)
+	}
+	return nil
 }
 
 func jitter(limit time.Duration) time.Duration {

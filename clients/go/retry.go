@@ -56,7 +56,7 @@ func (p RetryPolicy) backoffCap(resend int) time.Duration {
 }
 
 // Retryable reports whether the error is one the client re-sends unchanged.
-func Retryable(err *StatusError) bool {
+func (err *StatusError) Retryable() bool {
 	if err.Reason == ErrRequestTooLarge.reason || err.pushbackRefused {
 		return false
 	}
@@ -106,7 +106,7 @@ func (p *retryPlan) nextTimeout(now time.Time) (time.Duration, bool) {
 // delayAfter is how long to wait before re-sending after err; false when err is
 // not re-sent. uniform draws from [0, limit).
 func (p *retryPlan) delayAfter(err *StatusError, now time.Time, uniform func(limit time.Duration) time.Duration) (time.Duration, bool) {
-	if !Retryable(err) || p.sends >= p.policy.MaxSends {
+	if !err.Retryable() || p.sends >= p.policy.MaxSends {
 		return 0, false
 	}
 	delay := uniform(p.policy.backoffCap(p.sends))

@@ -29,44 +29,44 @@ func TestStatusDetailsDecodeWithoutAServer(t *testing.T) {
 	retry := &errdetails.RetryInfo{RetryDelay: durationpb.New(200 * time.Millisecond)}
 	unavailable := statusErrorOf(statusWith(t, codes.Unavailable, info, retry), nil)
 	if unavailable.Code != codes.Unavailable || unavailable.RetryAfter != 200*time.Millisecond ||
-		!errors.Is(unavailable, ErrStoreUnavailable) || !Retryable(unavailable) {
+		!errors.Is(unavailable, ErrStoreUnavailable) || !unavailable.Retryable() {
 		t.Fatalf("unavailable: %+v", unavailable)
 	}
 	// The pushback trailer counts as much as RetryInfo; the longer one wins.
 	pushed := statusErrorOf(statusWith(t, codes.ResourceExhausted, retry), metadata.Pairs(pushbackTrailer, "700"))
-	if pushed.RetryAfter != 700*time.Millisecond || !Retryable(pushed) {
+	if pushed.RetryAfter != 700*time.Millisecond || !pushed.Retryable() {
 		t.Fatalf("pushback: %+v", pushed)
 	}
 	// gRFC A6: a negative pushback says "do not retry".
-	if refused := statusErrorOf(statusWith(t, codes.Unavailable), metadata.Pairs(pushbackTrailer, "-1")); Retryable(refused) {
+	if refused := statusErrorOf(statusWith(t, codes.Unavailable), metadata.Pairs(pushbackTrailer, "-1")); refused.Retryable() {
 		t.Fatalf("a negative pushback was re-sent: %+v", refused)
 	}
 	tooLarge := statusErrorOf(statusWith(t, codes.ResourceExhausted, &errdetails.ErrorInfo{Reason: "REQUEST_TOO_LARGE", Domain: Domain}), nil)
-	if Retryable(tooLarge) || !errors.Is(tooLarge, ErrRequestTooLarge) {
+	if tooLarge.Retryable() || !errors.Is(tooLarge, ErrRequestTooLarge) {
 		t.Fatalf("too large: %+v", tooLarge)
 	}
 	bad := statusErrorOf(statusWith(t, codes.InvalidArgument,
 		&errdetails.ErrorInfo{Reason: "INVALID_REQUEST", Domain: Domain},
 		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "scope.key", Description: "empty"}}}), nil)
-	if len(bad.Violations) != 1 || bad.Violations[0].Field != "scope.key" || Retryable(bad) {
+	if len(bad.Violations) != 1 || bad.Violations[0].Field != "scope.key" || bad.Retryable() {
 		t.Fatalf("bad request: %+v", bad)
 	}
 	for _, reason := range []*reasonError{ErrResultExpired, ErrLeaseStillLive, ErrAttemptStillRunning, ErrAttemptDeadlinePassed, ErrStateForbids} {
 		err := statusErrorOf(statusWith(t, codes.FailedPrecondition,
 			&errdetails.ErrorInfo{Reason: reason.Reason(), Domain: Domain, Metadata: map[string]string{"operation_id": "o"}}), nil)
-		if !errors.Is(err, reason) || errors.Is(err, ErrLeaseLost) || err.OperationID() != "o" || Retryable(err) {
+		if !errors.Is(err, reason) || errors.Is(err, ErrLeaseLost) || err.OperationID() != "o" || err.Retryable() {
 			t.Fatalf("%s: %+v", reason.Reason(), err)
 		}
 	}
 	// A broken connection (no ErrorInfo) is re-sent; idemd's own INTERNAL is not.
-	if transport := statusErrorOf(status.Error(codes.Internal, "stream reset"), nil); !Retryable(transport) || transport.Reason != "" {
+	if transport := statusErrorOf(status.Error(codes.Internal, "stream reset"), nil); !transport.Retryable() || transport.Reason != "" {
 		t.Fatalf("transport: %+v", transport)
 	}
-	if internal := statusErrorOf(statusWith(t, codes.Internal, &errdetails.ErrorInfo{Reason: "INTERNAL", Domain: Domain}), nil); Retryable(internal) {
+	if internal := statusErrorOf(statusWith(t, codes.Internal, &errdetails.ErrorInfo{Reason: "INTERNAL", Domain: Domain}), nil); internal.Retryable() {
 		t.Fatalf("idemd's INTERNAL re-sent: %+v", internal)
 	}
 	for _, code := range []codes.Code{codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated, codes.NotFound, codes.Aborted} {
-		if Retryable(statusErrorOf(status.Error(code, ""), nil)) {
+		if statusErrorOf(status.Error(code, ""), nil).Retryable() {
 			t.Fatalf("%s is re-sent", code)
 		}
 	}
