@@ -24,6 +24,8 @@ const paymentJSON = `{"amount":1000,"currency":"EUR"}`
 // eachStore runs test against a server of its own on every store.
 func eachStore(t *testing.T, test func(t *testing.T, srv *idemdtest.Server), serverEnv ...string) {
 	t.Helper()
+	// Not in parallel: most tests here time leases and deadlines in tens of
+	// milliseconds, which a loaded machine (and the race detector) would stretch.
 	for _, store := range idemdtest.Stores {
 		t.Run(string(store), func(t *testing.T) {
 			test(t, idemdtest.Start(t, store, serverEnv...))

@@ -13,8 +13,9 @@ import (
 //   - re-sent unchanged, with exponential backoff and full jitter, within MaxSends
 //     and TotalTimeout, never sooner than the server's RetryInfo or
 //     grpc-retry-pushback-ms asks: UNAVAILABLE, DEADLINE_EXCEEDED,
-//     RESOURCE_EXHAUSTED (not REQUEST_TOO_LARGE), and transport failures (UNKNOWN or
-//     INTERNAL without idemd's ErrorInfo, e.g. a connection reset);
+//     RESOURCE_EXHAUSTED (not REQUEST_TOO_LARGE), and transport failures (UNKNOWN,
+//     INTERNAL or CANCELLED without idemd's ErrorInfo, e.g. a connection reset, or
+//     the server's timeout of the send answering first);
 //   - never re-sent: INVALID_ARGUMENT, FAILED_PRECONDITION, PERMISSION_DENIED,
 //     UNAUTHENTICATED, NOT_FOUND, ABORTED (LEASE_LOST calls for a Lookup), idemd's
 //     own INTERNAL, and the caller's cancellation.
@@ -65,6 +66,11 @@ func (err *StatusError) Retryable() bool {
 		return true
 	case codes.Unknown, codes.Internal:
 		// From idemd these carry an ErrorInfo; without one the transport broke.
+		return err.Reason == ""
+	case codes.Canceled:
+		// The caller's own cancellation never reaches here (send returns it as the
+		// context's error). A CANCELLED status is the server's request timeout
+		// (the send's grpc-timeout) answering before the client's own: a lost reply.
 		return err.Reason == ""
 	default:
 		return false

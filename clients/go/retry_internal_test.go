@@ -62,6 +62,11 @@ func TestStatusDetailsDecodeWithoutAServer(t *testing.T) {
 	if transport := statusErrorOf(status.Error(codes.Internal, "stream reset"), nil); !transport.Retryable() || transport.Reason != "" {
 		t.Fatalf("transport: %+v", transport)
 	}
+	// The server's own timeout of a send (tonic: CANCELLED "Timeout expired") is a
+	// lost reply, never the caller's cancellation (which send returns before this).
+	if timedOut := statusErrorOf(status.Error(codes.Canceled, "Timeout expired"), nil); !timedOut.Retryable() {
+		t.Fatalf("the server's timeout of a send is not re-sent: %+v", timedOut)
+	}
 	if internal := statusErrorOf(statusWith(t, codes.Internal, &errdetails.ErrorInfo{Reason: "INTERNAL", Domain: Domain}), nil); internal.Retryable() {
 		t.Fatalf("idemd's INTERNAL re-sent: %+v", internal)
 	}

@@ -28,8 +28,10 @@ func TestMain(m *testing.M) { idemdtest.Main(m) }
 
 func eachStore(t *testing.T, test func(t *testing.T, client *idemd.Client)) {
 	t.Helper()
+	t.Parallel()
 	for _, store := range idemdtest.Stores {
 		t.Run(string(store), func(t *testing.T) {
+			t.Parallel()
 			srv := idemdtest.Start(t, store)
 			client, err := idemd.New(idemd.WithAddress(srv.Addr), idemd.WithToken(srv.Token))
 			if err != nil {
