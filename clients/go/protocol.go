@@ -532,9 +532,10 @@ func (x *protocol) attemptBody(a *attempt) (*Result, bool, error) {
 	}
 	if err != nil {
 		// The effect failed in a way nobody can tell. The report names the error's
-		// type only: its text may carry what must not be stored.
+		// type only (its text may carry what must not be stored), under the code
+		// every idemd client reports it with.
 		kind := fmt.Sprintf("%T", err)
-		x.failUnknown(a, "effect_failed", kind)
+		x.failUnknown(a, "effect_raised", kind)
 		return nil, false, &OutcomeUnknownError{
 			OperationID: a.operationID,
 			Message:     "the effect failed (" + kind + "); its outcome is unknown",

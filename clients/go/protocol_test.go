@@ -554,7 +554,7 @@ func TestCoreOutcomesMapToCompleteAndFailDispositions(t *testing.T) {
 		t.Fatalf("an effect's error: %v", err)
 	}
 	f.expectSteps("claim", "effect", "fail UNKNOWN")
-	if report := f.fails[0].GetError(); report.GetCode() != "effect_failed" || strings.Contains(report.GetMessage(), "4242") {
+	if report := f.fails[0].GetError(); report.GetCode() != "effect_raised" || strings.Contains(report.GetMessage(), "4242") {
 		t.Fatalf("the report %v carries the error's text", report)
 	}
 }

@@ -289,7 +289,7 @@ func TestAHandlerThatPanicsIsUnknownAndNeverRunAgain(t *testing.T) {
 				events = append(events, entry.GetEvent()+":"+entry.GetDetail())
 			}
 		}
-		if len(events) != 4 || !strings.HasPrefix(events[0], "CLAIMED") || !strings.HasPrefix(events[1], "OUTCOME_UNKNOWN:effect_failed") ||
+		if len(events) != 4 || !strings.HasPrefix(events[0], "CLAIMED") || !strings.HasPrefix(events[1], "OUTCOME_UNKNOWN:effect_raised") ||
 			!strings.HasPrefix(events[2], "TAKEN_OVER") || events[3] != "OUTCOME_UNKNOWN:not_started" {
 			t.Fatalf("history %v", events)
 		}
