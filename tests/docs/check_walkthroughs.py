@@ -36,6 +36,7 @@ CLIENT_READMES = {
     "rust": ROOT / "clients/rust/README.md",
     "python": ROOT / "clients/python/README.md",
     "ts": ROOT / "clients/typescript/README.md",
+    "go": ROOT / "clients/go/README.md",
 }
 
 
