@@ -183,6 +183,82 @@ public final class IdemdClient implements AutoCloseable {
     return send(Rpc.LIST_UNRESOLVED, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
   }
 
+  // ---- executeOnce -----------------------------------------------------------------------
+
+  /**
+   * Runs {@code effect} at most once for the intent {@code (operation, key, payload)}, with the
+   * default {@link ExecuteOptions}: on ReconcileFirst the effect never runs (see {@link
+   * #executeOnce(String, String, Payload, ExecuteOptions, Effect)}).
+   */
+  public OperationResult executeOnce(String operation, String key, Payload payload, Effect effect)
+      throws ExecuteOnceException {
+    return executeOnce(operation, key, payload, ExecuteOptions.defaults(), effect);
+  }
+
+  /**
+   * Runs {@code effect} at most once for the intent {@code (operation, key, payload)}: the whole
+   * client protocol. {@code key} is made once per business intent and persisted before the first
+   * call; {@code payload} identifies the request (the same key with another payload is a {@link
+   * ConflictException}, never a replay).
+   *
+   * <p>The effect runs on this thread only when idemd grants this call the operation (Acquired, or
+   * ReconcileFirst with a lookup that found nothing once the earlier attempt settled, or with
+   * provider deduplication declared); its lease is renewed meanwhile, and at the attempt deadline
+   * the thread is interrupted and the attempt reported UNKNOWN. A stored result is replayed without
+   * running anything.
+   *
+   * @return the result, recorded now or replayed
+   * @throws OperationFailedException a terminal error, recorded now or replayed
+   * @throws OutcomeUnknownException this attempt's outcome (or an earlier one's that this call
+   *     cannot check) is unknown; {@link AttemptTimeoutException} at the attempt deadline
+   * @throws PendingException another attempt still runs (or a retry is not due) past {@link
+   *     ExecuteOptions#deadline()}
+   * @throws NeedsReconciliationException only a reconciler can settle the operation
+   * @throws SupersededException another owner took over and has not finished
+   * @throws UnrecognisedOutcomeException a Claim outcome this client does not know
+   * @throws IdemdStatusException (unchecked) a refusal such as {@link ConflictException}, or a
+   *     transport failure that outlasted the retry policy
+   */
+  public OperationResult executeOnce(
+      String operation, String key, Payload payload, ExecuteOptions options, Effect effect)
+      throws ExecuteOnceException {
+    Objects.requireNonNull(effect, "effect");
+    return new BlockingDriver(this, effect, options)
+        .run(protocol(operation, key, payload, options));
+  }
+
+  /**
+   * {@link #executeOnce(String, String, Payload, ExecuteOptions, Effect)} without blocking: the
+   * future completes with the result, or fails with the same exceptions. A blocking {@link
+   * ExecuteOptions.Builder#lookup lookup} runs on the common fork-join pool; prefer {@link
+   * ExecuteOptions.Builder#asyncLookup asyncLookup}.
+   */
+  public CompletableFuture<OperationResult> executeOnceAsync(
+      String operation, String key, Payload payload, ExecuteOptions options, AsyncEffect effect) {
+    Objects.requireNonNull(effect, "effect");
+    return new AsyncDriver(this, effect, options, java.util.concurrent.ForkJoinPool.commonPool())
+        .run(protocol(operation, key, payload, options));
+  }
+
+  private ExecuteOnceProtocol protocol(
+      String operation, String key, Payload payload, ExecuteOptions options) {
+    Objects.requireNonNull(operation, "operation");
+    Objects.requireNonNull(key, "key");
+    Objects.requireNonNull(payload, "payload");
+    Objects.requireNonNull(options, "options");
+    return new ExecuteOnceProtocol(
+        operation, key, payload, options, clock, IdemdClient::claimToken);
+  }
+
+  private static final java.security.SecureRandom TOKENS = new java.security.SecureRandom();
+
+  /** A random claim_token, made per attempt. */
+  static byte[] claimToken() {
+    byte[] token = new byte[16];
+    TOKENS.nextBytes(token);
+    return token;
+  }
+
   // ---- sends, as the protocol makes them ------------------------------------------------
 
   /** A Claim, re-sent unchanged; the server may hold it for its {@code wait}. */
