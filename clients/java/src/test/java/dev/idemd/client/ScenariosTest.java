@@ -291,7 +291,7 @@ class ScenariosTest extends ServerTest {
     // starts the effect.
     List<List<String>> seen = Collections.synchronizedList(new ArrayList<>());
     proxy.dropNextReply();
-    proxy.connectDelay(450);
+    proxy.connectDelay(350);
     long started = Clocks.SYSTEM.getAsLong();
     List<EffectContext> contexts = new ArrayList<>();
     OperationResult result =
