@@ -73,6 +73,9 @@ final class ExecuteOnceProtocol {
   private final LongSupplier clock;
   private final Supplier<byte[]> claimTokens;
 
+  /** The least time a Claim's sends get, whatever is left of the caller's deadline. */
+  private final long minClaimNanos;
+
   private long end;
 
   /** The Claim's {@code wait} in nanoseconds, or -1 for none. */
@@ -90,13 +93,15 @@ final class ExecuteOnceProtocol {
       Payload payload,
       ExecuteOptions options,
       LongSupplier clock,
-      Supplier<byte[]> claimTokens) {
+      Supplier<byte[]> claimTokens,
+      long minClaimNanos) {
     this.operation = operation;
     this.key = key;
     this.payload = payload;
     this.options = options;
     this.clock = clock;
     this.claimTokens = claimTokens;
+    this.minClaimNanos = minClaimNanos;
   }
 
   /** The first step. */
@@ -148,7 +153,10 @@ final class ExecuteOnceProtocol {
     if (wait >= 0) {
       request.setWait(IdemdClient.Durations.ofNanos(wait));
     }
-    long callDeadline = Math.max(end, Clocks.plus(now(), 1_000 * MS));
+    // The caller's deadline bounds waiting for another attempt, not one Claim: a Claim gets at
+    // least one send's whole timeout (a cold channel, a loaded machine), so that a deadline of
+    // zero means "do not wait", never "fail if idemd answers in more than a moment".
+    long callDeadline = Math.max(end, Clocks.plus(now(), minClaimNanos));
     return ask(
         new Step.Send<>(Rpc.CLAIM, request.build(), callDeadline, Math.max(0, wait)),
         this::claimed);

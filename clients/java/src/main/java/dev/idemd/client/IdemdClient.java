@@ -247,7 +247,13 @@ public final class IdemdClient implements AutoCloseable {
     Objects.requireNonNull(payload, "payload");
     Objects.requireNonNull(options, "options");
     return new ExecuteOnceProtocol(
-        operation, key, payload, options, clock, IdemdClient::claimToken);
+        operation,
+        key,
+        payload,
+        options,
+        clock,
+        IdemdClient::claimToken,
+        retry.callTimeout().toNanos());
   }
 
   private static final java.security.SecureRandom TOKENS = new java.security.SecureRandom();

@@ -43,7 +43,8 @@ class ProtocolTest {
         Payload.json("{}"),
         options,
         () -> now,
-        () -> new byte[] {(byte) tokens.incrementAndGet()});
+        () -> new byte[] {(byte) tokens.incrementAndGet()},
+        10 * S);
   }
 
   static Ownership ownership(int attempt, long leaseNanos, long attemptNanos) {
