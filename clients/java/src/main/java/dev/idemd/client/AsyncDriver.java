@@ -54,8 +54,15 @@ final class AsyncDriver {
         return;
       }
       CompletableFuture<Answer> answer = perform(step);
-      if (!answer.isDone()) {
-        answer.thenAccept(this::resume);
+      if (!answer.isDone() || answer.isCompletedExceptionally()) {
+        answer.whenComplete(
+            (value, failure) -> {
+              if (failure != null) {
+                finish(null, Drivers.unwrap(failure)); // the client was closed under the call
+              } else {
+                resume(value);
+              }
+            });
         return;
       }
       step = protocol.next(answer.join());
