@@ -17,6 +17,7 @@ import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -123,6 +124,68 @@ class ScenariosTest extends ServerTest {
       pool.shutdownNow();
       clients.forEach(IdemdClient::close);
     }
+  }
+
+  @Test
+  void concurrentAsyncDuplicatesMakeOneEffect() throws Exception {
+    String k = key();
+    AsyncEffect effect =
+        ctx ->
+            CompletableFuture.supplyAsync(
+                () -> Outcome.success(provider.effect(ctx.operationId()), "application/json"),
+                CompletableFuture.delayedExecutor(300, TimeUnit.MILLISECONDS));
+    List<CompletableFuture<OperationResult>> calls = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      calls.add(client.executeOnceAsync(OP, k, PAYLOAD, ExecuteOptions.defaults(), effect));
+    }
+    Set<String> bodies = new HashSet<>();
+    int made = 0;
+    for (CompletableFuture<OperationResult> call : calls) {
+      OperationResult result = call.get(60, TimeUnit.SECONDS);
+      bodies.add(result.bodyText());
+      made += result.replayed() ? 0 : 1;
+    }
+    assertEquals(1, provider.count());
+    assertEquals(1, bodies.size());
+    assertEquals(1, made);
+  }
+
+  @Test
+  void anAsyncLookupFindsTheEarlierEffectAndNothingRunsAgain() throws Exception {
+    // Owner A's effect lands and A crashes without a word; the asynchronous call B takes
+    // over, finds the effect with its asynchronous lookup and records it.
+    String k = key();
+    Ownership a =
+        client
+            .claim(
+                ClientTest.claim(OP, k)
+                    .setJsonPayload("{\"sku\":\"book-42\",\"amount\":1999}")
+                    .setLease(IdemdClient.Durations.of(Duration.ofMillis(50)))
+                    .setMaxAttemptDuration(IdemdClient.Durations.of(Duration.ofMillis(300)))
+                    .build())
+            .getAcquired()
+            .getOwnership();
+    provider.effect(a.getOperationId());
+    TestServer.sleep(100);
+    OperationResult b =
+        client
+            .executeOnceAsync(
+                OP,
+                k,
+                PAYLOAD,
+                ExecuteOptions.builder()
+                    .asyncLookup(ctx -> CompletableFuture.supplyAsync(() -> provider.lookup(ctx)))
+                    .lookupInterval(Duration.ofMillis(50))
+                    .build(),
+                ctx ->
+                    CompletableFuture.completedFuture(
+                        Outcome.success(provider.effect(ctx.operationId()), "")))
+            .get(30, TimeUnit.SECONDS);
+    assertEquals(1, provider.count());
+    assertEquals(2, b.attempts());
+    assertFalse(b.replayed());
+    assertEquals(
+        new String(provider.records.get(a.getOperationId()), StandardCharsets.UTF_8), b.bodyText());
   }
 
   @Test
