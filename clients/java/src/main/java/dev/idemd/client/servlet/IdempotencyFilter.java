@@ -59,6 +59,9 @@ import java.util.stream.Collectors;
  * without a principal is refused with 400 unless {@link Builder#sharedKeys(boolean)
  * sharedKeys(true)}, for routes whose callers are one system. Scoped, a key is at most 222 bytes.
  *
+ * <p>The response must be complete when the chain returns: register the filter without {@code
+ * asyncSupported} (the container then refuses {@code startAsync()} behind it).
+ *
  * <p>An application that throws leaves the outcome UNKNOWN at idemd, and the exception propagates.
  * A retry of that key never runs the application (it declines, Fail NOT_STARTED) and is answered
  * 500, unless {@link Builder#reconcileFirst(ReconcileFirst) reconcileFirst(RUN)} declares that the
@@ -317,7 +320,8 @@ public final class IdempotencyFilter implements Filter {
     if (response.isCommitted()) {
       throw new IOException("the response was already committed; cannot send idemd's answer");
     }
-    response.reset();
+    // Only the body: headers that filters before this one set (CORS, security headers) stay.
+    response.resetBuffer();
     response.setStatus(answer.status());
     for (Map.Entry<String, String> header : answer.headers()) {
       if (header.getKey().equals("content-length")) {

@@ -135,8 +135,17 @@ class FilterTest {
 
   /** The shop behind the filter, on an embedded Jetty; its base URI. */
   URI serve(HttpServlet app, IdempotencyFilter filter) throws Exception {
+    return serve(app, filter, null);
+  }
+
+  /** The same, behind {@code before} (a filter mapped ahead of the idempotency filter). */
+  URI serve(HttpServlet app, IdempotencyFilter filter, jakarta.servlet.Filter before)
+      throws Exception {
     Server jetty = new Server(new InetSocketAddress("127.0.0.1", 0));
     ServletContextHandler context = new ServletContextHandler();
+    if (before != null) {
+      context.addFilter(new FilterHolder(before), "/*", EnumSet.of(DispatcherType.REQUEST));
+    }
     context.addFilter(new FilterHolder(filter), "/*", EnumSet.of(DispatcherType.REQUEST));
     context.addServlet(new ServletHolder(app), "/*");
     jetty.setHandler(context);
@@ -215,6 +224,31 @@ class FilterTest {
     assertFalse(first.headers().firstValue("idempotent-replayed").isPresent());
     assertFalse(again.headers().firstValue("x-trace").isPresent()); // not kept
     assertTrue(first.body().startsWith("{\"id\":\"ord_1\""), first.body());
+  }
+
+  @Test
+  void headersThatFiltersBeforeItSetStay() throws Exception {
+    Shop shop = new Shop();
+    jakarta.servlet.Filter cors =
+        (request, response, chain) -> {
+          ((HttpServletResponse) response)
+              .setHeader("Access-Control-Allow-Origin", "https://shop.example");
+          chain.doFilter(request, response);
+        };
+    URI base = serve(shop, filter().build(), cors);
+    String key = idemKey();
+    var first =
+        post(base, "/orders", "{\"sku\":\"a\"}", "Idempotency-Key", key, "Authorization", ALICE);
+    var again =
+        post(base, "/orders", "{\"sku\":\"a\"}", "Idempotency-Key", key, "Authorization", ALICE);
+    var refused = post(base, "/orders", "{\"sku\":\"a\"}", "Authorization", ALICE);
+    for (var response : List.of(first, again, refused)) {
+      assertEquals(
+          "https://shop.example",
+          response.headers().firstValue("access-control-allow-origin").orElse("(none)"),
+          response.statusCode() + " " + response.body());
+    }
+    assertEquals(1, shop.orders.size());
   }
 
   @Test
