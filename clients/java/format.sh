@@ -8,7 +8,7 @@ repo_local="${MAVEN_REPO_LOCAL:-${XDG_CACHE_HOME:-$HOME/.cache}/idemd-ci/m2}"
 version=1.28.0
 jar="$repo_local/com/google/googlejavaformat/google-java-format/$version/google-java-format-$version-all-deps.jar"
 if [ ! -f "$jar" ]; then
-  mvn -B -q -Dmaven.repo.local="$repo_local" \
+  mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$repo_local" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
     -Dartifact="com.google.googlejavaformat:google-java-format:$version:jar:all-deps" -Dtransitive=false
 fi
