@@ -292,6 +292,8 @@ class ScenariosTest extends ServerTest {
     // (LEASE_LOST), looks the operation up and answers with B's record.
     String k = key();
     CountDownLatch bDone = new CountDownLatch(1);
+    CountDownLatch aCut = new CountDownLatch(1);
+    int[] aAttempt = new int[1];
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
       Future<OperationResult> a =
@@ -302,12 +304,14 @@ class ScenariosTest extends ServerTest {
                       k,
                       PAYLOAD,
                       ExecuteOptions.builder()
-                          .lease(Duration.ofMillis(200))
+                          .lease(Duration.ofMillis(600))
                           .attemptDuration(Duration.ofSeconds(10))
                           .build(),
                       ctx -> {
+                        aAttempt[0] = ctx.attempt();
                         byte[] body = provider.effect(ctx.operationId());
                         proxy.cut();
+                        aCut.countDown();
                         // Waits whatever comes (an interrupt when A learns it lost the lease).
                         while (!bDone.await(10, TimeUnit.MILLISECONDS)) {
                           Thread.onSpinWait();
@@ -315,7 +319,10 @@ class ScenariosTest extends ServerTest {
                         proxy.restore();
                         return Outcome.success(body, "");
                       }));
-      TestServer.sleep(500); // A's lease has lapsed
+      assertTrue(aCut.await(30, TimeUnit.SECONDS));
+      // A's last Renew was at most a third of its lease ago: its lease lapses within 0.6 s (B
+      // would wait for it all the same, told Pending).
+      TestServer.sleep(900);
       OperationResult b =
           client.executeOnce(
               OP,
@@ -333,12 +340,24 @@ class ScenariosTest extends ServerTest {
       } finally {
         proxy.restore();
       }
-      assertEquals(1, provider.count());
-      assertFalse(b.replayed());
-      assertEquals(2, b.attempts());
-      assertTrue(aResult.replayed());
+      List<String> events =
+          client
+              .lookup(
+                  LookupRequest.newBuilder()
+                      .setOperationId(b.operationId())
+                      .setIncludeHistory(true)
+                      .build())
+              .getHistoryList()
+              .stream()
+              .map(e -> e.getEvent() + "/" + e.getAttempt() + "/" + e.getDetail())
+              .collect(Collectors.toList());
+      assertEquals(1, provider.count(), events.toString());
+      assertFalse(b.replayed(), events.toString());
+      // B took over from A's attempt (the first, unless a loaded machine made A decline one).
+      assertEquals(aAttempt[0] + 1, b.attempts(), events.toString());
+      assertTrue(aResult.replayed(), events.toString());
       assertEquals(b.bodyText(), aResult.bodyText());
-      List<String> events = events(b.operationId());
+      events = events(b.operationId());
       assertTrue(
           events.contains("TAKEN_OVER") && events.contains("STALE_WRITE_REFUSED"),
           events.toString());
