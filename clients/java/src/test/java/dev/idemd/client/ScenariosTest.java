@@ -466,7 +466,12 @@ class ScenariosTest extends ServerTest {
                     .setOperationId(result.operationId())
                     .setIncludeHistory(true)
                     .build())
-            .getHistoryList();
+            .getHistoryList()
+            .stream()
+            // A Renew of attempt 1 still in flight when it declined lands refused, harmlessly.
+            .filter(
+                e -> !(e.getEvent().equals("STALE_WRITE_REFUSED") && e.getDetail().equals("renew")))
+            .collect(Collectors.toList());
     assertEquals(
         List.of("CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"),
         entries.stream().map(HistoryEntry::getEvent).collect(Collectors.toList()));
