@@ -37,6 +37,7 @@ CLIENT_READMES = {
     "python": ROOT / "clients/python/README.md",
     "ts": ROOT / "clients/typescript/README.md",
     "go": ROOT / "clients/go/README.md",
+    "java": ROOT / "clients/java/README.md",
 }
 
 
