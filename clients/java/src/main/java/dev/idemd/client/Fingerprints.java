@@ -17,8 +17,9 @@ import java.security.NoSuchAlgorithmException;
  * server's payload bound. Refused as the server refuses them ({@link NotIJsonException}): duplicate
  * object keys, lone surrogates, integers beyond +-2^53, numbers with a fraction or exponent of
  * magnitude 2^53 or more, numbers that are no integer but that a double rounds to one ({@code
- * 4503599627370496.5}, {@code 1e-400}), NaN and Infinity, and anything that is not one JSON
- * document.
+ * 4503599627370496.5}, {@code 1e-400}), numbers with more significant digits than a double holds
+ * ({@code 100.10000000000000001} is the double of {@code 100.1}), NaN and Infinity, and anything
+ * that is not one JSON document.
  */
 public final class Fingerprints {
   private static final byte[] DOMAIN = "idem.v1".getBytes(StandardCharsets.US_ASCII);

@@ -296,7 +296,75 @@ final class Json {
     if (value == Math.rint(value) && !denotesAnInteger(literal)) {
       throw error(literal + " is not an integer but a double rounds it to one");
     }
-    return new Number(formatNumber(value));
+    String canonical = formatNumber(value);
+    if (!ExactDecimal.of(literal).equals(ExactDecimal.of(canonical))) {
+      throw error(
+          "the number "
+              + literal
+              + " has more significant digits than a double holds: it would be compared as "
+              + canonical);
+    }
+    return new Number(canonical);
+  }
+
+  /**
+   * A number literal's exact decimal value, digits x 10^exponent with no leading or trailing zero
+   * digit (zero has no digits and no sign): two literals denote the same number exactly when these
+   * are equal. The server's rule (src/domain/fingerprint.rs, ExactDecimal), mirrored.
+   */
+  record ExactDecimal(boolean negative, String digits, long exponent) {
+    static ExactDecimal of(String literal) {
+      boolean negative = literal.startsWith("-");
+      String unsigned = negative ? literal.substring(1) : literal;
+      String mantissa = unsigned;
+      String exponentText = "";
+      int e = Math.max(unsigned.indexOf('e'), unsigned.indexOf('E'));
+      if (e >= 0) {
+        mantissa = unsigned.substring(0, e);
+        exponentText = unsigned.substring(e + 1);
+      }
+      int point = mantissa.indexOf('.');
+      String fractionDigits = point >= 0 ? mantissa.substring(point + 1) : "";
+      String all = point >= 0 ? mantissa.substring(0, point) + fractionDigits : mantissa;
+      int first = 0;
+      while (first < all.length() && all.charAt(first) == '0') {
+        first++;
+      }
+      int end = all.length();
+      while (end > first && all.charAt(end - 1) == '0') {
+        end--;
+      }
+      if (end == first) {
+        return new ExactDecimal(false, "", 0);
+      }
+      long exponent = decimalExponent(exponentText);
+      exponent = saturatingAdd(exponent, -fractionDigits.length());
+      exponent = saturatingAdd(exponent, all.length() - end);
+      return new ExactDecimal(negative, all.substring(first, end), exponent);
+    }
+
+    /** An exponent's digits, saturating at the long bounds. */
+    private static long decimalExponent(String text) {
+      boolean negative = text.startsWith("-");
+      String digits = negative || text.startsWith("+") ? text.substring(1) : text;
+      long magnitude = 0;
+      for (int i = 0; i < digits.length(); i++) {
+        if (magnitude > (Long.MAX_VALUE - 9) / 10) {
+          magnitude = Long.MAX_VALUE;
+          break;
+        }
+        magnitude = magnitude * 10 + (digits.charAt(i) - '0');
+      }
+      return negative ? -magnitude : magnitude;
+    }
+
+    private static long saturatingAdd(long a, long b) {
+      long sum = a + b;
+      if (((a ^ sum) & (b ^ sum)) < 0) {
+        return a < 0 ? Long.MIN_VALUE : Long.MAX_VALUE;
+      }
+      return sum;
+    }
   }
 
   /** Whether a number literal's decimal value is an integer, by its digits alone. */
