@@ -107,6 +107,13 @@ pub async fn serve(
         ),
     );
     background.spawn(
+        "token last-used",
+        application
+            .authenticator
+            .clone()
+            .record_last_used_every(crate::auth::LAST_USED_INTERVAL, stop.clone()),
+    );
+    background.spawn(
         "sweeper",
         sweeper::run(store.clone(), sweeper_settings, metrics, stop.clone()),
     );

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
 use super::row::{HistoryRow, OperationRow, OperationWrite, RowWithClock, signed};
 use super::sql;
+use super::credentials::{CredentialQueries, Credentials, TokenGrant};
 use super::{
     Applied, ClaimStart, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport,
 };
@@ -233,19 +234,6 @@ pub(crate) trait Shared: Dialect {
     ) -> impl Future<Output = Result<UnresolvedPage>> + Send;
 
     fn count_operations_flow(&self) -> impl Future<Output = Result<OperationCounts>> + Send;
-
-    fn authenticate_flow(
-        &self,
-        token_sha256: &[u8; 32],
-    ) -> impl Future<Output = Result<Option<TenantId>>> + Send;
-
-    fn create_tenant_flow(
-        &self,
-        name: &str,
-        token_sha256: &[u8; 32],
-    ) -> impl Future<Output = Result<TenantId>> + Send;
-
-    fn revoke_tenant_flow(&self, name: &str) -> impl Future<Output = Result<bool>> + Send;
 
     fn check_ready_flow(&self) -> impl Future<Output = Result<()>> + Send;
 
@@ -504,65 +492,6 @@ where
         counts.await.map_err(D::translate)
     }
 
-    async fn authenticate_flow(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
-        let tenant: Option<i64> = sqlx::query_scalar(sql::AUTHENTICATE)
-            .bind(&token_sha256[..])
-            .fetch_optional(self.readers())
-            .instrument(D::statement("SELECT tenant_tokens"))
-            .await
-            .map_err(|error| D::translate(error.into()))?;
-        Ok(tenant.map(TenantId))
-    }
-
-    async fn create_tenant_flow(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
-        let created = async {
-            let mut transaction = self.begin_write().await?;
-            let now = D::database_now(&mut transaction).await?;
-            let tenant: Option<i64> = sqlx::query_scalar(sql::INSERT_TENANT)
-                .bind(name)
-                .bind(D::stamp(now))
-                .fetch_optional(&mut *transaction)
-                .instrument(D::statement("INSERT tenants"))
-                .await?;
-            let tenant =
-                tenant.ok_or_else(|| Error::invalid("name", "an active tenant has this name"))?;
-            sqlx::query(sql::INSERT_TENANT_TOKEN)
-                .bind(&token_sha256[..])
-                .bind(tenant)
-                .bind(D::stamp(now))
-                .execute(&mut *transaction)
-                .instrument(D::statement("INSERT tenant_tokens"))
-                .await?;
-            self.commit(transaction).await?;
-            Ok(TenantId(tenant))
-        };
-        created.await.map_err(D::translate)
-    }
-
-    async fn revoke_tenant_flow(&self, name: &str) -> Result<bool> {
-        let revoked = async {
-            let mut transaction = self.begin_write().await?;
-            let now = D::database_now(&mut transaction).await?;
-            let tenant: Option<i64> = sqlx::query_scalar(sql::REVOKE_TENANT)
-                .bind(name)
-                .bind(D::stamp(now))
-                .fetch_optional(&mut *transaction)
-                .instrument(D::statement("UPDATE tenants"))
-                .await?;
-            if let Some(tenant) = tenant {
-                sqlx::query(sql::REVOKE_TENANT_TOKENS)
-                    .bind(tenant)
-                    .bind(D::stamp(now))
-                    .execute(&mut *transaction)
-                    .instrument(D::statement("UPDATE tenant_tokens"))
-                    .await?;
-            }
-            self.commit(transaction).await?;
-            Ok(tenant.is_some())
-        };
-        revoked.await.map_err(D::translate)
-    }
-
     async fn check_ready_flow(&self) -> Result<()> {
         sqlx::query("SELECT 1")
             .execute(self.readers())
@@ -756,7 +685,7 @@ where
 /// Every store is a dialect running the shared flow. Errors are translated
 /// inside the flows; spans name the call and the database.
 #[async_trait]
-impl<D: Shared> Store for D {
+impl<D: Shared + CredentialQueries + Credentials> Store for D {
     fn kind(&self) -> &'static str {
         D::KIND
     }
@@ -835,16 +764,20 @@ impl<D: Shared> Store for D {
         Dialect::pool_usage(self)
     }
 
-    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
-        self.authenticate_flow(token_sha256).await
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>> {
+        self.authenticate_token(token_sha256).await
     }
 
-    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
-        self.create_tenant_flow(name, token_sha256).await
+    async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>> {
+        self.active_tenant(name).await
     }
 
-    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
-        self.revoke_tenant_flow(name).await
+    async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()> {
+        self.mark_tokens_used(token_hashes).await
+    }
+
+    fn credentials(&self) -> &dyn Credentials {
+        self
     }
 
     async fn listen_for_changes(

@@ -228,6 +228,7 @@ async fn tenant(store: &dyn Store, name: &str) -> TenantId {
         .await
         .expect("auth")
         .expect("an active tenant")
+        .tenant
 }
 
 /// A Claim through the service. A refused Claim is answered with the error
@@ -1098,7 +1099,8 @@ async fn revoked_tenants_no_longer_authenticate_and_names_are_reusable(backend: 
         .authenticate(&hash)
         .await
         .expect("auth")
-        .expect("active");
+        .expect("active")
+        .tenant;
     let duplicate = store
         .create_tenant("short-lived", &idemd::auth::token_sha256("another"))
         .await;

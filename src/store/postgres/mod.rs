@@ -630,7 +630,8 @@ mod tests {
     use sqlx::PgPool;
 
     use super::*;
-    use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+    use crate::store::credentials::AUTHENTICATE;
+    use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
 
     /// The state of the backend `pid`, read from another session.
     async fn backend_state(observer: &PgPool, pid: i32) -> String {
@@ -782,7 +783,7 @@ mod tests {
                     batch,
                 ],
             ),
-            ("tokens", AUTHENTICATE, &["'\\x00'::bytea"]),
+            ("tokens", AUTHENTICATE, &["'\\x00'::bytea", now]),
         ] {
             // Highest first: `$1` must not eat the start of `$10`.
             let explained = parameters
