@@ -38,7 +38,10 @@ pub(crate) async fn manage_tenant(
             Ok(())
         }
         TenantCommand::Revoke { name, reason } => {
-            if credentials.revoke_tenant_as(&name, &cli_actor(reason)).await? {
+            if credentials
+                .revoke_tenant_as(&name, &cli_actor(reason))
+                .await?
+            {
                 info!(name = %name, "tenant revoked");
                 Ok(())
             } else {

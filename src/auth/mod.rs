@@ -180,7 +180,9 @@ impl Authenticator {
         let tenant = match cached {
             Some((tenant, _)) => tenant,
             None => {
-                let found = self.lookup(|store| store.tenant_by_name(tenant_name)).await?;
+                let found = self
+                    .lookup(|store| store.tenant_by_name(tenant_name))
+                    .await?;
                 let ttl = if found.is_some() {
                     self.settings.cache_ttl
                 } else {

@@ -88,7 +88,11 @@ impl Scopes {
     /// known names only, at least one.
     pub fn parse_list(list: &str) -> Result<Self, String> {
         let mut scopes = Scopes::NONE;
-        for name in list.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        for name in list
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
             let scope = Scope::parse(name).ok_or_else(|| {
                 format!("unknown scope `{name}` (known: operations, reconcile, admin)")
             })?;

@@ -113,8 +113,12 @@ pub trait Credentials: Send + Sync {
     /// Revokes the active tenant of that name and all its tokens.
     async fn revoke_tenant_as(&self, name: &str, actor: &Actor) -> Result<bool>;
 
-    async fn create_token(&self, tenant: &str, token: &NewToken, actor: &Actor)
-    -> Result<TokenCreated>;
+    async fn create_token(
+        &self,
+        tenant: &str,
+        token: &NewToken,
+        actor: &Actor,
+    ) -> Result<TokenCreated>;
 
     /// Revokes the tenant's active token of that name.
     async fn revoke_token(&self, tenant: &str, name: &str, actor: &Actor) -> Result<bool>;
@@ -276,13 +280,15 @@ where
                 .fetch_optional(self.readers())
                 .instrument(D::statement("SELECT tenant_tokens"))
                 .await?;
-            Ok::<_, sqlx::Error>(row.map(|row| TokenGrant {
-                tenant: TenantId(row.tenant_id),
-                name: row.name.unwrap_or_else(|| "unnamed".into()),
-                scopes: row.scopes,
-                expires_in: row
-                    .expires_at
-                    .map(|expires_at| (expires_at - now).to_std().unwrap_or_default()),
+            Ok::<_, sqlx::Error>(row.map(|row| {
+                TokenGrant {
+                    tenant: TenantId(row.tenant_id),
+                    name: row.name.unwrap_or_else(|| "unnamed".into()),
+                    scopes: row.scopes,
+                    expires_in: row
+                        .expires_at
+                        .map(|expires_at| (expires_at - now).to_std().unwrap_or_default()),
+                }
             }))
         };
         found.await.map_err(|error| D::translate(error.into()))
@@ -633,7 +639,11 @@ where
         .bind(D::stamp(now))
         .bind(token.name.as_str())
         .bind(token.scopes.as_str())
-        .bind(token.expires_in.map(|expires_in| D::stamp(now + expires_in)))
+        .bind(
+            token
+                .expires_in
+                .map(|expires_in| D::stamp(now + expires_in)),
+        )
         .execute(&mut *connection)
         .instrument(D::statement("INSERT tenant_tokens"))
         .await?;

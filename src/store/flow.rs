@@ -16,10 +16,10 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
 use tracing::{Instrument, instrument};
 use uuid::Uuid;
 
+use super::credentials::{CredentialQueries, Credentials, TokenGrant};
 use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
 use super::row::{HistoryRow, OperationRow, OperationWrite, RowWithClock, signed};
 use super::sql;
-use super::credentials::{CredentialQueries, Credentials, TokenGrant};
 use super::{
     Applied, ClaimStart, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport,
 };

@@ -171,4 +171,3 @@ pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
          AND retain_until <= $1) \
      + (SELECT count(*) FROM operations WHERE state = 'retry_wait' \
          AND operation_deadline_at IS NOT NULL AND operation_deadline_at <= $1)";
-

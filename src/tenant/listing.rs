@@ -122,7 +122,9 @@ pub(super) fn print_audit(entries: &[AuditEntry], output: OutputFormat) -> Resul
         ),
         OutputFormat::Table => {
             print_table(
-                &["AT", "ACTOR", "ACTION", "TENANT", "TARGET", "DETAIL", "REASON"],
+                &[
+                    "AT", "ACTOR", "ACTION", "TENANT", "TARGET", "DETAIL", "REASON",
+                ],
                 entries
                     .iter()
                     .map(|entry| {
