@@ -338,6 +338,11 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_TOMBSTONE_RETENTION", default_value = "7days", value_parser = humantime::parse_duration)]
     pub tombstone_retention: Duration,
 
+    /// How long the audit trail (tenant and credential changes) is kept;
+    /// older entries are deleted by the sweeper, once an hour.
+    #[arg(long, env = "IDEMD_AUDIT_RETENTION", default_value = "400days", value_parser = humantime::parse_duration)]
+    pub audit_retention: Duration,
+
     #[command(flatten)]
     pub bounds: BoundsArgs,
 

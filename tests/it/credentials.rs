@@ -26,6 +26,7 @@ store_tests!(
     tokens_seen_are_recorded_as_used_in_batches,
     every_credential_change_is_audited_without_a_secret,
     the_cli_manages_tokens_and_never_lists_a_secret,
+    the_audit_trail_is_pruned_past_its_retention,
 );
 
 fn tester() -> Actor {
@@ -571,6 +572,48 @@ async fn every_credential_change_is_audited_without_a_secret(backend: Backend) {
         let text = format!("{entry:?}");
         assert!(!text.contains(secret) && !text.contains(&hash), "{text}");
     }
+}
+
+async fn the_audit_trail_is_pruned_past_its_retention(backend: Backend) {
+    let world = World::start(backend).await;
+    add_token(world.store.as_ref(), "tenant-a", "ci", "operations", None).await;
+    // tenant-a's and tenant-b's creation, and the token: three entries; the
+    // oldest is made 401 days old.
+    let age = match &world.backend {
+        Backend::Postgres { .. } => {
+            "UPDATE audit_log SET at = at - interval '401 days' \
+             WHERE audit_id = (SELECT min(audit_id) FROM audit_log)"
+        }
+        Backend::Sqlite { .. } => {
+            "UPDATE audit_log SET at = strftime('%Y-%m-%dT%H:%M:%f', 'now', '-401 days') || '000Z' \
+             WHERE audit_id = (SELECT min(audit_id) FROM audit_log)"
+        }
+    };
+    assert_eq!(world.backend.execute(age).await, 1);
+    let pruned = world
+        .store
+        .credentials()
+        .prune_audit_log(TimeDelta::days(400))
+        .await
+        .expect("pruned");
+    assert_eq!(pruned, 1);
+    let left = world
+        .store
+        .credentials()
+        .audit_log(None, 100)
+        .await
+        .expect("audit log");
+    let actions: Vec<(&str, Option<&str>)> = left
+        .iter()
+        .map(|entry| (entry.action.as_str(), entry.tenant.as_deref()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("tenant.create", Some("tenant-b")),
+            ("token.create", Some("tenant-a"))
+        ]
+    );
 }
 
 // ---- a database made with the previous schema --------------------------------
