@@ -85,6 +85,18 @@ pub enum TenantCommand {
     /// Manage a tenant's bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Converge tenants and their tokens to a file (YAML or JSON): creates
+    /// what is missing, revokes what the file revokes; idempotent.
+    Apply {
+        /// The file declaring tenants and their tokens' SHA-256 (or files
+        /// holding the tokens).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Also revoke the active tokens of declared tenants that the file
+        /// does not list.
+        #[arg(long)]
+        prune: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@
 //! created; nothing lists a secret or its hash. Every change is audited as
 //! `cli:USER@HOST`.
 
+mod apply;
 mod listing;
 
 use std::time::Duration;
@@ -53,6 +54,9 @@ pub(crate) async fn manage_tenant(
             listing::print_tenants(&tenants, output)
         }
         TenantCommand::Token(command) => manage_token(store, command).await,
+        TenantCommand::Apply { file, prune } => {
+            apply::apply_file(credentials, &file, prune, &cli_actor(None)).await
+        }
     }
 }
 
@@ -143,7 +147,7 @@ fn new_token(
 }
 
 /// A token name: what `list` shows and `revoke` takes.
-fn token_name(name: &str) -> Result<String, BoxError> {
+pub(crate) fn token_name(name: &str) -> Result<String, BoxError> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name

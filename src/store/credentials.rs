@@ -7,7 +7,7 @@
 //! one that did not happen.
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use tracing::{Instrument, instrument};
 
@@ -88,6 +88,43 @@ pub struct AuditEntry {
     pub reason: Option<String>,
 }
 
+/// A tenant as a declaration file states it ([`Credentials::apply_tenant`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredTenant {
+    pub name: String,
+    pub tokens: Vec<DeclaredToken>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredToken {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    pub scopes: String,
+    /// Absolute, so that applying the same file twice declares the same.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// What converging one tenant changed; all empty: nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Converged {
+    pub tenant_created: bool,
+    pub created: Vec<String>,
+    /// Same token, other scopes or expiry.
+    pub updated: Vec<String>,
+    /// Revoked: replaced by another token of the same name, or (with
+    /// prune) not declared.
+    pub revoked: Vec<String>,
+}
+
+impl Converged {
+    pub fn changed(&self) -> bool {
+        self.tenant_created
+            || !self.created.is_empty()
+            || !self.updated.is_empty()
+            || !self.revoked.is_empty()
+    }
+}
+
 /// What creating a token did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenCreated {
@@ -143,6 +180,20 @@ pub trait Credentials: Send + Sync {
 
     /// Deletes entries older than `age`; how many.
     async fn prune_audit_log(&self, age: TimeDelta) -> Result<u64>;
+
+    /// Converges one tenant to `declared`, in one transaction: creates the
+    /// tenant and the tokens it lacks, updates a token's scopes or expiry,
+    /// replaces a token whose hash changed under the same name, and (with
+    /// `prune`) revokes its active tokens the declaration does not name.
+    /// Applying the same declaration again changes nothing. A hash that is
+    /// stored already under another name, tenant, or revoked, is refused
+    /// (INVALID_ARGUMENT): a revoked token never comes back.
+    async fn apply_tenant(
+        &self,
+        declared: &DeclaredTenant,
+        prune: bool,
+        actor: &Actor,
+    ) -> Result<Converged>;
 }
 
 pub(crate) const AUTHENTICATE: &str = "SELECT tenants.tenant_id, tenant_tokens.name, tenant_tokens.scopes, \
@@ -193,6 +244,18 @@ const INSERT_AUDIT: &str = "INSERT INTO audit_log \
 const AUDIT_LOG: &str = "SELECT at, actor, action, tenant, target, detail, reason FROM audit_log \
      WHERE ($1 IS NULL OR tenant = $1) ORDER BY audit_id DESC LIMIT $2";
 
+const ACTIVE_TOKENS: &str = "SELECT name, token_sha256, scopes, expires_at FROM tenant_tokens \
+     WHERE tenant_id = $1 AND revoked_at IS NULL";
+
+const TOKEN_BY_HASH: &str = "SELECT tenant_id, revoked_at FROM tenant_tokens \
+     WHERE token_sha256 = $1";
+
+const UPDATE_TOKEN: &str = "UPDATE tenant_tokens SET scopes = $2, expires_at = $3 \
+     WHERE token_sha256 = $1";
+
+const REVOKE_TOKEN_BY_HASH: &str = "UPDATE tenant_tokens SET revoked_at = $2 \
+     WHERE token_sha256 = $1 AND revoked_at IS NULL";
+
 const PRUNE_AUDIT: &str = "DELETE FROM audit_log WHERE at < $1";
 
 #[derive(FromRow)]
@@ -210,6 +273,20 @@ struct TokenRow {
     created_at: DateTime<Utc>,
     expires_at: Option<DateTime<Utc>>,
     last_used_at: Option<DateTime<Utc>>,
+}
+
+#[derive(FromRow)]
+struct StoredToken {
+    name: Option<String>,
+    token_sha256: Vec<u8>,
+    scopes: String,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(FromRow)]
+struct HashOwner {
+    tenant_id: i64,
+    revoked_at: Option<DateTime<Utc>>,
 }
 
 #[derive(FromRow)]
@@ -338,6 +415,8 @@ where
     for<'q> Option<&'q str>: Encode<'q, D::Db> + Type<D::Db>,
     for<'q> Option<D::Stamp>: Encode<'q, D::Db> + Type<D::Db>,
     TokenRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    StoredToken: for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    HashOwner: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     TenantRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     AuditRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (i64,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
@@ -583,6 +662,170 @@ where
             Ok::<_, StoreError>(D::rows_affected(&done))
         };
         pruned.await.map_err(D::translate)
+    }
+
+    #[instrument(name = "store.apply_tenant", skip_all, fields(db.system = D::SYSTEM))]
+    async fn apply_tenant(
+        &self,
+        declared: &DeclaredTenant,
+        prune: bool,
+        actor: &Actor,
+    ) -> Result<Converged> {
+        let applied = async {
+            let mut transaction = self.begin_write().await?;
+            let now = D::database_now(&mut transaction).await?;
+            let mut applied = Converged::default();
+            let tenant = match tenant_in::<D>(&mut transaction, &declared.name).await? {
+                Some(tenant) => tenant,
+                None => {
+                    let tenant: i64 = sqlx::query_scalar(INSERT_TENANT)
+                        .bind(declared.name.as_str())
+                        .bind(D::stamp(now))
+                        .fetch_one(&mut *transaction)
+                        .instrument(D::statement("INSERT tenants"))
+                        .await?;
+                    let entry = Entry {
+                        action: "tenant.create",
+                        tenant: Some(&declared.name),
+                        target: None,
+                        detail: Some("declared".into()),
+                    };
+                    audit::<D>(&mut transaction, actor, &entry, now).await?;
+                    applied.tenant_created = true;
+                    TenantId(tenant)
+                }
+            };
+            let stored: Vec<StoredToken> = sqlx::query_as(ACTIVE_TOKENS)
+                .bind(tenant.0)
+                .fetch_all(&mut *transaction)
+                .instrument(D::statement("SELECT tenant_tokens"))
+                .await?;
+            let mut changes: Vec<(&str, String, Option<String>)> = Vec::new();
+            for token in &declared.tokens {
+                let same_name = stored
+                    .iter()
+                    .find(|stored| stored.name.as_deref() == Some(token.name.as_str()));
+                match same_name {
+                    Some(stored) if stored.token_sha256 == token.token_sha256 => {
+                        let micros = |at: DateTime<Utc>| at.trunc_subsecs(6);
+                        if stored.scopes != token.scopes
+                            || stored.expires_at.map(micros) != token.expires_at.map(micros)
+                        {
+                            sqlx::query(UPDATE_TOKEN)
+                                .bind(&token.token_sha256[..])
+                                .bind(token.scopes.as_str())
+                                .bind(token.expires_at.map(D::stamp))
+                                .execute(&mut *transaction)
+                                .instrument(D::statement("UPDATE tenant_tokens"))
+                                .await?;
+                            changes.push((
+                                "token.update",
+                                token.name.clone(),
+                                Some(declared_detail(token)),
+                            ));
+                            applied.updated.push(token.name.clone());
+                        }
+                        continue;
+                    }
+                    Some(stored) => {
+                        sqlx::query(REVOKE_TOKEN_BY_HASH)
+                            .bind(&stored.token_sha256[..])
+                            .bind(D::stamp(now))
+                            .execute(&mut *transaction)
+                            .instrument(D::statement("UPDATE tenant_tokens"))
+                            .await?;
+                        changes.push(("token.revoke", token.name.clone(), Some("replaced".into())));
+                        applied.revoked.push(token.name.clone());
+                    }
+                    None => {}
+                }
+                let owner: Option<HashOwner> = sqlx::query_as(TOKEN_BY_HASH)
+                    .bind(&token.token_sha256[..])
+                    .fetch_optional(&mut *transaction)
+                    .instrument(D::statement("SELECT tenant_tokens"))
+                    .await?;
+                if let Some(owner) = owner {
+                    self.rollback(transaction).await?;
+                    let held = if owner.revoked_at.is_some() {
+                        "a revoked token"
+                    } else if owner.tenant_id == tenant.0 {
+                        "another of this tenant's tokens"
+                    } else {
+                        "another tenant's token"
+                    };
+                    return Ok(Err(crate::domain::Error::invalid(
+                        format!("{}.tokens.{}", declared.name, token.name),
+                        format!("this hash is {held}: declare a new token"),
+                    )));
+                }
+                let new = NewToken {
+                    name: token.name.clone(),
+                    token_sha256: token.token_sha256,
+                    scopes: token.scopes.clone(),
+                    expires_in: None,
+                };
+                insert_token::<D>(&mut transaction, tenant, &new, now).await?;
+                if token.expires_at.is_some() {
+                    sqlx::query(UPDATE_TOKEN)
+                        .bind(&token.token_sha256[..])
+                        .bind(token.scopes.as_str())
+                        .bind(token.expires_at.map(D::stamp))
+                        .execute(&mut *transaction)
+                        .instrument(D::statement("UPDATE tenant_tokens"))
+                        .await?;
+                }
+                changes.push((
+                    "token.create",
+                    token.name.clone(),
+                    Some(declared_detail(token)),
+                ));
+                applied.created.push(token.name.clone());
+            }
+            if prune {
+                for stored in &stored {
+                    let name = stored.name.clone().unwrap_or_else(|| "unnamed".into());
+                    let declared_here = declared
+                        .tokens
+                        .iter()
+                        .any(|token| stored.name.as_deref() == Some(token.name.as_str()));
+                    if declared_here {
+                        continue;
+                    }
+                    sqlx::query(REVOKE_TOKEN_BY_HASH)
+                        .bind(&stored.token_sha256[..])
+                        .bind(D::stamp(now))
+                        .execute(&mut *transaction)
+                        .instrument(D::statement("UPDATE tenant_tokens"))
+                        .await?;
+                    changes.push(("token.revoke", name.clone(), Some("pruned".into())));
+                    applied.revoked.push(name);
+                }
+            }
+            for (action, target, detail) in &changes {
+                let entry = Entry {
+                    action,
+                    tenant: Some(&declared.name),
+                    target: Some(target),
+                    detail: detail.clone(),
+                };
+                audit::<D>(&mut transaction, actor, &entry, now).await?;
+            }
+            self.commit(transaction).await?;
+            Ok::<_, StoreError>(Ok(applied))
+        };
+        applied.await.map_err(D::translate)?
+    }
+}
+
+/// What a declared token's audit entry says of it.
+fn declared_detail(token: &DeclaredToken) -> String {
+    match token.expires_at {
+        Some(expires_at) => format!(
+            "scopes={} expires_at={}",
+            token.scopes,
+            expires_at.format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+        None => format!("scopes={}", token.scopes),
     }
 }
 

@@ -26,7 +26,8 @@ pub mod sqlite;
 
 pub use bounded::Bounded;
 pub use credentials::{
-    Actor, AuditEntry, Credentials, NewToken, TenantInfo, TokenCreated, TokenGrant, TokenInfo,
+    Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
+    TokenCreated, TokenGrant, TokenInfo,
 };
 
 /// The pure decision, handed the locked record and the database's clock.

@@ -27,6 +27,7 @@ store_tests!(
     every_credential_change_is_audited_without_a_secret,
     the_cli_manages_tokens_and_never_lists_a_secret,
     the_audit_trail_is_pruned_past_its_retention,
+    tenant_apply_converges_idempotently_and_prunes_only_when_asked,
 );
 
 fn tester() -> Actor {
@@ -918,4 +919,115 @@ async fn the_cli_manages_tokens_and_never_lists_a_secret(backend: Backend) {
     assert_eq!(audit[2]["reason"], "rotated");
     assert_eq!(audit[2]["target"], "ci");
     never_secret(&run(&data, &["audit", "list"], true));
+}
+
+fn sha256_hex(token: &str) -> String {
+    idemd::auth::token_sha256(token)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+async fn tenant_apply_converges_idempotently_and_prunes_only_when_asked(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let api = idemd::auth::generate_token().expect("a token");
+    let reconciler = idemd::auth::generate_token().expect("a token");
+    std::fs::write(
+        data.directory().join("reconciler-token"),
+        format!("{reconciler}\n"),
+    )
+    .expect("token file");
+    let declare = |api_scopes: &str| {
+        format!(
+            "tenants:\n\
+             \x20 - name: declared\n\
+             \x20   tokens:\n\
+             \x20     - name: api\n\
+             \x20       scopes: [{api_scopes}]\n\
+             \x20       sha256: {}\n\
+             \x20       expiresAt: \"2099-01-01T00:00:00Z\"\n\
+             \x20     - name: reconciler\n\
+             \x20       scopes: [reconcile]\n\
+             \x20       tokenFile: reconciler-token\n",
+            sha256_hex(&api)
+        )
+    };
+    let file = data.directory().join("tenants.yaml");
+    let apply = |extra: &[&str]| {
+        let path = file.to_str().expect("utf-8 path");
+        run(
+            &data,
+            &[&["tenant", "apply", "-f", path], extra].concat(),
+            true,
+        )
+    };
+    std::fs::write(&file, declare("operations")).expect("file");
+    let first = apply(&[]);
+    assert!(first.contains("tenant declared: created"), "{first}");
+    assert!(first.contains("token api created"), "{first}");
+    assert!(first.contains("token reconciler created"), "{first}");
+    assert!(
+        !first.contains(&reconciler) && !first.contains(&api),
+        "{first}"
+    );
+    let audit_len = |data: &ProcessData| {
+        json_of(&run(data, &["audit", "list", "-o", "json"], true))
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let audited = audit_len(&data);
+    // Twice: nothing changes, nothing is audited.
+    assert_eq!(apply(&[]).trim(), "no changes");
+    assert_eq!(audit_len(&data), audited);
+
+    std::fs::write(&file, declare("operations, reconcile")).expect("file");
+    assert_eq!(apply(&[]).trim(), "tenant declared: token api updated");
+    let manual = run(
+        &data,
+        &["tenant", "token", "create", "declared", "--name", "manual"],
+        true,
+    );
+    // A token the file does not list stays, unless --prune.
+    assert_eq!(apply(&[]).trim(), "no changes");
+    assert_eq!(
+        apply(&["--prune"]).trim(),
+        "tenant declared: token manual revoked"
+    );
+    assert_eq!(apply(&["--prune"]).trim(), "no changes");
+
+    let listed = json_of(&run(
+        &data,
+        &["tenant", "token", "list", "declared", "-o", "json"],
+        true,
+    ));
+    assert_eq!(listed[0]["name"], "api");
+    assert_eq!(listed[0]["scopes"], json!(["operations", "reconcile"]));
+    assert_eq!(listed[0]["expires_at"], "2099-01-01T00:00:00Z");
+    assert_eq!(listed[1]["name"], "reconciler");
+    assert_eq!(listed.as_array().map(Vec::len), Some(2));
+
+    // The declared tokens are the ones that work, with their scopes.
+    let server = data.serve(&[]).await;
+    let mut client = server.client().await;
+    client
+        .claim(authorized(&api, claim_json("payments.charge", "k", "{}")))
+        .await
+        .expect("the declared token works");
+    let refused = client
+        .claim(authorized(
+            &reconciler,
+            claim_json("payments.charge", "k", "{}"),
+        ))
+        .await
+        .expect_err("a reconciler cannot claim");
+    assert_missing_scope(&refused, "operations");
+    let refused = client
+        .list_unresolved(authorized(
+            manual.trim(),
+            proto::ListUnresolvedRequest::default(),
+        ))
+        .await
+        .expect_err("pruned");
+    assert_status(&refused, Code::Unauthenticated, "INVALID_CREDENTIALS");
+    server.kill();
 }
