@@ -1,6 +1,25 @@
 //! One narrow storage interface, implemented by each store. The stores settle
 //! races (unique constraint, row locks, guarded updates); the decisions come
 //! from the pure [`crate::domain::transition`] module.
+//!
+//! # Rules written in Rust and again in SQL
+//!
+//! Each rule has one Rust spec in the domain; the SQL that restates it names
+//! the spec in a comment, and a test per mirror (`mirror_tests`) drives random
+//! inputs through the SQL on a real database and through the spec, and
+//! compares.
+//!
+//! | rule | Rust spec | SQL mirrors | test (`store::mirror_tests::…`) |
+//! |---|---|---|---|
+//! | lease cap (never past the attempt deadline) | `transition::lease_within_attempt`, via `guarded::Write::apply` | `postgres/sql/write_guarded.sql` (`lease_expires_at = LEAST(…)`) | `guarded::postgres_write_guarded_set_is_write_apply` |
+//! | guarded write's effect on the row | `guarded::Write::apply` | `postgres/sql/write_guarded.sql` (SET of `updated`) | `guarded::postgres_write_guarded_set_is_write_apply` |
+//! | guarded write's precondition | `guarded::Guard::holds` | `postgres/sql/write_guarded.sql` (WHERE of `updated`) | `guarded::postgres_write_guarded_where_is_guard_holds` |
+//! | history placement (count, append, truncation marker) | `HistoryCap::place` | `postgres/sql/append_history.sql`; `postgres/sql/write_guarded.sql` (`last`, `coalesced`, `history`); `sqlite/sql/count_into_last_history_entry.sql` + `sqlite/sql/append_history.sql` | `history::postgres_append_history_is_history_cap_place`, `history::postgres_write_guarded_history_is_history_cap_place`, `history::sqlite_append_history_is_history_cap_place` |
+//! | first claim of a scope | `transition::decide_first_claim` | `postgres/sql/insert_or_find.sql`; `sqlite/sql/insert_first_claim.sql` | `first_claim::postgres_insert_or_find_is_decide_first_claim`, `first_claim::sqlite_insert_first_claim_is_decide_first_claim` |
+//! | due for the sweep (tombstone, deadline) | `transition::decide_sweep` | `sql.rs` `due_for_tombstone_sql!`, `due_for_deadline_sql!` (both stores) | `due::{postgres,sqlite}_due_for_sweep_is_decide_sweep` |
+//! | tombstone past its retention (no domain spec: stated in the test) | `retain_until <= now` | `sql.rs` `delete_expired_tombstones_sql!` | `due::{postgres,sqlite}_expired_tombstones_are_deleted_past_their_retention` |
+//! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED` | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
+//! | gauges' conditions | `OperationRecord::lease_expired` / `unresolved` / `decide_sweep` | `sql.rs` `COUNT_OPERATIONS` | `due::{postgres,sqlite}_count_operations_is_the_domains_conditions` |
 
 use std::sync::Arc;
 
@@ -17,6 +36,8 @@ mod batch;
 mod bounded;
 mod error;
 mod flow;
+#[cfg(test)]
+mod mirror_tests;
 pub mod open;
 pub mod postgres;
 mod row;

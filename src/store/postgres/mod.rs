@@ -433,36 +433,8 @@ impl Dialect for PostgresStore {
     // count is the count). See migration 20261201000006_history_count_total.
     const SELECT_HISTORY: &'static str =
         select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
-    // One statement, HistoryCap::place in SQL: count into the last entry
-    // when the keys match (or the cap is reached and the last entry is the
-    // truncation marker), else append the entry while there is room (or it
-    // is kept past the cap), else append the truncation marker.
-    const APPEND_HISTORY: &'static str = "WITH last AS ( \
-             SELECT sequence, coalesce_key FROM operation_history \
-             WHERE operation_id = $1 ORDER BY sequence DESC LIMIT 1 \
-         ), placed AS ( \
-             SELECT COALESCE((SELECT sequence FROM last), 0) AS last_sequence, \
-                 CASE WHEN (SELECT coalesce_key FROM last) = $9 THEN 'count' \
-                      WHEN $10 OR COALESCE((SELECT sequence FROM last), 0) < $11 - 1 \
-                          THEN 'append' \
-                      WHEN (SELECT coalesce_key FROM last) = $14 THEN 'count' \
-                      ELSE 'marker' END AS placement \
-         ), coalesced AS ( \
-             UPDATE operation_history AS history SET \
-                 count_total = GREATEST(history.count_total, history.count) + 1, \
-                 count = LEAST(CAST(history.count AS BIGINT) + 1, 2147483647), \
-                 last_at = $8, last_fence = $5, to_state = $4, attempt = $6 \
-             FROM placed \
-             WHERE history.operation_id = $1 AND history.sequence = placed.last_sequence \
-               AND placed.placement = 'count' \
-         ) \
-         INSERT INTO operation_history (operation_id, sequence, event, from_state, to_state, \
-             fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-         SELECT $1, last_sequence + 1, \
-             CASE WHEN placement = 'append' THEN $2 ELSE $12 END, $3, $4, $5, $6, \
-             CASE WHEN placement = 'append' THEN $7 ELSE $13 END, 1, $8, $8, \
-             CASE WHEN placement = 'append' THEN $9 ELSE $14 END \
-         FROM placed WHERE placement <> 'count'";
+    // One statement, HistoryCap::place in SQL (its mirror: see the file).
+    const APPEND_HISTORY: &'static str = include_str!("sql/append_history.sql");
 
     fn stamp(moment: DateTime<Utc>) -> DateTime<Utc> {
         moment
