@@ -25,7 +25,9 @@ import (
 // would answer INVALID_ARGUMENT, because canonicalization would merge distinct
 // requests (duplicate keys, lone surrogates, integers beyond ±2^53, numbers of
 // magnitude 2^53 or more with a fraction or exponent, numbers that are no integer
-// but that a double rounds to one), or the text is not one JSON document.
+// but that a double rounds to one, numbers with more significant digits than a
+// double holds: 100.10000000000000001 is the double of 100.1), or the text is not
+// one JSON document.
 var ErrNotIJSON = errors.New("idemd: not an I-JSON document")
 
 const maxSafeInteger = 1 << 53
@@ -413,7 +415,64 @@ func (p *jsonParser) number() (jsonValue, error) {
 	if value == math.Trunc(value) && !denotesAnInteger(literal) {
 		return nil, refused("%s is not an integer but a double rounds it to %v", literal, value)
 	}
-	return jsonLiteral(formatNumber(value)), nil
+	canonical := formatNumber(value)
+	if exactDecimalOf(literal) != exactDecimalOf(canonical) {
+		return nil, refused("the number %s has more significant digits than a double holds: it would be compared as %s", literal, canonical)
+	}
+	return jsonLiteral(canonical), nil
+}
+
+// exactDecimal is a number literal's exact decimal value, digits × 10^exponent with
+// no leading or trailing zero digit (zero has no digits and no sign): two literals
+// denote the same number exactly when their exactDecimals are equal. The server's
+// rule (src/domain/fingerprint.rs, ExactDecimal), mirrored.
+type exactDecimal struct {
+	negative bool
+	digits   string
+	exponent int64
+}
+
+func exactDecimalOf(literal string) exactDecimal {
+	unsigned, negative := strings.CutPrefix(literal, "-")
+	mantissa, exponentText, _ := strings.Cut(strings.ReplaceAll(unsigned, "E", "e"), "e")
+	integerDigits, fractionDigits, _ := strings.Cut(mantissa, ".")
+	significant := strings.TrimLeft(integerDigits+fractionDigits, "0")
+	digits := strings.TrimRight(significant, "0")
+	if digits == "" {
+		return exactDecimal{}
+	}
+	exponent := saturatingAdd(decimalExponent(exponentText), -int64(len(fractionDigits)))
+	exponent = saturatingAdd(exponent, int64(len(significant)-len(digits)))
+	return exactDecimal{negative: negative, digits: digits, exponent: exponent}
+}
+
+// decimalExponent reads an exponent's digits, saturating at the int64 bounds.
+func decimalExponent(text string) int64 {
+	digits, negative := strings.CutPrefix(text, "-")
+	digits = strings.TrimPrefix(digits, "+")
+	var magnitude int64
+	for _, digit := range []byte(digits) {
+		if magnitude > (math.MaxInt64-9)/10 {
+			magnitude = math.MaxInt64
+			break
+		}
+		magnitude = magnitude*10 + int64(digit-'0')
+	}
+	if negative {
+		return -magnitude
+	}
+	return magnitude
+}
+
+func saturatingAdd(a, b int64) int64 {
+	sum := a + b
+	switch {
+	case a > 0 && b > 0 && sum < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && sum >= 0:
+		return math.MinInt64
+	}
+	return sum
 }
 
 // denotesAnInteger: whether a number literal's decimal value is an integer, by its
