@@ -2,6 +2,37 @@
 //! races (unique constraint, row locks, guarded updates); the decisions come
 //! from the pure [`crate::domain::transition`] module.
 //!
+//! # Layout: the two write paths and when each runs
+//!
+//! - The **locked path** ([`locked`]): begin a write transaction, lock the
+//!   operation's row (`SELECT … FOR UPDATE`; SQLite: the one writer), read the
+//!   database clock, decide in the pure domain, write guarded by the fence and
+//!   state read and append history ([`shared`]'s `apply`), commit; run again
+//!   on a conflict ([`dialect::retry_on_conflict`]). Both databases. It runs
+//!   for every [`Store::transition`]: a Claim whose scope has a record that
+//!   the read alone cannot answer (takeover, retry, replay of a live
+//!   attempt), a Fail with no one-statement case, Reconcile; and for every
+//!   owner write (Renew, Complete, Fail) that the batched path did not settle.
+//!   The sweep decides each due record the same way ([`decide_sweep`]).
+//! - The **one-statement batched path** (Postgres only: [`postgres`]'s
+//!   `batched` statements, with concurrent calls of one replica queued into
+//!   one statement by its `batcher`): `INSERT_OR_FIND` for the first step of
+//!   every Claim ([`Store::insert_or_find`]; SQLite runs the same step as a
+//!   transaction of its own), and `WRITE_GUARDED` for the common case of
+//!   Renew, Complete and Fail ([`Store::write`], in [`paths`]). A member whose
+//!   guard does not hold, or whose row is locked elsewhere (lock timeout), is
+//!   not written there: [`Store::write`] falls back to the locked path, which
+//!   decides it. SQLite has no batched write: its [`Store::write`] is the
+//!   locked path.
+//!
+//! Files: [`dialect`] (what each database does its own way; the retry loop),
+//! [`shared`] (the SQL both databases run: lock, clock, guarded write,
+//! history, reads, sweep, tenants), [`locked`], [`paths`] (each store as a
+//! dialect running the paths), `sql.rs` (statement text both share), and the
+//! `.sql` files of the large statements beside their dialect.
+//!
+//! [`decide_sweep`]: crate::domain::transition::decide_sweep
+//!
 //! # Rules written in Rust and again in SQL
 //!
 //! Each rule has one Rust spec in the domain; the SQL that restates it names
@@ -32,15 +63,17 @@ use crate::domain::{
     SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
-mod batch;
 mod bounded;
+mod dialect;
 mod error;
-mod flow;
+mod locked;
 #[cfg(test)]
 mod mirror_tests;
 pub mod open;
+mod paths;
 pub mod postgres;
 mod row;
+mod shared;
 mod sql;
 pub mod sqlite;
 

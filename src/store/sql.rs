@@ -37,7 +37,7 @@ macro_rules! select_operation_sql {
             $extra_column,
             // By the primary key; the tenant is a check, not `=`, so that no
             // plan reads the scope index by tenant alone (see WRITE_GUARDED in
-            // postgres/statements.rs).
+            // postgres/batched.rs).
             " FROM operations WHERE operation_id = $2 AND tenant_id IS NOT DISTINCT FROM $1",
             $lock
         )

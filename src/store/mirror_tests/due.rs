@@ -15,7 +15,7 @@ use super::{
 };
 use crate::domain::transition::decide_sweep;
 use crate::domain::{HistoryCap, OperationRecord, State, SweepPolicy, Target, TenantId};
-use crate::store::flow::Dialect;
+use crate::store::dialect::Dialect;
 use crate::store::postgres::{MIGRATOR, PostgresStore};
 use crate::store::row::OperationRow;
 use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use super::super::flow::statement_span;
+use super::super::dialect::statement_span;
 use super::keepalive::{self, DatabaseSockets};
 use crate::domain::OperationId;
 use crate::shutdown::Backoff;

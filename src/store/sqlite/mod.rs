@@ -27,9 +27,10 @@ use sqlx::sqlite::{
 };
 use tracing::Instrument;
 
+use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreResult};
-use super::flow::{Dialect, Shared};
 use super::row::{OperationRow, signed};
+use super::shared::Shared;
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,

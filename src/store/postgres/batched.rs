@@ -10,8 +10,8 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 use tracing::Instrument;
 
+use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
-use super::super::flow::statement_span;
 use super::super::row::OperationRow;
 use super::super::{Applied, ClaimStart};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
@@ -378,7 +378,7 @@ mod tests {
     /// falling as it grew).
     #[sqlx::test(migrator = "MIGRATOR")]
     async fn hot_statements_use_a_unique_index_even_when_planned_on_an_empty_table(pool: PgPool) {
-        use crate::store::flow::Dialect;
+        use crate::store::dialect::Dialect;
         type Pg = super::super::PostgresStore;
         let mut connection = pool.acquire().await.expect("a connection");
         for (name, value) in super::super::PLANNER_SETTINGS {
