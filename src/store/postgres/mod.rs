@@ -25,11 +25,11 @@ use super::sql::{
     select_history_sql, select_operation_sql,
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
+use crate::backoff::Backoff;
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
 };
-use crate::shutdown::Backoff;
 
 mod batched;
 mod batcher;

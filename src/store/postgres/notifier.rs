@@ -25,8 +25,8 @@ use tracing::{Instrument, debug, warn};
 
 use super::super::dialect::statement_span;
 use super::keepalive::{self, DatabaseSockets};
+use crate::backoff::Backoff;
 use crate::domain::OperationId;
-use crate::shutdown::Backoff;
 
 /// The channel state changes are announced on; the payload is a
 /// comma-separated list of operation_ids.
