@@ -411,7 +411,7 @@ impl Dialect for PostgresStore {
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
     // `count` is an int4 that binaries from before count_total read as such; past
     // 2^31 - 1 it stays there and count_total carries the count (NULL:
-    // count is the count). See migration 20261201000006_history_count_total.
+    // count is the count). See migrations/postgres (count_total).
     const SELECT_HISTORY: &'static str =
         select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
     // One statement, HistoryCap::place in SQL (its mirror: see the file).
