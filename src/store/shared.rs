@@ -1,218 +1,33 @@
-//! The one store skeleton both databases run: the transition flow (lock,
-//! read the clock, decide, write guarded, append history, commit), the
-//! sweep, reads, tenants. It is written once, generic over the database, and
-//! asks its [`Dialect`] only for what the two databases really do
-//! differently: how a write transaction begins, how a row is locked, how a
-//! fence is drawn, how history coalesces in SQL, how timestamps are stored,
-//! and which errors are transient.
+//! The SQL both databases run, written once, generic over the database:
+//! the locked path's statements (lock, clock, guarded write, history), the
+//! sweep, reads and history pages, tenants. It asks its [`Dialect`] only for
+//! what the two databases really do differently: how a write transaction
+//! begins, how a row is locked, how a fence is drawn, how history coalesces
+//! in SQL, how timestamps are stored, and which errors are transient.
 
 use std::future::Future;
-use std::ops::DerefMut;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, Type};
-use tracing::{Instrument, instrument};
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
+use tracing::Instrument;
 use uuid::Uuid;
 
-use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
+use super::dialect::Dialect;
+use super::error::StoreResult;
 use super::row::{HistoryRow, OperationRow, OperationWrite, RowWithClock, signed};
 use super::sql;
-use super::{
-    Applied, ClaimStart, Decide, OperationCounts, PauseHook, PoolUsage, Store, SweepReport,
-};
-use crate::domain::guarded::GuardedWrite;
+use super::{OperationCounts, SweepReport};
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
-    ClaimCommand, Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
-    Metadata, NewHistoryEntry, OperationId, OperationRecord, Result, SweepPolicy, Target, TenantId,
+    Effects, Error, Found, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage, Metadata,
+    NewHistoryEntry, OperationId, OperationRecord, Result, SweepPolicy, Target, TenantId,
     UnresolvedPage, UnresolvedQuery,
 };
-
-/// What one database does its own way. Everything else is [`Shared`].
-pub(crate) trait Dialect: Send + Sync + Sized + 'static {
-    type Db: Database;
-    /// A timestamp as this database stores it.
-    type Stamp: Send + Sync + 'static;
-
-    /// `postgres` or `sqlite`, for logs.
-    const KIND: &'static str;
-    /// OpenTelemetry's `db.system`.
-    const SYSTEM: &'static str;
-    /// How many times a transaction that hit a [`ErrorClass::Conflict`] runs in all.
-    const TRANSACTION_ATTEMPTS: usize;
-    /// One operation, held for the rest of the write transaction.
-    const LOCK_BY_SCOPE: &'static str;
-    const LOCK_BY_ID: &'static str;
-    /// One operation and the clock (`db_now`), read by one statement.
-    const READ_BY_SCOPE: &'static str;
-    const READ_BY_ID: &'static str;
-    /// The database clock, alone.
-    const CLOCK: &'static str;
-    const GUARDED_UPDATE: &'static str;
-    const DUE_FOR_TOMBSTONE: &'static str;
-    const DUE_FOR_DEADLINE: &'static str;
-    const DELETE_EXPIRED_TOMBSTONES: &'static str;
-    /// One page of history ([`sql::select_history_sql`]).
-    const SELECT_HISTORY: &'static str;
-
-    fn stamp(moment: DateTime<Utc>) -> Self::Stamp;
-    fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
-    /// What the database's own error code (SQLSTATE, SQLite result code)
-    /// says: see [`ErrorClass`].
-    fn classify_code(code: &str) -> ErrorClass;
-
-    /// The pool's and the connection's own failures read alike everywhere;
-    /// database errors by their code.
-    fn classify(error: &sqlx::Error) -> ErrorClass {
-        if let Some(class) = connection_class(error) {
-            return class;
-        }
-        match error {
-            sqlx::Error::Database(database_error) => database_error
-                .code()
-                .map_or(ErrorClass::Internal, |code| Self::classify_code(&code)),
-            _ => ErrorClass::Internal,
-        }
-    }
-    /// The pool reads and read transactions use.
-    fn readers(&self) -> &Pool<Self::Db>;
-
-    /// A transaction for reads that must agree with each other (a page and
-    /// the clock it was read at).
-    fn begin_read(
-        &self,
-    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
-        async { Ok(self.readers().begin().await?) }
-    }
-
-    /// A read-only transaction whose statements all read one snapshot, so
-    /// that a record and its history agree.
-    fn begin_snapshot(
-        &self,
-    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
-        async { Ok(self.readers().begin().await?) }
-    }
-    fn pause_before_write(&self) -> Option<&PauseHook>;
-
-    /// A write transaction; it derefs to the connection it runs on.
-    type Write: DerefMut<Target = <Self::Db as Database>::Connection> + Send;
-
-    /// A transaction that may write, holding whatever write lock the
-    /// database needs before its first read.
-    fn begin_write(&self) -> impl Future<Output = StoreResult<Self::Write>> + Send;
-
-    /// Makes the transaction's writes durable; `Ok` only once they are.
-    fn commit(&self, write: Self::Write) -> impl Future<Output = StoreResult<()>> + Send;
-
-    /// Undoes the transaction's writes.
-    fn rollback(&self, write: Self::Write) -> impl Future<Output = StoreResult<()>> + Send;
-
-    /// Runs before a guarded UPDATE that takes a new fence, in its
-    /// transaction, so that [`Dialect::GUARDED_UPDATE`]'s fence expression
-    /// yields the next fence of the one ever-growing sequence.
-    fn advance_fence(
-        connection: &mut <Self::Db as Database>::Connection,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
-
-    /// Appends a history entry, bound as [`Shared::append_history`] binds
-    /// it, as itself or as the truncation marker past the cap
-    /// ([`HistoryCap::place`]); a dialect that can also count into the last
-    /// entry in this statement does so here.
-    const APPEND_HISTORY: &'static str;
-
-    /// Counts `entry` into the operation's last history entry when
-    /// [`HistoryCap::place`] says so (their coalesce keys are equal, or the
-    /// cap is reached and the last entry is the truncation marker), in one
-    /// statement; `false`: nothing counted, append it.
-    fn count_into_last_history_entry(
-        connection: &mut <Self::Db as Database>::Connection,
-        operation_id: OperationId,
-        entry: &NewHistoryEntry,
-        coalesce_key: Option<&str>,
-        cap: HistoryCap,
-        now: DateTime<Utc>,
-    ) -> impl Future<Output = StoreResult<bool>> + Send;
-
-    /// How many entries an operation's history holds.
-    fn history_cap(&self) -> HistoryCap;
-
-    /// The first step of a Claim ([`Store::insert_or_find`]): the scope's
-    /// first record inserted as [`decide_first_claim`] says, or the record
-    /// it has, read unlocked with the clock.
-    ///
-    /// [`decide_first_claim`]: crate::domain::decide_first_claim
-    fn insert_or_find(
-        &self,
-        tenant: TenantId,
-        operation_id: OperationId,
-        command: &ClaimCommand,
-    ) -> impl Future<Output = StoreResult<Option<ClaimStart>>> + Send;
-
-    /// Runs an owner write's common case as one guarded statement, if this
-    /// database can: `None` when it did not apply (the guard did not hold,
-    /// or the dialect has no such path) and the locked path must decide.
-    fn write_guarded(
-        &self,
-        tenant: TenantId,
-        guarded: GuardedWrite,
-    ) -> impl Future<Output = StoreResult<Option<Applied>>> + Send {
-        let _ = (tenant, guarded);
-        std::future::ready(Ok(None))
-    }
-
-    fn pool_usage(&self) -> PoolUsage;
-
-    /// See [`Store::listen_for_changes`]; a store that one process owns has
-    /// no other writers to hear from.
-    fn listen_for_changes(
-        &self,
-        changed: &(dyn Fn(OperationId) + Send + Sync),
-    ) -> impl Future<Output = Result<()>> + Send {
-        let _ = changed;
-        std::future::pending()
-    }
-
-    fn close(&self) -> impl Future<Output = ()> + Send;
-
-    /// Tells other replicas that an operation changed state, after the
-    /// change committed (best effort: their waiters poll anyway).
-    fn announce_change(&self, operation_id: OperationId) {
-        let _ = operation_id;
-    }
-}
-
-/// A child span per statement, so a trace shows where a call's time went.
-pub(crate) fn statement_span(system: &'static str, name: &'static str) -> tracing::Span {
-    tracing::info_span!(
-        "db.statement",
-        otel.name = name,
-        otel.kind = "client",
-        db.system = system,
-        db.operation = name,
-    )
-}
 
 /// The flow and the queries both databases share, for every [`Dialect`]
 /// whose database can bind and read the values they use.
 pub(crate) trait Shared: Dialect {
-    /// A store error as the caller sees it.
-    fn translate(error: StoreError) -> Error {
-        error.into_domain(Self::classify)
-    }
-
-    fn statement(name: &'static str) -> tracing::Span {
-        statement_span(Self::SYSTEM, name)
-    }
-
-    fn transition_flow(
-        &self,
-        tenant: TenantId,
-        target: &Target,
-        decide: &Decide<'_>,
-    ) -> impl Future<Output = Result<Option<Applied>>> + Send;
-
     fn sweep_flow(
         &self,
         batch: u32,
@@ -320,26 +135,6 @@ where
     (i64, i64, i64, i64): for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (DateTime<Utc>,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
 {
-    async fn transition_flow(
-        &self,
-        tenant: TenantId,
-        target: &Target,
-        decide: &Decide<'_>,
-    ) -> Result<Option<Applied>> {
-        let mut attempt = 1;
-        loop {
-            match try_transition(self, tenant, target, decide).await {
-                Err(error)
-                    if attempt < D::TRANSACTION_ATTEMPTS
-                        && error.class(D::classify) == ErrorClass::Conflict =>
-                {
-                    attempt += 1;
-                }
-                result => return result.map_err(D::translate),
-            }
-        }
-    }
-
     async fn sweep_flow(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
         let swept = async {
             let mut report = SweepReport::default();
@@ -751,163 +546,6 @@ where
         // Without an update (a refusal recorded in history) the record stands.
         Ok(written_record.unwrap_or_else(|| before.clone()))
     }
-}
-
-/// Every store is a dialect running the shared flow. Errors are translated
-/// inside the flows; spans name the call and the database.
-#[async_trait]
-impl<D: Shared> Store for D {
-    fn kind(&self) -> &'static str {
-        D::KIND
-    }
-
-    #[instrument(name = "store.insert_or_find", skip_all, fields(db.system = D::SYSTEM))]
-    async fn insert_or_find(
-        &self,
-        tenant: TenantId,
-        operation_id: OperationId,
-        command: &ClaimCommand,
-    ) -> Result<Option<ClaimStart>> {
-        Dialect::insert_or_find(self, tenant, operation_id, command)
-            .await
-            .map_err(D::translate)
-    }
-
-    #[instrument(name = "store.write", skip_all, fields(db.system = D::SYSTEM))]
-    async fn write(
-        &self,
-        tenant: TenantId,
-        guarded: GuardedWrite,
-        decide: &Decide<'_>,
-    ) -> Result<Option<Applied>> {
-        let target = Target::Id(guarded.operation_id);
-        let written = self
-            .write_guarded(tenant, guarded)
-            .await
-            .map_err(D::translate)?;
-        if let Some(applied) = written {
-            self.announce_change(applied.record.operation_id);
-            return Ok(Some(applied));
-        }
-        self.transition_flow(tenant, &target, decide).await
-    }
-
-    #[instrument(name = "store.transition", skip_all, fields(db.system = D::SYSTEM))]
-    async fn transition(
-        &self,
-        tenant: TenantId,
-        target: &Target,
-        decide: &Decide<'_>,
-    ) -> Result<Option<Applied>> {
-        self.transition_flow(tenant, target, decide).await
-    }
-
-    #[instrument(name = "store.find", skip_all, fields(db.system = D::SYSTEM))]
-    async fn find(
-        &self,
-        tenant: TenantId,
-        target: &Target,
-        history: Option<HistoryPage>,
-    ) -> Result<Option<Found>> {
-        self.find_flow(tenant, target, history).await
-    }
-
-    #[instrument(name = "store.list_unresolved", skip_all, fields(db.system = D::SYSTEM))]
-    async fn list_unresolved(
-        &self,
-        tenant: TenantId,
-        query: &UnresolvedQuery,
-    ) -> Result<UnresolvedPage> {
-        self.list_unresolved_flow(tenant, query).await
-    }
-
-    #[instrument(name = "store.sweep", skip_all, fields(db.system = D::SYSTEM))]
-    async fn sweep(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
-        self.sweep_flow(batch, policy).await
-    }
-
-    #[instrument(name = "store.count_operations", skip_all, fields(db.system = D::SYSTEM))]
-    async fn count_operations(&self) -> Result<OperationCounts> {
-        self.count_operations_flow().await
-    }
-
-    fn pool_usage(&self) -> PoolUsage {
-        Dialect::pool_usage(self)
-    }
-
-    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
-        self.authenticate_flow(token_sha256).await
-    }
-
-    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
-        self.create_tenant_flow(name, token_sha256).await
-    }
-
-    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
-        self.revoke_tenant_flow(name).await
-    }
-
-    async fn listen_for_changes(
-        &self,
-        changed: &(dyn Fn(OperationId) + Send + Sync),
-    ) -> Result<()> {
-        Dialect::listen_for_changes(self, changed).await
-    }
-
-    async fn check_ready(&self) -> Result<()> {
-        self.check_ready_flow().await
-    }
-
-    async fn close(&self) {
-        Dialect::close(self).await;
-    }
-}
-
-/// Lock, read the clock (after the lock is held: the time the decision is
-/// made at), decide, write, commit.
-async fn try_transition<D: Shared>(
-    dialect: &D,
-    tenant: TenantId,
-    target: &Target,
-    decide: &Decide<'_>,
-) -> StoreResult<Option<Applied>> {
-    let mut transaction = dialect.begin_write().await?;
-    let Some(record) = D::lock(&mut transaction, tenant, target).await? else {
-        dialect.rollback(transaction).await?;
-        return Ok(None);
-    };
-    let now = D::database_now(&mut transaction).await?;
-    if let Some(pause) = dialect.pause_before_write() {
-        pause().await;
-    }
-    let decision = decide(&record, now);
-    if decision.effects.is_empty() {
-        dialect.rollback(transaction).await?;
-        return Ok(Some(Applied {
-            record,
-            answer: decision.answer,
-            now,
-            record_changed: false,
-        }));
-    }
-    let record_after = D::apply(
-        &mut transaction,
-        &record,
-        decision.effects,
-        dialect.history_cap(),
-        now,
-    )
-    .await?;
-    dialect.commit(transaction).await?;
-    if record_after.state != record.state {
-        dialect.announce_change(record.operation_id);
-    }
-    Ok(Some(Applied {
-        record_changed: record_after != record,
-        record: record_after,
-        answer: decision.answer,
-        now,
-    }))
 }
 
 /// Reads the fence a guarded UPDATE returned: the effects get it stamped in

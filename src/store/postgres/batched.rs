@@ -10,10 +10,9 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 use tracing::Instrument;
 
+use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
-use super::super::flow::statement_span;
 use super::super::row::OperationRow;
-use super::super::sql::operation_columns;
 use super::super::{Applied, ClaimStart};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
@@ -132,61 +131,9 @@ fn column<'a, T, U>(members: &'a [T], value: impl FnMut(&'a T) -> U) -> Vec<U> {
     members.iter().map(value).collect()
 }
 
-/// The statement of [`insert_or_find`].
-const INSERT_OR_FIND: &str = concat!(
-    "WITH input AS ( \
-             SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::bytea[], \
-                 $6::int4[], $7::bytea[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], \
-                 $12::int8[], $13::int8[], $14::text[], $15::int4[], $16::text[], $17::text[], \
-                 $18::text[]) \
-             WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_operation, in_key, \
-                 in_fingerprint, in_max_attempts, in_claim_token, in_lease_ms, \
-                 in_max_attempt_duration_ms, in_retention_ms, in_lease_expires_in_ms, \
-                 in_attempt_deadline_in_ms, in_operation_deadline_in_ms, in_state, in_attempt, \
-                 in_event, in_detail, in_coalesce_key, ordinal) \
-         ), clock AS (SELECT clock_timestamp() AS now), \
-         existing AS ( \
-             SELECT input.ordinal, found.* FROM input CROSS JOIN LATERAL ( \
-                 SELECT * FROM operations \
-                 WHERE operations.tenant_id = input.in_tenant_id \
-                   AND operations.operation = input.in_operation \
-                   AND operations.idempotency_key = input.in_key \
-                 LIMIT 1) AS found \
-         ), inserted AS ( \
-             INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
-                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
-                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
-                 operation_deadline_at, created_at, updated_at) \
-             SELECT in_operation_id, in_tenant_id, in_operation, in_key, in_fingerprint, \
-                 in_state, nextval('operation_fence'), in_attempt, in_max_attempts, \
-                 in_claim_token, in_lease_ms, in_max_attempt_duration_ms, in_retention_ms, \
-                 clock.now + in_lease_expires_in_ms * interval '1 millisecond', \
-                 clock.now + in_attempt_deadline_in_ms * interval '1 millisecond', \
-                 clock.now + in_operation_deadline_in_ms * interval '1 millisecond', \
-                 clock.now, clock.now \
-             FROM input CROSS JOIN clock \
-             WHERE NOT EXISTS (SELECT 1 FROM existing WHERE existing.ordinal = input.ordinal) \
-             ORDER BY in_tenant_id, in_operation, in_key \
-             ON CONFLICT ON CONSTRAINT operations_scope DO NOTHING \
-             RETURNING * \
-         ), history AS ( \
-             INSERT INTO operation_history (operation_id, sequence, event, from_state, \
-                 to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-             SELECT inserted.operation_id, 1, in_event, NULL, inserted.state, inserted.fence, \
-                 inserted.attempt, in_detail, 1, inserted.created_at, inserted.created_at, \
-                 in_coalesce_key \
-             FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
-         ) \
-         SELECT true AS inserted, input.ordinal, ",
-    operation_columns!(),
-    ", clock.now AS db_now \
-         FROM inserted JOIN input ON input.in_operation_id = inserted.operation_id \
-         CROSS JOIN clock \
-         UNION ALL \
-         SELECT false, existing.ordinal, ",
-    operation_columns!(),
-    ", clock.now FROM existing CROSS JOIN clock"
-);
+/// The statement of [`insert_or_find`]: a mirror of
+/// [`decide_first_claim`], reviewed as SQL in its own file.
+const INSERT_OR_FIND: &str = include_str!("sql/insert_or_find.sql");
 
 /// Inserts the first record of each member's scope, or reads the record it
 /// has: one statement for all. A scope that has a record (in this
@@ -306,7 +253,9 @@ pub(super) fn is_lock_timeout(error: &StoreError) -> bool {
     )
 }
 
-/// The statement of [`write_guarded`].
+/// The statement of [`write_guarded`]: a mirror of
+/// [`crate::domain::guarded::Guard::holds`], [`crate::domain::guarded::Write::apply`]
+/// and [`HistoryCap::place`], reviewed as SQL in its own file.
 ///
 /// The tenant of the row is compared with `IS NOT DISTINCT FROM` (the same,
 /// for a NOT NULL column), not `=`, which would make the scope index
@@ -315,124 +264,7 @@ pub(super) fn is_lock_timeout(error: &StoreError) -> bool {
 /// primary key and then read every row of the tenant per call (measured:
 /// 11,000 rows filtered per member, Claim + Complete at a third of its rate).
 /// Operations are found by their primary key; the tenant is a check.
-const WRITE_GUARDED: &str = concat!(
-    "WITH input AS ( \
-             SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::text[], $5::bool[], \
-                 $6::bool[], $7::int8[], $8::text[], $9::bool[], $10::text[], $11::bytea[], \
-                 $12::text[], $13::jsonb[], $14::text[], $15::text[], $16::text[], $17::jsonb[], \
-                 $18::bool[], $19::int8[], $20::int8[], $21::bool[], $22::bool[], \
-                 $23::bytea[], $24::text[], $25::text[], $26::text[], \
-                 $27::bool[], $28::int4[]) \
-             WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_fence, in_from_state, \
-                 in_no_receipt, in_budget_left, in_deadline_beyond_ms, in_state, in_set_outcome, \
-                 in_outcome_state, in_result_body, in_result_content_type, in_result_metadata, \
-                 in_failure_reason, in_error_code, in_error_message, in_error_metadata, \
-                 in_lease_clear, in_lease_ms, in_retry_after_ms, in_finishes, in_receipt, \
-                 in_receipt_digest, in_event, in_detail, in_coalesce_key, in_kept_past_cap, \
-                 in_history_cap, ordinal) \
-         ), clock AS (SELECT clock_timestamp() AS now, \
-             set_config('lock_timeout', '100ms', true) AS lock_wait), \
-         updated AS ( \
-             UPDATE operations AS o SET \
-                 state = in_state, \
-                 outcome_state = CASE WHEN in_set_outcome THEN in_outcome_state \
-                     ELSE o.outcome_state END, \
-                 result_body = CASE WHEN in_set_outcome THEN in_result_body \
-                     ELSE o.result_body END, \
-                 result_content_type = CASE WHEN in_set_outcome THEN in_result_content_type \
-                     ELSE o.result_content_type END, \
-                 result_metadata = CASE WHEN in_set_outcome THEN in_result_metadata \
-                     ELSE o.result_metadata END, \
-                 failure_reason = CASE WHEN in_set_outcome THEN in_failure_reason \
-                     ELSE o.failure_reason END, \
-                 error_code = CASE WHEN in_set_outcome THEN in_error_code ELSE o.error_code END, \
-                 error_message = CASE WHEN in_set_outcome THEN in_error_message \
-                     ELSE o.error_message END, \
-                 error_metadata = CASE WHEN in_set_outcome THEN in_error_metadata \
-                     ELSE o.error_metadata END, \
-                 lease_expires_at = CASE WHEN in_lease_clear THEN NULL \
-                     ELSE LEAST(clock.now \
-                         + COALESCE(in_lease_ms, o.lease_ms) * interval '1 millisecond', \
-                         o.attempt_deadline_at) END, \
-                 retry_at = CASE WHEN in_finishes THEN NULL \
-                     WHEN in_retry_after_ms IS NOT NULL \
-                         THEN clock.now + in_retry_after_ms * interval '1 millisecond' \
-                     ELSE o.retry_at END, \
-                 completed_at = CASE WHEN in_finishes THEN clock.now ELSE o.completed_at END, \
-                 retain_until = CASE WHEN in_finishes \
-                     THEN clock.now + o.retention_ms * interval '1 millisecond' \
-                     ELSE o.retain_until END, \
-                 last_write_fence = CASE WHEN in_receipt THEN in_fence \
-                     ELSE o.last_write_fence END, \
-                 last_write_digest = CASE WHEN in_receipt THEN in_receipt_digest \
-                     ELSE o.last_write_digest END, \
-                 last_write_by = CASE WHEN in_receipt THEN 'owner' ELSE o.last_write_by END, \
-                 last_write_state = CASE WHEN in_receipt THEN in_state \
-                     ELSE o.last_write_state END, \
-                 last_write_failure = CASE WHEN in_receipt THEN \
-                     CASE WHEN in_set_outcome THEN in_failure_reason ELSE o.failure_reason END \
-                     ELSE o.last_write_failure END, \
-                 last_write_retry_at = CASE WHEN NOT in_receipt THEN o.last_write_retry_at \
-                     WHEN in_finishes THEN NULL \
-                     WHEN in_retry_after_ms IS NOT NULL \
-                         THEN clock.now + in_retry_after_ms * interval '1 millisecond' \
-                     ELSE o.retry_at END, \
-                 last_write_answer_fence = CASE WHEN in_receipt THEN in_fence \
-                     ELSE o.last_write_answer_fence END, \
-                 updated_at = clock.now \
-             FROM input CROSS JOIN clock \
-             WHERE o.operation_id = in_operation_id \
-               AND o.tenant_id IS NOT DISTINCT FROM in_tenant_id \
-               AND clock.lock_wait IS NOT NULL \
-               AND o.fence = in_fence AND o.state = in_from_state \
-               AND o.attempt_deadline_at > clock.now \
-               AND NOT (in_no_receipt AND COALESCE(o.last_write_by = 'owner' \
-                   AND o.last_write_fence = in_fence, false)) \
-               AND (NOT in_budget_left OR o.attempt < o.max_attempts) \
-               AND (in_deadline_beyond_ms IS NULL OR o.operation_deadline_at IS NULL \
-                   OR o.operation_deadline_at \
-                       > clock.now + in_deadline_beyond_ms * interval '1 millisecond') \
-             RETURNING o.*, input.ordinal, input.in_from_state, input.in_event, \
-                 input.in_detail, input.in_coalesce_key, input.in_kept_past_cap, \
-                 input.in_history_cap, clock.now AS db_now \
-         ), last AS ( \
-             SELECT updated.operation_id, COALESCE(last_entry.sequence, 0) AS last_sequence, \
-                 CASE WHEN last_entry.coalesce_key = updated.in_coalesce_key THEN 'count' \
-                      WHEN updated.in_kept_past_cap \
-                          OR COALESCE(last_entry.sequence, 0) < updated.in_history_cap - 1 \
-                          THEN 'append' \
-                      WHEN last_entry.coalesce_key = $31 THEN 'count' \
-                      ELSE 'marker' END AS placement \
-             FROM updated LEFT JOIN LATERAL ( \
-                 SELECT h.sequence, h.coalesce_key FROM operation_history AS h \
-                 WHERE h.operation_id = updated.operation_id \
-                 ORDER BY h.sequence DESC LIMIT 1) AS last_entry ON true \
-         ), coalesced AS ( \
-             UPDATE operation_history AS h SET \
-                 count_total = GREATEST(h.count_total, h.count) + 1, \
-                 count = LEAST(CAST(h.count AS BIGINT) + 1, 2147483647), \
-                 last_at = updated.db_now, \
-                 last_fence = updated.fence, to_state = updated.state, \
-                 attempt = updated.attempt \
-             FROM updated JOIN last ON last.operation_id = updated.operation_id \
-             WHERE h.operation_id = updated.operation_id AND h.sequence = last.last_sequence \
-               AND last.placement = 'count' \
-         ), history AS ( \
-             INSERT INTO operation_history (operation_id, sequence, event, from_state, \
-                 to_state, fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-             SELECT updated.operation_id, last.last_sequence + 1, \
-                 CASE WHEN last.placement = 'append' THEN in_event ELSE $29 END, \
-                 in_from_state, updated.state, updated.fence, updated.attempt, \
-                 CASE WHEN last.placement = 'append' THEN in_detail ELSE $30 END, \
-                 1, db_now, db_now, \
-                 CASE WHEN last.placement = 'append' THEN in_coalesce_key ELSE $31 END \
-             FROM updated JOIN last ON last.operation_id = updated.operation_id \
-             WHERE last.placement <> 'count' \
-         ) \
-         SELECT ordinal, ",
-    operation_columns!(),
-    ", db_now FROM updated"
-);
+const WRITE_GUARDED: &str = include_str!("sql/write_guarded.sql");
 
 /// Runs each member's guarded write: one `UPDATE … FROM unnest(…)` whose
 /// WHERE states each member's whole precondition ([`crate::domain::guarded::Guard`])
@@ -546,7 +378,7 @@ mod tests {
     /// falling as it grew).
     #[sqlx::test(migrator = "MIGRATOR")]
     async fn hot_statements_use_a_unique_index_even_when_planned_on_an_empty_table(pool: PgPool) {
-        use crate::store::flow::Dialect;
+        use crate::store::dialect::Dialect;
         type Pg = super::super::PostgresStore;
         let mut connection = pool.acquire().await.expect("a connection");
         for (name, value) in super::super::PLANNER_SETTINGS {
