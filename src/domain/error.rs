@@ -21,6 +21,24 @@ impl FieldViolation {
     }
 }
 
+/// Collects every violation of one request, so the caller sees them all at once.
+#[derive(Debug, Default)]
+pub struct Violations(pub Vec<FieldViolation>);
+
+impl Violations {
+    pub fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        self.0.push(FieldViolation::new(field, description));
+    }
+
+    pub fn into_result(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(self.0))
+        }
+    }
+}
+
 /// Why a write that carried the current fence (or none) was still refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {

@@ -1,11 +1,13 @@
 //! The product's own logic: states, transitions, fingerprints, bounds and
 //! errors. Pure: no tonic, no sqlx, no clock but the one it is handed.
 
+mod admit;
 pub mod claim_outcome;
 pub mod command;
 pub mod error;
 pub mod fingerprint;
 pub mod guarded;
+mod identity;
 pub mod limits;
 pub mod model;
 pub mod query;
@@ -17,7 +19,7 @@ mod transition_tests;
 
 pub use claim_outcome::ClaimOutcome;
 pub use command::*;
-pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
+pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result, Violations};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};
