@@ -1,68 +1,43 @@
 #!/usr/bin/env bash
-# The README's walk through with grpcurl, as a script: Claim, Complete, a retry
-# answered with the stored result, and the same key with another request refused.
+# The README's walk-through with grpcurl ("Call it"), as a script: Claim, Complete with
+# the operation_id and fence the Claim answered, a retry answered with the stored
+# result, and the same key with another request refused. Everything after
+# `set -euo pipefail` is what the README shows, command for command
+# (tests/docs/check_walkthroughs.py holds them equal).
 #
-#   cargo run --release -- serve --dev      # in another terminal, from the repository root
-#   examples/grpcurl.sh
+#   cargo run --release -- serve --dev      # in another terminal, at the repository root
+#   examples/grpcurl.sh                     # from the repository root
 #
-# IDEMD_ADDR (default localhost:50051) and IDEMD_TOKEN (default: the token that
-# `serve --dev` keeps in idemd-data/dev-token) say where to call and as whom. KEY is
-# the idempotency key; by default a new one per run, so the walk through repeats.
-# Needs grpcurl; reflection is served, so no proto files.
+# IDEMD_ADDR (default 127.0.0.1:50051) and IDEMD_TOKEN (default: the token that
+# `serve --dev` keeps in idemd-data/dev-token) say where to call and as whom; each
+# run makes a fresh idempotency key. Needs grpcurl and jq. examples/run-walkthroughs
+# runs it against a server of its own.
 set -euo pipefail
-
-readonly addr=${IDEMD_ADDR:-localhost:50051}
-if [[ -n ${IDEMD_TOKEN:-} ]]; then
-  token=$IDEMD_TOKEN
-elif [[ -r idemd-data/dev-token ]]; then
-  token=$(<idemd-data/dev-token)
-else
-  echo "grpcurl.sh: set IDEMD_TOKEN, or run from where 'idemd serve --dev' keeps idemd-data/" >&2
-  exit 2
-fi
-readonly token
-readonly key=${KEY:-order-$(date +%s)}
-
-# call METHOD JSON: one authorized call of idem.v1.IdempotencyService.
-call() {
-  grpcurl -plaintext -H "authorization: Bearer $token" -d "$2" "$addr" "idem.v1.IdempotencyService/$1"
+IDEMD_ADDR=${IDEMD_ADDR:-127.0.0.1:50051}
+IDEMD_TOKEN=${IDEMD_TOKEN:-$(cat idemd-data/dev-token)}  # or the token `idemd tenant create` printed
+grpcurl -plaintext "$IDEMD_ADDR" list
+KEY=order-grpcurl-$(date +%s)  # made once per business intent, kept until it is done
+# idem_grpc METHOD: one call of idem.v1.IdempotencyService, the request JSON on stdin
+idem_grpc() {
+  grpcurl -plaintext -format-error -H "authorization: Bearer $IDEMD_TOKEN" -d @ \
+    "$IDEMD_ADDR" "idem.v1.IdempotencyService/$1"
 }
-
-# claim JSON_PAYLOAD: a Claim of payments.charge/$key; the payload is a JSON
-# document inside a JSON string, its quotes escaped.
-claim() {
-  call Claim "$(printf '{"scope": {"operation": "payments.charge", "key": "%s"}, "json_payload": "%s"}' "$key" "$1")"
-}
-
-# field NAME: the first string value of NAME in the JSON on stdin.
-field() {
-  sed -n "s/.*\"$1\": *\"\\([^\"]*\\)\".*/\\1/p" | head -n 1
-}
-
-echo "== services"
-grpcurl -plaintext "$addr" list
-
-echo "== claim $key: the payload is fingerprinted, never stored"
-claimed=$(claim '{\"amount\":1000,\"currency\":\"EUR\"}')
-echo "$claimed"
-if ! grep -q '"acquired"' <<<"$claimed"; then
-  echo "grpcurl.sh: not acquired (KEY already used?); nothing to execute" >&2
-  exit 1
-fi
-operation_id=$(field operationId <<<"$claimed")
-fence=$(field fence <<<"$claimed")
-
-echo "== we own it: the effect runs here, then complete with its result and our fence"
+CLAIMED=$(idem_grpc Claim <<EOF
+{"scope": {"operation": "payments.charge", "key": "$KEY"}, "json_payload": "{\"amount\":1000,\"currency\":\"EUR\"}"}
+EOF
+)
+echo "$CLAIMED"
+OPERATION_ID=$(jq -er .acquired.ownership.operationId <<<"$CLAIMED")
+FENCE=$(jq -er .acquired.ownership.fence <<<"$CLAIMED")
 # The body is base64 of {"charge":"ch_1"}.
-call Complete "$(printf '{"operation_id": "%s", "fence": %s, "result": {"body": "eyJjaGFyZ2UiOiJjaF8xIn0=", "content_type": "application/json"}}' "$operation_id" "$fence")"
-
-echo "== a retry of the same request, keys in another order: the stored result, nothing executed"
-claim '{\"currency\":\"EUR\",\"amount\":1000}'
-
-echo "== the same key with a different request: refused"
-if refused=$(claim '{\"amount\":2000,\"currency\":\"EUR\"}' 2>&1); then
-  echo "grpcurl.sh: expected IDEMPOTENCY_KEY_REUSED, got: $refused" >&2
-  exit 1
-fi
-echo "$refused"
-grep -q IDEMPOTENCY_KEY_REUSED <<<"$refused"
+idem_grpc Complete <<EOF
+{"operation_id": "$OPERATION_ID", "fence": "$FENCE", "result": {"body": "eyJjaGFyZ2UiOiJjaF8xIn0="}}
+EOF
+idem_grpc Claim <<EOF | jq -e .completed
+{"scope": {"operation": "payments.charge", "key": "$KEY"}, "json_payload": "{\"currency\":\"EUR\",\"amount\":1000}"}
+EOF
+REFUSAL=$(idem_grpc Claim 2>&1 <<EOF
+{"scope": {"operation": "payments.charge", "key": "$KEY"}, "json_payload": "{\"amount\":2000,\"currency\":\"EUR\"}"}
+EOF
+) || echo "refused, as it should be: grpcurl exits non-zero on an error status"
+jq -e '.details[] | select(.reason == "IDEMPOTENCY_KEY_REUSED")' <<<"$REFUSAL"

@@ -7,27 +7,20 @@
 mod campaign;
 mod database;
 mod duplicator;
+mod lock;
 mod process;
 mod provider;
 mod proxy;
 mod rng;
 
 use std::process::ExitCode;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::campaign::{Backend, Report, Settings};
+use crate::campaign::{Backend, Report, Settings, print_table};
 use crate::proxy::FaultRates;
 use crate::rng::Rng;
-
-/// The value behind `mutex`, even if a thread panicked holding it: the
-/// campaign's shared state is counters and plans, each consistent after every
-/// single update, and a panicking worker is reported on its own.
-pub(crate) fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -95,48 +88,6 @@ fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Sett
         ..base
     };
     (postgres, embedded)
-}
-
-fn print_table(reports: &[Report]) {
-    let mut header = String::from("| |");
-    let mut rule = String::from("|---|");
-    for report in reports {
-        header.push_str(&format!(" {} |", report.title));
-        rule.push_str("---:|");
-    }
-    println!("{header}\n{rule}");
-    if let Some(first) = reports.first() {
-        for (row, (label, _)) in first.rows.iter().enumerate() {
-            let mut line = format!("| {label} |");
-            for report in reports {
-                line.push_str(&format!(" {} |", report.rows[row].1));
-            }
-            println!("{line}");
-        }
-        let mut line = String::from("| time (s) |");
-        for report in reports {
-            line.push_str(&format!(" {:.1} |", report.elapsed.as_secs_f64()));
-        }
-        println!("{line}");
-        println!();
-        for (check, (name, _)) in first.checks.iter().enumerate() {
-            let mut line = format!("- {name}:");
-            for report in reports {
-                let passed = report.checks[check].1;
-                line.push_str(&format!(
-                    " {} {},",
-                    report.title,
-                    if passed { "PASS" } else { "FAIL" }
-                ));
-            }
-            println!("{}", line.trim_end_matches(','));
-        }
-    }
-    for report in reports {
-        for violation in &report.violations {
-            println!("- VIOLATION ({}): {violation}", report.title);
-        }
-    }
 }
 
 #[tokio::main(flavor = "multi_thread")]

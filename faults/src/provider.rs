@@ -3,7 +3,7 @@
 //! each effect under the operation's stable reference, answers lookups by
 //! it, and, for callers that ask, honours the reference as an idempotency key.
 
-use crate::locked;
+use crate::lock::locked;
 use std::collections::HashMap;
 use std::sync::Mutex;
 

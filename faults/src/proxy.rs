@@ -16,7 +16,7 @@
 //!   the connections stay open (a database connection that hangs).
 //!
 //! Duplicated requests need HTTP/2 terminated (new streams, HPACK state of
-//! their own): the duplicating stage in `duplicator.rs` does that, in front
+//! their own): the duplicating stage in `duplicator/` does that, in front
 //! of this proxy.
 
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::locked;
+use crate::lock::locked;
 use crate::rng::Rng;
 
 const PREFACE_LEN: usize = 24;
@@ -52,7 +52,7 @@ pub(crate) struct FaultRates {
     pub(crate) delay_reply: f64,
     pub(crate) max_delay: Duration,
     pub(crate) reset_request: f64,
-    /// Per request, in the duplicating stage (`duplicator.rs`): sent a second
+    /// Per request, in the duplicating stage (`duplicator/`): sent a second
     /// time while the original is in flight, or after it was answered.
     pub(crate) duplicate_at_once: f64,
     pub(crate) duplicate_after_answer: f64,

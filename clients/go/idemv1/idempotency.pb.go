@@ -1,0 +1,3066 @@
+// idemd: at most one business effect per logical request.
+//
+// The contract behind this file is DESIGN.md; README.md walks through a call
+// sequence. Every RPC needs `authorization: Bearer <token>` metadata: the
+// token decides the tenant, which is never read from a request body.
+//
+// Errors are gRPC statuses with google.rpc details. Every status idemd sends
+// carries an ErrorInfo with domain "idem.v1" (AIP-193), so a client can branch
+// on its reason alone; INVALID_ARGUMENT adds BadRequest field violations, and
+// UNAVAILABLE and RESOURCE_EXHAUSTED add RetryInfo and, with the same delay, the
+// trailer grpc-retry-pushback-ms that gRPC's own retry policy reads (see
+// docs/grpc-service-config.json). ErrorInfo reasons are API and stable:
+//   INVALID_REQUEST         INVALID_ARGUMENT     fields out of bounds or malformed;
+//                                                BadRequest names each field
+//   MISSING_CREDENTIALS     UNAUTHENTICATED      no `authorization: Bearer <token>`
+//   INVALID_CREDENTIALS     UNAUTHENTICATED      a token that is unknown, revoked
+//                                                or malformed
+//   OPERATION_NOT_FOUND     NOT_FOUND            no such scope or operation_id, or
+//                                                another tenant's (indistinguishable)
+//   STORE_UNAVAILABLE       UNAVAILABLE          the database cannot answer now;
+//                                                re-send after RetryInfo's delay
+//   INTERNAL                INTERNAL             a fault of the server, logged there
+//   IDEMPOTENCY_KEY_REUSED  FAILED_PRECONDITION  same scope, different fingerprint
+//   RESULT_EXPIRED          FAILED_PRECONDITION  the scope's result passed retention
+//   LEASE_LOST              ABORTED              the write carried a stale fence
+//   OPERATION_TERMINAL      FAILED_PRECONDITION  the operation already ended
+//   REQUEST_MISMATCH        FAILED_PRECONDITION  same fence re-sent with another request
+//   LEASE_STILL_LIVE        FAILED_PRECONDITION  Reconcile while an owner holds the lease
+//   ATTEMPT_STILL_RUNNING   FAILED_PRECONDITION  Reconcile FAILED or NOT_APPLIED while an
+//                                                attempt's effect may still be in flight
+//                                                (before its deadline plus the clock
+//                                                margin)
+//   ATTEMPT_DEADLINE_PASSED FAILED_PRECONDITION  Renew beyond the attempt deadline
+//   STATE_FORBIDS           FAILED_PRECONDITION  any other write the state forbids
+//   REQUEST_TOO_LARGE       RESOURCE_EXHAUSTED   a message longer than any legal
+//                                                request; refused from its length
+//                                                prefix
+//   REQUEST_TIMEOUT         DEADLINE_EXCEEDED    the call outlived the server's
+//                                                request timeout (a stalled body)
+//   OVERLOADED              UNAVAILABLE          the server has as many calls in
+//                                                flight as it admits; re-send after
+//                                                RetryInfo's delay (another replica
+//                                                may take it)
+//   TENANT_CONCURRENCY_LIMIT RESOURCE_EXHAUSTED  the tenant has as many calls in
+//                                                flight on this server as one tenant
+//                                                may; re-send after RetryInfo's delay
+// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
+// `operation_id` in its metadata, and where it helps `state` and
+// `current_fence`; the others carry none.
+//
+// Durations in responses are counted by the client from when it sent the
+// request; the server's clock (the database's) decides every expiry, and no
+// wall-clock comparison across machines is needed. Deadlines that decide
+// whether an earlier attempt's effect may still be in flight carry the
+// server's clock margin (IDEMD_CLOCK_MARGIN, 3s by default), which covers a
+// step of the database's clock.
+//
+// Re-sending a write: Complete, Fail and Reconcile keep a receipt of the last
+// write recorded for the operation (its fence, a digest of the request, the
+// answer it got). The same write re-sent after a lost reply (same fence, same
+// request) gets that original answer, however the record moved on since;
+// with the same fence and another request it is FAILED_PRECONDITION
+// (REQUEST_MISMATCH). One receipt is kept per operation: once a later write
+// has been recorded (a new owner's after a RETRYABLE, UNKNOWN or NOT_STARTED
+// Fail, or a reconciliation), the earlier write re-sent is ABORTED
+// (LEASE_LOST) like any stale write: look the operation up and act on what is
+// stored, never redo the effect. A terminal write (Complete, Fail TERMINAL,
+// Reconcile SUCCEEDED or FAILED) is never followed by another, so its re-send
+// always gets the original answer.
+
+// Code generated by protoc-gen-go. DO NOT EDIT.
+// versions:
+// 	protoc-gen-go v1.36.12
+// 	protoc        (unknown)
+// source: idem/v1/idempotency.proto
+
+package idemv1
+
+import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	reflect "reflect"
+	sync "sync"
+	unsafe "unsafe"
+)
+
+const (
+	// Verify that this generated code is sufficiently up-to-date.
+	_ = protoimpl.EnforceVersion(20 - protoimpl.MinVersion)
+	// Verify that runtime/protoimpl is sufficiently up-to-date.
+	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
+)
+
+// Why a Claim is Pending.
+type PendingReason int32
+
+const (
+	// Never sent; the proto3 default.
+	PendingReason_PENDING_REASON_UNSPECIFIED PendingReason = 0
+	// Another owner holds a live lease.
+	PendingReason_PENDING_REASON_IN_PROGRESS PendingReason = 1
+	// A retryable failure was recorded; the next attempt is not yet due.
+	PendingReason_PENDING_REASON_RETRY_SCHEDULED PendingReason = 2
+)
+
+// Enum value maps for PendingReason.
+var (
+	PendingReason_name = map[int32]string{
+		0: "PENDING_REASON_UNSPECIFIED",
+		1: "PENDING_REASON_IN_PROGRESS",
+		2: "PENDING_REASON_RETRY_SCHEDULED",
+	}
+	PendingReason_value = map[string]int32{
+		"PENDING_REASON_UNSPECIFIED":     0,
+		"PENDING_REASON_IN_PROGRESS":     1,
+		"PENDING_REASON_RETRY_SCHEDULED": 2,
+	}
+)
+
+func (x PendingReason) Enum() *PendingReason {
+	p := new(PendingReason)
+	*p = x
+	return p
+}
+
+func (x PendingReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PendingReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[0].Descriptor()
+}
+
+func (PendingReason) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[0]
+}
+
+func (x PendingReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PendingReason.Descriptor instead.
+func (PendingReason) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{0}
+}
+
+// Why an operation ended FAILED.
+type FailureReason int32
+
+const (
+	// Not a failure (or not set in a request, where the server sets it).
+	FailureReason_FAILURE_REASON_UNSPECIFIED FailureReason = 0
+	// The owner reported a TERMINAL failure, or a reconciler reported FAILED.
+	FailureReason_FAILURE_REASON_TERMINAL FailureReason = 1
+	// A RETRYABLE failure arrived with no attempt left in the budget.
+	FailureReason_FAILURE_REASON_ATTEMPTS_EXHAUSTED FailureReason = 2
+	// A RETRYABLE failure arrived past the operation deadline.
+	FailureReason_FAILURE_REASON_DEADLINE_EXCEEDED FailureReason = 3
+)
+
+// Enum value maps for FailureReason.
+var (
+	FailureReason_name = map[int32]string{
+		0: "FAILURE_REASON_UNSPECIFIED",
+		1: "FAILURE_REASON_TERMINAL",
+		2: "FAILURE_REASON_ATTEMPTS_EXHAUSTED",
+		3: "FAILURE_REASON_DEADLINE_EXCEEDED",
+	}
+	FailureReason_value = map[string]int32{
+		"FAILURE_REASON_UNSPECIFIED":        0,
+		"FAILURE_REASON_TERMINAL":           1,
+		"FAILURE_REASON_ATTEMPTS_EXHAUSTED": 2,
+		"FAILURE_REASON_DEADLINE_EXCEEDED":  3,
+	}
+)
+
+func (x FailureReason) Enum() *FailureReason {
+	p := new(FailureReason)
+	*p = x
+	return p
+}
+
+func (x FailureReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[1].Descriptor()
+}
+
+func (FailureReason) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[1]
+}
+
+func (x FailureReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureReason.Descriptor instead.
+func (FailureReason) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{1}
+}
+
+// The state of an operation as stored.
+type OperationState int32
+
+const (
+	// Never the state of an operation; HistoryEntry.from_state of the first
+	// entry (there was no state before it).
+	OperationState_OPERATION_STATE_UNSPECIFIED OperationState = 0
+	// An owner holds (or held, if its lease expired) the operation.
+	OperationState_OPERATION_STATE_IN_PROGRESS OperationState = 1
+	// Ended with a result.
+	OperationState_OPERATION_STATE_SUCCEEDED OperationState = 2
+	// Ended with a terminal error.
+	OperationState_OPERATION_STATE_FAILED OperationState = 3
+	// The effect certainly did not happen; a new attempt is due at retry time.
+	OperationState_OPERATION_STATE_RETRY_WAIT OperationState = 4
+	// The effect may have happened; a takeover must reconcile first.
+	OperationState_OPERATION_STATE_UNKNOWN OperationState = 5
+	// The result passed retention; the scope refuses new Claims until the
+	// tombstone itself expires.
+	OperationState_OPERATION_STATE_EXPIRED OperationState = 6
+)
+
+// Enum value maps for OperationState.
+var (
+	OperationState_name = map[int32]string{
+		0: "OPERATION_STATE_UNSPECIFIED",
+		1: "OPERATION_STATE_IN_PROGRESS",
+		2: "OPERATION_STATE_SUCCEEDED",
+		3: "OPERATION_STATE_FAILED",
+		4: "OPERATION_STATE_RETRY_WAIT",
+		5: "OPERATION_STATE_UNKNOWN",
+		6: "OPERATION_STATE_EXPIRED",
+	}
+	OperationState_value = map[string]int32{
+		"OPERATION_STATE_UNSPECIFIED": 0,
+		"OPERATION_STATE_IN_PROGRESS": 1,
+		"OPERATION_STATE_SUCCEEDED":   2,
+		"OPERATION_STATE_FAILED":      3,
+		"OPERATION_STATE_RETRY_WAIT":  4,
+		"OPERATION_STATE_UNKNOWN":     5,
+		"OPERATION_STATE_EXPIRED":     6,
+	}
+)
+
+func (x OperationState) Enum() *OperationState {
+	p := new(OperationState)
+	*p = x
+	return p
+}
+
+func (x OperationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OperationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[2].Descriptor()
+}
+
+func (OperationState) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[2]
+}
+
+func (x OperationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OperationState.Descriptor instead.
+func (OperationState) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{2}
+}
+
+// What a failure means for the effect, and so for the operation.
+type FailDisposition int32
+
+const (
+	// Not set: INVALID_ARGUMENT.
+	FailDisposition_FAIL_DISPOSITION_UNSPECIFIED FailDisposition = 0
+	// Final: stored and replayed like a result.
+	FailDisposition_FAIL_DISPOSITION_TERMINAL FailDisposition = 1
+	// The effect certainly did not happen: release for a later attempt after
+	// retry_after, within the attempt budget and the operation deadline.
+	FailDisposition_FAIL_DISPOSITION_RETRYABLE FailDisposition = 2
+	// The effect may have happened: the next owner must reconcile first.
+	FailDisposition_FAIL_DISPOSITION_UNKNOWN FailDisposition = 3
+	// This attempt never started the effect: it declined, with too little of
+	// its lease or attempt left, or because an earlier attempt's doubt outlasts
+	// it. The operation is handed on as it was before this attempt: released
+	// for the next attempt at once (like RETRYABLE without retry_after, within
+	// the budget and the operation deadline) when this attempt began afresh;
+	// still in doubt (UNKNOWN) when it took over an attempt of unknown outcome,
+	// with that earlier attempt's deadline, not this one's, as the end of the
+	// doubt, so that the next owner is told the earlier previous_attempt_deadline
+	// and a chain of declines never pushes the doubt forward. Counts against the
+	// attempt budget like any attempt.
+	FailDisposition_FAIL_DISPOSITION_NOT_STARTED FailDisposition = 4
+)
+
+// Enum value maps for FailDisposition.
+var (
+	FailDisposition_name = map[int32]string{
+		0: "FAIL_DISPOSITION_UNSPECIFIED",
+		1: "FAIL_DISPOSITION_TERMINAL",
+		2: "FAIL_DISPOSITION_RETRYABLE",
+		3: "FAIL_DISPOSITION_UNKNOWN",
+		4: "FAIL_DISPOSITION_NOT_STARTED",
+	}
+	FailDisposition_value = map[string]int32{
+		"FAIL_DISPOSITION_UNSPECIFIED": 0,
+		"FAIL_DISPOSITION_TERMINAL":    1,
+		"FAIL_DISPOSITION_RETRYABLE":   2,
+		"FAIL_DISPOSITION_UNKNOWN":     3,
+		"FAIL_DISPOSITION_NOT_STARTED": 4,
+	}
+)
+
+func (x FailDisposition) Enum() *FailDisposition {
+	p := new(FailDisposition)
+	*p = x
+	return p
+}
+
+func (x FailDisposition) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailDisposition) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[3].Descriptor()
+}
+
+func (FailDisposition) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[3]
+}
+
+func (x FailDisposition) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailDisposition.Descriptor instead.
+func (FailDisposition) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{3}
+}
+
+// The caller's name for one logical operation, within its tenant.
+type Scope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The action, 1-128 characters of [A-Za-z0-9._/-], e.g. "payments.charge".
+	Operation string `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// The caller's idempotency key, 1-255 bytes of UTF-8, compared byte for
+	// byte. Generate it once per intent and persist it before the first attempt.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scope) Reset() {
+	*x = Scope{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scope) ProtoMessage() {}
+
+func (x *Scope) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scope.ProtoReflect.Descriptor instead.
+func (*Scope) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Scope) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Scope) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// Starts or rejoins one logical operation: the first Claim of a scope creates
+// it, later ones replay, wait or take over (see ClaimResponse).
+type ClaimRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which logical operation this attempt belongs to.
+	Scope *Scope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// What the request asks for, so that the same key with a different request
+	// is refused (IDEMPOTENCY_KEY_REUSED) instead of replayed. Exactly one is
+	// required; only the resulting fingerprint is stored, never the payload.
+	//
+	// Types that are valid to be assigned to RequestIdentity:
+	//
+	//	*ClaimRequest_Fingerprint
+	//	*ClaimRequest_JsonPayload
+	//	*ClaimRequest_BytesPayload
+	RequestIdentity isClaimRequest_RequestIdentity `protobuf_oneof:"request_identity"`
+	// Random, made per attempt (at most 64 bytes) and reused only when re-sending
+	// this same Claim after UNAVAILABLE or a lost response: a re-sent Claim whose
+	// token matches the live owner's gets the same Acquired answer again, and the
+	// attempt is counted once. Empty means no token.
+	ClaimToken []byte `protobuf:"bytes,5,opt,name=claim_token,json=claimToken,proto3" json:"claim_token,omitempty"`
+	// How long the new owner holds the operation before others may take it over.
+	// Default and bounds are server configuration (default 30s, 1s-1h).
+	Lease *durationpb.Duration `protobuf:"bytes,6,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The longest one attempt may run, counted from its acquisition. Renew cannot
+	// extend past it and the client cancels its effect at it. Default: 5m, at
+	// most 24h, and at least the lease: given with a longer lease it is
+	// INVALID_ARGUMENT; left out, it defaults to outlast the lease. Fixed by the
+	// first Claim of a scope.
+	MaxAttemptDuration *durationpb.Duration `protobuf:"bytes,7,opt,name=max_attempt_duration,json=maxAttemptDuration,proto3" json:"max_attempt_duration,omitempty"`
+	// Attempt budget: how many owners the operation may have in all, takeovers
+	// included. Default 5, at most 100. Fixed by the first Claim of a scope.
+	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// How long a terminal result is kept for replay after completion. Default and
+	// maximum are server configuration (default 24h). Fixed by the first Claim.
+	Retention *durationpb.Duration `protobuf:"bytes,9,opt,name=retention,proto3" json:"retention,omitempty"`
+	// Optional: no new attempt starts after this long from the first Claim; a
+	// RETRYABLE failure past it ends the operation as FAILED (DEADLINE_EXCEEDED).
+	// Fixed by the first Claim.
+	OperationDeadline *durationpb.Duration `protobuf:"bytes,10,opt,name=operation_deadline,json=operationDeadline,proto3" json:"operation_deadline,omitempty"`
+	// Optional: when the answer would be Pending, wait up to this long for the
+	// operation to finish or become claimable, then answer. A longer wait is
+	// clamped, never refused: to the server's maximum (default 30s) and to the
+	// call's own gRPC deadline minus a margin. Negative is INVALID_ARGUMENT.
+	// When the server already has as many waiting Claims as it allows (per
+	// tenant or in all), the Claim answers Pending at once instead.
+	Wait          *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRequest) Reset() {
+	*x = ClaimRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRequest) ProtoMessage() {}
+
+func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
+func (*ClaimRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClaimRequest) GetScope() *Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetRequestIdentity() isClaimRequest_RequestIdentity {
+	if x != nil {
+		return x.RequestIdentity
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetFingerprint() []byte {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*ClaimRequest_Fingerprint); ok {
+			return x.Fingerprint
+		}
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetJsonPayload() string {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*ClaimRequest_JsonPayload); ok {
+			return x.JsonPayload
+		}
+	}
+	return ""
+}
+
+func (x *ClaimRequest) GetBytesPayload() []byte {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*ClaimRequest_BytesPayload); ok {
+			return x.BytesPayload
+		}
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetClaimToken() []byte {
+	if x != nil {
+		return x.ClaimToken
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetLease() *durationpb.Duration {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetMaxAttemptDuration() *durationpb.Duration {
+	if x != nil {
+		return x.MaxAttemptDuration
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *ClaimRequest) GetRetention() *durationpb.Duration {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetOperationDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.OperationDeadline
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+type isClaimRequest_RequestIdentity interface {
+	isClaimRequest_RequestIdentity()
+}
+
+type ClaimRequest_Fingerprint struct {
+	// A client-computed fingerprint: exactly 32 bytes (SHA-256 recommended,
+	// computed as the server would, see below, so both forms match).
+	Fingerprint []byte `protobuf:"bytes,2,opt,name=fingerprint,proto3,oneof"`
+}
+
+type ClaimRequest_JsonPayload struct {
+	// A JSON document (I-JSON, RFC 7493). The server fingerprints its RFC 8785
+	// canonical form: SHA-256("idem.v1" 0x00 "json" 0x00 JCS(document)).
+	// Duplicate object keys, lone surrogates, integers beyond +-2^53, numbers
+	// with a fraction or exponent of magnitude 2^53 or more, and numbers that
+	// are no integer but that a double rounds to one (4503599627370496.5) are
+	// INVALID_ARGUMENT, because canonicalization would merge distinct requests.
+	// At most 64 KiB by default (server configuration), measured before it is
+	// parsed; for a larger request send a fingerprint.
+	JsonPayload string `protobuf:"bytes,3,opt,name=json_payload,json=jsonPayload,proto3,oneof"`
+}
+
+type ClaimRequest_BytesPayload struct {
+	// Opaque bytes, fingerprinted as given:
+	// SHA-256("idem.v1" 0x00 "bytes" 0x00 payload). Same size bound as
+	// json_payload.
+	BytesPayload []byte `protobuf:"bytes,4,opt,name=bytes_payload,json=bytesPayload,proto3,oneof"`
+}
+
+func (*ClaimRequest_Fingerprint) isClaimRequest_RequestIdentity() {}
+
+func (*ClaimRequest_JsonPayload) isClaimRequest_RequestIdentity() {}
+
+func (*ClaimRequest_BytesPayload) isClaimRequest_RequestIdentity() {}
+
+// What the Claim decided. Execute the effect only on acquired, or on
+// reconcile_first after checking the provider.
+type ClaimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set; treat an outcome this client does not know (added
+	// later) as "do not execute".
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ClaimResponse_Acquired
+	//	*ClaimResponse_ReconcileFirst
+	//	*ClaimResponse_Pending
+	//	*ClaimResponse_Completed
+	//	*ClaimResponse_NeedsReconciliation
+	Outcome       isClaimResponse_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimResponse) Reset() {
+	*x = ClaimResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimResponse) ProtoMessage() {}
+
+func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
+func (*ClaimResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClaimResponse) GetOutcome() isClaimResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetAcquired() *Acquired {
+	if x != nil {
+		if x, ok := x.Outcome.(*ClaimResponse_Acquired); ok {
+			return x.Acquired
+		}
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetReconcileFirst() *ReconcileFirst {
+	if x != nil {
+		if x, ok := x.Outcome.(*ClaimResponse_ReconcileFirst); ok {
+			return x.ReconcileFirst
+		}
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetPending() *Pending {
+	if x != nil {
+		if x, ok := x.Outcome.(*ClaimResponse_Pending); ok {
+			return x.Pending
+		}
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetCompleted() *Completed {
+	if x != nil {
+		if x, ok := x.Outcome.(*ClaimResponse_Completed); ok {
+			return x.Completed
+		}
+	}
+	return nil
+}
+
+func (x *ClaimResponse) GetNeedsReconciliation() *NeedsReconciliation {
+	if x != nil {
+		if x, ok := x.Outcome.(*ClaimResponse_NeedsReconciliation); ok {
+			return x.NeedsReconciliation
+		}
+	}
+	return nil
+}
+
+type isClaimResponse_Outcome interface {
+	isClaimResponse_Outcome()
+}
+
+type ClaimResponse_Acquired struct {
+	// You own a fresh attempt: execute the effect, then Complete or Fail.
+	Acquired *Acquired `protobuf:"bytes,1,opt,name=acquired,proto3,oneof"`
+}
+
+type ClaimResponse_ReconcileFirst struct {
+	// You own the operation, but an earlier attempt may have taken effect:
+	// look the provider up by the stable reference (the key or operation_id)
+	// before acting, and Complete if it already happened.
+	ReconcileFirst *ReconcileFirst `protobuf:"bytes,2,opt,name=reconcile_first,json=reconcileFirst,proto3,oneof"`
+}
+
+type ClaimResponse_Pending struct {
+	// Another attempt holds the lease, or a retry is not yet due: do not
+	// execute; Claim again after retry_after.
+	Pending *Pending `protobuf:"bytes,3,opt,name=pending,proto3,oneof"`
+}
+
+type ClaimResponse_Completed struct {
+	// The operation ended: its stored result or terminal error, replayed.
+	Completed *Completed `protobuf:"bytes,4,opt,name=completed,proto3,oneof"`
+}
+
+type ClaimResponse_NeedsReconciliation struct {
+	// The attempt budget is spent on unknown outcomes: only Reconcile can
+	// resolve it. Do not execute.
+	NeedsReconciliation *NeedsReconciliation `protobuf:"bytes,5,opt,name=needs_reconciliation,json=needsReconciliation,proto3,oneof"`
+}
+
+func (*ClaimResponse_Acquired) isClaimResponse_Outcome() {}
+
+func (*ClaimResponse_ReconcileFirst) isClaimResponse_Outcome() {}
+
+func (*ClaimResponse_Pending) isClaimResponse_Outcome() {}
+
+func (*ClaimResponse_Completed) isClaimResponse_Outcome() {}
+
+func (*ClaimResponse_NeedsReconciliation) isClaimResponse_Outcome() {}
+
+// What an owner needs for its writes.
+type Ownership struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-generated id of this incarnation of the scope. Owner writes and
+	// Reconcile address the operation by it. Good as a provider idempotency key.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// This owner's fence. Every owner write carries it; a stale one is refused.
+	Fence uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// 1-based number of this attempt; counts every owner, takeovers included.
+	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The attempt budget of the operation.
+	MaxAttempts uint32 `protobuf:"varint,4,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// The lease left, at the server's clock when it answered. Count it from
+	// when this Claim was sent (the early end; for a re-sent Claim, the send
+	// this reply answers: each send is answered with what is left at its own
+	// handling).
+	Lease *durationpb.Duration `protobuf:"bytes,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Time left until this attempt's deadline, counted like the lease: cancel
+	// the effect by then.
+	AttemptDeadline *durationpb.Duration `protobuf:"bytes,6,opt,name=attempt_deadline,json=attemptDeadline,proto3" json:"attempt_deadline,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Ownership) Reset() {
+	*x = Ownership{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ownership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ownership) ProtoMessage() {}
+
+func (x *Ownership) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ownership.ProtoReflect.Descriptor instead.
+func (*Ownership) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Ownership) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Ownership) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *Ownership) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Ownership) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Ownership) GetLease() *durationpb.Duration {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Ownership) GetAttemptDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptDeadline
+	}
+	return nil
+}
+
+// A fresh attempt is yours: no earlier attempt can have taken effect.
+type Acquired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the owner's writes need (operation_id, fence) and its time bounds.
+	Ownership     *Ownership `protobuf:"bytes,1,opt,name=ownership,proto3" json:"ownership,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Acquired) Reset() {
+	*x = Acquired{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acquired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acquired) ProtoMessage() {}
+
+func (x *Acquired) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acquired.ProtoReflect.Descriptor instead.
+func (*Acquired) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Acquired) GetOwnership() *Ownership {
+	if x != nil {
+		return x.Ownership
+	}
+	return nil
+}
+
+// The operation is yours, but the attempt before yours may have taken effect:
+// check the provider before acting.
+type ReconcileFirst struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the owner's writes need (operation_id, fence) and its time bounds.
+	Ownership *Ownership `protobuf:"bytes,1,opt,name=ownership,proto3" json:"ownership,omitempty"`
+	// The state the earlier attempt left behind: IN_PROGRESS (its lease expired)
+	// or UNKNOWN (its owner reported an unknown outcome).
+	PreviousState OperationState `protobuf:"varint,2,opt,name=previous_state,json=previousState,proto3,enum=idem.v1.OperationState" json:"previous_state,omitempty"`
+	// The fence of the attempt whose outcome is in doubt.
+	PreviousFence uint64 `protobuf:"varint,3,opt,name=previous_fence,json=previousFence,proto3" json:"previous_fence,omitempty"`
+	// Time left until the earlier attempt settles: its deadline plus the
+	// server's clock margin, at the server's clock when it answered; zero when
+	// it has passed. Count it from when the reply arrived (the late end), never
+	// from the send: for a long-polled or re-sent Claim the send may be seconds
+	// earlier, and the doubt would seem to end too soon. When the earlier
+	// attempt declined (Fail NOT_STARTED) or failed RETRYABLE after taking over
+	// a doubt that had not settled, this is the deadline of the doubt it
+	// inherited: its own outcome says nothing about the attempt it replaced. A
+	// re-sent Claim told ReconcileFirst again gets what is left of the same
+	// deadline by then.
+	//
+	// The client rule: until previous_attempt_deadline has elapsed the earlier
+	// attempt's effect may still be in flight, so a provider lookup that finds
+	// nothing proves nothing yet. A lookup observes the provider at some moment
+	// between its send and its answer: trust a negative one only if it was
+	// SENT after previous_attempt_deadline elapsed (wait, Renewing meanwhile,
+	// then ask again), and only if it reads the provider's current state (not a
+	// cache or a lagging replica); or rely on a provider that honours an
+	// idempotency key (pass operation_id or the stable key), which makes a late
+	// duplicate harmless. A positive lookup may be trusted at once: Complete
+	// with what the provider reports.
+	//
+	// Absent only for a takeover that a server older than this field recorded
+	// (during a rolling upgrade): then the deadline is not known, so treat it
+	// as max_attempt_duration from this Claim.
+	PreviousAttemptDeadline *durationpb.Duration `protobuf:"bytes,4,opt,name=previous_attempt_deadline,json=previousAttemptDeadline,proto3" json:"previous_attempt_deadline,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ReconcileFirst) Reset() {
+	*x = ReconcileFirst{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileFirst) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileFirst) ProtoMessage() {}
+
+func (x *ReconcileFirst) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileFirst.ProtoReflect.Descriptor instead.
+func (*ReconcileFirst) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReconcileFirst) GetOwnership() *Ownership {
+	if x != nil {
+		return x.Ownership
+	}
+	return nil
+}
+
+func (x *ReconcileFirst) GetPreviousState() OperationState {
+	if x != nil {
+		return x.PreviousState
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *ReconcileFirst) GetPreviousFence() uint64 {
+	if x != nil {
+		return x.PreviousFence
+	}
+	return 0
+}
+
+func (x *ReconcileFirst) GetPreviousAttemptDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.PreviousAttemptDeadline
+	}
+	return nil
+}
+
+// Do not execute now: another attempt holds the lease, or a retry is not yet
+// due.
+type Pending struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation that is pending.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Why nothing is to be executed now.
+	Reason PendingReason `protobuf:"varint,2,opt,name=reason,proto3,enum=idem.v1.PendingReason" json:"reason,omitempty"`
+	// When to Claim again.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// The attempt currently running or last run.
+	Attempt       uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pending) Reset() {
+	*x = Pending{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pending) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pending) ProtoMessage() {}
+
+func (x *Pending) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pending.ProtoReflect.Descriptor instead.
+func (*Pending) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Pending) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Pending) GetReason() PendingReason {
+	if x != nil {
+		return x.Reason
+	}
+	return PendingReason_PENDING_REASON_UNSPECIFIED
+}
+
+func (x *Pending) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *Pending) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+// The operation ended: its stored outcome, replayed byte for byte.
+type Completed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation that ended.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// SUCCEEDED or FAILED.
+	State OperationState `protobuf:"varint,2,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// The stored outcome, matching state.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*Completed_Result
+	//	*Completed_Error
+	Outcome isCompleted_Outcome `protobuf_oneof:"outcome"`
+	// How many attempts the operation took.
+	Attempts uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When the operation ended (database clock).
+	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Completed) Reset() {
+	*x = Completed{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Completed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Completed) ProtoMessage() {}
+
+func (x *Completed) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Completed.ProtoReflect.Descriptor instead.
+func (*Completed) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Completed) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Completed) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *Completed) GetOutcome() isCompleted_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *Completed) GetResult() *Result {
+	if x != nil {
+		if x, ok := x.Outcome.(*Completed_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *Completed) GetError() *OperationError {
+	if x != nil {
+		if x, ok := x.Outcome.(*Completed_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *Completed) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Completed) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+type isCompleted_Outcome interface {
+	isCompleted_Outcome()
+}
+
+type Completed_Result struct {
+	// The stored success result (state SUCCEEDED).
+	Result *Result `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
+}
+
+type Completed_Error struct {
+	// The stored terminal error (state FAILED).
+	Error *OperationError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*Completed_Result) isCompleted_Outcome() {}
+
+func (*Completed_Error) isCompleted_Outcome() {}
+
+// Only Reconcile can resolve the operation now: its attempt budget (or its
+// operation deadline) is spent on outcomes nobody knows. Do not execute.
+type NeedsReconciliation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation to reconcile.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The fence a reconciler must pass as expected_fence.
+	Fence uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// How many attempts the operation has had.
+	Attempts      uint32 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NeedsReconciliation) Reset() {
+	*x = NeedsReconciliation{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NeedsReconciliation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NeedsReconciliation) ProtoMessage() {}
+
+func (x *NeedsReconciliation) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NeedsReconciliation.ProtoReflect.Descriptor instead.
+func (*NeedsReconciliation) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NeedsReconciliation) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *NeedsReconciliation) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *NeedsReconciliation) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// A success result, replayed byte for byte.
+type Result struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque bytes, at most 1 MiB by default.
+	Body []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	// How to read body, e.g. "application/json". At most 255 bytes.
+	ContentType string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// Small string map: at most 16 entries, each at most 256 bytes (key and
+	// value together).
+	Metadata      map[string]string `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Result) Reset() {
+	*x = Result{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Result) ProtoMessage() {}
+
+func (x *Result) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Result.ProtoReflect.Descriptor instead.
+func (*Result) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Result) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *Result) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *Result) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// A failure as stored and replayed.
+type OperationError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who ended the operation and why.
+	Reason FailureReason `protobuf:"varint,1,opt,name=reason,proto3,enum=idem.v1.FailureReason" json:"reason,omitempty"`
+	// The caller's error code, e.g. "card_declined". At most 255 bytes.
+	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// Human-readable message, at most 4 KiB. Never put secrets here.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// Small string map, same bounds as Result.metadata.
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperationError) Reset() {
+	*x = OperationError{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperationError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperationError) ProtoMessage() {}
+
+func (x *OperationError) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperationError.ProtoReflect.Descriptor instead.
+func (*OperationError) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *OperationError) GetReason() FailureReason {
+	if x != nil {
+		return x.Reason
+	}
+	return FailureReason_FAILURE_REASON_UNSPECIFIED
+}
+
+func (x *OperationError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *OperationError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *OperationError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// Extends the owner's lease, never beyond its attempt deadline.
+type RenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, as Acquired or ReconcileFirst gave it.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The owner's fence; a stale one is ABORTED (LEASE_LOST).
+	Fence uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The lease wanted from now; same bounds and default as ClaimRequest.lease.
+	Lease         *durationpb.Duration `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RenewRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *RenewRequest) GetLease() *durationpb.Duration {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+// The lease as granted.
+type RenewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease granted: shorter than asked when the attempt deadline is nearer.
+	Lease *durationpb.Duration `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Time left until the attempt deadline.
+	AttemptDeadline *durationpb.Duration `protobuf:"bytes,2,opt,name=attempt_deadline,json=attemptDeadline,proto3" json:"attempt_deadline,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RenewResponse) GetLease() *durationpb.Duration {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *RenewResponse) GetAttemptDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptDeadline
+	}
+	return nil
+}
+
+// Records the success result; only the current fence may.
+type CompleteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, as Acquired or ReconcileFirst gave it.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The owner's fence; a stale one is ABORTED (LEASE_LOST).
+	Fence uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The result to store and replay. Required.
+	Result        *Result `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteRequest) Reset() {
+	*x = CompleteRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteRequest) ProtoMessage() {}
+
+func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
+func (*CompleteRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CompleteRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *CompleteRequest) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// The operation's state after the Complete.
+type CompleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Always SUCCEEDED.
+	State         OperationState `protobuf:"varint,1,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteResponse) Reset() {
+	*x = CompleteResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteResponse) ProtoMessage() {}
+
+func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
+func (*CompleteResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CompleteResponse) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+// Records a failure with a disposition; only the current fence may.
+type FailRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, as Acquired or ReconcileFirst gave it.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The owner's fence; a stale one is ABORTED (LEASE_LOST).
+	Fence uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	// Whether the effect happened: decides what becomes of the operation.
+	// Required (UNSPECIFIED is INVALID_ARGUMENT).
+	Disposition FailDisposition `protobuf:"varint,3,opt,name=disposition,proto3,enum=idem.v1.FailDisposition" json:"disposition,omitempty"`
+	// The error to store (TERMINAL) or to keep in history (RETRYABLE, UNKNOWN,
+	// NOT_STARTED).
+	// reason is set by the server and ignored here.
+	Error *OperationError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// RETRYABLE only: when the next attempt may start (default 1s, at most 1h).
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailRequest) Reset() {
+	*x = FailRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailRequest) ProtoMessage() {}
+
+func (x *FailRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
+func (*FailRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FailRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *FailRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *FailRequest) GetDisposition() FailDisposition {
+	if x != nil {
+		return x.Disposition
+	}
+	return FailDisposition_FAIL_DISPOSITION_UNSPECIFIED
+}
+
+func (x *FailRequest) GetError() *OperationError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FailRequest) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+// The operation's state after the Fail.
+type FailResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FAILED, RETRY_WAIT or UNKNOWN.
+	State OperationState `protobuf:"varint,1,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// Set when state is FAILED.
+	Reason FailureReason `protobuf:"varint,2,opt,name=reason,proto3,enum=idem.v1.FailureReason" json:"reason,omitempty"`
+	// Set when state is RETRY_WAIT: when the next attempt is due.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailResponse) Reset() {
+	*x = FailResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailResponse) ProtoMessage() {}
+
+func (x *FailResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
+func (*FailResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FailResponse) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *FailResponse) GetReason() FailureReason {
+	if x != nil {
+		return x.Reason
+	}
+	return FailureReason_FAILURE_REASON_UNSPECIFIED
+}
+
+func (x *FailResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+// Reads one operation of the caller's tenant.
+type LookupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which operation; exactly one is required.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*LookupRequest_Scope
+	//	*LookupRequest_OperationId
+	Target isLookupRequest_Target `protobuf_oneof:"target"`
+	// Include the operation's history, oldest first, one page at a time
+	// (implied by history_page_token).
+	IncludeHistory bool `protobuf:"varint,3,opt,name=include_history,json=includeHistory,proto3" json:"include_history,omitempty"`
+	// At most this many history entries (default 100); more than 1000 is
+	// clamped to 1000.
+	HistoryPageSize uint32 `protobuf:"varint,4,opt,name=history_page_size,json=historyPageSize,proto3" json:"history_page_size,omitempty"`
+	// A previous response's next_history_page_token, unchanged, for the next
+	// page of the same operation; empty for the first page. Tokens are opaque:
+	// anything else, or a token of another operation, is INVALID_ARGUMENT.
+	HistoryPageToken string `protobuf:"bytes,5,opt,name=history_page_token,json=historyPageToken,proto3" json:"history_page_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LookupRequest) Reset() {
+	*x = LookupRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupRequest) ProtoMessage() {}
+
+func (x *LookupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
+func (*LookupRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *LookupRequest) GetTarget() isLookupRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetScope() *Scope {
+	if x != nil {
+		if x, ok := x.Target.(*LookupRequest_Scope); ok {
+			return x.Scope
+		}
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetOperationId() string {
+	if x != nil {
+		if x, ok := x.Target.(*LookupRequest_OperationId); ok {
+			return x.OperationId
+		}
+	}
+	return ""
+}
+
+func (x *LookupRequest) GetIncludeHistory() bool {
+	if x != nil {
+		return x.IncludeHistory
+	}
+	return false
+}
+
+func (x *LookupRequest) GetHistoryPageSize() uint32 {
+	if x != nil {
+		return x.HistoryPageSize
+	}
+	return 0
+}
+
+func (x *LookupRequest) GetHistoryPageToken() string {
+	if x != nil {
+		return x.HistoryPageToken
+	}
+	return ""
+}
+
+type isLookupRequest_Target interface {
+	isLookupRequest_Target()
+}
+
+type LookupRequest_Scope struct {
+	// By the caller's name for it.
+	Scope *Scope `protobuf:"bytes,1,opt,name=scope,proto3,oneof"`
+}
+
+type LookupRequest_OperationId struct {
+	// By the server's id of it.
+	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3,oneof"`
+}
+
+func (*LookupRequest_Scope) isLookupRequest_Target() {}
+
+func (*LookupRequest_OperationId) isLookupRequest_Target() {}
+
+// The operation and, if asked for, its history.
+type LookupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation as stored.
+	Operation *Operation `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// One page of the history, oldest first: the pages of a history, in order,
+	// concatenate to the whole of it.
+	History []*HistoryEntry `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
+	// Empty when no entries follow this page. Opaque, URL-safe; pass it back
+	// as is, with the same target.
+	NextHistoryPageToken string `protobuf:"bytes,3,opt,name=next_history_page_token,json=nextHistoryPageToken,proto3" json:"next_history_page_token,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *LookupResponse) Reset() {
+	*x = LookupResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupResponse) ProtoMessage() {}
+
+func (x *LookupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
+func (*LookupResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LookupResponse) GetOperation() *Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *LookupResponse) GetHistory() []*HistoryEntry {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *LookupResponse) GetNextHistoryPageToken() string {
+	if x != nil {
+		return x.NextHistoryPageToken
+	}
+	return ""
+}
+
+// An operation as stored.
+type Operation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-generated id of this incarnation of the scope.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The caller's name for the operation.
+	Scope *Scope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// As stored. An IN_PROGRESS operation whose lease expired is reported with
+	// lease_expired set.
+	State OperationState `protobuf:"varint,3,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// IN_PROGRESS with its lease run out (by the database clock): it counts as
+	// unresolved.
+	LeaseExpired bool `protobuf:"varint,4,opt,name=lease_expired,json=leaseExpired,proto3" json:"lease_expired,omitempty"`
+	// The 32-byte fingerprint of the request the operation was created for.
+	Fingerprint []byte `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// The current fence: the owner's, or the last reconciler's.
+	Fence uint64 `protobuf:"varint,6,opt,name=fence,proto3" json:"fence,omitempty"`
+	// 1-based number of the current or last attempt.
+	Attempt uint32 `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The attempt budget (raised by one when a not_applied grants an attempt
+	// beyond it).
+	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// Set for SUCCEEDED (unless omitted by ListUnresolved).
+	Result *Result `protobuf:"bytes,9,opt,name=result,proto3" json:"result,omitempty"`
+	// Set for FAILED.
+	Error *OperationError `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// When the first Claim created it (database clock, like every time here).
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When it last changed.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// IN_PROGRESS: lease expiry and attempt deadline; RETRY_WAIT: retry time.
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	// The deadline of the current or last attempt (kept after it ended).
+	AttemptDeadlineAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=attempt_deadline_at,json=attemptDeadlineAt,proto3" json:"attempt_deadline_at,omitempty"`
+	// RETRY_WAIT: when the next attempt is due.
+	RetryAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
+	// Terminal: when it ended and when its result will be purged.
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// Terminal: when its result is purged (a tombstone: when it is deleted).
+	RetainUntil *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
+	// Set when the first Claim gave an operation_deadline.
+	OperationDeadlineAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=operation_deadline_at,json=operationDeadlineAt,proto3" json:"operation_deadline_at,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Operation) Reset() {
+	*x = Operation{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Operation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Operation) ProtoMessage() {}
+
+func (x *Operation) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Operation.ProtoReflect.Descriptor instead.
+func (*Operation) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Operation) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Operation) GetScope() *Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *Operation) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *Operation) GetLeaseExpired() bool {
+	if x != nil {
+		return x.LeaseExpired
+	}
+	return false
+}
+
+func (x *Operation) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *Operation) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *Operation) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Operation) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Operation) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *Operation) GetError() *OperationError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *Operation) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Operation) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Operation) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *Operation) GetAttemptDeadlineAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AttemptDeadlineAt
+	}
+	return nil
+}
+
+func (x *Operation) GetRetryAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetryAt
+	}
+	return nil
+}
+
+func (x *Operation) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *Operation) GetRetainUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainUntil
+	}
+	return nil
+}
+
+func (x *Operation) GetOperationDeadlineAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OperationDeadlineAt
+	}
+	return nil
+}
+
+// One transition of an operation, or one run of coalesced events (an owner's
+// renewals, refused writes of one RPC, the events past the history cap).
+type HistoryEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-based, in order.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// What happened, one of (a Claim re-sent with the owner's claim_token
+	// writes nothing):
+	//
+	//	CLAIMED              the first Claim of the scope: attempt 1
+	//	TAKEN_OVER           a new owner after an expired lease or an unknown
+	//	                     outcome (it was told ReconcileFirst)
+	//	RETRY_STARTED        a new attempt after a retryable failure
+	//	MARKED_UNKNOWN       an expired attempt with no budget or time left for
+	//	                     another: only Reconcile resolves it
+	//	RENEWED              the owner extended its lease
+	//	COMPLETED            the owner stored its result
+	//	FAILED               a terminal failure, or a retryable one with the
+	//	                     attempt budget spent
+	//	DEADLINE_EXCEEDED    ended as failed by the operation deadline
+	//	RETRY_SCHEDULED      a retryable failure: the next attempt is due at
+	//	                     retry_at
+	//	OUTCOME_UNKNOWN      the owner reported an unknown outcome
+	//	RECONCILED           a reconciler resolved it (detail: succeeded,
+	//	                     failed or not_applied)
+	//	STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
+	//	LATE_WRITE_REFUSED   the owner's write after its attempt deadline
+	//	EXPIRED              the result passed retention: now a tombstone
+	//	HISTORY_TRUNCATED    stands for the events past the history cap
+	//	                     (the server's history cap, default 100): count
+	//	                     says how many, fence and last_fence the first and
+	//	                     the last one's fence, at and last_at their times.
+	//	                     CLAIMED and the terminal transitions (COMPLETED,
+	//	                     FAILED, DEADLINE_EXCEEDED, RECONCILED to a
+	//	                     terminal state, EXPIRED) are always kept
+	Event string `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	// The state before (UNSPECIFIED for CLAIMED).
+	FromState OperationState `protobuf:"varint,3,opt,name=from_state,json=fromState,proto3,enum=idem.v1.OperationState" json:"from_state,omitempty"`
+	// The state after (for a refusal, unchanged).
+	ToState OperationState `protobuf:"varint,4,opt,name=to_state,json=toState,proto3,enum=idem.v1.OperationState" json:"to_state,omitempty"`
+	// The fence that made the write (for STALE_WRITE_REFUSED and
+	// LATE_WRITE_REFUSED, the refused one; for a coalesced entry, the first).
+	Fence uint64 `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
+	// The attempt the entry belongs to.
+	Attempt uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Free-form, no payloads: e.g. the RPC of a refused write, a failure code.
+	Detail string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	// How many events this entry stands for. Events coalesce into the
+	// operation's last entry: RENEWED per fence (one owner renewing N times is
+	// one entry, count N), STALE_WRITE_REFUSED and LATE_WRITE_REFUSED per RPC
+	// (detail) whatever the fence; every other event has an entry of its own.
+	// 64 bits wide (it was uint32: the same varint on the wire for every
+	// value below 2^32, so clients built with either read it alike).
+	Count uint64 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
+	// When it happened; for a coalesced entry, the first and the last time.
+	At *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=at,proto3" json:"at,omitempty"`
+	// The last time, for a coalesced entry; else equal to at.
+	LastAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_at,json=lastAt,proto3" json:"last_at,omitempty"`
+	// The fence of the last event this entry stands for; equals fence unless
+	// refusals of several fences coalesced (fence is then the first refused
+	// one, last_fence the last).
+	LastFence     uint64 `protobuf:"varint,11,opt,name=last_fence,json=lastFence,proto3" json:"last_fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEntry) Reset() {
+	*x = HistoryEntry{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEntry) ProtoMessage() {}
+
+func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
+func (*HistoryEntry) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HistoryEntry) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetFromState() OperationState {
+	if x != nil {
+		return x.FromState
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *HistoryEntry) GetToState() OperationState {
+	if x != nil {
+		return x.ToState
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *HistoryEntry) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetLastAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAt
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetLastFence() uint64 {
+	if x != nil {
+		return x.LastFence
+	}
+	return 0
+}
+
+// Resolves an operation whose outcome is unknown, from outside evidence.
+type ReconcileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, as Lookup, ListUnresolved or NeedsReconciliation gave it.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The current fence, as Lookup, ListUnresolved or NeedsReconciliation gave it.
+	ExpectedFence uint64 `protobuf:"varint,2,opt,name=expected_fence,json=expectedFence,proto3" json:"expected_fence,omitempty"`
+	// What the evidence says; exactly one is required.
+	//
+	// Types that are valid to be assigned to Resolution:
+	//
+	//	*ReconcileRequest_Succeeded
+	//	*ReconcileRequest_Failed
+	//	*ReconcileRequest_NotApplied
+	Resolution    isReconcileRequest_Resolution `protobuf_oneof:"resolution"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReconcileRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetExpectedFence() uint64 {
+	if x != nil {
+		return x.ExpectedFence
+	}
+	return 0
+}
+
+func (x *ReconcileRequest) GetResolution() isReconcileRequest_Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+func (x *ReconcileRequest) GetSucceeded() *Result {
+	if x != nil {
+		if x, ok := x.Resolution.(*ReconcileRequest_Succeeded); ok {
+			return x.Succeeded
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileRequest) GetFailed() *OperationError {
+	if x != nil {
+		if x, ok := x.Resolution.(*ReconcileRequest_Failed); ok {
+			return x.Failed
+		}
+	}
+	return nil
+}
+
+func (x *ReconcileRequest) GetNotApplied() *NotApplied {
+	if x != nil {
+		if x, ok := x.Resolution.(*ReconcileRequest_NotApplied); ok {
+			return x.NotApplied
+		}
+	}
+	return nil
+}
+
+type isReconcileRequest_Resolution interface {
+	isReconcileRequest_Resolution()
+}
+
+type ReconcileRequest_Succeeded struct {
+	// The effect happened: store this result. Allowed at any time once no
+	// owner holds a live lease: an effect seen at the provider is evidence.
+	Succeeded *Result `protobuf:"bytes,3,opt,name=succeeded,proto3,oneof"`
+}
+
+type ReconcileRequest_Failed struct {
+	// The effect did not happen and never will (the provider's own terminal
+	// answer): store this terminal error. Callers act on FAILED (compensate,
+	// or retry under a new key), so, like not_applied, it is allowed only
+	// once no attempt's effect can still be in flight: after the last
+	// attempt's deadline plus the server's clock margin (and the deadline of
+	// an attempt a retry took over, while that may still run); before then it
+	// is FAILED_PRECONDITION (ATTEMPT_STILL_RUNNING). "Not found at the
+	// provider" is evidence only after then.
+	Failed *OperationError `protobuf:"bytes,4,opt,name=failed,proto3,oneof"`
+}
+
+type ReconcileRequest_NotApplied struct {
+	// The effect did not happen: release for a new attempt, due now. Allowed
+	// only once no attempt's effect can still be in flight, as for failed.
+	// It always grants one more attempt, even when the attempt budget was
+	// spent (recorded in history as "not_applied; one more attempt granted").
+	NotApplied *NotApplied `protobuf:"bytes,5,opt,name=not_applied,json=notApplied,proto3,oneof"`
+}
+
+func (*ReconcileRequest_Succeeded) isReconcileRequest_Resolution() {}
+
+func (*ReconcileRequest_Failed) isReconcileRequest_Resolution() {}
+
+func (*ReconcileRequest_NotApplied) isReconcileRequest_Resolution() {}
+
+// The effect did not happen (no fields).
+type NotApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotApplied) Reset() {
+	*x = NotApplied{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotApplied) ProtoMessage() {}
+
+func (x *NotApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotApplied.ProtoReflect.Descriptor instead.
+func (*NotApplied) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{22}
+}
+
+// The operation after the reconciliation.
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SUCCEEDED, FAILED or RETRY_WAIT.
+	State OperationState `protobuf:"varint,1,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// The fence this reconciliation took; older fences are now stale.
+	Fence         uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReconcileResponse) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *ReconcileResponse) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+// Pages through the operations that need reconciliation, oldest first.
+type ListUnresolvedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: only this operation name.
+	Operation string `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	// At most this many (default 100); more than 1000 is clamped to 1000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, unchanged; empty for the first
+	// page. Tokens are opaque: anything else is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUnresolvedRequest) Reset() {
+	*x = ListUnresolvedRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUnresolvedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUnresolvedRequest) ProtoMessage() {}
+
+func (x *ListUnresolvedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUnresolvedRequest.ProtoReflect.Descriptor instead.
+func (*ListUnresolvedRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListUnresolvedRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ListUnresolvedRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUnresolvedRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// One page of operations that need reconciliation.
+type ListUnresolvedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UNKNOWN operations and IN_PROGRESS ones whose lease expired, oldest first,
+	// without result bytes.
+	Operations []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	// Empty when there are no more. Opaque, URL-safe; pass it back as is.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUnresolvedResponse) Reset() {
+	*x = ListUnresolvedResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUnresolvedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUnresolvedResponse) ProtoMessage() {}
+
+func (x *ListUnresolvedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUnresolvedResponse.ProtoReflect.Descriptor instead.
+func (*ListUnresolvedResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListUnresolvedResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *ListUnresolvedResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
+
+const file_idem_v1_idempotency_proto_rawDesc = "" +
+	"\n" +
+	"\x19idem/v1/idempotency.proto\x12\aidem.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n" +
+	"\x05Scope\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xac\x04\n" +
+	"\fClaimRequest\x12$\n" +
+	"\x05scope\x18\x01 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12\"\n" +
+	"\vfingerprint\x18\x02 \x01(\fH\x00R\vfingerprint\x12#\n" +
+	"\fjson_payload\x18\x03 \x01(\tH\x00R\vjsonPayload\x12%\n" +
+	"\rbytes_payload\x18\x04 \x01(\fH\x00R\fbytesPayload\x12\x1f\n" +
+	"\vclaim_token\x18\x05 \x01(\fR\n" +
+	"claimToken\x12/\n" +
+	"\x05lease\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12K\n" +
+	"\x14max_attempt_duration\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12maxAttemptDuration\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x127\n" +
+	"\tretention\x18\t \x01(\v2\x19.google.protobuf.DurationR\tretention\x12H\n" +
+	"\x12operation_deadline\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x11operationDeadline\x12-\n" +
+	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04waitB\x12\n" +
+	"\x10request_identity\"\xc4\x02\n" +
+	"\rClaimResponse\x12/\n" +
+	"\bacquired\x18\x01 \x01(\v2\x11.idem.v1.AcquiredH\x00R\bacquired\x12B\n" +
+	"\x0freconcile_first\x18\x02 \x01(\v2\x17.idem.v1.ReconcileFirstH\x00R\x0ereconcileFirst\x12,\n" +
+	"\apending\x18\x03 \x01(\v2\x10.idem.v1.PendingH\x00R\apending\x122\n" +
+	"\tcompleted\x18\x04 \x01(\v2\x12.idem.v1.CompletedH\x00R\tcompleted\x12Q\n" +
+	"\x14needs_reconciliation\x18\x05 \x01(\v2\x1c.idem.v1.NeedsReconciliationH\x00R\x13needsReconciliationB\t\n" +
+	"\aoutcome\"\xf8\x01\n" +
+	"\tOwnership\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12!\n" +
+	"\fmax_attempts\x18\x04 \x01(\rR\vmaxAttempts\x12/\n" +
+	"\x05lease\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12D\n" +
+	"\x10attempt_deadline\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0fattemptDeadline\"<\n" +
+	"\bAcquired\x120\n" +
+	"\townership\x18\x01 \x01(\v2\x12.idem.v1.OwnershipR\townership\"\x80\x02\n" +
+	"\x0eReconcileFirst\x120\n" +
+	"\townership\x18\x01 \x01(\v2\x12.idem.v1.OwnershipR\townership\x12>\n" +
+	"\x0eprevious_state\x18\x02 \x01(\x0e2\x17.idem.v1.OperationStateR\rpreviousState\x12%\n" +
+	"\x0eprevious_fence\x18\x03 \x01(\x04R\rpreviousFence\x12U\n" +
+	"\x19previous_attempt_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x17previousAttemptDeadline\"\xb2\x01\n" +
+	"\aPending\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12.\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x16.idem.v1.PendingReasonR\x06reason\x12:\n" +
+	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\"\x9f\x02\n" +
+	"\tCompleted\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12)\n" +
+	"\x06result\x18\x03 \x01(\v2\x0f.idem.v1.ResultH\x00R\x06result\x12/\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.idem.v1.OperationErrorH\x00R\x05error\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\rR\battempts\x12=\n" +
+	"\fcompleted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAtB\t\n" +
+	"\aoutcome\"j\n" +
+	"\x13NeedsReconciliation\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\rR\battempts\"\xb7\x01\n" +
+	"\x06Result\x12\x12\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x129\n" +
+	"\bmetadata\x18\x03 \x03(\v2\x1d.idem.v1.Result.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xee\x01\n" +
+	"\x0eOperationError\x12.\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x16.idem.v1.FailureReasonR\x06reason\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12A\n" +
+	"\bmetadata\x18\x04 \x03(\v2%.idem.v1.OperationError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
+	"\fRenewRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12/\n" +
+	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\"\x86\x01\n" +
+	"\rRenewResponse\x12/\n" +
+	"\x05lease\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12D\n" +
+	"\x10attempt_deadline\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0fattemptDeadline\"s\n" +
+	"\x0fCompleteRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12'\n" +
+	"\x06result\x18\x03 \x01(\v2\x0f.idem.v1.ResultR\x06result\"A\n" +
+	"\x10CompleteResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\"\xed\x01\n" +
+	"\vFailRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12:\n" +
+	"\vdisposition\x18\x03 \x01(\x0e2\x18.idem.v1.FailDispositionR\vdisposition\x12-\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.idem.v1.OperationErrorR\x05error\x12:\n" +
+	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"\xa9\x01\n" +
+	"\fFailResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12.\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x16.idem.v1.FailureReasonR\x06reason\x12:\n" +
+	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"\xe9\x01\n" +
+	"\rLookupRequest\x12&\n" +
+	"\x05scope\x18\x01 \x01(\v2\x0e.idem.v1.ScopeH\x00R\x05scope\x12#\n" +
+	"\foperation_id\x18\x02 \x01(\tH\x00R\voperationId\x12'\n" +
+	"\x0finclude_history\x18\x03 \x01(\bR\x0eincludeHistory\x12*\n" +
+	"\x11history_page_size\x18\x04 \x01(\rR\x0fhistoryPageSize\x12,\n" +
+	"\x12history_page_token\x18\x05 \x01(\tR\x10historyPageTokenB\b\n" +
+	"\x06target\"\xaa\x01\n" +
+	"\x0eLookupResponse\x120\n" +
+	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
+	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\x82\a\n" +
+	"\tOperation\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
+	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12#\n" +
+	"\rlease_expired\x18\x04 \x01(\bR\fleaseExpired\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\fR\vfingerprint\x12\x14\n" +
+	"\x05fence\x18\x06 \x01(\x04R\x05fence\x12\x18\n" +
+	"\aattempt\x18\a \x01(\rR\aattempt\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x12'\n" +
+	"\x06result\x18\t \x01(\v2\x0f.idem.v1.ResultR\x06result\x12-\n" +
+	"\x05error\x18\n" +
+	" \x01(\v2\x17.idem.v1.OperationErrorR\x05error\x129\n" +
+	"\n" +
+	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12D\n" +
+	"\x10lease_expires_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12J\n" +
+	"\x13attempt_deadline_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x11attemptDeadlineAt\x125\n" +
+	"\bretry_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x12=\n" +
+	"\fcompleted_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12=\n" +
+	"\fretain_until\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12N\n" +
+	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\"\x8a\x03\n" +
+	"\fHistoryEntry\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
+	"\n" +
+	"from_state\x18\x03 \x01(\x0e2\x17.idem.v1.OperationStateR\tfromState\x122\n" +
+	"\bto_state\x18\x04 \x01(\x0e2\x17.idem.v1.OperationStateR\atoState\x12\x14\n" +
+	"\x05fence\x18\x05 \x01(\x04R\x05fence\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12\x14\n" +
+	"\x05count\x18\b \x01(\x04R\x05count\x12*\n" +
+	"\x02at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x123\n" +
+	"\alast_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x06lastAt\x12\x1d\n" +
+	"\n" +
+	"last_fence\x18\v \x01(\x04R\tlastFence\"\x86\x02\n" +
+	"\x10ReconcileRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12%\n" +
+	"\x0eexpected_fence\x18\x02 \x01(\x04R\rexpectedFence\x12/\n" +
+	"\tsucceeded\x18\x03 \x01(\v2\x0f.idem.v1.ResultH\x00R\tsucceeded\x121\n" +
+	"\x06failed\x18\x04 \x01(\v2\x17.idem.v1.OperationErrorH\x00R\x06failed\x126\n" +
+	"\vnot_applied\x18\x05 \x01(\v2\x13.idem.v1.NotAppliedH\x00R\n" +
+	"notAppliedB\f\n" +
+	"\n" +
+	"resolution\"\f\n" +
+	"\n" +
+	"NotApplied\"X\n" +
+	"\x11ReconcileResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\"q\n" +
+	"\x15ListUnresolvedRequest\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"t\n" +
+	"\x16ListUnresolvedResponse\x122\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x12.idem.v1.OperationR\n" +
+	"operations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*s\n" +
+	"\rPendingReason\x12\x1e\n" +
+	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aPENDING_REASON_IN_PROGRESS\x10\x01\x12\"\n" +
+	"\x1ePENDING_REASON_RETRY_SCHEDULED\x10\x02*\x99\x01\n" +
+	"\rFailureReason\x12\x1e\n" +
+	"\x1aFAILURE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17FAILURE_REASON_TERMINAL\x10\x01\x12%\n" +
+	"!FAILURE_REASON_ATTEMPTS_EXHAUSTED\x10\x02\x12$\n" +
+	" FAILURE_REASON_DEADLINE_EXCEEDED\x10\x03*\xe7\x01\n" +
+	"\x0eOperationState\x12\x1f\n" +
+	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bOPERATION_STATE_IN_PROGRESS\x10\x01\x12\x1d\n" +
+	"\x19OPERATION_STATE_SUCCEEDED\x10\x02\x12\x1a\n" +
+	"\x16OPERATION_STATE_FAILED\x10\x03\x12\x1e\n" +
+	"\x1aOPERATION_STATE_RETRY_WAIT\x10\x04\x12\x1b\n" +
+	"\x17OPERATION_STATE_UNKNOWN\x10\x05\x12\x1b\n" +
+	"\x17OPERATION_STATE_EXPIRED\x10\x06*\xb2\x01\n" +
+	"\x0fFailDisposition\x12 \n" +
+	"\x1cFAIL_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
+	"\x1aFAIL_DISPOSITION_RETRYABLE\x10\x02\x12\x1c\n" +
+	"\x18FAIL_DISPOSITION_UNKNOWN\x10\x03\x12 \n" +
+	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\xcc\x03\n" +
+	"\x12IdempotencyService\x126\n" +
+	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x126\n" +
+	"\x05Renew\x12\x15.idem.v1.RenewRequest\x1a\x16.idem.v1.RenewResponse\x12?\n" +
+	"\bComplete\x12\x18.idem.v1.CompleteRequest\x1a\x19.idem.v1.CompleteResponse\x123\n" +
+	"\x04Fail\x12\x14.idem.v1.FailRequest\x1a\x15.idem.v1.FailResponse\x129\n" +
+	"\x06Lookup\x12\x16.idem.v1.LookupRequest\x1a\x17.idem.v1.LookupResponse\x12B\n" +
+	"\tReconcile\x12\x19.idem.v1.ReconcileRequest\x1a\x1a.idem.v1.ReconcileResponse\x12Q\n" +
+	"\x0eListUnresolved\x12\x1e.idem.v1.ListUnresolvedRequest\x1a\x1f.idem.v1.ListUnresolvedResponseBC\n" +
+	"\x11dev.idemd.idem.v1P\x01Z,github.com/idemd/idemd/gen/go/idem/v1;idemv1b\x06proto3"
+
+var (
+	file_idem_v1_idempotency_proto_rawDescOnce sync.Once
+	file_idem_v1_idempotency_proto_rawDescData []byte
+)
+
+func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
+	file_idem_v1_idempotency_proto_rawDescOnce.Do(func() {
+		file_idem_v1_idempotency_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)))
+	})
+	return file_idem_v1_idempotency_proto_rawDescData
+}
+
+var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_idem_v1_idempotency_proto_goTypes = []any{
+	(PendingReason)(0),             // 0: idem.v1.PendingReason
+	(FailureReason)(0),             // 1: idem.v1.FailureReason
+	(OperationState)(0),            // 2: idem.v1.OperationState
+	(FailDisposition)(0),           // 3: idem.v1.FailDisposition
+	(*Scope)(nil),                  // 4: idem.v1.Scope
+	(*ClaimRequest)(nil),           // 5: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),          // 6: idem.v1.ClaimResponse
+	(*Ownership)(nil),              // 7: idem.v1.Ownership
+	(*Acquired)(nil),               // 8: idem.v1.Acquired
+	(*ReconcileFirst)(nil),         // 9: idem.v1.ReconcileFirst
+	(*Pending)(nil),                // 10: idem.v1.Pending
+	(*Completed)(nil),              // 11: idem.v1.Completed
+	(*NeedsReconciliation)(nil),    // 12: idem.v1.NeedsReconciliation
+	(*Result)(nil),                 // 13: idem.v1.Result
+	(*OperationError)(nil),         // 14: idem.v1.OperationError
+	(*RenewRequest)(nil),           // 15: idem.v1.RenewRequest
+	(*RenewResponse)(nil),          // 16: idem.v1.RenewResponse
+	(*CompleteRequest)(nil),        // 17: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),       // 18: idem.v1.CompleteResponse
+	(*FailRequest)(nil),            // 19: idem.v1.FailRequest
+	(*FailResponse)(nil),           // 20: idem.v1.FailResponse
+	(*LookupRequest)(nil),          // 21: idem.v1.LookupRequest
+	(*LookupResponse)(nil),         // 22: idem.v1.LookupResponse
+	(*Operation)(nil),              // 23: idem.v1.Operation
+	(*HistoryEntry)(nil),           // 24: idem.v1.HistoryEntry
+	(*ReconcileRequest)(nil),       // 25: idem.v1.ReconcileRequest
+	(*NotApplied)(nil),             // 26: idem.v1.NotApplied
+	(*ReconcileResponse)(nil),      // 27: idem.v1.ReconcileResponse
+	(*ListUnresolvedRequest)(nil),  // 28: idem.v1.ListUnresolvedRequest
+	(*ListUnresolvedResponse)(nil), // 29: idem.v1.ListUnresolvedResponse
+	nil,                            // 30: idem.v1.Result.MetadataEntry
+	nil,                            // 31: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+}
+var file_idem_v1_idempotency_proto_depIdxs = []int32{
+	4,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
+	32, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	32, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	32, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	32, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	32, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	8,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
+	9,  // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
+	10, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
+	11, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
+	12, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
+	32, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	32, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	7,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
+	7,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
+	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
+	32, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
+	32, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
+	13, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
+	14, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
+	33, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	30, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	1,  // 24: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
+	31, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	32, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	32, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	32, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	13, // 29: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
+	2,  // 30: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
+	3,  // 31: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
+	14, // 32: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
+	32, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	2,  // 34: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
+	1,  // 35: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
+	32, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	4,  // 37: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
+	23, // 38: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
+	24, // 39: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
+	4,  // 40: idem.v1.Operation.scope:type_name -> idem.v1.Scope
+	2,  // 41: idem.v1.Operation.state:type_name -> idem.v1.OperationState
+	13, // 42: idem.v1.Operation.result:type_name -> idem.v1.Result
+	14, // 43: idem.v1.Operation.error:type_name -> idem.v1.OperationError
+	33, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	33, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	33, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	33, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	33, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	33, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	33, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	2,  // 52: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,  // 53: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	33, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	33, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	13, // 56: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	14, // 57: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	26, // 58: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,  // 59: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	23, // 60: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	5,  // 61: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	15, // 62: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	17, // 63: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	19, // 64: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	21, // 65: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	25, // 66: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	28, // 67: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	6,  // 68: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	16, // 69: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	18, // 70: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	20, // 71: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	22, // 72: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	27, // 73: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	29, // 74: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	68, // [68:75] is the sub-list for method output_type
+	61, // [61:68] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
+}
+
+func init() { file_idem_v1_idempotency_proto_init() }
+func file_idem_v1_idempotency_proto_init() {
+	if File_idem_v1_idempotency_proto != nil {
+		return
+	}
+	file_idem_v1_idempotency_proto_msgTypes[1].OneofWrappers = []any{
+		(*ClaimRequest_Fingerprint)(nil),
+		(*ClaimRequest_JsonPayload)(nil),
+		(*ClaimRequest_BytesPayload)(nil),
+	}
+	file_idem_v1_idempotency_proto_msgTypes[2].OneofWrappers = []any{
+		(*ClaimResponse_Acquired)(nil),
+		(*ClaimResponse_ReconcileFirst)(nil),
+		(*ClaimResponse_Pending)(nil),
+		(*ClaimResponse_Completed)(nil),
+		(*ClaimResponse_NeedsReconciliation)(nil),
+	}
+	file_idem_v1_idempotency_proto_msgTypes[7].OneofWrappers = []any{
+		(*Completed_Result)(nil),
+		(*Completed_Error)(nil),
+	}
+	file_idem_v1_idempotency_proto_msgTypes[17].OneofWrappers = []any{
+		(*LookupRequest_Scope)(nil),
+		(*LookupRequest_OperationId)(nil),
+	}
+	file_idem_v1_idempotency_proto_msgTypes[21].OneofWrappers = []any{
+		(*ReconcileRequest_Succeeded)(nil),
+		(*ReconcileRequest_Failed)(nil),
+		(*ReconcileRequest_NotApplied)(nil),
+	}
+	type x struct{}
+	out := protoimpl.TypeBuilder{
+		File: protoimpl.DescBuilder{
+			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
+			NumEnums:      4,
+			NumMessages:   28,
+			NumExtensions: 0,
+			NumServices:   1,
+		},
+		GoTypes:           file_idem_v1_idempotency_proto_goTypes,
+		DependencyIndexes: file_idem_v1_idempotency_proto_depIdxs,
+		EnumInfos:         file_idem_v1_idempotency_proto_enumTypes,
+		MessageInfos:      file_idem_v1_idempotency_proto_msgTypes,
+	}.Build()
+	File_idem_v1_idempotency_proto = out.File
+	file_idem_v1_idempotency_proto_goTypes = nil
+	file_idem_v1_idempotency_proto_depIdxs = nil
+}

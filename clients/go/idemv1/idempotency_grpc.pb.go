@@ -1,0 +1,443 @@
+// idemd: at most one business effect per logical request.
+//
+// The contract behind this file is DESIGN.md; README.md walks through a call
+// sequence. Every RPC needs `authorization: Bearer <token>` metadata: the
+// token decides the tenant, which is never read from a request body.
+//
+// Errors are gRPC statuses with google.rpc details. Every status idemd sends
+// carries an ErrorInfo with domain "idem.v1" (AIP-193), so a client can branch
+// on its reason alone; INVALID_ARGUMENT adds BadRequest field violations, and
+// UNAVAILABLE and RESOURCE_EXHAUSTED add RetryInfo and, with the same delay, the
+// trailer grpc-retry-pushback-ms that gRPC's own retry policy reads (see
+// docs/grpc-service-config.json). ErrorInfo reasons are API and stable:
+//   INVALID_REQUEST         INVALID_ARGUMENT     fields out of bounds or malformed;
+//                                                BadRequest names each field
+//   MISSING_CREDENTIALS     UNAUTHENTICATED      no `authorization: Bearer <token>`
+//   INVALID_CREDENTIALS     UNAUTHENTICATED      a token that is unknown, revoked
+//                                                or malformed
+//   OPERATION_NOT_FOUND     NOT_FOUND            no such scope or operation_id, or
+//                                                another tenant's (indistinguishable)
+//   STORE_UNAVAILABLE       UNAVAILABLE          the database cannot answer now;
+//                                                re-send after RetryInfo's delay
+//   INTERNAL                INTERNAL             a fault of the server, logged there
+//   IDEMPOTENCY_KEY_REUSED  FAILED_PRECONDITION  same scope, different fingerprint
+//   RESULT_EXPIRED          FAILED_PRECONDITION  the scope's result passed retention
+//   LEASE_LOST              ABORTED              the write carried a stale fence
+//   OPERATION_TERMINAL      FAILED_PRECONDITION  the operation already ended
+//   REQUEST_MISMATCH        FAILED_PRECONDITION  same fence re-sent with another request
+//   LEASE_STILL_LIVE        FAILED_PRECONDITION  Reconcile while an owner holds the lease
+//   ATTEMPT_STILL_RUNNING   FAILED_PRECONDITION  Reconcile FAILED or NOT_APPLIED while an
+//                                                attempt's effect may still be in flight
+//                                                (before its deadline plus the clock
+//                                                margin)
+//   ATTEMPT_DEADLINE_PASSED FAILED_PRECONDITION  Renew beyond the attempt deadline
+//   STATE_FORBIDS           FAILED_PRECONDITION  any other write the state forbids
+//   REQUEST_TOO_LARGE       RESOURCE_EXHAUSTED   a message longer than any legal
+//                                                request; refused from its length
+//                                                prefix
+//   REQUEST_TIMEOUT         DEADLINE_EXCEEDED    the call outlived the server's
+//                                                request timeout (a stalled body)
+//   OVERLOADED              UNAVAILABLE          the server has as many calls in
+//                                                flight as it admits; re-send after
+//                                                RetryInfo's delay (another replica
+//                                                may take it)
+//   TENANT_CONCURRENCY_LIMIT RESOURCE_EXHAUSTED  the tenant has as many calls in
+//                                                flight on this server as one tenant
+//                                                may; re-send after RetryInfo's delay
+// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
+// `operation_id` in its metadata, and where it helps `state` and
+// `current_fence`; the others carry none.
+//
+// Durations in responses are counted by the client from when it sent the
+// request; the server's clock (the database's) decides every expiry, and no
+// wall-clock comparison across machines is needed. Deadlines that decide
+// whether an earlier attempt's effect may still be in flight carry the
+// server's clock margin (IDEMD_CLOCK_MARGIN, 3s by default), which covers a
+// step of the database's clock.
+//
+// Re-sending a write: Complete, Fail and Reconcile keep a receipt of the last
+// write recorded for the operation (its fence, a digest of the request, the
+// answer it got). The same write re-sent after a lost reply (same fence, same
+// request) gets that original answer, however the record moved on since;
+// with the same fence and another request it is FAILED_PRECONDITION
+// (REQUEST_MISMATCH). One receipt is kept per operation: once a later write
+// has been recorded (a new owner's after a RETRYABLE, UNKNOWN or NOT_STARTED
+// Fail, or a reconciliation), the earlier write re-sent is ABORTED
+// (LEASE_LOST) like any stale write: look the operation up and act on what is
+// stored, never redo the effect. A terminal write (Complete, Fail TERMINAL,
+// Reconcile SUCCEEDED or FAILED) is never followed by another, so its re-send
+// always gets the original answer.
+
+// Code generated by protoc-gen-go-grpc. DO NOT EDIT.
+// versions:
+// - protoc-gen-go-grpc v1.6.2
+// - protoc             (unknown)
+// source: idem/v1/idempotency.proto
+
+package idemv1
+
+import (
+	context "context"
+	grpc "google.golang.org/grpc"
+	codes "google.golang.org/grpc/codes"
+	status "google.golang.org/grpc/status"
+)
+
+// This is a compile-time assertion to ensure that this generated file
+// is compatible with the grpc package it is being compiled against.
+// Requires gRPC-Go v1.64.0 or later.
+const _ = grpc.SupportPackageIsVersion9
+
+const (
+	IdempotencyService_Claim_FullMethodName          = "/idem.v1.IdempotencyService/Claim"
+	IdempotencyService_Renew_FullMethodName          = "/idem.v1.IdempotencyService/Renew"
+	IdempotencyService_Complete_FullMethodName       = "/idem.v1.IdempotencyService/Complete"
+	IdempotencyService_Fail_FullMethodName           = "/idem.v1.IdempotencyService/Fail"
+	IdempotencyService_Lookup_FullMethodName         = "/idem.v1.IdempotencyService/Lookup"
+	IdempotencyService_Reconcile_FullMethodName      = "/idem.v1.IdempotencyService/Reconcile"
+	IdempotencyService_ListUnresolved_FullMethodName = "/idem.v1.IdempotencyService/ListUnresolved"
+)
+
+// IdempotencyServiceClient is the client API for IdempotencyService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// IdempotencyService coordinates callers so that one logical operation, identified by
+// (tenant, operation, key), produces at most one business effect.
+type IdempotencyServiceClient interface {
+	// Start or rejoin an operation. Execute the effect only on Acquired, or on
+	// ReconcileFirst after checking the provider. Treat any other or unknown
+	// outcome as "do not execute".
+	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
+	// Extend the owner's lease, never beyond the attempt deadline.
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// Record the success result. Only the current fence may.
+	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
+	// Record a failure with a disposition. Only the current fence may.
+	Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error)
+	// Read an operation by scope or by operation_id, with its history.
+	Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error)
+	// Resolve an operation whose outcome is unknown from outside evidence.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// Page through the operations that need reconciliation, oldest first.
+	ListUnresolved(ctx context.Context, in *ListUnresolvedRequest, opts ...grpc.CallOption) (*ListUnresolvedResponse, error)
+}
+
+type idempotencyServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewIdempotencyServiceClient(cc grpc.ClientConnInterface) IdempotencyServiceClient {
+	return &idempotencyServiceClient{cc}
+}
+
+func (c *idempotencyServiceClient) Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Claim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FailResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Fail_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Lookup(ctx context.Context, in *LookupRequest, opts ...grpc.CallOption) (*LookupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LookupResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Lookup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) ListUnresolved(ctx context.Context, in *ListUnresolvedRequest, opts ...grpc.CallOption) (*ListUnresolvedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUnresolvedResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_ListUnresolved_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// IdempotencyServiceServer is the server API for IdempotencyService service.
+// All implementations must embed UnimplementedIdempotencyServiceServer
+// for forward compatibility.
+//
+// IdempotencyService coordinates callers so that one logical operation, identified by
+// (tenant, operation, key), produces at most one business effect.
+type IdempotencyServiceServer interface {
+	// Start or rejoin an operation. Execute the effect only on Acquired, or on
+	// ReconcileFirst after checking the provider. Treat any other or unknown
+	// outcome as "do not execute".
+	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
+	// Extend the owner's lease, never beyond the attempt deadline.
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// Record the success result. Only the current fence may.
+	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
+	// Record a failure with a disposition. Only the current fence may.
+	Fail(context.Context, *FailRequest) (*FailResponse, error)
+	// Read an operation by scope or by operation_id, with its history.
+	Lookup(context.Context, *LookupRequest) (*LookupResponse, error)
+	// Resolve an operation whose outcome is unknown from outside evidence.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// Page through the operations that need reconciliation, oldest first.
+	ListUnresolved(context.Context, *ListUnresolvedRequest) (*ListUnresolvedResponse, error)
+	mustEmbedUnimplementedIdempotencyServiceServer()
+}
+
+// UnimplementedIdempotencyServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedIdempotencyServiceServer struct{}
+
+func (UnimplementedIdempotencyServiceServer) Claim(context.Context, *ClaimRequest) (*ClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Claim not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Fail(context.Context, *FailRequest) (*FailResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Fail not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Lookup(context.Context, *LookupRequest) (*LookupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lookup not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) ListUnresolved(context.Context, *ListUnresolvedRequest) (*ListUnresolvedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUnresolved not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) mustEmbedUnimplementedIdempotencyServiceServer() {}
+func (UnimplementedIdempotencyServiceServer) testEmbeddedByValue()                            {}
+
+// UnsafeIdempotencyServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to IdempotencyServiceServer will
+// result in compilation errors.
+type UnsafeIdempotencyServiceServer interface {
+	mustEmbedUnimplementedIdempotencyServiceServer()
+}
+
+func RegisterIdempotencyServiceServer(s grpc.ServiceRegistrar, srv IdempotencyServiceServer) {
+	// If the following call panics, it indicates UnimplementedIdempotencyServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&IdempotencyService_ServiceDesc, srv)
+}
+
+func _IdempotencyService_Claim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Claim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Claim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Claim(ctx, req.(*ClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Complete(ctx, req.(*CompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Fail_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FailRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Fail(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Fail_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Fail(ctx, req.(*FailRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Lookup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LookupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Lookup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Lookup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Lookup(ctx, req.(*LookupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_ListUnresolved_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUnresolvedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).ListUnresolved(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_ListUnresolved_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).ListUnresolved(ctx, req.(*ListUnresolvedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// IdempotencyService_ServiceDesc is the grpc.ServiceDesc for IdempotencyService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var IdempotencyService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "idem.v1.IdempotencyService",
+	HandlerType: (*IdempotencyServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Claim",
+			Handler:    _IdempotencyService_Claim_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _IdempotencyService_Renew_Handler,
+		},
+		{
+			MethodName: "Complete",
+			Handler:    _IdempotencyService_Complete_Handler,
+		},
+		{
+			MethodName: "Fail",
+			Handler:    _IdempotencyService_Fail_Handler,
+		},
+		{
+			MethodName: "Lookup",
+			Handler:    _IdempotencyService_Lookup_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _IdempotencyService_Reconcile_Handler,
+		},
+		{
+			MethodName: "ListUnresolved",
+			Handler:    _IdempotencyService_ListUnresolved_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "idem/v1/idempotency.proto",
+}

@@ -1,0 +1,196 @@
+package dev.idemd.client;
+
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Options of {@link IdemdClient#executeOnce}. On ReconcileFirst (an earlier attempt may have taken
+ * effect) the call site must say how this call can tell: a {@link #lookup lookup}, or {@link
+ * #providerDeduplicates(boolean) providerDeduplicates(true)}; with neither, the effect never runs
+ * and the call fails with {@link OutcomeUnknownException}.
+ */
+public final class ExecuteOptions {
+  private final Duration lease;
+  private final Duration attemptDuration;
+  private final Duration deadline;
+  private final ProviderLookup lookup;
+  private final AsyncProviderLookup asyncLookup;
+  private final boolean providerDeduplicates;
+  private final int maxAttempts;
+  private final Duration retention;
+  private final Duration operationDeadline;
+  private final Duration lookupInterval;
+
+  private ExecuteOptions(Builder builder) {
+    this.lease = builder.lease;
+    this.attemptDuration = builder.attemptDuration;
+    this.deadline = builder.deadline;
+    this.lookup = builder.lookup;
+    this.asyncLookup = builder.asyncLookup;
+    this.providerDeduplicates = builder.providerDeduplicates;
+    this.maxAttempts = builder.maxAttempts;
+    this.retention = builder.retention;
+    this.operationDeadline = builder.operationDeadline;
+    this.lookupInterval = builder.lookupInterval;
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The defaults (no lookup, no provider deduplication declared). */
+  public static ExecuteOptions defaults() {
+    return builder().build();
+  }
+
+  public Duration lease() {
+    return lease;
+  }
+
+  public Duration attemptDuration() {
+    return attemptDuration;
+  }
+
+  public Duration deadline() {
+    return deadline;
+  }
+
+  ProviderLookup lookup() {
+    return lookup;
+  }
+
+  AsyncProviderLookup asyncLookup() {
+    return asyncLookup;
+  }
+
+  boolean hasLookup() {
+    return lookup != null || asyncLookup != null;
+  }
+
+  public boolean providerDeduplicates() {
+    return providerDeduplicates;
+  }
+
+  public int maxAttempts() {
+    return maxAttempts;
+  }
+
+  Duration retention() {
+    return retention;
+  }
+
+  Duration operationDeadline() {
+    return operationDeadline;
+  }
+
+  public Duration lookupInterval() {
+    return lookupInterval;
+  }
+
+  /** A builder of {@link ExecuteOptions}. */
+  public static final class Builder {
+    private Duration lease = Duration.ofSeconds(30);
+    private Duration attemptDuration = Duration.ofMinutes(5);
+    private Duration deadline = Duration.ofSeconds(60);
+    private ProviderLookup lookup;
+    private AsyncProviderLookup asyncLookup;
+    private boolean providerDeduplicates;
+    private int maxAttempts;
+    private Duration retention;
+    private Duration operationDeadline;
+    private Duration lookupInterval = Duration.ofSeconds(1);
+
+    private Builder() {}
+
+    /** The lease each Claim asks for (renewed while the effect runs); default 30 s. */
+    public Builder lease(Duration lease) {
+      this.lease = positive(lease, "lease");
+      return this;
+    }
+
+    /**
+     * The longest one attempt may run (the effect is cancelled before it); default 5 min. Fixed by
+     * the scope's first Claim.
+     */
+    public Builder attemptDuration(Duration attemptDuration) {
+      this.attemptDuration = positive(attemptDuration, "attemptDuration");
+      return this;
+    }
+
+    /**
+     * How long this call may spend claiming and waiting for another attempt (zero: fail with {@link
+     * PendingException} at the first Pending); once it owns the operation, the attempt deadline
+     * bounds it instead. Default 60 s.
+     */
+    public Builder deadline(Duration deadline) {
+      Objects.requireNonNull(deadline, "deadline");
+      if (deadline.isNegative()) {
+        throw new IllegalArgumentException("deadline must not be negative");
+      }
+      this.deadline = deadline;
+      return this;
+    }
+
+    /** On ReconcileFirst, asks the provider first (for {@link IdemdClient#executeOnce}). */
+    public Builder lookup(ProviderLookup lookup) {
+      this.lookup = Objects.requireNonNull(lookup, "lookup");
+      return this;
+    }
+
+    /** On ReconcileFirst, asks the provider first (for {@link IdemdClient#executeOnceAsync}). */
+    public Builder asyncLookup(AsyncProviderLookup lookup) {
+      this.asyncLookup = Objects.requireNonNull(lookup, "lookup");
+      return this;
+    }
+
+    /**
+     * Declares that the provider honours the idempotency key it is given ({@link
+     * EffectContext#operationId()}), so on ReconcileFirst the effect runs again with {@link
+     * EffectContext#previousOutcomeUnknown()} set. Declare it only if the provider keeps keys for
+     * longer than retries can come. A lookup, when given too, decides.
+     */
+    public Builder providerDeduplicates(boolean providerDeduplicates) {
+      this.providerDeduplicates = providerDeduplicates;
+      return this;
+    }
+
+    /** The attempt budget (0: the server's default). Fixed by the scope's first Claim. */
+    public Builder maxAttempts(int maxAttempts) {
+      if (maxAttempts < 0) {
+        throw new IllegalArgumentException("maxAttempts must not be negative");
+      }
+      this.maxAttempts = maxAttempts;
+      return this;
+    }
+
+    /** How long the result is kept for replay. Fixed by the scope's first Claim. */
+    public Builder retention(Duration retention) {
+      this.retention = Objects.requireNonNull(retention, "retention");
+      return this;
+    }
+
+    /** No new attempt starts after this long from the first Claim. */
+    public Builder operationDeadline(Duration operationDeadline) {
+      this.operationDeadline = positive(operationDeadline, "operationDeadline");
+      return this;
+    }
+
+    /** How often a lookup that found nothing too early is asked again; default 1 s. */
+    public Builder lookupInterval(Duration lookupInterval) {
+      this.lookupInterval = positive(lookupInterval, "lookupInterval");
+      return this;
+    }
+
+    public ExecuteOptions build() {
+      return new ExecuteOptions(this);
+    }
+
+    private static Duration positive(Duration value, String name) {
+      Objects.requireNonNull(value, name);
+      if (value.isNegative() || value.isZero()) {
+        throw new IllegalArgumentException(name + " must be positive");
+      }
+      return value;
+    }
+  }
+}

@@ -1,0 +1,32 @@
+//! What a campaign is asked to run: its store and its sizes, rates and seed.
+
+use std::time::Duration;
+
+use crate::proxy::FaultRates;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// Two replicas on one Postgres of the campaign's own.
+    Postgres,
+    /// One replica on the embedded store.
+    Embedded,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) operations: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) lease: Duration,
+    pub(crate) attempt_duration: Duration,
+    /// The mean pause between two scheduled faults (each is drawn between
+    /// half and one and a half of it).
+    pub(crate) fault_every: Duration,
+    pub(crate) rates: FaultRates,
+    /// (Postgres) The fraction of statements on `operations` that fail while
+    /// a window of failing statements is on.
+    pub(crate) statement_failure_rate: f64,
+    /// (Postgres) The mean pause between two rounds of terminated idemd
+    /// backends (each drawn between half and one and a half of it).
+    pub(crate) terminate_every: Duration,
+    pub(crate) seed: u64,
+}

@@ -1,0 +1,218 @@
+//! What every part of a campaign shares: the settings, the clients, the
+//! provider, the intents and the counters the workload keeps for the report.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use idemd_client::proto;
+use idemd_client::{Client, EffectContext, Error, Execution, Operation, Outcome, Payload, Source};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use super::settings::Settings;
+use crate::lock::locked;
+use crate::provider::Provider;
+use crate::rng::Rng;
+
+pub(super) type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    pub(super) deliveries: AtomicU64,
+    pub(super) acknowledged: AtomicU64,
+    pub(super) executed: AtomicU64,
+    pub(super) replayed: AtomicU64,
+    pub(super) reconciled_by_lookup: AtomicU64,
+    pub(super) superseded: AtomicU64,
+    pub(super) lease_lost: AtomicU64,
+    pub(super) outcome_unknown: AtomicU64,
+    pub(super) deadline_passed: AtomicU64,
+    pub(super) needs_reconciliation: AtomicU64,
+    pub(super) other_errors: AtomicU64,
+    pub(super) conflicts_sent: AtomicU64,
+    pub(super) conflicts_rejected: AtomicU64,
+    pub(super) stalled: AtomicU64,
+    pub(super) crashed_before: AtomicU64,
+    pub(super) crashed_after: AtomicU64,
+    pub(super) crashed_in_flight: AtomicU64,
+    pub(super) landed_after_a_negative_read: AtomicU64,
+    pub(super) landed_just_before_the_deadline: AtomicU64,
+    pub(super) lookups_straddling: AtomicU64,
+    pub(super) lookups_straddling_stale: AtomicU64,
+    pub(super) reconciler_succeeded: AtomicU64,
+    pub(super) reconciler_not_applied: AtomicU64,
+    pub(super) attempts: Mutex<HashSet<(String, u64)>>,
+    pub(super) takeovers: Mutex<HashSet<(String, u64)>>,
+    pub(super) violations: Mutex<Vec<String>>,
+}
+
+pub(super) fn add(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::SeqCst);
+}
+
+pub(super) fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::SeqCst)
+}
+
+impl Stats {
+    pub(super) fn violation(&self, message: String) {
+        locked(&self.violations).push(message);
+    }
+}
+
+/// One logical operation: its key and payload are fixed for every delivery.
+#[derive(Debug)]
+pub(super) struct Intent {
+    pub(super) key: String,
+    pub(super) payload: String,
+    /// The provider honours the operation_id as its idempotency key; such
+    /// intents run through `execute_once` (no lookup), as the client's README
+    /// allows only then.
+    pub(super) honour_key: bool,
+    /// Its takeovers' lookups are slow (the late-landing twist).
+    pub(super) slow_lookup: bool,
+    /// Told by a lookup that read the provider and found nothing (the
+    /// late-landing twist's request in flight lands right after).
+    pub(super) read_nothing: Arc<Notify>,
+    pub(super) operation_id: Mutex<Option<String>>,
+    pub(super) acknowledged: Mutex<Vec<Vec<u8>>>,
+}
+
+pub(super) fn result(body: Vec<u8>) -> proto::Result {
+    proto::Result {
+        body,
+        content_type: "application/json".into(),
+        metadata: HashMap::new(),
+    }
+}
+
+pub(super) struct World {
+    pub(super) settings: Settings,
+    pub(super) clients: Vec<Client>,
+    pub(super) provider: Provider,
+    pub(super) stats: Stats,
+}
+
+impl World {
+    pub(super) fn new(settings: Settings, clients: Vec<Client>) -> Self {
+        Self {
+            settings,
+            clients,
+            provider: Provider::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    pub(super) fn client(&self, rng: &mut Rng) -> &Client {
+        let index = rng.below(self.clients.len() as u64) as usize;
+        &self.clients[index]
+    }
+
+    pub(super) fn operation(&self, intent: &Intent, payload: &str) -> Operation {
+        let mut operation = Operation::new(
+            "faults.transfer",
+            intent.key.clone(),
+            Payload::Json(payload.to_owned()),
+        );
+        operation.lease = self.settings.lease;
+        operation.attempt_duration = Some(self.settings.attempt_duration);
+        operation.max_attempts = Some(20);
+        operation.deadline = Duration::from_secs(30);
+        operation.safety_margin = Duration::from_millis(200);
+        operation.wait = Duration::from_secs(1);
+        // Such intents run through `execute_once`, without a lookup: a
+        // takeover runs the effect again, which the key makes harmless.
+        operation.provider_deduplicates = intent.honour_key;
+        operation
+    }
+
+    pub(super) fn note_attempt(&self, context: &EffectContext) {
+        let attempt = (context.operation_id().to_owned(), context.fence());
+        if context.previous_outcome_unknown().is_some() {
+            locked(&self.stats.takeovers).insert(attempt.clone());
+        }
+        locked(&self.stats.attempts).insert(attempt);
+    }
+
+    pub(super) fn note(&self, intent: &Intent, outcome: &Result<Execution, Error>) {
+        let operation_id = match outcome {
+            Ok(execution) => Some(execution.operation_id.as_str()),
+            Err(error) => error.operation_id(),
+        };
+        if let Some(operation_id) = operation_id {
+            let mut known = locked(&intent.operation_id);
+            if known.as_deref().is_some_and(|known| known != operation_id) {
+                self.stats.violation(format!(
+                    "key {} named two operations: {known:?} and {operation_id}",
+                    intent.key
+                ));
+            }
+            *known = Some(operation_id.to_owned());
+        }
+        match outcome {
+            Ok(execution) => match &execution.outcome {
+                Outcome::Succeeded(stored) => {
+                    add(&self.stats.acknowledged);
+                    locked(&intent.acknowledged).push(stored.body.clone());
+                    add(match execution.source {
+                        Source::Executed => &self.stats.executed,
+                        Source::Replayed => &self.stats.replayed,
+                        Source::Reconciled => &self.stats.reconciled_by_lookup,
+                        Source::Superseded => &self.stats.superseded,
+                    });
+                }
+                Outcome::Failed(error) => self.stats.violation(format!(
+                    "key {} ended failed ({:?}), though no effect fails",
+                    intent.key, error.code
+                )),
+            },
+            Err(Error::Conflict { .. }) => self.stats.violation(format!(
+                "key {} was rejected as a conflict with its own payload",
+                intent.key
+            )),
+            Err(Error::LeaseLost { .. }) => add(&self.stats.lease_lost),
+            Err(Error::OutcomeUnknown { .. }) => add(&self.stats.outcome_unknown),
+            Err(Error::DeadlinePassed { .. }) => add(&self.stats.deadline_passed),
+            Err(Error::NeedsReconciliation { .. }) => add(&self.stats.needs_reconciliation),
+            Err(_) => add(&self.stats.other_errors),
+        }
+    }
+
+    /// `job` for every intent, at most `concurrency` at a time, each with a
+    /// random source of its own; the answers, in the order they came. A job
+    /// that panics is a violation.
+    pub(super) async fn each_intent<T, Job, Done>(
+        self: &Arc<Self>,
+        intents: &[Arc<Intent>],
+        rng: &mut Rng,
+        job: Job,
+    ) -> Vec<T>
+    where
+        Job: Fn(Arc<World>, Arc<Intent>, Rng) -> Done,
+        Done: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut running = JoinSet::new();
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency));
+        for intent in intents {
+            let permits = permits.clone();
+            let done = job(self.clone(), intent.clone(), rng.fork());
+            running.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                done.await
+            });
+        }
+        let mut answers = Vec::with_capacity(intents.len());
+        while let Some(joined) = running.join_next().await {
+            match joined {
+                Ok(answer) => answers.push(answer),
+                Err(error) => self.stats.violation(format!("a worker panicked: {error}")),
+            }
+        }
+        answers
+    }
+}
