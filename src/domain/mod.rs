@@ -15,6 +15,8 @@ pub mod requested;
 pub mod transition;
 
 #[cfg(test)]
+mod purity_tests;
+#[cfg(test)]
 mod transition_tests;
 
 pub use claim_outcome::ClaimOutcome;

@@ -10,16 +10,11 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TenantId(pub i64);
 
-/// Server-generated id of one incarnation of a scope.
+/// Server-generated id of one incarnation of a scope. The domain is handed
+/// ids, as it is handed the clock; `OperationId::generate` draws them in the
+/// service (`crate::service`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperationId(pub Uuid);
-
-impl OperationId {
-    /// Time-ordered (UUIDv7), which keeps index inserts local.
-    pub fn generate() -> Self {
-        Self(Uuid::now_v7())
-    }
-}
 
 impl std::fmt::Display for OperationId {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
