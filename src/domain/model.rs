@@ -54,6 +54,15 @@ pub enum State {
 }
 
 impl State {
+    pub const ALL: [State; 6] = [
+        State::InProgress,
+        State::Succeeded,
+        State::Failed,
+        State::RetryWait,
+        State::Unknown,
+        State::Expired,
+    ];
+
     pub fn is_terminal(self) -> bool {
         matches!(self, State::Succeeded | State::Failed | State::Expired)
     }
@@ -70,16 +79,9 @@ impl State {
         }
     }
 
+    /// `as_str` read backwards, so that each name is written once.
     pub fn parse(stored: &str) -> Option<Self> {
-        Some(match stored {
-            "in_progress" => State::InProgress,
-            "succeeded" => State::Succeeded,
-            "failed" => State::Failed,
-            "retry_wait" => State::RetryWait,
-            "unknown" => State::Unknown,
-            "expired" => State::Expired,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|state| state.as_str() == stored)
     }
 }
 
