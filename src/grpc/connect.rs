@@ -89,16 +89,10 @@ fn json_to_message<M: Message + DeserializeOwned>(json: &[u8]) -> Result<Vec<u8>
 }
 
 fn message_to_json<M: Message + Default + Serialize>(bytes: &[u8]) -> Result<Vec<u8>, Status> {
-    let message = M::decode(bytes).map_err(|error| {
-        Status::from(Error::Internal(format!(
-            "an answer did not decode: {error}"
-        )))
-    })?;
-    serde_json::to_vec(&message).map_err(|error| {
-        Status::from(Error::Internal(format!(
-            "an answer did not encode: {error}"
-        )))
-    })
+    let message = M::decode(bytes)
+        .map_err(|error| Status::from(Error::internal_from("an answer did not decode", &error)))?;
+    serde_json::to_vec(&message)
+        .map_err(|error| Status::from(Error::internal_from("an answer did not encode", &error)))
 }
 
 /// The API service, also speaking Connect's unary JSON.
