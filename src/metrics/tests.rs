@@ -100,7 +100,7 @@ fn every_family_is_exposed_with_its_help_text() {
     metrics.rpc_latency("Claim", "Ok", Duration::from_millis(1));
     metrics.store_latency("transition", Duration::from_millis(1));
     let rendered = metrics.render();
-    for family in COUNTERS.iter().chain(&GAUGES).chain(&HISTOGRAMS) {
+    for family in FAMILIES {
         let help = format!("# HELP {} {}\n", family.name, family.help);
         assert!(rendered.contains(&help), "{help}in {rendered}");
     }

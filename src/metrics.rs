@@ -24,10 +24,6 @@ use metrics_exporter_prometheus::{
 use crate::domain::{ClaimOutcome, FailDisposition, Resolution, TenantId};
 use crate::store::{OperationCounts, PoolUsage, SweepReport};
 
-mod families;
-
-use families::*;
-
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
@@ -136,6 +132,162 @@ fn cached<S: Copy + Eq + Hash, H: Clone>(
         .clone()
 }
 
+/// A metric family: its name and help text, written here once; `describe`
+/// and every call site take both from the same constant.
+#[derive(Debug, Clone, Copy)]
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    /// In seconds, as every histogram here is.
+    Histogram,
+}
+
+const fn describe_counter(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Counter,
+    }
+}
+
+const fn describe_gauge(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+    }
+}
+
+const fn describe_histogram(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Histogram,
+    }
+}
+
+impl Family {
+    /// The unlabelled series: static, so setting it allocates nothing.
+    const fn key(self) -> Key {
+        Key::from_static_name(self.name)
+    }
+
+    fn key_with(self, labels: &'static [Label]) -> Key {
+        Key::from_static_parts(self.name, labels)
+    }
+}
+
+const CLAIMS: Family = describe_counter("idemd_claims_total", "Claims answered, by outcome.");
+const TAKEOVERS: Family = describe_counter(
+    "idemd_takeovers_total",
+    "New owners of an attempt whose lease expired or whose outcome was unknown.",
+);
+const STALE_WRITES_REFUSED: Family = describe_counter(
+    "idemd_stale_writes_refused_total",
+    "Owner or reconciler writes refused for a stale fence.",
+);
+const LATE_WRITES_REFUSED: Family = describe_counter(
+    "idemd_late_writes_refused_total",
+    "Owner writes refused after the attempt deadline.",
+);
+const COMPLETIONS: Family = describe_counter(
+    "idemd_completions_total",
+    "Operations completed with a result.",
+);
+const FAILURES: Family =
+    describe_counter("idemd_failures_total", "Failures recorded, by disposition.");
+const RECONCILIATIONS: Family = describe_counter(
+    "idemd_reconciliations_total",
+    "Reconciliations, by resolution.",
+);
+const SWEPT: Family = describe_counter(
+    "idemd_swept_total",
+    "Records handled by the retention sweeper, by kind.",
+);
+const WAITS_REFUSED: Family = describe_counter(
+    "idemd_waits_refused_total",
+    "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
+);
+const CONNECTIONS_REFUSED: Family = describe_counter(
+    "idemd_connections_refused_total",
+    "Connections closed at once because the server had as many open as it keeps.",
+);
+const CALLS_REFUSED: Family = describe_counter(
+    "idemd_calls_refused_total",
+    "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
+);
+
+const IN_PROGRESS_OPERATIONS: Family = describe_gauge(
+    "idemd_in_progress_operations",
+    "Operations whose owner holds a live lease (database count).",
+);
+const UNRESOLVED_OPERATIONS: Family = describe_gauge(
+    "idemd_unresolved_operations",
+    "Operations needing reconciliation: UNKNOWN or lease expired (database count).",
+);
+const RETRY_WAIT_OPERATIONS: Family = describe_gauge(
+    "idemd_retry_wait_operations",
+    "Operations waiting for a retry (database count).",
+);
+const SWEEP_BACKLOG: Family = describe_gauge(
+    "idemd_sweep_backlog",
+    "Records due for the retention sweeper and not yet swept (database count).",
+);
+const POOL_CONNECTIONS: Family = describe_gauge(
+    "idemd_db_pool_connections",
+    "Database pool connections, by state.",
+);
+const POOL_MAX_CONNECTIONS: Family =
+    describe_gauge("idemd_db_pool_max_connections", "Database pool size limit.");
+const DB_CLOCK_OFFSET: Family = describe_gauge(
+    "idemd_db_clock_offset_seconds",
+    "The database clock minus this replica's, measured around one query (positive: the database is ahead).",
+);
+const WAITING_CLAIMS: Family = describe_gauge(
+    "idemd_waiting_claims",
+    "Claims waiting for a pending operation on this replica.",
+);
+
+const RPC_DURATION: Family = describe_histogram(
+    "idemd_rpc_duration_seconds",
+    "gRPC call latency, by RPC and status code.",
+);
+const STORE_DURATION: Family = describe_histogram(
+    "idemd_store_duration_seconds",
+    "Store call latency, by call.",
+);
+/// Every family, described to the recorder when a registry is built.
+const FAMILIES: [Family; 21] = [
+    CLAIMS,
+    TAKEOVERS,
+    STALE_WRITES_REFUSED,
+    LATE_WRITES_REFUSED,
+    COMPLETIONS,
+    FAILURES,
+    RECONCILIATIONS,
+    SWEPT,
+    WAITS_REFUSED,
+    CONNECTIONS_REFUSED,
+    CALLS_REFUSED,
+    IN_PROGRESS_OPERATIONS,
+    UNRESOLVED_OPERATIONS,
+    RETRY_WAIT_OPERATIONS,
+    SWEEP_BACKLOG,
+    POOL_CONNECTIONS,
+    POOL_MAX_CONNECTIONS,
+    DB_CLOCK_OFFSET,
+    WAITING_CLAIMS,
+    RPC_DURATION,
+    STORE_DURATION,
+];
+
 static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
 static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
 static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
@@ -193,18 +345,13 @@ impl Metrics {
 
     fn describe(&self) {
         let recorder = &self.0.recorder;
-        for family in COUNTERS {
-            recorder.describe_counter(family.name.into(), None, family.help.into());
-        }
-        for family in GAUGES {
-            recorder.describe_gauge(family.name.into(), None, family.help.into());
-        }
-        for family in HISTOGRAMS {
-            recorder.describe_histogram(
-                family.name.into(),
-                Some(Unit::Seconds),
-                family.help.into(),
-            );
+        for family in FAMILIES {
+            let (name, help) = (family.name.into(), family.help.into());
+            match family.kind {
+                Kind::Counter => recorder.describe_counter(name, None, help),
+                Kind::Gauge => recorder.describe_gauge(name, None, help),
+                Kind::Histogram => recorder.describe_histogram(name, Some(Unit::Seconds), help),
+            }
         }
     }
 
