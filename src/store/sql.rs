@@ -37,7 +37,7 @@ macro_rules! select_operation_sql {
             $extra_column,
             // By the primary key; the tenant is a check, not `=`, so that no
             // plan reads the scope index by tenant alone (see WRITE_GUARDED in
-            // postgres/statements.rs).
+            // postgres/batched.rs).
             " FROM operations WHERE operation_id = $2 AND tenant_id IS NOT DISTINCT FROM $1",
             $lock
         )
@@ -77,7 +77,11 @@ pub(crate) use guarded_update_sql;
 // reads the index and not the whole table, as Postgres does.
 
 /// Terminal records past retention, due to become tombstones; `$lock` lets a
-/// dialect skip rows that other sweepers or claims hold.
+/// dialect skip rows that other sweepers or claims hold. Mirror of
+/// [`decide_sweep`]'s first case (SUCCEEDED or FAILED, `retain_until <= now`);
+/// tested by `mirror_tests::due`.
+///
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 macro_rules! due_for_tombstone_sql {
     ($lock:literal) => {
         concat!(
@@ -94,6 +98,10 @@ macro_rules! due_for_tombstone_sql {
 pub(crate) use due_for_tombstone_sql;
 
 /// Retries past their operation deadline, due to end DEADLINE_EXCEEDED.
+/// Mirror of [`decide_sweep`]'s second case (RETRY_WAIT, operation deadline
+/// `<= now`); tested by `mirror_tests::due`.
+///
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 macro_rules! due_for_deadline_sql {
     ($lock:literal) => {
         concat!(
@@ -110,7 +118,8 @@ macro_rules! due_for_deadline_sql {
 pub(crate) use due_for_deadline_sql;
 
 /// Tombstones past their own retention; history goes with them (ON DELETE
-/// CASCADE).
+/// CASCADE). The domain has no spec of this rule (EXPIRED, `retain_until <=
+/// now`); `mirror_tests::due` states it beside the test.
 macro_rules! delete_expired_tombstones_sql {
     ($lock:literal) => {
         concat!(
@@ -147,7 +156,10 @@ macro_rules! select_history_sql {
 }
 pub(crate) use select_history_sql;
 
-/// Unresolved candidates oldest first, after a page token's position.
+/// Unresolved candidates oldest first, after a page token's position. Mirror
+/// of [`OperationRecord::unresolved`]; tested by `mirror_tests::due`.
+///
+/// [`OperationRecord::unresolved`]: crate::domain::OperationRecord::unresolved
 pub(crate) const SELECT_UNRESOLVED: &str = concat!(
     "SELECT ",
     operation_columns!(),
@@ -160,7 +172,14 @@ pub(crate) const SELECT_UNRESOLVED: &str = concat!(
 );
 
 /// The gauges' counts at `$1`, each read from the partial index of the rows
-/// it counts, never the whole table.
+/// it counts, never the whole table. Mirrors, in order: IN_PROGRESS and not
+/// [`OperationRecord::lease_expired`]; [`OperationRecord::unresolved`];
+/// RETRY_WAIT; due for [`decide_sweep`] or a tombstone past its retention.
+/// Tested by `mirror_tests::due`.
+///
+/// [`OperationRecord::lease_expired`]: crate::domain::OperationRecord::lease_expired
+/// [`OperationRecord::unresolved`]: crate::domain::OperationRecord::unresolved
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
      (SELECT count(*) FROM operations WHERE state IN ('in_progress', 'unknown') \
          AND state = 'in_progress' AND lease_expires_at > $1), \

@@ -21,8 +21,8 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
-use super::super::flow::statement_span;
 use crate::domain::Error;
 
 /// The writer's state: its connection while a transaction is open (given
