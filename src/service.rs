@@ -30,6 +30,17 @@ use cache::TerminalCache;
 pub use waiters::WaiterLimits;
 use waiters::Waiters;
 
+/// Ids are drawn here, where the first Claim of a scope is stored, and not in
+/// the domain: a draw reads the clock and a random source, and the domain
+/// stays a pure function of what it is handed (`decide_first_claim` takes the
+/// id the store inserted).
+impl OperationId {
+    /// Time-ordered (UUIDv7), which keeps index inserts local.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7())
+    }
+}
+
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.
 const CLAIM_ROUNDS: usize = 3;

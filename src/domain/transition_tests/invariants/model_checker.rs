@@ -1,5 +1,4 @@
-//! Invariants: terminal records never change, and a model checker that plays
-//! random event sequences against the state machine.
+//! Invariants over random sequences of events
 
 use chrono::{DateTime, TimeDelta, Utc};
 use proptest::prelude::*;
@@ -17,64 +16,10 @@ use crate::domain::transition::{
     decide_renew,
 };
 
-use super::{
-    CODE, FIRST_FENCE, OTHER, OWNER, Sim, Step, at, claim_as, complete_cmd, fail_cmd, fingerprint,
-    inserted_record, reconcile_cmd, renew_cmd, report, result, secs, t0, terminal_states,
-    the_fingerprint,
+use crate::domain::transition_tests::{
+    FIRST_FENCE, OTHER, OWNER, Sim, Step, at, claim_as, complete_cmd, fail_cmd, fingerprint,
+    inserted_record, reconcile_cmd, renew_cmd, report, result, secs, t0, the_fingerprint,
 };
-
-// ---------------------------------------------------------------------------
-// Terminal records never change
-// ---------------------------------------------------------------------------
-
-#[test]
-fn terminal_records_never_change_under_any_command() {
-    for (name, sim) in terminal_states() {
-        let start = sim.now;
-        for later in [secs(0), TimeDelta::hours(1), TimeDelta::days(3)] {
-            let mut sim = sim.clone();
-            sim.now = start + later;
-            let before = sim.record.clone();
-            let current = before.fence;
-            let mut steps = Vec::new();
-            for token in [OWNER, OTHER, b"".as_slice()] {
-                steps.push(sim.claim_as(token));
-                steps.push(sim.claim(&ClaimCommand {
-                    fingerprint: fingerprint(3),
-                    ..claim_as(token)
-                }));
-            }
-            for fence in [current - 1, current, current + 1] {
-                steps.push(sim.renew(fence));
-                steps.push(sim.complete(fence, "ok"));
-                steps.push(sim.complete(fence, "other"));
-                for disposition in [
-                    FailDisposition::Terminal,
-                    FailDisposition::Retryable,
-                    FailDisposition::Unknown,
-                    FailDisposition::NotStarted,
-                ] {
-                    steps.push(sim.fail(fence, disposition, secs(1)));
-                }
-                steps.push(sim.reconcile(fence, Resolution::Succeeded(result("ok"))));
-                steps.push(sim.reconcile(fence, Resolution::Failed(report(CODE))));
-                steps.push(sim.reconcile(fence, Resolution::NotApplied));
-            }
-            for step in &steps {
-                assert_eq!(step.effects.update, None, "{name}: {step:#?}");
-                if let Some(history) = &step.effects.history {
-                    assert_eq!(history.event, HistoryEvent::StaleWriteRefused, "{name}");
-                    assert_eq!(history.to_state, before.state);
-                }
-            }
-            assert_eq!(sim.record, before, "{name}");
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Invariants over random sequences of events
-// ---------------------------------------------------------------------------
 
 #[derive(Debug, Clone)]
 struct Config {
@@ -277,7 +222,6 @@ impl Run {
     }
 
     fn play(&mut self, event: &Event) {
-        let now = self.sim.now;
         // An owner that reports its own effect did not happen.
         let mut no_effect = None;
         let step = match event {
@@ -286,17 +230,7 @@ impl Run {
                 return;
             }
             Event::Sweep => {
-                let before = self.sim.record.clone();
-                let retention_passed = before.retain_until.is_some_and(|until| until <= now);
-                let due = match before.state {
-                    State::Succeeded | State::Failed => retention_passed,
-                    State::RetryWait => before.operation_deadline_at.is_some_and(|at| at <= now),
-                    _ => false,
-                };
-                match self.sim.sweep() {
-                    Some(step) => self.check_sweep(&step),
-                    None => assert!(!due, "the sweeper skipped a due record: {before:#?}"),
-                }
+                self.play_sweep();
                 return;
             }
             Event::Claim {
@@ -351,21 +285,13 @@ impl Run {
                     clock_margin: self.first.clock_margin,
                     ..fail_cmd(self.pick(fence), *disposition, secs(*retry_secs))
                 };
-                let step = self
-                    .sim
-                    .step(|record, now| decide_fail(record, &command, now));
                 if matches!(
                     command.disposition,
                     FailDisposition::NotStarted | FailDisposition::Retryable
                 ) {
                     no_effect = Some(command.fence);
                 }
-                self.check_owner_write(&step, command.fence, Some(command.digest()));
-                // A decline (NOT_STARTED) always takes the locked path.
-                if let Some(guarded) = fail_write(&command) {
-                    self.check_guarded_write(&step, &guarded);
-                }
-                step
+                self.play_fail(&command)
             }
             Event::Reconcile {
                 fence,
@@ -405,6 +331,33 @@ impl Run {
             self.issued.push(fence);
         }
         self.check_one_live_owner();
+    }
+
+    fn play_sweep(&mut self) {
+        let now = self.sim.now;
+        let before = self.sim.record.clone();
+        let retention_passed = before.retain_until.is_some_and(|until| until <= now);
+        let due = match before.state {
+            State::Succeeded | State::Failed => retention_passed,
+            State::RetryWait => before.operation_deadline_at.is_some_and(|at| at <= now),
+            _ => false,
+        };
+        match self.sim.sweep() {
+            Some(step) => self.check_sweep(&step),
+            None => assert!(!due, "the sweeper skipped a due record: {before:#?}"),
+        }
+    }
+
+    fn play_fail(&mut self, command: &FailCommand) -> Step {
+        let step = self
+            .sim
+            .step(|record, now| decide_fail(record, command, now));
+        self.check_owner_write(&step, command.fence, Some(command.digest()));
+        // A decline (NOT_STARTED) always takes the locked path.
+        if let Some(guarded) = fail_write(command) {
+            self.check_guarded_write(&step, &guarded);
+        }
+        step
     }
 
     /// The one-statement path of an owner write (guard + write) must do
