@@ -36,6 +36,10 @@ use waiters::Waiters;
 /// id the store inserted).
 impl OperationId {
     /// Time-ordered (UUIDv7), which keeps index inserts local.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the service draws ids; the domain is handed them"
+    )]
     pub fn generate() -> Self {
         Self(uuid::Uuid::now_v7())
     }

@@ -536,6 +536,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_without_full_sync_or_foreign_keys_is_refused() {
         use sqlx::{ConnectOptions, Connection};
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
         let directory = std::env::temp_dir().join(format!("idemd-unit-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
         let required = SqliteConnectOptions::new()
@@ -576,6 +577,7 @@ mod tests {
     #[tokio::test]
     async fn background_statements_read_indexes_not_the_whole_table() {
         use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
         let directory = std::env::temp_dir().join(format!("idemd-plan-{}", uuid::Uuid::now_v7()));
         let path = directory.join("plan.db");
         let lock = DatabaseLock::try_acquire(&path)

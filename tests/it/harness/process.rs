@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 
 use super::backend::Backend;
 use super::requests::Client;
-use super::temp_dir::TempDir;
+use super::temp_dir::{TempDir, fresh_uuid};
 
 impl Backend {
     /// Hands the data to `idemd` processes: closes this process's store
@@ -122,7 +122,7 @@ impl ProcessData {
         let log = self
             .directory
             .path()
-            .join(format!("serve-{}.log", uuid::Uuid::now_v7()));
+            .join(format!("serve-{}.log", fresh_uuid()));
         let mut command = self.command(&[&["serve"], args].concat());
         command
             .env("IDEMD_LISTEN", addr.to_string())
