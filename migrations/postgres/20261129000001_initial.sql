@@ -1,10 +1,9 @@
 -- idemd schema, version 1: the first schema any release carries. Nothing was
 -- released before it, so the seven migrations written until then are squashed
 -- into this one; `pg_dump --schema-only` of a database they migrated is the
--- same as of one this migrates. Two columns still carry arithmetic for
--- binaries that never shipped (taken_over_deadline_fence, count_total beside
--- an int4 count); folding them away changes what tests/it asserts of older
--- binaries, and is left to a contract migration with those tests.
+-- same as of one this migrates, less the two columns that carried arithmetic
+-- for binaries that never shipped (taken_over_deadline_fence, and count_total
+-- beside an int4 count: count is a BIGINT now).
 -- Migrations follow expand/contract: a later version only adds (nullable or
 -- defaulted) columns, tables and indexes while binaries of the previous version
 -- still run, and drops only what no running binary reads any more.
@@ -75,11 +74,8 @@ CREATE TABLE operations (
     -- A takeover keeps the replaced attempt's deadline, which the new
     -- attempt's overwrites in attempt_deadline_at, so that ReconcileFirst can
     -- say how long that attempt's effect may still be in flight
-    -- (previous_attempt_deadline). NULL: no takeover. The deadline is
-    -- believed only while taken_over_deadline_fence equals taken_over_fence
-    -- (a fence check kept from before the squash; see the history below).
+    -- (previous_attempt_deadline). NULL: no takeover.
     taken_over_deadline_at  TIMESTAMPTZ,
-    taken_over_deadline_fence BIGINT,
     -- One row per scope: concurrent first claims are settled here.
     CONSTRAINT operations_scope UNIQUE (tenant_id, operation, idempotency_key),
     CONSTRAINT terminal_has_outcome CHECK (state NOT IN ('succeeded', 'failed') OR outcome_state = state)
@@ -107,7 +103,7 @@ CREATE TABLE operation_history (
     fence        BIGINT NOT NULL,
     attempt      INTEGER NOT NULL,
     detail       TEXT NOT NULL DEFAULT '',
-    count        INTEGER NOT NULL DEFAULT 1,
+    count        BIGINT NOT NULL DEFAULT 1,
     first_at     TIMESTAMPTZ NOT NULL,
     last_at      TIMESTAMPTZ NOT NULL,
     -- History coalescing compares one key that the domain computes for each
@@ -120,9 +116,5 @@ CREATE TABLE operation_history (
     -- the entry's own fence. `sequence` stays int4: the history cap (at most
     -- 10000 + 4 entries) bounds it.
     last_fence   BIGINT,
-    -- Counts grow past 2^31 - 1: `count` stops there and count_total carries
-    -- the count (NULL: count is); reads take GREATEST(count_total, count).
-    -- Kept as it was before the squash (see the history below).
-    count_total  BIGINT,
     PRIMARY KEY (operation_id, sequence)
 );

@@ -80,10 +80,8 @@ CREATE TABLE operations (
     last_write_retry_at     TEXT,
     last_write_answer_fence INTEGER,
     -- A takeover keeps the replaced attempt's deadline (see the Postgres
-    -- schema). NULL: no takeover; believed only while
-    -- taken_over_deadline_fence equals taken_over_fence.
+    -- schema). NULL: no takeover.
     taken_over_deadline_at  TEXT,
-    taken_over_deadline_fence INTEGER,
     -- One row per scope: concurrent first claims are settled here.
     CONSTRAINT operations_scope UNIQUE (tenant_id, operation, idempotency_key),
     CONSTRAINT terminal_has_outcome CHECK (state NOT IN ('succeeded', 'failed') OR outcome_state = state)

@@ -521,7 +521,6 @@ where
                 .bind(write.last_write_retry_at.map(D::stamp))
                 .bind(write.last_write_answer_fence)
                 .bind(write.taken_over_deadline_at.map(D::stamp))
-                .bind(write.taken_over_deadline_fence)
                 .fetch_optional(&mut *connection)
                 .instrument(D::statement("UPDATE operations"))
                 .await?;

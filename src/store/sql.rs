@@ -12,7 +12,7 @@ macro_rules! operation_columns {
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
          last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
          last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence, \
-         taken_over_deadline_at, taken_over_deadline_fence"
+         taken_over_deadline_at"
     };
 }
 pub(crate) use operation_columns;
@@ -61,8 +61,7 @@ macro_rules! guarded_update_sql {
              last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
              completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28, \
              last_write_state = $29, last_write_failure = $30, last_write_retry_at = $31, \
-             last_write_answer_fence = $32, taken_over_deadline_at = $33, \
-             taken_over_deadline_fence = $34 \
+             last_write_answer_fence = $32, taken_over_deadline_at = $33 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence"
         )

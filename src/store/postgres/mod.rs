@@ -409,11 +409,7 @@ impl Dialect for PostgresStore {
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!(" FOR UPDATE SKIP LOCKED");
     const DELETE_EXPIRED_TOMBSTONES: &'static str =
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
-    // `count` is an int4 that binaries from before count_total read as such; past
-    // 2^31 - 1 it stays there and count_total carries the count (NULL:
-    // count is the count). See migrations/postgres (count_total).
-    const SELECT_HISTORY: &'static str =
-        select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
+    const SELECT_HISTORY: &'static str = select_history_sql!("count");
     // One statement, HistoryCap::place in SQL (its mirror: see the file).
     const APPEND_HISTORY: &'static str = include_str!("sql/append_history.sql");
 

@@ -106,21 +106,6 @@ async fn a_takeover_reports_the_time_left_until_the_previous_attempts_deadline(b
         "{}",
         history[1].detail
     );
-
-    // A takeover recorded by an older binary (it leaves the deadline of an
-    // earlier takeover, or none) is told as not known, never as another
-    // attempt's deadline.
-    let n = world
-        .backend
-        .execute("UPDATE operations SET taken_over_deadline_fence = taken_over_fence + 1")
-        .await;
-    assert_eq!(n, 1);
-    let unknown = client
-        .claim(authorized(token, claim(b"owner-b")))
-        .await
-        .expect("re-sent claim")
-        .into_inner();
-    assert_eq!(reconcile_first(&unknown).previous_attempt_deadline, None);
 }
 
 async fn a_takeover_after_the_previous_attempts_deadline_reports_zero(backend: Backend) {

@@ -23,8 +23,7 @@ WITH last AS (
              ELSE 'marker' END AS placement
 ), coalesced AS (
     UPDATE operation_history AS history SET
-        count_total = GREATEST(history.count_total, history.count) + 1,
-        count = LEAST(CAST(history.count AS BIGINT) + 1, 2147483647),
+        count = history.count + 1,
         last_at = $8, last_fence = $5, to_state = $4, attempt = $6
     FROM placed
     WHERE history.operation_id = $1 AND history.sequence = placed.last_sequence

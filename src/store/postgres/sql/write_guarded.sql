@@ -113,8 +113,7 @@ WITH input AS (
         ORDER BY h.sequence DESC LIMIT 1) AS last_entry ON true
 ), coalesced AS (
     UPDATE operation_history AS h SET
-        count_total = GREATEST(h.count_total, h.count) + 1,
-        count = LEAST(CAST(h.count AS BIGINT) + 1, 2147483647),
+        count = h.count + 1,
         last_at = updated.db_now,
         last_fence = updated.fence, to_state = updated.state,
         attempt = updated.attempt
