@@ -2,17 +2,17 @@
 //! per logical request. See docs/design.md for the design and README.md for use.
 //!
 //! Modules from the bottom up; each uses only those below it: `domain` (pure
-//! rules), `store` (the records), `auth`, `metrics` and `cache`, `service` (the
-//! operations) and `sweeper`, `grpc` (the API surface), `app` (the commands
-//! and the server, with `dev` and `tenant`), then main.rs. `config` (flags
-//! only), `error`, `proto`, `shutdown` and `telemetry` sit at the bottom and
-//! import none of the others but each other.
+//! rules), `store` (the records), `auth` and `metrics`, `service` (the
+//! operations, with their result cache) and `sweeper`, `grpc` (the API
+//! surface), `app` (the commands and the server, with opening the store from
+//! the flags, the dev tenant and the tenant commands), then main.rs. `config`
+//! (flags only), `error`, `proto`, `shutdown`, `backoff` and `telemetry` sit
+//! at the bottom and import none of the others but each other.
 
 pub mod app;
 pub mod auth;
-pub mod cache;
+pub mod backoff;
 pub mod config;
-mod dev;
 pub mod domain;
 pub mod error;
 pub mod grpc;
@@ -23,8 +23,9 @@ pub mod shutdown;
 pub mod store;
 pub mod sweeper;
 pub mod telemetry;
-mod tenant;
 
 pub use crate::app::{Application, run, serve};
 pub use crate::error::BoxError;
+/// The result cache, at its old path (it lives with the service).
+pub use crate::service::cache;
 pub use crate::store::open::{SQLITE_FILE_NAME, StoreLocation};

@@ -97,14 +97,14 @@ impl HistogramSeries {
     fn key(self) -> Key {
         match self {
             HistogramSeries::Rpc { rpc, code } => Key::from_parts(
-                "idemd_rpc_duration_seconds",
+                RPC_DURATION.name,
                 vec![
                     Label::from_static_parts("rpc", rpc),
                     Label::from_static_parts("code", code),
                 ],
             ),
             HistogramSeries::Store { call } => Key::from_parts(
-                "idemd_store_duration_seconds",
+                STORE_DURATION.name,
                 vec![Label::from_static_parts("call", call)],
             ),
         }
@@ -132,17 +132,162 @@ fn cached<S: Copy + Eq + Hash, H: Clone>(
         .clone()
 }
 
-// Gauges and the sweeper's counters are set rarely; their keys are static
-// so that setting them allocates nothing either.
-const IN_PROGRESS_OPERATIONS: Key = Key::from_static_name("idemd_in_progress_operations");
-const UNRESOLVED_OPERATIONS: Key = Key::from_static_name("idemd_unresolved_operations");
-const RETRY_WAIT_OPERATIONS: Key = Key::from_static_name("idemd_retry_wait_operations");
-const SWEEP_BACKLOG: Key = Key::from_static_name("idemd_sweep_backlog");
-const DB_CLOCK_OFFSET: Key = Key::from_static_name("idemd_db_clock_offset_seconds");
-const POOL_MAX_CONNECTIONS: Key = Key::from_static_name("idemd_db_pool_max_connections");
-const CONNECTIONS_REFUSED: Key = Key::from_static_name("idemd_connections_refused_total");
-const WAITING_CLAIMS: Key = Key::from_static_name("idemd_waiting_claims");
-const WAITS_REFUSED: Key = Key::from_static_name("idemd_waits_refused_total");
+/// A metric family: its name and help text, written here once; `describe`
+/// and every call site take both from the same constant.
+#[derive(Debug, Clone, Copy)]
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    /// In seconds, as every histogram here is.
+    Histogram,
+}
+
+const fn describe_counter(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Counter,
+    }
+}
+
+const fn describe_gauge(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+    }
+}
+
+const fn describe_histogram(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Histogram,
+    }
+}
+
+impl Family {
+    /// The unlabelled series: static, so setting it allocates nothing.
+    const fn key(self) -> Key {
+        Key::from_static_name(self.name)
+    }
+
+    fn key_with(self, labels: &'static [Label]) -> Key {
+        Key::from_static_parts(self.name, labels)
+    }
+}
+
+const CLAIMS: Family = describe_counter("idemd_claims_total", "Claims answered, by outcome.");
+const TAKEOVERS: Family = describe_counter(
+    "idemd_takeovers_total",
+    "New owners of an attempt whose lease expired or whose outcome was unknown.",
+);
+const STALE_WRITES_REFUSED: Family = describe_counter(
+    "idemd_stale_writes_refused_total",
+    "Owner or reconciler writes refused for a stale fence.",
+);
+const LATE_WRITES_REFUSED: Family = describe_counter(
+    "idemd_late_writes_refused_total",
+    "Owner writes refused after the attempt deadline.",
+);
+const COMPLETIONS: Family = describe_counter(
+    "idemd_completions_total",
+    "Operations completed with a result.",
+);
+const FAILURES: Family =
+    describe_counter("idemd_failures_total", "Failures recorded, by disposition.");
+const RECONCILIATIONS: Family = describe_counter(
+    "idemd_reconciliations_total",
+    "Reconciliations, by resolution.",
+);
+const SWEPT: Family = describe_counter(
+    "idemd_swept_total",
+    "Records handled by the retention sweeper, by kind.",
+);
+const WAITS_REFUSED: Family = describe_counter(
+    "idemd_waits_refused_total",
+    "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
+);
+const CONNECTIONS_REFUSED: Family = describe_counter(
+    "idemd_connections_refused_total",
+    "Connections closed at once because the server had as many open as it keeps.",
+);
+const CALLS_REFUSED: Family = describe_counter(
+    "idemd_calls_refused_total",
+    "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
+);
+
+const IN_PROGRESS_OPERATIONS: Family = describe_gauge(
+    "idemd_in_progress_operations",
+    "Operations whose owner holds a live lease (database count).",
+);
+const UNRESOLVED_OPERATIONS: Family = describe_gauge(
+    "idemd_unresolved_operations",
+    "Operations needing reconciliation: UNKNOWN or lease expired (database count).",
+);
+const RETRY_WAIT_OPERATIONS: Family = describe_gauge(
+    "idemd_retry_wait_operations",
+    "Operations waiting for a retry (database count).",
+);
+const SWEEP_BACKLOG: Family = describe_gauge(
+    "idemd_sweep_backlog",
+    "Records due for the retention sweeper and not yet swept (database count).",
+);
+const POOL_CONNECTIONS: Family = describe_gauge(
+    "idemd_db_pool_connections",
+    "Database pool connections, by state.",
+);
+const POOL_MAX_CONNECTIONS: Family =
+    describe_gauge("idemd_db_pool_max_connections", "Database pool size limit.");
+const DB_CLOCK_OFFSET: Family = describe_gauge(
+    "idemd_db_clock_offset_seconds",
+    "The database clock minus this replica's, measured around one query (positive: the database is ahead).",
+);
+const WAITING_CLAIMS: Family = describe_gauge(
+    "idemd_waiting_claims",
+    "Claims waiting for a pending operation on this replica.",
+);
+
+const RPC_DURATION: Family = describe_histogram(
+    "idemd_rpc_duration_seconds",
+    "gRPC call latency, by RPC and status code.",
+);
+const STORE_DURATION: Family = describe_histogram(
+    "idemd_store_duration_seconds",
+    "Store call latency, by call.",
+);
+/// Every family, described to the recorder when a registry is built.
+const FAMILIES: [Family; 21] = [
+    CLAIMS,
+    TAKEOVERS,
+    STALE_WRITES_REFUSED,
+    LATE_WRITES_REFUSED,
+    COMPLETIONS,
+    FAILURES,
+    RECONCILIATIONS,
+    SWEPT,
+    WAITS_REFUSED,
+    CONNECTIONS_REFUSED,
+    CALLS_REFUSED,
+    IN_PROGRESS_OPERATIONS,
+    UNRESOLVED_OPERATIONS,
+    RETRY_WAIT_OPERATIONS,
+    SWEEP_BACKLOG,
+    POOL_CONNECTIONS,
+    POOL_MAX_CONNECTIONS,
+    DB_CLOCK_OFFSET,
+    WAITING_CLAIMS,
+    RPC_DURATION,
+    STORE_DURATION,
+];
+
 static IDLE: [Label; 1] = [Label::from_static_parts("state", "idle")];
 static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
 static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
@@ -200,107 +345,28 @@ impl Metrics {
 
     fn describe(&self) {
         let recorder = &self.0.recorder;
-        let counters = [
-            ("idemd_claims_total", "Claims answered, by outcome."),
-            (
-                "idemd_takeovers_total",
-                "New owners of an attempt whose lease expired or whose outcome was unknown.",
-            ),
-            (
-                "idemd_stale_writes_refused_total",
-                "Owner or reconciler writes refused for a stale fence.",
-            ),
-            (
-                "idemd_late_writes_refused_total",
-                "Owner writes refused after the attempt deadline.",
-            ),
-            (
-                "idemd_completions_total",
-                "Operations completed with a result.",
-            ),
-            ("idemd_failures_total", "Failures recorded, by disposition."),
-            (
-                "idemd_reconciliations_total",
-                "Reconciliations, by resolution.",
-            ),
-            (
-                "idemd_swept_total",
-                "Records handled by the retention sweeper, by kind.",
-            ),
-            (
-                "idemd_waits_refused_total",
-                "Claims that answered Pending at once: no place left to wait (per tenant or per replica).",
-            ),
-            (
-                "idemd_connections_refused_total",
-                "Connections closed at once because the server had as many open as it keeps.",
-            ),
-            (
-                "idemd_calls_refused_total",
-                "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
-            ),
-        ];
-        for (name, help) in counters {
-            recorder.describe_counter(name.into(), None, SharedString::const_str(help));
+        for family in FAMILIES {
+            let (name, help) = (family.name.into(), family.help.into());
+            match family.kind {
+                Kind::Counter => recorder.describe_counter(name, None, help),
+                Kind::Gauge => recorder.describe_gauge(name, None, help),
+                Kind::Histogram => recorder.describe_histogram(name, Some(Unit::Seconds), help),
+            }
         }
-        let gauges = [
-            (
-                "idemd_in_progress_operations",
-                "Operations whose owner holds a live lease (database count).",
-            ),
-            (
-                "idemd_unresolved_operations",
-                "Operations needing reconciliation: UNKNOWN or lease expired (database count).",
-            ),
-            (
-                "idemd_retry_wait_operations",
-                "Operations waiting for a retry (database count).",
-            ),
-            (
-                "idemd_sweep_backlog",
-                "Records due for the retention sweeper and not yet swept (database count).",
-            ),
-            (
-                "idemd_db_pool_connections",
-                "Database pool connections, by state.",
-            ),
-            ("idemd_db_pool_max_connections", "Database pool size limit."),
-            (
-                "idemd_db_clock_offset_seconds",
-                "The database clock minus this replica's, measured around one query (positive: the database is ahead).",
-            ),
-            (
-                "idemd_waiting_claims",
-                "Claims waiting for a pending operation on this replica.",
-            ),
-        ];
-        for (name, help) in gauges {
-            recorder.describe_gauge(name.into(), None, SharedString::const_str(help));
-        }
-        recorder.describe_histogram(
-            "idemd_rpc_duration_seconds".into(),
-            Some(Unit::Seconds),
-            SharedString::const_str("gRPC call latency, by RPC and status code."),
-        );
-        recorder.describe_histogram(
-            "idemd_store_duration_seconds".into(),
-            Some(Unit::Seconds),
-            SharedString::const_str("Store call latency, by call."),
-        );
     }
 
-    /// Adds one to the series `name` for this operation (and tenant), with
-    /// `label` besides when given.
+    /// Adds one to the series of `family` for this operation (and tenant),
+    /// with `label` besides when given.
     fn count(
         &self,
-        name: &'static str,
+        family: Family,
         tenant: TenantId,
         operation: &str,
         label: Option<(&'static str, &'static str)>,
     ) {
         let registry = &*self.0;
         let series = CounterSeries {
-            name,
+            name: family.name,
             operation: registry.operation_index(operation),
             tenant: registry.tenant_label.then_some(tenant),
             label,
@@ -329,41 +395,31 @@ impl Metrics {
 
     pub fn claim(&self, tenant: TenantId, operation: &str, outcome: ClaimOutcome) {
         self.count(
-            "idemd_claims_total",
+            CLAIMS,
             tenant,
             operation,
             Some(("outcome", outcome.as_str())),
         );
         if outcome == ClaimOutcome::ReconcileFirst {
-            self.count("idemd_takeovers_total", tenant, operation, None);
+            self.count(TAKEOVERS, tenant, operation, None);
         }
     }
 
     pub fn stale_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {
-        self.count(
-            "idemd_stale_writes_refused_total",
-            tenant,
-            operation,
-            Some(("rpc", rpc)),
-        );
+        self.count(STALE_WRITES_REFUSED, tenant, operation, Some(("rpc", rpc)));
     }
 
     pub fn late_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {
-        self.count(
-            "idemd_late_writes_refused_total",
-            tenant,
-            operation,
-            Some(("rpc", rpc)),
-        );
+        self.count(LATE_WRITES_REFUSED, tenant, operation, Some(("rpc", rpc)));
     }
 
     pub fn completion(&self, tenant: TenantId, operation: &str) {
-        self.count("idemd_completions_total", tenant, operation, None);
+        self.count(COMPLETIONS, tenant, operation, None);
     }
 
     pub fn failure(&self, tenant: TenantId, operation: &str, disposition: FailDisposition) {
         self.count(
-            "idemd_failures_total",
+            FAILURES,
             tenant,
             operation,
             Some(("disposition", disposition.as_str())),
@@ -377,7 +433,7 @@ impl Metrics {
             Resolution::NotApplied => "not_applied",
         };
         self.count(
-            "idemd_reconciliations_total",
+            RECONCILIATIONS,
             tenant,
             operation,
             Some(("resolution", resolution)),
@@ -393,35 +449,31 @@ impl Metrics {
             if amount > 0 {
                 self.0
                     .recorder
-                    .register_counter(
-                        &Key::from_static_parts("idemd_swept_total", labels),
-                        &METADATA,
-                    )
+                    .register_counter(&SWEPT.key_with(labels), &METADATA)
                     .increment(amount);
             }
         }
     }
 
     pub fn operation_counts(&self, counts: &OperationCounts) {
-        self.gauge(&IN_PROGRESS_OPERATIONS)
+        self.gauge(&IN_PROGRESS_OPERATIONS.key())
             .set(counts.in_progress as f64);
-        self.gauge(&UNRESOLVED_OPERATIONS)
+        self.gauge(&UNRESOLVED_OPERATIONS.key())
             .set(counts.unresolved as f64);
-        self.gauge(&RETRY_WAIT_OPERATIONS)
+        self.gauge(&RETRY_WAIT_OPERATIONS.key())
             .set(counts.retry_wait as f64);
-        self.gauge(&SWEEP_BACKLOG).set(counts.sweep_backlog as f64);
+        self.gauge(&SWEEP_BACKLOG.key())
+            .set(counts.sweep_backlog as f64);
     }
 
     pub fn pool_usage(&self, usage: &PoolUsage) {
         let in_use = usage.size.saturating_sub(usage.idle);
-        self.gauge(&Key::from_static_parts("idemd_db_pool_connections", &IDLE))
+        self.gauge(&POOL_CONNECTIONS.key_with(&IDLE))
             .set(f64::from(usage.idle));
-        self.gauge(&Key::from_static_parts(
-            "idemd_db_pool_connections",
-            &IN_USE,
-        ))
-        .set(f64::from(in_use));
-        self.gauge(&POOL_MAX_CONNECTIONS).set(f64::from(usage.max));
+        self.gauge(&POOL_CONNECTIONS.key_with(&IN_USE))
+            .set(f64::from(in_use));
+        self.gauge(&POOL_MAX_CONNECTIONS.key())
+            .set(f64::from(usage.max));
     }
 
     /// `rpc` and `code` come from fixed sets (`grpc::observe`): each pair is
@@ -438,7 +490,7 @@ impl Metrics {
     pub fn connection_refused(&self) {
         self.0
             .recorder
-            .register_counter(&CONNECTIONS_REFUSED, &METADATA)
+            .register_counter(&CONNECTIONS_REFUSED.key(), &METADATA)
             .increment(1);
     }
 
@@ -446,12 +498,12 @@ impl Metrics {
     pub fn waiter_refused(&self) {
         self.0
             .recorder
-            .register_counter(&WAITS_REFUSED, &METADATA)
+            .register_counter(&WAITS_REFUSED.key(), &METADATA)
             .increment(1);
     }
 
     pub fn waiting_claims(&self, waiting: usize) {
-        self.gauge(&WAITING_CLAIMS).set(waiting as f64);
+        self.gauge(&WAITING_CLAIMS.key()).set(waiting as f64);
     }
 
     /// A call admission refused; `reason` is an ErrorInfo reason (a fixed set).
@@ -460,7 +512,7 @@ impl Metrics {
             .recorder
             .register_counter(
                 &Key::from_parts(
-                    "idemd_calls_refused_total",
+                    CALLS_REFUSED.name,
                     vec![Label::from_static_parts("reason", reason)],
                 ),
                 &METADATA,
@@ -534,7 +586,7 @@ pub async fn observe_store(
                 // most half the round trip.
                 let midpoint = sent + (answered - sent) / 2;
                 let offset = (counts.database_now - midpoint).as_seconds_f64();
-                metrics.gauge(&DB_CLOCK_OFFSET).set(offset);
+                metrics.gauge(&DB_CLOCK_OFFSET.key()).set(offset);
             }
             Err(error) => tracing::warn!(%error, "cannot count operations for the gauges"),
         }
@@ -543,120 +595,4 @@ pub async fn observe_store(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(rendered: &str, series: &str) -> Option<f64> {
-        rendered
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-    }
-
-    #[test]
-    fn each_label_set_counts_in_its_own_series_and_repeats_add_up() {
-        let policy = LabelPolicy {
-            operations: HashSet::from(["payments.charge".to_owned()]),
-            tenant: true,
-        };
-        let (metrics, _) = Metrics::new(policy, None).expect("a registry builds");
-        for _ in 0..3 {
-            metrics.claim(TenantId(1), "payments.charge", ClaimOutcome::Replayed);
-        }
-        metrics.claim(TenantId(2), "payments.charge", ClaimOutcome::Replayed);
-        metrics.claim(TenantId(1), "emails.send", ClaimOutcome::Replayed);
-        metrics.claim(TenantId(1), "sms.send", ClaimOutcome::ReconcileFirst);
-        metrics.stale_write(TenantId(1), "payments.charge", "complete");
-
-        let rendered = metrics.render();
-        let claims = |operation: &str, tenant: i64, outcome: &str| {
-            sample(
-                &rendered,
-                &format!(
-                    "idemd_claims_total{{operation=\"{operation}\",tenant=\"{tenant}\",outcome=\"{outcome}\"}}"
-                ),
-            )
-        };
-        assert_eq!(
-            claims("payments.charge", 1, "replayed"),
-            Some(3.0),
-            "{rendered}"
-        );
-        assert_eq!(
-            claims("payments.charge", 2, "replayed"),
-            Some(1.0),
-            "{rendered}"
-        );
-        assert_eq!(claims("other", 1, "replayed"), Some(1.0), "{rendered}");
-        assert_eq!(
-            claims("other", 1, "reconcile_first"),
-            Some(1.0),
-            "{rendered}"
-        );
-        assert_eq!(
-            sample(
-                &rendered,
-                "idemd_takeovers_total{operation=\"other\",tenant=\"1\"}"
-            ),
-            Some(1.0),
-            "{rendered}"
-        );
-        assert_eq!(
-            sample(
-                &rendered,
-                "idemd_stale_writes_refused_total{operation=\"payments.charge\",tenant=\"1\",rpc=\"complete\"}"
-            ),
-            Some(1.0),
-            "{rendered}"
-        );
-        assert!(!rendered.contains("emails.send") && !rendered.contains("sms.send"));
-    }
-
-    #[test]
-    fn the_tenant_label_appears_only_when_asked_for() {
-        let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
-        metrics.completion(TenantId(1), "payments.charge");
-        metrics.completion(TenantId(2), "payments.charge");
-        let rendered = metrics.render();
-        assert_eq!(
-            sample(&rendered, "idemd_completions_total{operation=\"other\"}"),
-            Some(2.0),
-            "{rendered}"
-        );
-        assert!(!rendered.contains("tenant="), "{rendered}");
-    }
-
-    #[test]
-    fn latencies_are_recorded_per_rpc_code_and_store_call() {
-        let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
-        for _ in 0..2 {
-            metrics.rpc_latency("Claim", "Ok", Duration::from_millis(1));
-            metrics.store_latency("transition", Duration::from_millis(1));
-        }
-        metrics.rpc_latency("Claim", "Aborted", Duration::from_millis(1));
-        let rendered = metrics.render();
-        assert_eq!(
-            sample(
-                &rendered,
-                "idemd_rpc_duration_seconds_count{rpc=\"Claim\",code=\"Ok\"}"
-            ),
-            Some(2.0),
-            "{rendered}"
-        );
-        assert_eq!(
-            sample(
-                &rendered,
-                "idemd_rpc_duration_seconds_count{rpc=\"Claim\",code=\"Aborted\"}"
-            ),
-            Some(1.0),
-            "{rendered}"
-        );
-        assert_eq!(
-            sample(
-                &rendered,
-                "idemd_store_duration_seconds_count{call=\"transition\"}"
-            ),
-            Some(2.0),
-            "{rendered}"
-        );
-    }
-}
+mod tests;

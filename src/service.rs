@@ -1,6 +1,7 @@
 //! The operations of the API, between the thin gRPC handlers and the store:
 //! the claim loop, waiting for pending operations, and change notification.
 
+pub mod cache;
 mod waiters;
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use crate::cache::TerminalCache;
+use crate::backoff::Backoff;
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::{
     decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
@@ -22,12 +23,27 @@ use crate::domain::{
     Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
-use crate::shutdown::Backoff;
 use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::{LogLimiter, current_trace_id};
 
+use cache::TerminalCache;
 pub use waiters::WaiterLimits;
 use waiters::Waiters;
+
+/// Ids are drawn here, where the first Claim of a scope is stored, and not in
+/// the domain: a draw reads the clock and a random source, and the domain
+/// stays a pure function of what it is handed (`decide_first_claim` takes the
+/// id the store inserted).
+impl OperationId {
+    /// Time-ordered (UUIDv7), which keeps index inserts local.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the service draws ids; the domain is handed them"
+    )]
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7())
+    }
+}
 
 /// A claim that finds the scope neither insertable nor present (it was swept
 /// in between) tries again, this many times in all.

@@ -12,7 +12,8 @@ use arbitrary::{Result, Unstructured};
 use chrono::{DateTime, TimeDelta, Utc};
 use idemd::domain::limits::Violations;
 use idemd::domain::transition::{
-    decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew, decide_sweep,
+    SweepPolicy, decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
+    decide_sweep,
 };
 use idemd::domain::{
     ClaimRequested, CompleteRequested, Decision, ErrorReport, FailDisposition, FailRequested,
@@ -119,8 +120,11 @@ fn run(input: &mut Unstructured<'_>) -> Result<()> {
             }
         }
         _ => {
-            let tombstone_retention = duration(input, TimeDelta::days(365))?;
-            if let Some(decision) = decide_sweep(&record, later, tombstone_retention) {
+            let policy = SweepPolicy {
+                tombstone_retention: duration(input, TimeDelta::days(365))?,
+                clock_margin: duration(input, TimeDelta::seconds(10))?,
+            };
+            if let Some(decision) = decide_sweep(&record, later, policy) {
                 assert!(matches!(
                     record.state,
                     State::Succeeded | State::Failed | State::RetryWait

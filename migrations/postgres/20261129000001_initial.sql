@@ -1,4 +1,9 @@
--- idemd schema, version 1.
+-- idemd schema, version 1: the first schema any release carries. Nothing was
+-- released before it, so the seven migrations written until then are squashed
+-- into this one; `pg_dump --schema-only` of a database they migrated is the
+-- same as of one this migrates, less the two columns that carried arithmetic
+-- for binaries that never shipped (taken_over_deadline_fence, and count_total
+-- beside an int4 count: count is a BIGINT now).
 -- Migrations follow expand/contract: a later version only adds (nullable or
 -- defaulted) columns, tables and indexes while binaries of the previous version
 -- still run, and drops only what no running binary reads any more.
@@ -60,6 +65,17 @@ CREATE TABLE operations (
     updated_at              TIMESTAMPTZ NOT NULL,
     completed_at            TIMESTAMPTZ,
     retain_until            TIMESTAMPTZ,
+    -- The answer a write got, kept with its receipt so that a re-sent write
+    -- gets that same answer however the record moved on since.
+    last_write_state        TEXT,
+    last_write_failure      TEXT,
+    last_write_retry_at     TIMESTAMPTZ,
+    last_write_answer_fence BIGINT,
+    -- A takeover keeps the replaced attempt's deadline, which the new
+    -- attempt's overwrites in attempt_deadline_at, so that ReconcileFirst can
+    -- say how long that attempt's effect may still be in flight
+    -- (previous_attempt_deadline). NULL: no takeover.
+    taken_over_deadline_at  TIMESTAMPTZ,
     -- One row per scope: concurrent first claims are settled here.
     CONSTRAINT operations_scope UNIQUE (tenant_id, operation, idempotency_key),
     CONSTRAINT terminal_has_outcome CHECK (state NOT IN ('succeeded', 'failed') OR outcome_state = state)
@@ -73,6 +89,10 @@ CREATE INDEX operations_retention ON operations (retain_until)
     WHERE state IN ('succeeded', 'failed', 'expired');
 CREATE INDEX operations_retry_deadline ON operations (operation_deadline_at)
     WHERE state = 'retry_wait' AND operation_deadline_at IS NOT NULL;
+-- Every RETRY_WAIT row, so that counting them (a gauge) never reads the whole
+-- table.
+CREATE INDEX operations_retry_wait ON operations (retry_at)
+    WHERE state = 'retry_wait';
 
 CREATE TABLE operation_history (
     operation_id UUID NOT NULL REFERENCES operations (operation_id) ON DELETE CASCADE,
@@ -83,8 +103,18 @@ CREATE TABLE operation_history (
     fence        BIGINT NOT NULL,
     attempt      INTEGER NOT NULL,
     detail       TEXT NOT NULL DEFAULT '',
-    count        INTEGER NOT NULL DEFAULT 1,
+    count        BIGINT NOT NULL DEFAULT 1,
     first_at     TIMESTAMPTZ NOT NULL,
     last_at      TIMESTAMPTZ NOT NULL,
+    -- History coalescing compares one key that the domain computes for each
+    -- new entry (NewHistoryEntry::coalesce_key): an entry whose key equals
+    -- the key of the operation's last entry is counted into it. NULL never
+    -- coalesces.
+    coalesce_key TEXT,
+    -- Refusals coalesce per (event, RPC) whatever the fence, so an entry
+    -- keeps the first refused fence (fence) and the last (last_fence). NULL:
+    -- the entry's own fence. `sequence` stays int4: the history cap (at most
+    -- 10000 + 4 entries) bounds it.
+    last_fence   BIGINT,
     PRIMARY KEY (operation_id, sequence)
 );

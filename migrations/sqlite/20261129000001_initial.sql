@@ -1,4 +1,7 @@
--- idemd schema for the embedded SQLite store, version 1.
+-- idemd schema for the embedded SQLite store, version 1: the first schema any
+-- release carries (the migrations written before were squashed into it; see
+-- migrations/postgres). INTEGER columns are 64-bit: history counts need no
+-- second column here.
 -- The same tables, columns and meanings as migrations/postgres; only the types
 -- differ. Migrations follow the same expand/contract rule as Postgres.
 --
@@ -71,6 +74,14 @@ CREATE TABLE operations (
     updated_at              TEXT NOT NULL,
     completed_at            TEXT,
     retain_until            TEXT,
+    -- The answer a write got, kept with its receipt.
+    last_write_state        TEXT,
+    last_write_failure      TEXT,
+    last_write_retry_at     TEXT,
+    last_write_answer_fence INTEGER,
+    -- A takeover keeps the replaced attempt's deadline (see the Postgres
+    -- schema). NULL: no takeover.
+    taken_over_deadline_at  TEXT,
     -- One row per scope: concurrent first claims are settled here.
     CONSTRAINT operations_scope UNIQUE (tenant_id, operation, idempotency_key),
     CONSTRAINT terminal_has_outcome CHECK (state NOT IN ('succeeded', 'failed') OR outcome_state = state)
@@ -84,6 +95,9 @@ CREATE INDEX operations_retention ON operations (retain_until)
     WHERE state IN ('succeeded', 'failed', 'expired');
 CREATE INDEX operations_retry_deadline ON operations (operation_deadline_at)
     WHERE state = 'retry_wait' AND operation_deadline_at IS NOT NULL;
+-- Every RETRY_WAIT row, so that counting them (a gauge) never reads the whole
+-- table.
+CREATE INDEX operations_retry_wait ON operations (retry_at) WHERE state = 'retry_wait';
 
 CREATE TABLE operation_history (
     operation_id BLOB NOT NULL REFERENCES operations (operation_id) ON DELETE CASCADE,
@@ -97,5 +111,10 @@ CREATE TABLE operation_history (
     count        INTEGER NOT NULL DEFAULT 1,
     first_at     TEXT NOT NULL,
     last_at      TEXT NOT NULL,
+    -- Compared with the key of the operation's last entry
+    -- (NewHistoryEntry::coalesce_key); NULL never coalesces.
+    coalesce_key TEXT,
+    -- The last fence a coalesced entry counts; NULL: the entry's own fence.
+    last_fence   INTEGER,
     PRIMARY KEY (operation_id, sequence)
 ) STRICT, WITHOUT ROWID;

@@ -4,8 +4,10 @@
 
 mod background;
 mod connections;
+mod dev;
 mod serve;
 mod settings;
+mod tenant;
 mod tls;
 mod transport;
 
@@ -16,20 +18,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::auth::{AuthSettings, Authenticator};
-use crate::cache::TerminalCache;
 use crate::config::{Cli, Command};
-use crate::dev;
 use crate::domain::Limits;
 use crate::error::BoxError;
 use crate::grpc::admission::AdmissionSettings;
 use crate::grpc::server::{IdempotencyApi, routes};
 use crate::metrics::{LabelPolicy, Metrics};
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
+use crate::service::cache::TerminalCache;
 use crate::service::{IdempotencyService, WaiterLimits};
 use crate::shutdown;
 use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
-use crate::tenant::{manage_tenant, read_audit};
+use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
@@ -48,7 +49,11 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 )
                 .into());
             }
-            let opened = open_store(&cli.database, Purpose::Serve(args.migrate_on_start)).await?;
+            let opened = open_store(
+                &settings::store_options_from(&cli.database)?,
+                Purpose::Serve(args.migrate_on_start),
+            )
+            .await?;
             let listener = TcpListener::bind(args.listen).await?;
             if args.dev {
                 let token =
@@ -65,19 +70,31 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             serve(listener, opened.store, limits, &args, shutdown::signalled()).await
         }
         Command::Migrate => {
-            let opened = open_store(&cli.database, Purpose::Migrate).await?;
+            let opened = open_store(
+                &settings::store_options_from(&cli.database)?,
+                Purpose::Migrate,
+            )
+            .await?;
             opened.store.close().await;
             info!(store = opened.store.kind(), data = %opened.location, "migrations applied");
             Ok(())
         }
         Command::Tenant(command) => {
-            let opened = open_store(&cli.database, Purpose::Administer).await?;
+            let opened = open_store(
+                &settings::store_options_from(&cli.database)?,
+                Purpose::Administer,
+            )
+            .await?;
             let outcome = manage_tenant(opened.store.as_ref(), command).await;
             opened.store.close().await;
             outcome
         }
         Command::Audit(command) => {
-            let opened = open_store(&cli.database, Purpose::Administer).await?;
+            let opened = open_store(
+                &settings::store_options_from(&cli.database)?,
+                Purpose::Administer,
+            )
+            .await?;
             let outcome = read_audit(opened.store.as_ref(), command).await;
             opened.store.close().await;
             outcome
@@ -125,7 +142,7 @@ impl Application {
             AdmissionSettings::default(),
             WaiterLimits::default(),
             metrics,
-            TerminalCache::new(crate::cache::DEFAULT_BUDGET_BYTES),
+            TerminalCache::new(crate::service::cache::DEFAULT_BUDGET_BYTES),
         )
         .await
     }

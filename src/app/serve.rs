@@ -57,7 +57,7 @@ pub async fn serve(
         admission,
         waiter_limits_from(&args.transport),
         metrics.clone(),
-        crate::cache::TerminalCache::new(args.result_cache_bytes),
+        crate::service::cache::TerminalCache::new(args.result_cache_bytes),
     )
     .await?;
 

@@ -8,12 +8,38 @@ use chrono::TimeDelta;
 use super::connections::ConnectionSettings;
 use super::transport::ServerSettings;
 use crate::auth::AuthSettings;
-use crate::config::{BoundsArgs, ServeArgs, TransportArgs};
-use crate::domain::Limits;
+use crate::config::{BoundsArgs, DatabaseArgs, ServeArgs, TransportArgs};
+use crate::domain::{HistoryCap, Limits};
+use crate::error::BoxError;
 use crate::grpc::admission::AdmissionSettings;
 use crate::metrics::LabelPolicy;
 use crate::service::WaiterLimits;
+use crate::store::open::{StoreLocation, StoreOptions};
+use crate::store::postgres::SessionTimeouts;
 use crate::sweeper::SweeperSettings;
+
+/// Opening a store from the CLI's database flags: which store DATABASE_URL
+/// (or its absence) names, and how to open it.
+pub(super) fn store_options_from(database: &DatabaseArgs) -> Result<StoreOptions, BoxError> {
+    Ok(StoreOptions {
+        location: StoreLocation::of(database.database_url.as_deref(), &database.data_dir)?,
+        max_connections: database.db_max_connections,
+        acquire_timeout: database.db_acquire_timeout,
+        call_timeout: database.db_call_timeout,
+        session_timeouts: SessionTimeouts {
+            lock_timeout: database.db_lock_timeout,
+            statement_timeout: database.db_statement_timeout,
+            idle_in_transaction_timeout: database.db_idle_in_transaction_timeout,
+        },
+        tcp_keepalive: database.db_tcp_keepalive,
+        tcp_user_timeout: database.db_tcp_user_timeout,
+        change_notifications: database.pg_notify,
+        history_cap: HistoryCap {
+            max_entries: database.max_history_entries,
+        },
+        single_node_durability_ok: database.single_node_durability_ok,
+    })
+}
 
 pub(super) fn label_policy_from(args: &ServeArgs) -> LabelPolicy {
     LabelPolicy {
@@ -152,7 +178,7 @@ mod tests {
         assert_eq!(limits_from(&args.bounds).expect("valid"), Limits::default());
         assert_eq!(
             args.result_cache_bytes,
-            crate::cache::DEFAULT_BUDGET_BYTES,
+            crate::service::cache::DEFAULT_BUDGET_BYTES,
             "servers and in-process applications cache alike"
         );
     }

@@ -21,6 +21,24 @@ impl FieldViolation {
     }
 }
 
+/// Collects every violation of one request, so the caller sees them all at once.
+#[derive(Debug, Default)]
+pub struct Violations(pub Vec<FieldViolation>);
+
+impl Violations {
+    pub fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        self.0.push(FieldViolation::new(field, description));
+    }
+
+    pub fn into_result(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(self.0))
+        }
+    }
+}
+
 /// Why a write that carried the current fence (or none) was still refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -224,6 +242,21 @@ impl Error {
         }
     }
 
+    /// An internal error caused by `source`, with the source's whole chain
+    /// of causes in its message: `Error` is `Clone` and `Eq` (a batch answers
+    /// each member with the same error), so it cannot hold the source itself.
+    /// The answer stays generic; the log line (grpc/status.rs) carries it all.
+    pub fn internal_from(context: &str, source: &(dyn std::error::Error + 'static)) -> Self {
+        let mut message = format!("{context}: {source}");
+        let mut cause = source.source();
+        while let Some(next) = cause {
+            message.push_str(": ");
+            message.push_str(&next.to_string());
+            cause = next.source();
+        }
+        Error::Internal(message)
+    }
+
     pub fn unavailable(reason: impl Into<String>) -> Self {
         Error::Unavailable {
             reason: reason.into(),
@@ -237,6 +270,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner")]
+    struct Inner;
+
+    #[test]
+    fn an_internal_error_keeps_its_sources_chain() {
+        let error = Error::internal_from("an answer did not decode", &Outer(Inner));
+        assert_eq!(
+            error,
+            Error::Internal("an answer did not decode: outer: inner".to_owned())
+        );
+        assert_eq!(error.reason(), ErrorReason::Internal);
+    }
 
     #[test]
     fn reasons_are_distinct_upper_snake_names() {

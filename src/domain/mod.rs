@@ -1,11 +1,13 @@
 //! The product's own logic: states, transitions, fingerprints, bounds and
 //! errors. Pure: no tonic, no sqlx, no clock but the one it is handed.
 
+mod admit;
 pub mod claim_outcome;
 pub mod command;
 pub mod error;
 pub mod fingerprint;
 pub mod guarded;
+mod identity;
 pub mod limits;
 pub mod model;
 pub mod query;
@@ -13,11 +15,13 @@ pub mod requested;
 pub mod transition;
 
 #[cfg(test)]
+mod purity_tests;
+#[cfg(test)]
 mod transition_tests;
 
 pub use claim_outcome::ClaimOutcome;
 pub use command::*;
-pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result};
+pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result, Violations};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};

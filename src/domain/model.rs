@@ -10,16 +10,11 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TenantId(pub i64);
 
-/// Server-generated id of one incarnation of a scope.
+/// Server-generated id of one incarnation of a scope. The domain is handed
+/// ids, as it is handed the clock; `OperationId::generate` draws them in the
+/// service (`crate::service`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperationId(pub Uuid);
-
-impl OperationId {
-    /// Time-ordered (UUIDv7), which keeps index inserts local.
-    pub fn generate() -> Self {
-        Self(Uuid::now_v7())
-    }
-}
 
 impl std::fmt::Display for OperationId {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,6 +54,15 @@ pub enum State {
 }
 
 impl State {
+    pub const ALL: [State; 6] = [
+        State::InProgress,
+        State::Succeeded,
+        State::Failed,
+        State::RetryWait,
+        State::Unknown,
+        State::Expired,
+    ];
+
     pub fn is_terminal(self) -> bool {
         matches!(self, State::Succeeded | State::Failed | State::Expired)
     }
@@ -75,16 +79,9 @@ impl State {
         }
     }
 
+    /// `as_str` read backwards, so that each name is written once.
     pub fn parse(stored: &str) -> Option<Self> {
-        Some(match stored {
-            "in_progress" => State::InProgress,
-            "succeeded" => State::Succeeded,
-            "failed" => State::Failed,
-            "retry_wait" => State::RetryWait,
-            "unknown" => State::Unknown,
-            "expired" => State::Expired,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|state| state.as_str() == stored)
     }
 }
 

@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn a_token_continues_after_what_it_was_made_from() {
         let created_at = moment("2026-12-01T09:21:00.123456Z");
-        let operation_id = OperationId(Uuid::now_v7());
+        let operation_id = OperationId::generate();
         let token = encode(created_at, operation_id);
         assert_eq!(token.len(), TOKEN_CHARS);
         assert!(
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn anything_but_an_unchanged_token_is_refused() {
-        let token = encode(moment("2026-12-01T09:21:00Z"), OperationId(Uuid::now_v7()));
+        let token = encode(moment("2026-12-01T09:21:00Z"), OperationId::generate());
         let mut edited = token.clone().into_bytes();
         edited[12] = if edited[12] == b'A' { b'B' } else { b'A' };
         let edited = String::from_utf8(edited).expect("ascii");
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_history_token_continues_after_its_operation_and_sequence() {
-        let operation_id = OperationId(Uuid::now_v7());
+        let operation_id = OperationId::generate();
         let token = history_after(operation_id, 100);
         assert_eq!(parse_history(&token), Some((operation_id, 100)));
         assert!(
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn history_and_unresolved_tokens_never_pass_for_each_other() {
-        let operation_id = OperationId(Uuid::now_v7());
+        let operation_id = OperationId::generate();
         let unresolved = encode(moment("2026-12-01T09:21:00Z"), operation_id);
         let history = history_after(operation_id, 7);
         assert_eq!(parse_history(&unresolved), None);

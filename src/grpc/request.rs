@@ -8,12 +8,11 @@ use chrono::TimeDelta;
 use uuid::Uuid;
 
 use super::page_token;
-use crate::domain::limits::Violations;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, ErrorReport, FailCommand,
     FailDisposition, FailRequested, HistoryPage, Limits, Metadata, OperationId, ReconcileCommand,
     ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
-    SuccessResult, Target, UnresolvedQuery, UnresolvedRequested,
+    SuccessResult, Target, UnresolvedQuery, UnresolvedRequested, Violations,
 };
 use crate::proto;
 

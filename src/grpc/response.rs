@@ -26,6 +26,8 @@ fn timestamp(moment: DateTime<Utc>) -> pbjson_types::Timestamp {
     }
 }
 
+/// The one mapping of a state to the wire; [`state_name`] reads its name
+/// from it.
 pub fn proto_state(state: State) -> proto::OperationState {
     match state {
         State::InProgress => proto::OperationState::InProgress,
@@ -35,6 +37,13 @@ pub fn proto_state(state: State) -> proto::OperationState {
         State::Unknown => proto::OperationState::Unknown,
         State::Expired => proto::OperationState::Expired,
     }
+}
+
+/// The state's wire name without the enum's prefix (`IN_PROGRESS`), as
+/// error messages and ErrorInfo metadata carry it.
+pub fn state_name(state: State) -> &'static str {
+    let name = proto_state(state).as_str_name();
+    name.strip_prefix("OPERATION_STATE_").unwrap_or(name)
 }
 
 fn proto_reason(reason: FailureReason) -> proto::FailureReason {

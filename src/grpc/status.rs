@@ -8,7 +8,8 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 use tracing::error;
 
-use crate::domain::{Error, ErrorReason, OperationId, State};
+use super::response::state_name;
+use crate::domain::{Error, ErrorReason, OperationId};
 
 /// The ErrorInfo domain of every reason idemd sends.
 pub const ERROR_DOMAIN: &str = "idem.v1";
@@ -38,17 +39,6 @@ pub fn transient(
         .metadata_mut()
         .insert(RETRY_PUSHBACK_TRAILER, MetadataValue::from(millis));
     status
-}
-
-fn state_name(state: State) -> &'static str {
-    match state {
-        State::InProgress => "IN_PROGRESS",
-        State::Succeeded => "SUCCEEDED",
-        State::Failed => "FAILED",
-        State::RetryWait => "RETRY_WAIT",
-        State::Unknown => "UNKNOWN",
-        State::Expired => "EXPIRED",
-    }
 }
 
 fn error_info(
@@ -200,13 +190,36 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::domain::{FieldViolation, Refusal};
+    use crate::domain::{FieldViolation, Refusal, State};
 
     fn reason_and_domain(status: &Status) -> (String, String) {
         let info = status
             .get_details_error_info()
             .unwrap_or_else(|| panic!("{status:?} carries no ErrorInfo"));
         (info.reason, info.domain)
+    }
+
+    #[test]
+    fn every_state_has_one_wire_name_and_one_stored_name_read_back() {
+        let names: Vec<_> = State::ALL
+            .into_iter()
+            .map(|state| (state_name(state), state.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("IN_PROGRESS", "in_progress"),
+                ("SUCCEEDED", "succeeded"),
+                ("FAILED", "failed"),
+                ("RETRY_WAIT", "retry_wait"),
+                ("UNKNOWN", "unknown"),
+                ("EXPIRED", "expired"),
+            ]
+        );
+        for state in State::ALL {
+            assert_eq!(State::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(State::parse("IN_PROGRESS"), None);
     }
 
     #[test]

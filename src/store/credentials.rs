@@ -12,7 +12,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use tracing::{Instrument, instrument};
 
 use super::error::StoreError;
-use super::flow::Shared;
+use super::shared::Shared;
 use crate::domain::{Result, TenantId};
 
 /// A token the store accepted: its tenant, name, scopes and how long it

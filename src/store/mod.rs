@@ -1,6 +1,56 @@
 //! One narrow storage interface, implemented by each store. The stores settle
 //! races (unique constraint, row locks, guarded updates); the decisions come
 //! from the pure [`crate::domain::transition`] module.
+//!
+//! # Layout: the two write paths and when each runs
+//!
+//! - The **locked path** ([`locked`]): begin a write transaction, lock the
+//!   operation's row (`SELECT … FOR UPDATE`; SQLite: the one writer), read the
+//!   database clock, decide in the pure domain, write guarded by the fence and
+//!   state read and append history ([`shared`]'s `apply`), commit; run again
+//!   on a conflict ([`dialect::retry_on_conflict`]). Both databases. It runs
+//!   for every [`Store::transition`]: a Claim whose scope has a record that
+//!   the read alone cannot answer (takeover, retry, replay of a live
+//!   attempt), a Fail with no one-statement case, Reconcile; and for every
+//!   owner write (Renew, Complete, Fail) that the batched path did not settle.
+//!   The sweep decides each due record the same way ([`decide_sweep`]).
+//! - The **one-statement batched path** (Postgres only: [`postgres`]'s
+//!   `batched` statements, with concurrent calls of one replica queued into
+//!   one statement by its `batcher`): `INSERT_OR_FIND` for the first step of
+//!   every Claim ([`Store::insert_or_find`]; SQLite runs the same step as a
+//!   transaction of its own), and `WRITE_GUARDED` for the common case of
+//!   Renew, Complete and Fail ([`Store::write`], in [`paths`]). A member whose
+//!   guard does not hold, or whose row is locked elsewhere (lock timeout), is
+//!   not written there: [`Store::write`] falls back to the locked path, which
+//!   decides it. SQLite has no batched write: its [`Store::write`] is the
+//!   locked path.
+//!
+//! Files: [`dialect`] (what each database does its own way; the retry loop),
+//! [`shared`] (the SQL both databases run: lock, clock, guarded write,
+//! history, reads, sweep, tenants), [`locked`], [`paths`] (each store as a
+//! dialect running the paths), `sql.rs` (statement text both share), and the
+//! `.sql` files of the large statements beside their dialect.
+//!
+//! [`decide_sweep`]: crate::domain::transition::decide_sweep
+//!
+//! # Rules written in Rust and again in SQL
+//!
+//! Each rule has one Rust spec in the domain; the SQL that restates it names
+//! the spec in a comment, and a test per mirror (`mirror_tests`) drives random
+//! inputs through the SQL on a real database and through the spec, and
+//! compares.
+//!
+//! | rule | Rust spec | SQL mirrors | test (`store::mirror_tests::…`) |
+//! |---|---|---|---|
+//! | lease cap (never past the attempt deadline) | `transition::lease_within_attempt`, via `guarded::Write::apply` | `postgres/sql/write_guarded.sql` (`lease_expires_at = LEAST(…)`) | `guarded::postgres_write_guarded_set_is_write_apply` |
+//! | guarded write's effect on the row | `guarded::Write::apply` | `postgres/sql/write_guarded.sql` (SET of `updated`) | `guarded::postgres_write_guarded_set_is_write_apply` |
+//! | guarded write's precondition | `guarded::Guard::holds` | `postgres/sql/write_guarded.sql` (WHERE of `updated`) | `guarded::postgres_write_guarded_where_is_guard_holds` |
+//! | history placement (count, append, truncation marker) | `HistoryCap::place` | `postgres/sql/append_history.sql`; `postgres/sql/write_guarded.sql` (`last`, `coalesced`, `history`); `sqlite/sql/count_into_last_history_entry.sql` + `sqlite/sql/append_history.sql` | `history::postgres_append_history_is_history_cap_place`, `history::postgres_write_guarded_history_is_history_cap_place`, `history::sqlite_append_history_is_history_cap_place` |
+//! | first claim of a scope | `transition::decide_first_claim` | `postgres/sql/insert_or_find.sql`; `sqlite/sql/insert_first_claim.sql` | `first_claim::postgres_insert_or_find_is_decide_first_claim`, `first_claim::sqlite_insert_first_claim_is_decide_first_claim` |
+//! | due for the sweep (tombstone, deadline) | `transition::decide_sweep` | `sql.rs` `due_for_tombstone_sql!`, `due_for_deadline_sql!` (both stores) | `due::{postgres,sqlite}_due_for_sweep_is_decide_sweep` |
+//! | tombstone past its retention (no domain spec: stated in the test) | `retain_until <= now` | `sql.rs` `delete_expired_tombstones_sql!` | `due::{postgres,sqlite}_expired_tombstones_are_deleted_past_their_retention` |
+//! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED` | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
+//! | gauges' conditions | `OperationRecord::lease_expired` / `unresolved` / `decide_sweep` | `sql.rs` `COUNT_OPERATIONS` | `due::{postgres,sqlite}_count_operations_is_the_domains_conditions` |
 
 use std::sync::Arc;
 
@@ -13,14 +63,18 @@ use crate::domain::{
     SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
-mod batch;
 mod bounded;
 pub mod credentials;
+mod dialect;
 mod error;
-mod flow;
+mod locked;
+#[cfg(test)]
+mod mirror_tests;
 pub mod open;
+mod paths;
 pub mod postgres;
 mod row;
+mod shared;
 mod sql;
 pub mod sqlite;
 

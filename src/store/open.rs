@@ -1,14 +1,15 @@
 //! Which store a command uses, as DATABASE_URL (or its absence) says, and
-//! opening it for what the command does: serving, migrating, or a short
-//! tenant write beside a running server.
+//! opening it from plain options for what the command does: serving,
+//! migrating, or a short tenant write beside a running server. The app fills
+//! the options from its flags.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::migrate::MigrateDatabase;
 use tracing::{info, warn};
 
-use crate::config::DatabaseArgs;
 use crate::domain::HistoryCap;
 use crate::error::BoxError;
 use crate::store::postgres::{DatabaseKeepalive, PostgresOptions, PostgresStore, SessionTimeouts};
@@ -32,16 +33,12 @@ pub enum StoreLocation {
 
 impl StoreLocation {
     /// `postgres://…`/`postgresql://…` or `sqlite://PATH` pick the store; no
-    /// URL picks the embedded store in the data directory.
-    pub fn of(database: &DatabaseArgs) -> Result<Self, BoxError> {
-        let url = database
-            .database_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|url| !url.is_empty());
+    /// URL picks the embedded store in `data_dir`.
+    pub fn of(database_url: Option<&str>, data_dir: &Path) -> Result<Self, BoxError> {
+        let url = database_url.map(str::trim).filter(|url| !url.is_empty());
         let Some(url) = url else {
             return Ok(Self::Sqlite {
-                path: database.data_dir.join(SQLITE_FILE_NAME),
+                path: data_dir.join(SQLITE_FILE_NAME),
             });
         };
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -74,6 +71,26 @@ impl StoreLocation {
     }
 }
 
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub location: StoreLocation,
+    /// Postgres: the pool's size; SQLite: its readers'.
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+    /// The most one store call may take ([`Bounded`]).
+    pub call_timeout: Duration,
+    pub session_timeouts: SessionTimeouts,
+    pub tcp_keepalive: Duration,
+    pub tcp_user_timeout: Duration,
+    /// Postgres: tell other replicas of changes (LISTEN/NOTIFY).
+    pub change_notifications: bool,
+    pub history_cap: HistoryCap,
+    /// Serving on Postgres settings that can lose acknowledged results is
+    /// accepted, not refused.
+    pub single_node_durability_ok: bool,
+}
+
 /// What a command opens its store for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {
@@ -92,21 +109,21 @@ pub(crate) struct OpenedStore {
 }
 
 pub(crate) async fn open_store(
-    database: &DatabaseArgs,
+    options: &StoreOptions,
     purpose: Purpose,
 ) -> Result<OpenedStore, BoxError> {
-    let opened = match StoreLocation::of(database)? {
+    let opened = match &options.location {
         StoreLocation::Postgres { url } => {
             let migrate = match purpose {
                 Purpose::Serve(migrate) => migrate,
                 Purpose::Migrate => true,
                 Purpose::Administer => false,
             };
-            let location = postgres_location(&url);
-            let store = open_postgres(database, url, migrate).await?;
+            let location = postgres_location(url);
+            let store = open_postgres(options, url.clone(), migrate).await?;
             if matches!(purpose, Purpose::Serve(_)) {
                 store
-                    .warn_about_durability(database.single_node_durability_ok)
+                    .warn_about_durability(options.single_node_durability_ok)
                     .await?;
             }
             OpenedStore {
@@ -115,8 +132,8 @@ pub(crate) async fn open_store(
             }
         }
         StoreLocation::Sqlite { path } => {
-            let store = open_sqlite(database, &path, purpose).await?;
-            let location = std::path::absolute(&path).unwrap_or(path);
+            let store = open_sqlite(options, path, purpose).await?;
+            let location = std::path::absolute(path).unwrap_or_else(|_| path.clone());
             OpenedStore {
                 store: Arc::new(store),
                 location: location.display().to_string(),
@@ -124,7 +141,7 @@ pub(crate) async fn open_store(
         }
     };
     Ok(OpenedStore {
-        store: Arc::new(Bounded::new(opened.store, database.db_call_timeout)),
+        store: Arc::new(Bounded::new(opened.store, options.call_timeout)),
         location: opened.location,
     })
 }
@@ -143,7 +160,7 @@ fn postgres_location(url: &str) -> String {
 }
 
 async fn open_postgres(
-    database: &DatabaseArgs,
+    options: &StoreOptions,
     url: String,
     migrate: bool,
 ) -> Result<PostgresStore, BoxError> {
@@ -151,25 +168,20 @@ async fn open_postgres(
         warn!("database does not exist: creating it");
         sqlx::Postgres::create_database(&url).await?;
     }
-    let keepalive =
-        DatabaseKeepalive::new(database.db_tcp_keepalive, database.db_tcp_user_timeout)?;
+    let keepalive = DatabaseKeepalive::new(options.tcp_keepalive, options.tcp_user_timeout)?;
     let store = PostgresStore::connect(&PostgresOptions {
         url,
-        max_connections: database.db_max_connections,
-        acquire_timeout: database.db_acquire_timeout,
-        timeouts: SessionTimeouts {
-            lock_timeout: database.db_lock_timeout,
-            statement_timeout: database.db_statement_timeout,
-            idle_in_transaction_timeout: database.db_idle_in_transaction_timeout,
-        },
+        max_connections: options.max_connections,
+        acquire_timeout: options.acquire_timeout,
+        timeouts: options.session_timeouts,
         keepalive,
     })
     .await?;
     if migrate {
         store.migrate().await?;
     }
-    let store = store.with_history_cap(history_cap(database));
-    if !database.pg_notify {
+    let store = store.with_history_cap(options.history_cap);
+    if !options.change_notifications {
         return Ok(store.without_change_notifications());
     }
     Ok(store)
@@ -180,19 +192,20 @@ async fn open_postgres(
 /// beside the running server, which SQLite serialises with the server's
 /// writes.
 async fn open_sqlite(
-    database: &DatabaseArgs,
+    options: &StoreOptions,
     path: &Path,
     purpose: Purpose,
 ) -> Result<SqliteStore, BoxError> {
+    let history_cap = options.history_cap;
     let options = SqliteOptions {
         path: path.to_owned(),
-        max_read_connections: database.db_max_connections,
-        acquire_timeout: database.db_acquire_timeout,
+        max_read_connections: options.max_connections,
+        acquire_timeout: options.acquire_timeout,
     };
     if let Some(lock) = DatabaseLock::try_acquire(path)? {
         let store = SqliteStore::open(&options, lock)
             .await?
-            .with_history_cap(history_cap(database));
+            .with_history_cap(history_cap);
         info!(database = %path.display(), "embedded sqlite store opened and migrated");
         return Ok(store);
     }
@@ -207,7 +220,7 @@ async fn open_sqlite(
             );
             Ok(SqliteStore::open_beside_owner(&options)
                 .await?
-                .with_history_cap(history_cap(database)))
+                .with_history_cap(history_cap))
         }
         Purpose::Serve(_) => Err(format!(
             "{} is in use by another idemd process{holder}: the embedded store belongs to one \
@@ -221,11 +234,5 @@ async fn open_sqlite(
             path.display()
         )
         .into()),
-    }
-}
-
-fn history_cap(database: &DatabaseArgs) -> HistoryCap {
-    HistoryCap {
-        max_entries: database.max_history_entries,
     }
 }

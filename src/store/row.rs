@@ -52,11 +52,6 @@ pub(crate) struct OperationRow {
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
-    /// The replaced attempt `taken_over_deadline_at` belongs to: a binary
-    /// that did not keep the deadline leaves both as they were on its own
-    /// takeovers, so the deadline counts only while this equals
-    /// `taken_over_fence`.
-    pub(crate) taken_over_deadline_fence: Option<i64>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -101,9 +96,7 @@ impl TryFrom<OperationRow> for OperationRecord {
             (Some(previous_state), Some(fence)) => Some(PreviousAttempt {
                 state: state(previous_state)?,
                 fence: unsigned(fence, "fence")?,
-                attempt_deadline_at: row
-                    .taken_over_deadline_at
-                    .filter(|_| row.taken_over_deadline_fence == Some(fence)),
+                attempt_deadline_at: row.taken_over_deadline_at,
             }),
             _ => None,
         };
@@ -221,7 +214,6 @@ pub(crate) struct OperationWrite<'a> {
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
-    pub(crate) taken_over_deadline_fence: Option<i64>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
@@ -282,11 +274,6 @@ impl<'a> OperationWrite<'a> {
             taken_over_deadline_at: record
                 .taken_over_from
                 .and_then(|previous| previous.attempt_deadline_at),
-            taken_over_deadline_fence: record
-                .taken_over_from
-                .filter(|previous| previous.attempt_deadline_at.is_some())
-                .map(|previous| signed(previous.fence))
-                .transpose()?,
             updated_at: record.updated_at,
             completed_at: record.completed_at,
             retain_until: record.retain_until,

@@ -12,7 +12,7 @@ macro_rules! operation_columns {
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
          last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
          last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence, \
-         taken_over_deadline_at, taken_over_deadline_fence"
+         taken_over_deadline_at"
     };
 }
 pub(crate) use operation_columns;
@@ -37,7 +37,7 @@ macro_rules! select_operation_sql {
             $extra_column,
             // By the primary key; the tenant is a check, not `=`, so that no
             // plan reads the scope index by tenant alone (see WRITE_GUARDED in
-            // postgres/statements.rs).
+            // postgres/batched.rs).
             " FROM operations WHERE operation_id = $2 AND tenant_id IS NOT DISTINCT FROM $1",
             $lock
         )
@@ -61,8 +61,7 @@ macro_rules! guarded_update_sql {
              last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
              completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28, \
              last_write_state = $29, last_write_failure = $30, last_write_retry_at = $31, \
-             last_write_answer_fence = $32, taken_over_deadline_at = $33, \
-             taken_over_deadline_fence = $34 \
+             last_write_answer_fence = $32, taken_over_deadline_at = $33 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence"
         )
@@ -77,7 +76,11 @@ pub(crate) use guarded_update_sql;
 // reads the index and not the whole table, as Postgres does.
 
 /// Terminal records past retention, due to become tombstones; `$lock` lets a
-/// dialect skip rows that other sweepers or claims hold.
+/// dialect skip rows that other sweepers or claims hold. Mirror of
+/// [`decide_sweep`]'s first case (SUCCEEDED or FAILED, `retain_until <= now`);
+/// tested by `mirror_tests::due`.
+///
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 macro_rules! due_for_tombstone_sql {
     ($lock:literal) => {
         concat!(
@@ -94,6 +97,10 @@ macro_rules! due_for_tombstone_sql {
 pub(crate) use due_for_tombstone_sql;
 
 /// Retries past their operation deadline, due to end DEADLINE_EXCEEDED.
+/// Mirror of [`decide_sweep`]'s second case (RETRY_WAIT, operation deadline
+/// `<= now`); tested by `mirror_tests::due`.
+///
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 macro_rules! due_for_deadline_sql {
     ($lock:literal) => {
         concat!(
@@ -110,7 +117,8 @@ macro_rules! due_for_deadline_sql {
 pub(crate) use due_for_deadline_sql;
 
 /// Tombstones past their own retention; history goes with them (ON DELETE
-/// CASCADE).
+/// CASCADE). The domain has no spec of this rule (EXPIRED, `retain_until <=
+/// now`); `mirror_tests::due` states it beside the test.
 macro_rules! delete_expired_tombstones_sql {
     ($lock:literal) => {
         concat!(
@@ -147,7 +155,10 @@ macro_rules! select_history_sql {
 }
 pub(crate) use select_history_sql;
 
-/// Unresolved candidates oldest first, after a page token's position.
+/// Unresolved candidates oldest first, after a page token's position. Mirror
+/// of [`OperationRecord::unresolved`]; tested by `mirror_tests::due`.
+///
+/// [`OperationRecord::unresolved`]: crate::domain::OperationRecord::unresolved
 pub(crate) const SELECT_UNRESOLVED: &str = concat!(
     "SELECT ",
     operation_columns!(),
@@ -160,7 +171,14 @@ pub(crate) const SELECT_UNRESOLVED: &str = concat!(
 );
 
 /// The gauges' counts at `$1`, each read from the partial index of the rows
-/// it counts, never the whole table.
+/// it counts, never the whole table. Mirrors, in order: IN_PROGRESS and not
+/// [`OperationRecord::lease_expired`]; [`OperationRecord::unresolved`];
+/// RETRY_WAIT; due for [`decide_sweep`] or a tombstone past its retention.
+/// Tested by `mirror_tests::due`.
+///
+/// [`OperationRecord::lease_expired`]: crate::domain::OperationRecord::lease_expired
+/// [`OperationRecord::unresolved`]: crate::domain::OperationRecord::unresolved
+/// [`decide_sweep`]: crate::domain::transition::decide_sweep
 pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
      (SELECT count(*) FROM operations WHERE state IN ('in_progress', 'unknown') \
          AND state = 'in_progress' AND lease_expires_at > $1), \

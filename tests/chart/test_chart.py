@@ -508,6 +508,7 @@ OPTIONAL_SETTINGS = {
     "config.authLookupConcurrency": "IDEMD_AUTH_LOOKUP_CONCURRENCY",
     "config.resultCacheBytes": "IDEMD_RESULT_CACHE_BYTES",
     "config.readinessInterval": "IDEMD_READINESS_INTERVAL",
+    "config.clockMargin": "IDEMD_CLOCK_MARGIN",
     "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
     "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",

@@ -15,7 +15,7 @@ use tonic::{Code, Status};
 
 use crate::harness::{
     Backend, CountingStore, ServerConfig, TestServer, World, assert_status, authorized, claim_json,
-    create_tenant, millis, outcome_name, store_tests, test_limits,
+    create_tenant, fresh_uuid, millis, outcome_name, store_tests, test_limits,
 };
 use crate::transport::{answer_to, call_headers, message_prefix, raw_client};
 
@@ -29,7 +29,7 @@ async fn counted_server(
     lookup_time: Duration,
     auth: AuthSettings,
 ) -> (Arc<CountingStore>, TestServer, String) {
-    let name = format!("tenant-{}", uuid::Uuid::now_v7());
+    let name = format!("tenant-{}", fresh_uuid());
     let token = create_tenant(backend.store().as_ref(), &name).await;
     let counting = CountingStore::new(backend.store(), lookup_time);
     let config = ServerConfig {

@@ -329,7 +329,7 @@ async fn another_tenants_operation_is_indistinguishable_from_a_missing_one(backe
     let missing = client
         .lookup(authorized(
             &world.tenant_b,
-            by_id(&uuid::Uuid::now_v7().to_string()),
+            by_id(&fresh_uuid().to_string()),
         ))
         .await
         .expect_err("missing");

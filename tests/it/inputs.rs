@@ -333,7 +333,7 @@ async fn page_tokens_with_a_time_no_store_accepts_are_invalid_argument(backend: 
             .expect("a year chrono holds")
             .and_utc()
     };
-    let operation_id = OperationId(uuid::Uuid::now_v7());
+    let operation_id = OperationId(fresh_uuid());
     // chrono accepts 5000 BC; Postgres does not, and answered INTERNAL.
     let before_postgres = year(-5000);
     let old_form = format!("v1.{}.{}", before_postgres.timestamp_micros(), operation_id);

@@ -7,12 +7,14 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::harness::{Backend, authorized, claim_json, free_port, outcome_name, store_tests};
+use crate::harness::{
+    Backend, authorized, claim_json, free_port, fresh_uuid, outcome_name, store_tests,
+};
 
 async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(backend: Backend) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
         .expect("a self-signed certificate");
-    let directory = std::env::temp_dir().join(format!("idemd-tls-{}", uuid::Uuid::now_v7()));
+    let directory = std::env::temp_dir().join(format!("idemd-tls-{}", fresh_uuid()));
     std::fs::create_dir_all(&directory).expect("temp dir");
     let cert_path = directory.join("tls.crt");
     let key_path = directory.join("tls.key");

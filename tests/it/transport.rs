@@ -18,7 +18,8 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::harness::{
-    Backend, ServerConfig, World, assert_status, authorized, claim_json, outcome_name, test_limits,
+    Backend, ServerConfig, World, assert_status, authorized, claim_json, fresh_uuid, outcome_name,
+    test_limits,
 };
 
 /// How long a test waits for an answer the server owes it. Not a timing
@@ -123,7 +124,7 @@ async fn each_connection_is_offered_a_bounded_number_of_streams() {
         call_headers(world.server.addr, "Lookup", Some(&world.tenant_a)),
         framed(&proto::LookupRequest {
             target: Some(proto::lookup_request::Target::OperationId(
-                uuid::Uuid::now_v7().to_string(),
+                fresh_uuid().to_string(),
             )),
             include_history: false,
             ..Default::default()
@@ -169,7 +170,7 @@ async fn a_message_longer_than_any_legal_request_is_refused_from_its_length_pref
         (name, value)
     };
     let largest = proto::CompleteRequest {
-        operation_id: uuid::Uuid::now_v7().to_string(),
+        operation_id: fresh_uuid().to_string(),
         fence: u64::MAX,
         result: Some(proto::Result {
             body: vec![0xff; limits.max_result_bytes],

@@ -10,9 +10,9 @@ import pytest
 
 import idemd
 from idemd import EffectContext, Retryable, Success, Terminal, Unknown, execute_once
-from idemd.client import duration
 from idemd.execute import previous_attempt_settles_at
 from idemd.proto import pb
+from idemd.wire import duration
 
 from conftest import Provider, key
 from proxy import Proxy

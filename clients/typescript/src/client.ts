@@ -5,25 +5,22 @@
  * decides, and throws a typed errors.ts error decoded from the status's google.rpc
  * details. Durations are seconds; instants are `monotonic()` seconds.
  */
-import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { MethodDefinition } from "@grpc/proto-loader";
+import { executeOnce, type ExecuteOptions, type Payload } from "./execute.js";
+import type { Effect, Result } from "./outcome.js";
 import { packageDefinition, SERVICE } from "./proto.js";
+import {
+  type ClaimOptions, claimRequest, type CompleteOptions, completeRequest, type FailOptions, failRequest,
+  type ListUnresolvedOptions, listUnresolvedRequest, type LookupOptions, lookupRequest, type LookupTarget,
+  reconcileRequest, type Resolution, renewRequest, seconds, type SendOptions,
+} from "./requests.js";
 import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
-import type { Effect, ExecuteOptions, Payload, Result } from "./execute.js";
 
-/** A protobuf Duration of `seconds`. */
-export function duration(seconds: number): pb.Duration {
-  const whole = Math.floor(seconds);
-  return { seconds: String(whole), nanos: Math.round((seconds - whole) * 1e9) };
-}
-
-/** A Duration the server sent, in seconds; missing or negative counts as zero. */
-export function seconds(message: pb.Duration | null | undefined): number {
-  if (!message) return 0;
-  return Math.max(0, Number(message.seconds) + message.nanos / 1e9);
-}
+// Built in requests.ts since both Client and executeOnce send them; exported here as before.
+export { duration, newClaimToken, seconds } from "./requests.js";
+export type { ClaimOptions, SendOptions } from "./requests.js";
 
 /**
  * gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
@@ -41,31 +38,6 @@ export interface ClientOptions {
   retry?: RetryPolicy;
   /** gRPC channel options, added to (and overriding) DEFAULT_CHANNEL_OPTIONS. */
   channelOptions?: grpc.ChannelOptions;
-}
-
-export interface ClaimOptions {
-  /** Exactly one of jsonPayload, bytesPayload and fingerprint identifies the request. */
-  jsonPayload?: string;
-  bytesPayload?: Uint8Array;
-  fingerprint?: Uint8Array;
-  /** Random per attempt, reused only to re-send that same Claim (default: empty). */
-  claimToken?: Uint8Array;
-  lease?: number;
-  maxAttemptDuration?: number;
-  maxAttempts?: number;
-  retention?: number;
-  operationDeadline?: number;
-  wait?: number;
-}
-
-export interface SendOptions {
-  /** A `monotonic()` instant bounding the call and its re-sends. */
-  deadline?: number | undefined;
-}
-
-/** A fresh random claim_token (16 bytes). */
-export function newClaimToken(): Buffer {
-  return randomBytes(16);
 }
 
 type RpcName = "Claim" | "Renew" | "Complete" | "Fail" | "Lookup" | "Reconcile" | "ListUnresolved";
@@ -143,22 +115,7 @@ export class Client {
 
   /** A ClaimRequest; exactly one of jsonPayload, bytesPayload and fingerprint. */
   static claimRequest(operation: string, key: string, options: ClaimOptions): pb.ClaimRequest {
-    const given = [options.jsonPayload, options.bytesPayload, options.fingerprint].filter((x) => x !== undefined);
-    if (given.length !== 1) throw new TypeError("give exactly one of jsonPayload, bytesPayload, fingerprint");
-    const request: pb.ClaimRequest = {
-      scope: { operation, key },
-      claim_token: Buffer.from(options.claimToken ?? new Uint8Array()),
-      max_attempts: options.maxAttempts ?? 0,
-    };
-    if (options.jsonPayload !== undefined) request.json_payload = options.jsonPayload;
-    else if (options.bytesPayload !== undefined) request.bytes_payload = Buffer.from(options.bytesPayload);
-    else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
-    if (options.lease !== undefined) request.lease = duration(options.lease);
-    if (options.maxAttemptDuration !== undefined) request.max_attempt_duration = duration(options.maxAttemptDuration);
-    if (options.retention !== undefined) request.retention = duration(options.retention);
-    if (options.operationDeadline !== undefined) request.operation_deadline = duration(options.operationDeadline);
-    if (options.wait !== undefined) request.wait = duration(options.wait);
-    return request;
+    return claimRequest(operation, key, options);
   }
 
   /**
@@ -190,8 +147,7 @@ export class Client {
     fence: string,
     options: SendOptions & { lease?: number } = {},
   ): Promise<[pb.RenewResponse, number]> {
-    const request: pb.RenewRequest = { operation_id: operationId, fence };
-    if (options.lease !== undefined) request.lease = duration(options.lease);
+    const request = renewRequest(operationId, fence, options.lease);
     return this.sendAnswered<pb.RenewRequest, pb.RenewResponse>("Renew", request, options);
   }
 
@@ -206,17 +162,10 @@ export class Client {
     operationId: string,
     fence: string,
     body: Uint8Array,
-    options: SendOptions & { contentType?: string; metadata?: Record<string, string> } = {},
+    options: SendOptions & CompleteOptions = {},
   ): Promise<pb.CompleteResponse> {
-    return this.send<pb.CompleteRequest, pb.CompleteResponse>(
-      "Complete",
-      {
-        operation_id: operationId,
-        fence,
-        result: { body: Buffer.from(body), content_type: options.contentType ?? "", metadata: options.metadata ?? {} },
-      },
-      options,
-    );
+    const request = completeRequest(operationId, fence, body, options);
+    return this.send<pb.CompleteRequest, pb.CompleteResponse>("Complete", request, options);
   }
 
   /** Fail with a disposition: TERMINAL, RETRYABLE (the effect certainly did not happen),
@@ -226,72 +175,38 @@ export class Client {
     operationId: string,
     fence: string,
     disposition: pb.FailDisposition,
-    options: SendOptions & { code: string; message?: string; metadata?: Record<string, string>; retryAfter?: number },
+    options: SendOptions & FailOptions,
   ): Promise<pb.FailResponse> {
-    const request: pb.FailRequest = {
-      operation_id: operationId,
-      fence,
-      disposition,
-      error: { code: options.code, message: options.message ?? "", metadata: options.metadata ?? {} },
-    };
-    if (options.retryAfter !== undefined) request.retry_after = duration(options.retryAfter);
+    const request = failRequest(operationId, fence, disposition, options);
     return this.send<pb.FailRequest, pb.FailResponse>("Fail", request, options);
   }
 
   // ---- reads and reconciliation ------------------------------------------------
 
   /** Lookup by operationId, or by scope (operation and key). */
-  lookup(
-    target: { operationId: string } | { operation: string; key: string },
-    options: SendOptions & { includeHistory?: boolean; historyPageSize?: number; historyPageToken?: string } = {},
-  ): Promise<pb.LookupResponse> {
-    const request: pb.LookupRequest = {
-      include_history: options.includeHistory ?? false,
-      history_page_size: options.historyPageSize ?? 0,
-      history_page_token: options.historyPageToken ?? "",
-    };
-    if ("operationId" in target) request.operation_id = target.operationId;
-    else request.scope = { operation: target.operation, key: target.key };
-    return this.send<pb.LookupRequest, pb.LookupResponse>("Lookup", request, options);
+  lookup(target: LookupTarget, options: SendOptions & LookupOptions = {}): Promise<pb.LookupResponse> {
+    return this.send<pb.LookupRequest, pb.LookupResponse>("Lookup", lookupRequest(target, options), options);
   }
 
   /** Reconcile from outside evidence: exactly one of succeeded, failed, notApplied. */
   reconcile(
     operationId: string,
     expectedFence: string,
-    resolution:
-      | { succeeded: { body: Uint8Array; contentType?: string; metadata?: Record<string, string> } }
-      | { failed: { code: string; message?: string; metadata?: Record<string, string> } }
-      | { notApplied: true },
+    resolution: Resolution,
     options: SendOptions = {},
   ): Promise<pb.ReconcileResponse> {
-    const request: pb.ReconcileRequest = { operation_id: operationId, expected_fence: expectedFence };
-    if ("succeeded" in resolution) {
-      const s = resolution.succeeded;
-      request.succeeded = { body: Buffer.from(s.body), content_type: s.contentType ?? "", metadata: s.metadata ?? {} };
-    } else if ("failed" in resolution) {
-      const f = resolution.failed;
-      request.failed = { code: f.code, message: f.message ?? "", metadata: f.metadata ?? {} };
-    } else {
-      request.not_applied = {};
-    }
+    const request = reconcileRequest(operationId, expectedFence, resolution);
     return this.send<pb.ReconcileRequest, pb.ReconcileResponse>("Reconcile", request, options);
   }
 
   /** One page of the operations a reconciler must look at, oldest first. */
-  listUnresolved(
-    options: SendOptions & { operation?: string; pageSize?: number; pageToken?: string } = {},
-  ): Promise<pb.ListUnresolvedResponse> {
-    return this.send<pb.ListUnresolvedRequest, pb.ListUnresolvedResponse>(
-      "ListUnresolved",
-      { operation: options.operation ?? "", page_size: options.pageSize ?? 0, page_token: options.pageToken ?? "" },
-      options,
-    );
+  listUnresolved(options: SendOptions & ListUnresolvedOptions = {}): Promise<pb.ListUnresolvedResponse> {
+    const request = listUnresolvedRequest(options);
+    return this.send<pb.ListUnresolvedRequest, pb.ListUnresolvedResponse>("ListUnresolved", request, options);
   }
 
   /** executeOnce (execute.ts) on this client. */
   async executeOnce(operation: string, key: string, payload: Payload, effect: Effect, options: ExecuteOptions = {}): Promise<Result> {
-    const { executeOnce } = await import("./execute.js");
     return executeOnce(this, operation, key, payload, effect, options);
   }
 }

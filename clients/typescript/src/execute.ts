@@ -30,14 +30,22 @@
  *
  * Times are seconds; instants are `monotonic()` seconds.
  */
-import { Client, newClaimToken, seconds } from "./client.js";
 import {
   AttemptDeadlinePassedError, AttemptTimeoutError, IdemError, LeaseLostError, NeedsReconciliationError,
   OperationFailedError, OutcomeUnknownError, PendingError, StateForbidsError, StatusError, SupersededError,
   UnrecognisedOutcomeError,
 } from "./errors.js";
+import { type Effect, type EffectContext, type Lookup, type Outcome, type Result, Retryable, Success, Terminal, Unknown } from "./outcome.js";
+import {
+  claimRequest, type CompleteOptions, type FailOptions, type LookupOptions, type LookupTarget, newClaimToken, seconds,
+  type SendOptions,
+} from "./requests.js";
 import { isRetryable, monotonic } from "./retry.js";
 import type * as pb from "./types.js";
+
+// Defined in outcome.ts, which Client shares; exported here as before.
+export { Retryable, Success, Terminal, Unknown } from "./outcome.js";
+export type { Effect, EffectContext, Lookup, Outcome, Result } from "./outcome.js";
 
 /** The longest `wait` one Claim asks for while the operation is pending. */
 export const MAX_CLAIM_WAIT = 20;
@@ -48,96 +56,15 @@ export const UNCHECKABLE =
   + "or declare provider deduplication (providerDeduplicates: true) if the provider honours the key, "
   + "or reconcile the operation";
 
-// ---- what an effect returns ----------------------------------------------------------
-
-/** The effect happened: `body` is recorded (Complete) and replayed to retries. */
-export class Success {
-  readonly kind = "success";
-  constructor(
-    readonly body: Uint8Array,
-    readonly contentType = "",
-    readonly metadata: Record<string, string> = {},
-  ) {}
+/** What executeOnce needs of a client: the calls it makes. Client has them (client.ts
+ *  stands above this module: its executeOnce runs this one). */
+interface ExecuteClient {
+  sendClaim(request: pb.ClaimRequest, options?: SendOptions): Promise<[pb.ClaimResponse, number]>;
+  sendRenew(operationId: string, fence: string, options?: SendOptions & { lease?: number }): Promise<[pb.RenewResponse, number]>;
+  complete(operationId: string, fence: string, body: Uint8Array, options?: SendOptions & CompleteOptions): Promise<pb.CompleteResponse>;
+  fail(operationId: string, fence: string, disposition: pb.FailDisposition, options: SendOptions & FailOptions): Promise<pb.FailResponse>;
+  lookup(target: LookupTarget, options?: SendOptions & LookupOptions): Promise<pb.LookupResponse>;
 }
-
-/** The effect ended in a final error: recorded (Fail TERMINAL) and replayed. */
-export class Terminal {
-  readonly kind = "terminal";
-  constructor(
-    readonly code: string,
-    readonly message = "",
-    readonly metadata: Record<string, string> = {},
-  ) {}
-}
-
-/** The effect certainly did not happen: a later attempt may try again (Fail
- *  RETRYABLE) after `retryAfter` seconds, within the attempt budget. */
-export class Retryable {
-  readonly kind = "retryable";
-  constructor(
-    readonly code: string,
-    readonly message = "",
-    readonly retryAfter = 1.0,
-    readonly metadata: Record<string, string> = {},
-  ) {}
-}
-
-/** The effect may or may not have happened (Fail UNKNOWN): the next owner reconciles
- *  first. An effect that throws counts as Unknown too. */
-export class Unknown {
-  readonly kind = "unknown";
-  constructor(
-    readonly code = "outcome_unknown",
-    readonly message = "",
-  ) {}
-}
-
-export type Outcome = Success | Terminal | Retryable | Unknown;
-
-/** The recorded result of the operation, made now or replayed. */
-export interface Result {
-  operationId: string;
-  body: Buffer;
-  contentType: string;
-  metadata: Record<string, string>;
-  /** Attempts the operation took (this one included). */
-  attempts: number;
-  /** True when the result was stored by an earlier call and nothing ran now. */
-  replayed: boolean;
-}
-
-/** What the effect (and `lookup`) learn about the attempt they run in. */
-export interface EffectContext {
-  /** Stable for the whole operation: give it to the provider as its idempotency key. */
-  readonly operationId: string;
-  readonly fence: string;
-  /** 1-based; counts every owner, takeovers included. */
-  readonly attempt: number;
-  readonly maxAttempts: number;
-  /** ReconcileFirst: an earlier attempt may have taken effect. */
-  readonly previousOutcomeUnknown: boolean;
-  readonly previousFence: string | undefined;
-  /** The server's previous_attempt_deadline in seconds (what was left at its reply);
-   *  undefined when it left it out. */
-  readonly previousAttemptDeadline: number | undefined;
-  /** The monotonic() instant after which the earlier attempt's effect is no longer in
-   *  flight (conservative when the server sent no deadline). */
-  readonly previousAttemptSettlesAt: number | undefined;
-  /** The monotonic() instant at which the effect is aborted. */
-  readonly cancelAt: number;
-  /** Aborted at the attempt deadline or when another owner took over: stop the work
-   *  (pass it to fetch and the like). */
-  readonly signal: AbortSignal;
-  previousAttemptSettled(): boolean;
-}
-
-export type Effect = (ctx: EffectContext) => Promise<Outcome>;
-/** Asked on ReconcileFirst: the earlier attempt's outcome as the provider has it
- *  (looked up by ctx.operationId or the caller's stable reference), undefined if the
- *  provider has nothing. It must read the provider's current state, not a cache or a
- *  lagging replica: "nothing" is taken to mean that the effect had not happened when
- *  the lookup was started. */
-export type Lookup = (ctx: EffectContext) => Promise<Success | Terminal | undefined>;
 
 export interface ExecuteOptions {
   /** The lease asked for, seconds (default 30). */
@@ -240,7 +167,7 @@ const pause = (s: number, signal?: AbortSignal): Promise<void> =>
  * a StatusError such as ConflictError.
  */
 export async function executeOnce(
-  client: Client,
+  client: ExecuteClient,
   operation: string,
   key: string,
   payload: Payload,
@@ -258,7 +185,7 @@ export async function executeOnce(
   const end = monotonic() + (options.deadline ?? 60);
   let wait: number | undefined;
   for (;;) {
-    const request = Client.claimRequest(operation, key, {
+    const request = claimRequest(operation, key, {
       ...identity,
       claimToken: newClaimToken(),
       lease,
@@ -352,7 +279,7 @@ class Attempt {
    *  send (sooner than the server's handling of it); the earlier attempt's deadline
    *  from its reply (later). */
   constructor(
-    private readonly client: Client,
+    private readonly client: ExecuteClient,
     ownership: pb.Ownership,
     [sentAt, receivedAt]: [number, number],
     private readonly lease: number,

@@ -278,53 +278,145 @@ function capture(res: ResponseLike, limit: number, next: NextFunction): Promise<
   });
 }
 
+/** The options with their defaults, resolved once per middleware. */
+interface Settings {
+  methods: Set<string>;
+  required: boolean;
+  header: string;
+  operation: (req: RequestLike) => string;
+  keep: string[];
+  maxRequestBytes: number;
+  maxResponseBytes: number;
+  reconcileFirst: "refuse" | "run";
+  principalOf: NonNullable<IdempotencyOptions["principal"]>;
+  sharedKeys: boolean;
+  maxKeyBytes: number;
+}
+
+function settingsOf(options: IdempotencyOptions): Settings {
+  const sharedKeys = options.sharedKeys ?? false;
+  return {
+    methods: new Set((options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase())),
+    required: options.required ?? true,
+    header: (options.header ?? "idempotency-key").toLowerCase(),
+    operation: options.operation ?? defaultOperation,
+    keep: (options.keepHeaders ?? DEFAULT_KEEP_HEADERS).map((h) => h.toLowerCase()),
+    maxRequestBytes: options.maxRequestBytes ?? 1 << 20,
+    maxResponseBytes: options.maxResponseBytes ?? 1 << 20,
+    reconcileFirst: options.reconcileFirst ?? "refuse",
+    principalOf: options.principal ?? authorizationPrincipal,
+    sharedKeys,
+    maxKeyBytes: sharedKeys ? MAX_KEY_BYTES : MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES,
+  };
+}
+
+/** The key to send idemd for this request (the caller's, scoped by its principal unless
+ *  `sharedKeys`), or undefined once the request has been answered or passed on. */
+async function keyOf(
+  req: RequestLike,
+  res: ResponseLike,
+  own: Originals,
+  next: NextFunction,
+  settings: Settings,
+): Promise<string | undefined> {
+  const raw = req.headers[settings.header];
+  if (raw === undefined) {
+    if (settings.required) problem(res, own, 400, "Idempotency-Key missing", "this request requires an Idempotency-Key header");
+    else next();
+    return undefined;
+  }
+  const given = parseKey(Array.isArray(raw) ? raw.join(",") : raw);
+  if (!given || Buffer.byteLength(given) > settings.maxKeyBytes) {
+    problem(res, own, 400, "Invalid Idempotency-Key", `the Idempotency-Key must be 1-${settings.maxKeyBytes} bytes`);
+    return undefined;
+  }
+  if (settings.sharedKeys) return given;
+  let principal: string | null | undefined;
+  try {
+    principal = await settings.principalOf(req);
+  } catch (error) {
+    next(error);
+    return undefined;
+  }
+  if (!principal) {
+    problem(
+      res, own, 400, "Idempotency-Key needs a caller",
+      "Idempotency-Keys are scoped per caller, and no caller (principal) was found in this request, such as an Authorization header",
+    );
+    return undefined;
+  }
+  return scopedKey(principal, given);
+}
+
+/** What is stored of a route's response: its body, content type, status and the headers
+ *  kept (each within idemd's metadata bounds). */
+function recorded(captured: Captured, keep: string[]): Success {
+  let contentType = "";
+  const metadata: Record<string, string> = { [STATUS]: String(captured.status) };
+  for (const [name, value] of Object.entries(captured.headers)) {
+    if (value === undefined) continue;
+    const text = Array.isArray(value) ? value.join(", ") : String(value);
+    if (name === "content-type") contentType = text;
+    else if (keep.includes(name)) {
+      const metaKey = HEADER + name;
+      if (metaKey.length + Buffer.byteLength(text) <= METADATA_LIMIT && Object.keys(metadata).length < 16) {
+        metadata[metaKey] = text;
+      }
+    }
+  }
+  return new Success(captured.body, contentType, metadata);
+}
+
+/** Answers what executeOnce threw, as an HTTP problem, or passes the route's own error on. */
+function answerFailure(error: unknown, res: ResponseLike, own: Originals, next: NextFunction): void {
+  if (error instanceof ConflictError) {
+    return problem(res, own, 422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request");
+  }
+  if (error instanceof ResultExpiredError) {
+    return problem(res, own, 422, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key");
+  }
+  if (error instanceof PendingError) {
+    return problem(res, own, 409, "Request in progress", "a request with this Idempotency-Key is still being processed", error.retryAfter);
+  }
+  if (error instanceof InvalidArgumentError) return problem(res, own, 400, "Invalid request", error.grpcMessage);
+  if (error instanceof OutcomeUnknownError && error.cause !== undefined && !(error.cause instanceof IdemError)) {
+    return next(error.cause); // the route's own error
+  }
+  if (error instanceof OutcomeUnknownError || error instanceof NeedsReconciliationError || error instanceof OperationFailedError) {
+    return problem(res, own, 500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect");
+  }
+  if (error instanceof StatusError) {
+    return problem(res, own, 503, "Idempotency service unavailable", Code[error.code] ?? String(error.code), error.retryAfter ?? 1);
+  }
+  if (error instanceof TooLarge) return problem(res, own, 500, "Response too large", "the response is too large to keep");
+  return next(error);
+}
+
+/** Sends the stored response: its status, the headers kept, and Idempotent-Replayed on a replay. */
+function replay(res: ResponseLike, own: Originals, result: Result): void {
+  const headers: OutgoingHttpHeaders = { "content-length": String(result.body.length) };
+  if (result.contentType) headers["content-type"] = result.contentType;
+  for (const [name, value] of Object.entries(result.metadata)) {
+    if (name.startsWith(HEADER)) headers[name.slice(HEADER.length)] = value;
+  }
+  if (result.replayed) headers["idempotent-replayed"] = "true";
+  send(res, own, Number(result.metadata[STATUS] ?? "200"), headers, result.body);
+}
+
 /** The Express middleware (see the module comment). */
 export function idempotency(options: IdempotencyOptions) {
-  const methods = new Set((options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase()));
-  const required = options.required ?? true;
-  const header = (options.header ?? "idempotency-key").toLowerCase();
-  const operation = options.operation ?? defaultOperation;
-  const keep = (options.keepHeaders ?? DEFAULT_KEEP_HEADERS).map((h) => h.toLowerCase());
-  const maxRequestBytes = options.maxRequestBytes ?? 1 << 20;
-  const maxResponseBytes = options.maxResponseBytes ?? 1 << 20;
-  const reconcileFirst = options.reconcileFirst ?? "refuse";
-  const principalOf = options.principal ?? authorizationPrincipal;
-  const sharedKeys = options.sharedKeys ?? false;
-  const maxKeyBytes = sharedKeys ? MAX_KEY_BYTES : MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES;
+  const settings = settingsOf(options);
   let client: Client | undefined = typeof options.client === "function" ? undefined : options.client;
   const clientOf = (): Client => (client ??= (options.client as () => Client)());
 
   return async function idempotencyMiddleware(req: RequestLike, res: ResponseLike, next: NextFunction): Promise<void> {
-    if (!methods.has(req.method.toUpperCase())) return next();
+    if (!settings.methods.has(req.method.toUpperCase())) return next();
     const own = originals(res);
-    const raw = req.headers[header];
-    if (raw === undefined) {
-      if (required) return problem(res, own, 400, "Idempotency-Key missing", "this request requires an Idempotency-Key header");
-      return next();
-    }
-    const given = parseKey(Array.isArray(raw) ? raw.join(",") : raw);
-    if (!given || Buffer.byteLength(given) > maxKeyBytes) {
-      return problem(res, own, 400, "Invalid Idempotency-Key", `the Idempotency-Key must be 1-${maxKeyBytes} bytes`);
-    }
-    let key = given;
-    if (!sharedKeys) {
-      let principal: string | null | undefined;
-      try {
-        principal = await principalOf(req);
-      } catch (error) {
-        return next(error);
-      }
-      if (!principal) {
-        return problem(
-          res, own, 400, "Idempotency-Key needs a caller",
-          "Idempotency-Keys are scoped per caller, and no caller (principal) was found in this request, such as an Authorization header",
-        );
-      }
-      key = scopedKey(principal, given);
-    }
+    const key = await keyOf(req, res, own, next, settings);
+    if (key === undefined) return;
     let body: Buffer;
     try {
-      body = await bodyBytes(req, maxRequestBytes);
+      body = await bodyBytes(req, settings.maxRequestBytes);
     } catch (error) {
       if (error instanceof TooLarge) return problem(res, own, 413, "Request too large", "the request body is too large");
       return next(error);
@@ -335,32 +427,19 @@ export function idempotency(options: IdempotencyOptions) {
     const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
       if (res.locals) res.locals.idempotency = ctx;
       else res.locals = { idempotency: ctx };
-      const captured = await capture(res, maxResponseBytes, next);
+      const captured = await capture(res, settings.maxResponseBytes, next);
       if (captured.status >= 500) {
         passedOn = captured;
         return new Unknown("http_status", `the route answered ${captured.status}`);
       }
-      let contentType = "";
-      const metadata: Record<string, string> = { [STATUS]: String(captured.status) };
-      for (const [name, value] of Object.entries(captured.headers)) {
-        if (value === undefined) continue;
-        const text = Array.isArray(value) ? value.join(", ") : String(value);
-        if (name === "content-type") contentType = text;
-        else if (keep.includes(name)) {
-          const metaKey = HEADER + name;
-          if (metaKey.length + Buffer.byteLength(text) <= METADATA_LIMIT && Object.keys(metadata).length < 16) {
-            metadata[metaKey] = text;
-          }
-        }
-      }
-      return new Success(captured.body, contentType, metadata);
+      return recorded(captured, settings.keep);
     };
 
     let result: Result;
     try {
       result = await executeOnce(
         clientOf(),
-        operation(req),
+        settings.operation(req),
         key,
         framed.length <= MAX_SENT_PAYLOAD ? framed : null,
         effect,
@@ -369,40 +448,14 @@ export function idempotency(options: IdempotencyOptions) {
           attemptDuration: options.attemptDuration ?? 300,
           deadline: options.pendingWait ?? 0,
           // "refuse": executeOnce declines a ReconcileFirst itself (NOT_STARTED).
-          providerDeduplicates: reconcileFirst === "run",
+          providerDeduplicates: settings.reconcileFirst === "run",
           ...(framed.length > MAX_SENT_PAYLOAD ? { fingerprint: fingerprintBytes(framed) } : {}),
         },
       );
     } catch (error) {
       if (passedOn !== undefined) return send(res, own, passedOn.status, passedOn.headers, passedOn.body);
-      if (error instanceof ConflictError) {
-        return problem(res, own, 422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request");
-      }
-      if (error instanceof ResultExpiredError) {
-        return problem(res, own, 422, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key");
-      }
-      if (error instanceof PendingError) {
-        return problem(res, own, 409, "Request in progress", "a request with this Idempotency-Key is still being processed", error.retryAfter);
-      }
-      if (error instanceof InvalidArgumentError) return problem(res, own, 400, "Invalid request", error.grpcMessage);
-      if (error instanceof OutcomeUnknownError && error.cause !== undefined && !(error.cause instanceof IdemError)) {
-        return next(error.cause); // the route's own error
-      }
-      if (error instanceof OutcomeUnknownError || error instanceof NeedsReconciliationError || error instanceof OperationFailedError) {
-        return problem(res, own, 500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect");
-      }
-      if (error instanceof StatusError) {
-        return problem(res, own, 503, "Idempotency service unavailable", Code[error.code] ?? String(error.code), error.retryAfter ?? 1);
-      }
-      if (error instanceof TooLarge) return problem(res, own, 500, "Response too large", "the response is too large to keep");
-      return next(error);
+      return answerFailure(error, res, own, next);
     }
-    const headers: OutgoingHttpHeaders = { "content-length": String(result.body.length) };
-    if (result.contentType) headers["content-type"] = result.contentType;
-    for (const [name, value] of Object.entries(result.metadata)) {
-      if (name.startsWith(HEADER)) headers[name.slice(HEADER.length)] = value;
-    }
-    if (result.replayed) headers["idempotent-replayed"] = "true";
-    send(res, own, Number(result.metadata[STATUS] ?? "200"), headers, result.body);
+    replay(res, own, result);
   };
 }

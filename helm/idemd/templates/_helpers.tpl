@@ -216,6 +216,7 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_AUTH_LOOKUP_CONCURRENCY" $config.authLookupConcurrency)
   (list "IDEMD_RESULT_CACHE_BYTES" $config.resultCacheBytes)
   (list "IDEMD_READINESS_INTERVAL" $config.readinessInterval)
+  (list "IDEMD_CLOCK_MARGIN" $config.clockMargin)
   (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
   (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
   (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)

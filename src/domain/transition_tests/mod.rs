@@ -1,11 +1,11 @@
-//! Tests of the pure state machine in `transition.rs` against DESIGN.md
+//! Tests of the pure state machine in `transition/` against DESIGN.md
 //! ("State machine" and "Retrying the API itself").
 //!
 //! The stores draw a new fence whenever `effects.takes_new_fence()`; [`Sim`]
 //! emulates that with a counter and `Effects::with_fence`, then applies
 //! `update.next` as the new record, exactly as a store would inside its
 //! transaction. The first Claim of a scope, the `(none)` row, is an insert
-//! made by the stores, not a decision of `transition.rs`: [`inserted_record`]
+//! made by the stores, not a decision of `transition/`: [`inserted_record`]
 //! mirrors it so that every other row starts from a realistic record.
 //!
 //! This module is the fixture; the tests live beside it by concern: `claim`,

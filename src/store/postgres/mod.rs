@@ -1,8 +1,9 @@
 //! The production store. Races are settled by Postgres: the unique scope
 //! constraint for first claims, `SELECT … FOR UPDATE` for every other
 //! transition, and an UPDATE guarded by the fence and state it read. The
-//! flow is the shared one ([`super::flow`]); this file holds what Postgres
-//! does its own way.
+//! SQL is the shared one ([`super::shared`]) but for the batched path
+//! ([`batched`], run by [`batcher`]); this file holds what Postgres does its
+//! own way.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,27 +13,28 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, warn};
 
+use self::batched::{ClaimRequest, WriteRequest};
+use self::batcher::Batcher;
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
-use self::statements::{ClaimRequest, WriteRequest};
-use super::batch::Batcher;
+use super::dialect::{Dialect, retry_on_conflict};
 use super::error::{ErrorClass, StoreResult};
-use super::flow::{Dialect, Shared};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
+use crate::backoff::Backoff;
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
 };
-use crate::shutdown::Backoff;
 
+mod batched;
+mod batcher;
 mod keepalive;
 mod notifier;
-mod statements;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -64,28 +66,6 @@ const STATEMENTS_IN_FLIGHT: usize = 2;
 /// Pauses before listening again for other replicas' changes.
 const LISTEN_FIRST_PAUSE: Duration = Duration::from_millis(100);
 const LISTEN_MAX_PAUSE: Duration = Duration::from_secs(10);
-
-/// Runs a one-statement path again after a serialization failure, deadlock
-/// or history sequence collision (a concurrent locked write of the same
-/// operation), as the locked path's transactions are.
-async fn retry_conflicts<T, Run, Ran>(mut run: Run) -> Result<T>
-where
-    Run: FnMut() -> Ran,
-    Ran: Future<Output = StoreResult<T>>,
-{
-    let mut attempt = 1;
-    loop {
-        match run().await {
-            Err(error)
-                if attempt < PostgresStore::TRANSACTION_ATTEMPTS
-                    && error.class(PostgresStore::classify) == ErrorClass::Conflict =>
-            {
-                attempt += 1;
-            }
-            outcome => return outcome.map_err(PostgresStore::translate),
-        }
-    }
-}
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -260,25 +240,26 @@ impl PostgresStore {
         let in_flight = STATEMENTS_IN_FLIGHT;
         let claims = {
             let pool = pool.clone();
-            Batcher::new(in_flight, statements::claim_key, move |requests| {
+            Batcher::new(in_flight, batched::claim_key, move |requests| {
                 let pool = pool.clone();
                 Box::pin(async move {
                     let members: Vec<_> = requests.iter().map(ClaimRequest::member).collect();
-                    retry_conflicts(|| statements::insert_or_find(&pool, &members)).await
+                    retry_on_conflict::<Self, _, _, _>(|| batched::insert_or_find(&pool, &members))
+                        .await
                 })
             })
         };
         let writes = {
             let pool = pool.clone();
-            Batcher::new(in_flight, statements::write_key, move |requests| {
+            Batcher::new(in_flight, batched::write_key, move |requests| {
                 let pool = pool.clone();
                 Box::pin(async move {
                     let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
-                    retry_conflicts(|| async {
-                        match statements::write_guarded(&pool, &members).await {
+                    retry_on_conflict::<Self, _, _, _>(|| async {
+                        match batched::write_guarded(&pool, &members).await {
                             // A row held elsewhere: each member decides
                             // alone, in the locked path.
-                            Err(error) if statements::is_lock_timeout(&error) => {
+                            Err(error) if batched::is_lock_timeout(&error) => {
                                 Ok(members.iter().map(|_| None).collect())
                             }
                             written => written,
@@ -428,41 +409,9 @@ impl Dialect for PostgresStore {
     const DUE_FOR_DEADLINE: &'static str = due_for_deadline_sql!(" FOR UPDATE SKIP LOCKED");
     const DELETE_EXPIRED_TOMBSTONES: &'static str =
         delete_expired_tombstones_sql!(" FOR UPDATE SKIP LOCKED");
-    // `count` is an int4 that binaries from before count_total read as such; past
-    // 2^31 - 1 it stays there and count_total carries the count (NULL:
-    // count is the count). See migration 20261201000006_history_count_total.
-    const SELECT_HISTORY: &'static str =
-        select_history_sql!("GREATEST(count_total, CAST(count AS BIGINT))");
-    // One statement, HistoryCap::place in SQL: count into the last entry
-    // when the keys match (or the cap is reached and the last entry is the
-    // truncation marker), else append the entry while there is room (or it
-    // is kept past the cap), else append the truncation marker.
-    const APPEND_HISTORY: &'static str = "WITH last AS ( \
-             SELECT sequence, coalesce_key FROM operation_history \
-             WHERE operation_id = $1 ORDER BY sequence DESC LIMIT 1 \
-         ), placed AS ( \
-             SELECT COALESCE((SELECT sequence FROM last), 0) AS last_sequence, \
-                 CASE WHEN (SELECT coalesce_key FROM last) = $9 THEN 'count' \
-                      WHEN $10 OR COALESCE((SELECT sequence FROM last), 0) < $11 - 1 \
-                          THEN 'append' \
-                      WHEN (SELECT coalesce_key FROM last) = $14 THEN 'count' \
-                      ELSE 'marker' END AS placement \
-         ), coalesced AS ( \
-             UPDATE operation_history AS history SET \
-                 count_total = GREATEST(history.count_total, history.count) + 1, \
-                 count = LEAST(CAST(history.count AS BIGINT) + 1, 2147483647), \
-                 last_at = $8, last_fence = $5, to_state = $4, attempt = $6 \
-             FROM placed \
-             WHERE history.operation_id = $1 AND history.sequence = placed.last_sequence \
-               AND placed.placement = 'count' \
-         ) \
-         INSERT INTO operation_history (operation_id, sequence, event, from_state, to_state, \
-             fence, attempt, detail, count, first_at, last_at, coalesce_key) \
-         SELECT $1, last_sequence + 1, \
-             CASE WHEN placement = 'append' THEN $2 ELSE $12 END, $3, $4, $5, $6, \
-             CASE WHEN placement = 'append' THEN $7 ELSE $13 END, 1, $8, $8, \
-             CASE WHEN placement = 'append' THEN $9 ELSE $14 END \
-         FROM placed WHERE placement <> 'count'";
+    const SELECT_HISTORY: &'static str = select_history_sql!("count");
+    // One statement, HistoryCap::place in SQL (its mirror: see the file).
+    const APPEND_HISTORY: &'static str = include_str!("sql/append_history.sql");
 
     fn stamp(moment: DateTime<Utc>) -> DateTime<Utc> {
         moment
@@ -626,184 +575,4 @@ impl Dialect for PostgresStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use sqlx::PgPool;
-
-    use super::*;
-    use crate::store::credentials::AUTHENTICATE;
-    use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
-
-    /// The state of the backend `pid`, read from another session.
-    async fn backend_state(observer: &PgPool, pid: i32) -> String {
-        sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
-            .bind(pid)
-            .fetch_one(observer)
-            .await
-            .expect("a reading")
-    }
-
-    /// A call cancelled while its BEGIN is on the wire must not leave the
-    /// pooled connection inside that transaction (sqlx 0.9.0 does with
-    /// `pool.begin()`, transact-rs/sqlx#4393): the next caller's autocommit
-    /// statements would run uncommitted inside it. Cancelled at every point
-    /// from before the first poll to after the round trip.
-    #[sqlx::test(migrator = "MIGRATOR")]
-    async fn a_begin_cancelled_mid_flight_leaves_no_transaction_behind(pool: PgPool) {
-        let one = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(pool.connect_options().as_ref().clone())
-            .await
-            .expect("a pool of one");
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&one)
-            .await
-            .expect("its pid");
-        for micros in (0..2_000).step_by(50) {
-            let cancelled =
-                tokio::time::timeout(Duration::from_micros(micros), begin_detached(&one, None))
-                    .await;
-            drop(cancelled);
-            // The transaction, if begun, is dropped and rolled back on its
-            // own task; the connection goes back to the pool.
-            drop(one.acquire().await.expect("the connection back"));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let state = backend_state(&pool, pid).await;
-            assert!(
-                state == "idle",
-                "{state}: left so by a BEGIN cancelled after {micros} µs"
-            );
-        }
-    }
-
-    #[test]
-    fn commit_settings_that_can_lose_acknowledged_results_are_named() {
-        for (commit, standbys, risk) in [
-            ("off", "", Some(DurabilityRisk::Crash)),
-            ("off", "replica1", Some(DurabilityRisk::Crash)),
-            ("local", "replica1", Some(DurabilityRisk::Failover)),
-            (
-                "remote_write",
-                "ANY 1 (a, b)",
-                Some(DurabilityRisk::Failover),
-            ),
-            ("on", "", Some(DurabilityRisk::Failover)),
-            ("remote_apply", " ", Some(DurabilityRisk::Failover)),
-            ("on", "replica1", None),
-            ("remote_apply", "FIRST 1 (a, b)", None),
-        ] {
-            assert_eq!(
-                durability_risk(commit, standbys),
-                risk,
-                "{commit} / {standbys:?}"
-            );
-        }
-    }
-
-    /// Every transient condition of a Postgres server answers UNAVAILABLE
-    /// (retry), never INTERNAL; only what no retry can mend is INTERNAL.
-    #[test]
-    fn transient_sqlstates_are_unavailable_and_the_rest_internal() {
-        use crate::store::error::StoreError;
-        for (sqlstate, class) in [
-            ("55P03", ErrorClass::Unavailable), // lock_timeout
-            ("57014", ErrorClass::Unavailable), // statement_timeout, cancel
-            ("25006", ErrorClass::Unavailable), // read-only: a demoted primary
-            ("25P03", ErrorClass::Unavailable), // idle_in_transaction_session_timeout
-            ("57P01", ErrorClass::Unavailable), // admin shutdown
-            ("57P02", ErrorClass::Unavailable), // crash shutdown
-            ("57P03", ErrorClass::Unavailable), // cannot connect now
-            ("53300", ErrorClass::Unavailable), // too many connections
-            ("53100", ErrorClass::Unavailable), // disk full
-            ("08006", ErrorClass::Unavailable), // connection failure
-            ("08001", ErrorClass::Unavailable), // cannot establish a connection
-            ("08P01", ErrorClass::Unavailable), // protocol violation
-            ("40001", ErrorClass::Conflict),    // serialization failure
-            ("40P01", ErrorClass::Conflict),    // deadlock
-            ("23505", ErrorClass::Conflict),    // a history sequence raced
-            ("42P01", ErrorClass::Internal),    // undefined table: a bug
-            ("22P02", ErrorClass::Internal),    // invalid text representation
-            ("23502", ErrorClass::Internal),    // not null violation
-            ("XX000", ErrorClass::Internal),    // internal error
-        ] {
-            assert_eq!(PostgresStore::classify_code(sqlstate), class, "{sqlstate}");
-        }
-        // A conflict whose attempts are spent is UNAVAILABLE too, as is the
-        // pool's own failure; neither is INTERNAL.
-        for error in [
-            sqlx::Error::PoolTimedOut,
-            sqlx::Error::PoolClosed,
-            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
-        ] {
-            let translated = PostgresStore::translate(StoreError::Database(error));
-            assert!(
-                matches!(translated, Error::Unavailable { .. }),
-                "{translated:?}"
-            );
-        }
-    }
-
-    /// The statements that run over many rows (the sweeper's, the gauges',
-    /// ListUnresolved) must find their rows through an index: with sequential
-    /// scans turned off, a plan that still scans `operations` could not.
-    #[sqlx::test(migrator = "MIGRATOR")]
-    async fn background_statements_read_indexes_not_the_whole_table(pool: PgPool) {
-        let mut connection = pool.acquire().await.expect("a connection");
-        sqlx::query("SET enable_seqscan = off")
-            .execute(&mut *connection)
-            .await
-            .expect("set");
-        let now = "now()";
-        let batch = "100";
-        for (name, sql, parameters) in [
-            (
-                "tombstones due",
-                PostgresStore::DUE_FOR_TOMBSTONE,
-                &[now, batch][..],
-            ),
-            (
-                "deadlines due",
-                PostgresStore::DUE_FOR_DEADLINE,
-                &[now, batch],
-            ),
-            (
-                "old tombstones",
-                PostgresStore::DELETE_EXPIRED_TOMBSTONES,
-                &[now, batch],
-            ),
-            ("gauges", COUNT_OPERATIONS, &[now]),
-            (
-                "unresolved",
-                SELECT_UNRESOLVED,
-                &[
-                    "1",
-                    now,
-                    "NULL::text",
-                    "NULL::timestamptz",
-                    "NULL::uuid",
-                    batch,
-                ],
-            ),
-            ("tokens", AUTHENTICATE, &["'\\x00'::bytea", now]),
-        ] {
-            // Highest first: `$1` must not eat the start of `$10`.
-            let explained = parameters
-                .iter()
-                .enumerate()
-                .rev()
-                .fold(sql.to_owned(), |sql, (index, value)| {
-                    sql.replace(&format!("${}", index + 1), value)
-                });
-            let plan: Vec<String> =
-                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {explained}")))
-                    .fetch_all(&mut *connection)
-                    .await
-                    .unwrap_or_else(|error| panic!("{name}: {error}"));
-            assert!(
-                !plan
-                    .iter()
-                    .any(|line| line.contains("Seq Scan on operations")),
-                "{name} scans the table: {plan:#?}"
-            );
-        }
-    }
-}
+mod tests;

@@ -23,10 +23,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
 
-use super::super::flow::statement_span;
+use super::super::dialect::statement_span;
 use super::keepalive::{self, DatabaseSockets};
+use crate::backoff::Backoff;
 use crate::domain::OperationId;
-use crate::shutdown::Backoff;
 
 /// The channel state changes are announced on; the payload is a
 /// comma-separated list of operation_ids.

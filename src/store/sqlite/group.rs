@@ -21,8 +21,8 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
-use super::super::flow::statement_span;
 use crate::domain::Error;
 
 /// The writer's state: its connection while a transaction is open (given
@@ -359,6 +359,7 @@ mod tests {
     }
 
     async fn writer_on_a_fresh_file() -> (GroupWriter, SqlitePool, std::path::PathBuf) {
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
         let directory = std::env::temp_dir().join(format!("idemd-group-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
         let options = options_for(&directory);

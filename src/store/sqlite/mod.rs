@@ -27,12 +27,13 @@ use sqlx::sqlite::{
 };
 use tracing::Instrument;
 
+use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreResult};
-use super::flow::{Dialect, Shared};
 use super::row::{OperationRow, signed};
+use super::shared::Shared;
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
-    operation_columns, select_history_sql, select_operation_sql,
+    select_history_sql, select_operation_sql,
 };
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
@@ -223,36 +224,26 @@ impl SqliteStore {
         let now = Self::database_now(&mut transaction).await?;
         Self::advance_fence(&mut transaction).await?;
         let after = |offset: TimeDelta| stamp(now + offset);
-        let row: Option<OperationRow> = sqlx::query_as(concat!(
-            "INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key, \
-                 fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms, \
-                 max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at, \
-                 operation_deadline_at, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, last_fence, $7, $8, $9, $10, $11, $12, $13, $14, \
-                 $15, $16, $16 FROM operation_fence WHERE singleton = 1 \
-             ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING \
-             RETURNING ",
-            operation_columns!()
-        ))
-        .bind(operation_id.0)
-        .bind(tenant.0)
-        .bind(&command.scope.operation)
-        .bind(&command.scope.key)
-        .bind(&command.fingerprint.0[..])
-        .bind(first.history.to_state.as_str())
-        .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
-        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
-        .bind(&command.claim_token)
-        .bind(command.lease.num_milliseconds())
-        .bind(command.max_attempt_duration.num_milliseconds())
-        .bind(command.retention.num_milliseconds())
-        .bind(after(first.lease_expires_in))
-        .bind(after(first.attempt_deadline_in))
-        .bind(first.operation_deadline_in.map(after))
-        .bind(stamp(now))
-        .fetch_optional(&mut *transaction)
-        .instrument(Self::statement("INSERT operations"))
-        .await?;
+        let row: Option<OperationRow> = sqlx::query_as(include_str!("sql/insert_first_claim.sql"))
+            .bind(operation_id.0)
+            .bind(tenant.0)
+            .bind(&command.scope.operation)
+            .bind(&command.scope.key)
+            .bind(&command.fingerprint.0[..])
+            .bind(first.history.to_state.as_str())
+            .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
+            .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
+            .bind(&command.claim_token)
+            .bind(command.lease.num_milliseconds())
+            .bind(command.max_attempt_duration.num_milliseconds())
+            .bind(command.retention.num_milliseconds())
+            .bind(after(first.lease_expires_in))
+            .bind(after(first.attempt_deadline_in))
+            .bind(first.operation_deadline_in.map(after))
+            .bind(stamp(now))
+            .fetch_optional(&mut *transaction)
+            .instrument(Self::statement("INSERT operations"))
+            .await?;
         let Some(row) = row else {
             // Another write of this group may have inserted it: read it
             // here, where it is visible, and answer only once it is durable.
@@ -315,19 +306,8 @@ impl Dialect for SqliteStore {
     const DELETE_EXPIRED_TOMBSTONES: &'static str = delete_expired_tombstones_sql!("");
     // INTEGER columns are 64-bit: nothing to widen.
     const SELECT_HISTORY: &'static str = select_history_sql!("count");
-    // Runs when count_into_last_history_entry counted nothing: the entry
-    // itself while the history has room (or the entry is kept past the
-    // cap), the truncation marker otherwise.
-    const APPEND_HISTORY: &'static str = "INSERT INTO operation_history (operation_id, sequence, \
-             event, from_state, to_state, fence, attempt, detail, count, first_at, last_at, \
-             coalesce_key) \
-         SELECT $1, COALESCE(max(sequence), 0) + 1, \
-             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $2 ELSE $12 END, \
-             $3, $4, $5, $6, \
-             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $7 ELSE $13 END, \
-             1, $8, $8, \
-             CASE WHEN $10 OR COALESCE(max(sequence), 0) < $11 - 1 THEN $9 ELSE $14 END \
-         FROM operation_history WHERE operation_id = $1";
+    // Runs when count_into_last_history_entry counted nothing.
+    const APPEND_HISTORY: &'static str = include_str!("sql/append_history.sql");
 
     fn stamp(moment: DateTime<Utc>) -> String {
         stamp(moment)
@@ -387,9 +367,7 @@ impl Dialect for SqliteStore {
     }
 
     // SQLite has no writable CTEs: counting into the last entry is a
-    // statement of its own, whose WHERE is HistoryCap::place's counting
-    // cases: the keys match, or the cap is reached and the last entry is
-    // the truncation marker.
+    // statement of its own (its mirror of HistoryCap::place: see the file).
     async fn count_into_last_history_entry(
         connection: &mut SqliteConnection,
         operation_id: OperationId,
@@ -398,26 +376,19 @@ impl Dialect for SqliteStore {
         cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let counted = sqlx::query(
-            "UPDATE operation_history SET count = count + 1, last_at = $3, last_fence = $4, \
-                 to_state = $5, attempt = $6 \
-             WHERE operation_id = $1 AND sequence = \
-                 (SELECT max(sequence) FROM operation_history WHERE operation_id = $1) \
-               AND (coalesce_key = $2 \
-                 OR (NOT $7 AND sequence >= $8 - 1 AND coalesce_key = $9))",
-        )
-        .bind(operation_id.0)
-        .bind(coalesce_key)
-        .bind(stamp(now))
-        .bind(signed(entry.fence)?)
-        .bind(entry.to_state.as_str())
-        .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
-        .bind(entry.kept_past_cap())
-        .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
-        .bind(HistoryCap::TRUNCATED_KEY)
-        .execute(&mut *connection)
-        .instrument(Self::statement("UPDATE operation_history"))
-        .await?;
+        let counted = sqlx::query(include_str!("sql/count_into_last_history_entry.sql"))
+            .bind(operation_id.0)
+            .bind(coalesce_key)
+            .bind(stamp(now))
+            .bind(signed(entry.fence)?)
+            .bind(entry.to_state.as_str())
+            .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
+            .bind(entry.kept_past_cap())
+            .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
+            .bind(HistoryCap::TRUNCATED_KEY)
+            .execute(&mut *connection)
+            .instrument(Self::statement("UPDATE operation_history"))
+            .await?;
         Ok(counted.rows_affected() > 0)
     }
 
@@ -565,6 +536,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_without_full_sync_or_foreign_keys_is_refused() {
         use sqlx::{ConnectOptions, Connection};
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
         let directory = std::env::temp_dir().join(format!("idemd-unit-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&directory).expect("temp dir");
         let required = SqliteConnectOptions::new()
@@ -605,6 +577,7 @@ mod tests {
     #[tokio::test]
     async fn background_statements_read_indexes_not_the_whole_table() {
         use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
         let directory = std::env::temp_dir().join(format!("idemd-plan-{}", uuid::Uuid::now_v7()));
         let path = directory.join("plan.db");
         let lock = DatabaseLock::try_acquire(&path)

@@ -8,220 +8,16 @@ decoded from the status's google.rpc details. Durations are seconds (float).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any
 
 import grpc
 import grpc.aio
-from google.protobuf import duration_pb2
-from google.protobuf.message import Message
 
-from idemd.proto import SERVICE, pb
+from idemd import wire
+from idemd.execute import Effect, Result, execute_once
+from idemd.proto import pb
 from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_answered
-
-if TYPE_CHECKING:
-    from idemd.execute import Effect, Result
-
-Req = TypeVar("Req", bound=Message)
-Resp = TypeVar("Resp", bound=Message)
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    """A protobuf Duration of ``seconds``."""
-    message = duration_pb2.Duration()
-    message.FromTimedelta(timedelta(seconds=seconds))
-    return message
-
-
-def seconds(message: duration_pb2.Duration) -> float:
-    """A Duration the server sent, in seconds; negative counts as zero."""
-    return max(0.0, message.seconds + message.nanos / 1e9)
-
-
-# ---- requests (built the same way by this client and idemd.sync's) ---------------
-
-
-def claim_request(
-    operation: str,
-    key: str,
-    *,
-    json_payload: str | None = None,
-    bytes_payload: bytes | None = None,
-    fingerprint: bytes | None = None,
-    claim_token: bytes = b"",
-    lease: float | None = None,
-    max_attempt_duration: float | None = None,
-    max_attempts: int = 0,
-    retention: float | None = None,
-    operation_deadline: float | None = None,
-    wait: float | None = None,
-) -> pb.ClaimRequest:
-    """A ClaimRequest; exactly one of ``json_payload``, ``bytes_payload`` and
-    ``fingerprint`` identifies the request."""
-    given = [x is not None for x in (json_payload, bytes_payload, fingerprint)]
-    if sum(given) != 1:
-        raise ValueError("give exactly one of json_payload, bytes_payload, fingerprint")
-    request = pb.ClaimRequest(
-        scope=pb.Scope(operation=operation, key=key),
-        claim_token=claim_token,
-        max_attempts=max_attempts,
-    )
-    if json_payload is not None:
-        request.json_payload = json_payload
-    elif bytes_payload is not None:
-        request.bytes_payload = bytes_payload
-    elif fingerprint is not None:
-        request.fingerprint = fingerprint
-    for name, value in (
-        ("lease", lease),
-        ("max_attempt_duration", max_attempt_duration),
-        ("retention", retention),
-        ("operation_deadline", operation_deadline),
-        ("wait", wait),
-    ):
-        if value is not None:
-            getattr(request, name).CopyFrom(duration(value))
-    return request
-
-
-def claim_wait(request: pb.ClaimRequest) -> float:
-    """How long the server may hold this Claim (its ``wait``): added to each send's timeout."""
-    return seconds(request.wait) if request.HasField("wait") else 0.0
-
-
-def renew_request(operation_id: str, fence: int, lease: float | None) -> pb.RenewRequest:
-    request = pb.RenewRequest(operation_id=operation_id, fence=fence)
-    if lease is not None:
-        request.lease.CopyFrom(duration(lease))
-    return request
-
-
-def complete_request(
-    operation_id: str, fence: int, body: bytes, content_type: str, metadata: Mapping[str, str] | None
-) -> pb.CompleteRequest:
-    return pb.CompleteRequest(
-        operation_id=operation_id,
-        fence=fence,
-        result=pb.Result(body=body, content_type=content_type, metadata=metadata or {}),
-    )
-
-
-def fail_request(
-    operation_id: str,
-    fence: int,
-    disposition: pb.FailDisposition,
-    code: str,
-    message: str,
-    metadata: Mapping[str, str] | None,
-    retry_after: float | None,
-) -> pb.FailRequest:
-    request = pb.FailRequest(
-        operation_id=operation_id,
-        fence=fence,
-        disposition=disposition,
-        error=pb.OperationError(code=code, message=message, metadata=metadata or {}),
-    )
-    if retry_after is not None:
-        request.retry_after.CopyFrom(duration(retry_after))
-    return request
-
-
-def lookup_request(
-    operation_id: str | None, operation: str | None, key: str | None, include_history: bool
-) -> pb.LookupRequest:
-    request = pb.LookupRequest(include_history=include_history)
-    if operation_id is not None:
-        request.operation_id = operation_id
-    elif operation is not None and key is not None:
-        request.scope.CopyFrom(pb.Scope(operation=operation, key=key))
-    else:
-        raise ValueError("give operation_id, or operation and key")
-    return request
-
-
-def reconcile_request(
-    operation_id: str,
-    expected_fence: int,
-    succeeded: pb.Result | None,
-    failed: pb.OperationError | None,
-    not_applied: bool,
-) -> pb.ReconcileRequest:
-    if sum([succeeded is not None, failed is not None, not_applied]) != 1:
-        raise ValueError("give exactly one of succeeded, failed, not_applied")
-    request = pb.ReconcileRequest(operation_id=operation_id, expected_fence=expected_fence)
-    if succeeded is not None:
-        request.succeeded.CopyFrom(succeeded)
-    elif failed is not None:
-        request.failed.CopyFrom(failed)
-    else:
-        request.not_applied.SetInParent()
-    return request
-
-
-def channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """:data:`DEFAULT_CHANNEL_OPTIONS` with ``options`` added (and overriding them)."""
-    given = dict(options)
-    return [*((k, v) for k, v in DEFAULT_CHANNEL_OPTIONS if k not in given), *options]
-
-
-def list_unresolved_request(operation: str, page_size: int, page_token: str) -> pb.ListUnresolvedRequest:
-    return pb.ListUnresolvedRequest(operation=operation, page_size=page_size, page_token=page_token)
-
-
-# ---- the RPCs (one table, bound by this client and idemd.sync's) -------------------
-
-
-def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
-
-
-@dataclass(frozen=True)
-class Rpc(Generic[Req, Resp]):
-    """One idemd RPC: its method name and message types."""
-
-    name: str
-    request: type[Req]
-    response: type[Resp]
-
-    def bind(self, channel: grpc.Channel | grpc.aio.Channel) -> Any:
-        """The RPC's multicallable on ``channel`` (a blocking or an asyncio one, as the
-        channel is)."""
-        return channel.unary_unary(
-            f"/{SERVICE}/{self.name}",
-            request_serializer=_serialize,
-            response_deserializer=self.response.FromString,
-        )
-
-
-CLAIM = Rpc("Claim", pb.ClaimRequest, pb.ClaimResponse)
-RENEW = Rpc("Renew", pb.RenewRequest, pb.RenewResponse)
-COMPLETE = Rpc("Complete", pb.CompleteRequest, pb.CompleteResponse)
-FAIL = Rpc("Fail", pb.FailRequest, pb.FailResponse)
-LOOKUP = Rpc("Lookup", pb.LookupRequest, pb.LookupResponse)
-RECONCILE = Rpc("Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
-LIST_UNRESOLVED = Rpc("ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
-RPCS: tuple[Rpc[Any, Any], ...] = (CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED)
-
-
-def bind_rpcs(channel: grpc.Channel | grpc.aio.Channel) -> dict[Rpc[Any, Any], Any]:
-    """Every RPC of :data:`RPCS` bound on ``channel``."""
-    return {rpc: rpc.bind(channel) for rpc in RPCS}
-
-
-def bearer(token: str) -> tuple[tuple[str, str], ...]:
-    """The metadata every call carries."""
-    return (("authorization", f"Bearer {token}"),)
-
-
-#: gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
-#: backoff fails every call at once. idemd restarts and failovers are short, so the
-#: channel reconnects sooner and the retry policy (not the channel) paces re-sends.
-#: (``grpc.min_reconnect_backoff_ms`` is also the connect timeout: left at its default.)
-DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-)
+from idemd.wire import Req, Resp, Rpc
 
 
 class Client:
@@ -230,7 +26,7 @@ class Client:
 
     ``target`` is ``host:port``; pass ``credentials`` (``grpc.ssl_channel_credentials()``)
     for TLS, or a ready ``channel``. ``options`` are gRPC channel options, added to
-    (and overriding) :data:`DEFAULT_CHANNEL_OPTIONS`.
+    (and overriding) :data:`idemd.wire.DEFAULT_CHANNEL_OPTIONS`.
     """
 
     def __init__(
@@ -245,13 +41,13 @@ class Client:
     ) -> None:
         if channel is None:
             if credentials is None:
-                channel = grpc.aio.insecure_channel(target, options=channel_options(options))
+                channel = grpc.aio.insecure_channel(target, options=wire.channel_options(options))
             else:
-                channel = grpc.aio.secure_channel(target, credentials, options=channel_options(options))
+                channel = grpc.aio.secure_channel(target, credentials, options=wire.channel_options(options))
         self._channel = channel
         self.retry = retry
-        self._metadata = bearer(token)
-        self._calls = bind_rpcs(channel)
+        self._metadata = wire.bearer(token)
+        self._calls = wire.bind_rpcs(channel)
 
     async def __aenter__(self) -> Client:
         return self
@@ -296,7 +92,7 @@ class Client:
 
     # ---- Claim ------------------------------------------------------------
 
-    claim_request = staticmethod(claim_request)
+    claim_request = staticmethod(wire.claim_request)
 
     async def send_claim(
         self, request: pb.ClaimRequest, *, deadline: float | None = None
@@ -307,7 +103,7 @@ class Client:
         deadline count: the server counts them from its handling of that very send
         (an abandoned send's reply is never read)."""
         return await self._send_answered(
-            CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request)
+            wire.CLAIM, request, deadline=deadline, extra_timeout=wire.claim_wait(request)
         )
 
     async def claim(
@@ -331,8 +127,8 @@ class Client:
     ) -> tuple[pb.RenewResponse, float]:
         """Renew; returns the answer and the monotonic time at which the send it
         answers began (its lease counts from there, as a Claim's)."""
-        request = renew_request(operation_id, fence, lease)
-        return await self._send_answered(RENEW, request, deadline=deadline)
+        request = wire.renew_request(operation_id, fence, lease)
+        return await self._send_answered(wire.RENEW, request, deadline=deadline)
 
     async def renew(
         self,
@@ -359,8 +155,8 @@ class Client:
         deadline: float | None = None,
     ) -> pb.CompleteResponse:
         """Complete: record the success result. Only the current fence may."""
-        request = complete_request(operation_id, fence, body, content_type, metadata)
-        return await self._send(COMPLETE, request, deadline=deadline)
+        request = wire.complete_request(operation_id, fence, body, content_type, metadata)
+        return await self._send(wire.COMPLETE, request, deadline=deadline)
 
     async def fail(
         self,
@@ -376,8 +172,8 @@ class Client:
     ) -> pb.FailResponse:
         """Fail with a disposition: ``pb.FAIL_DISPOSITION_TERMINAL``, ``_RETRYABLE``
         (the effect certainly did not happen) or ``_UNKNOWN`` (it may have)."""
-        request = fail_request(operation_id, fence, disposition, code, message, metadata, retry_after)
-        return await self._send(FAIL, request, deadline=deadline)
+        request = wire.fail_request(operation_id, fence, disposition, code, message, metadata, retry_after)
+        return await self._send(wire.FAIL, request, deadline=deadline)
 
     # ---- reads and reconciliation ------------------------------------------------
 
@@ -391,8 +187,8 @@ class Client:
         deadline: float | None = None,
     ) -> pb.LookupResponse:
         """Lookup by ``operation_id``, or by scope (``operation`` and ``key``)."""
-        request = lookup_request(operation_id, operation, key, include_history)
-        return await self._send(LOOKUP, request, deadline=deadline)
+        request = wire.lookup_request(operation_id, operation, key, include_history)
+        return await self._send(wire.LOOKUP, request, deadline=deadline)
 
     async def reconcile(
         self,
@@ -406,8 +202,8 @@ class Client:
     ) -> pb.ReconcileResponse:
         """Reconcile from outside evidence: exactly one of ``succeeded``, ``failed``,
         ``not_applied``."""
-        request = reconcile_request(operation_id, expected_fence, succeeded, failed, not_applied)
-        return await self._send(RECONCILE, request, deadline=deadline)
+        request = wire.reconcile_request(operation_id, expected_fence, succeeded, failed, not_applied)
+        return await self._send(wire.RECONCILE, request, deadline=deadline)
 
     async def list_unresolved(
         self,
@@ -418,8 +214,8 @@ class Client:
         deadline: float | None = None,
     ) -> pb.ListUnresolvedResponse:
         """One page of the operations a reconciler must look at, oldest first."""
-        request = list_unresolved_request(operation, page_size, page_token)
-        return await self._send(LIST_UNRESOLVED, request, deadline=deadline)
+        request = wire.list_unresolved_request(operation, page_size, page_token)
+        return await self._send(wire.LIST_UNRESOLVED, request, deadline=deadline)
 
     async def execute_once(
         self,
@@ -430,6 +226,4 @@ class Client:
         **options: Any,
     ) -> Result:
         """:func:`idemd.execute.execute_once` on this client."""
-        from idemd.execute import execute_once
-
         return await execute_once(self, operation, key, payload, effect, **options)

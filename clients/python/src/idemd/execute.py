@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from idemd.protocol import (
     MAX_CLAIM_WAIT,
@@ -37,9 +37,6 @@ from idemd.protocol import (
     previous_attempt_settles_at,
 )
 
-if TYPE_CHECKING:
-    from idemd.client import Client
-
 T = TypeVar("T")
 
 Effect = Callable[[EffectContext], Awaitable[Outcome]]
@@ -48,6 +45,19 @@ Effect = Callable[[EffectContext], Awaitable[Outcome]]
 #: provider has nothing. It must read the provider's current state (not a cache, not
 #: a lagging replica): a "nothing" is trusted once the earlier attempt has settled.
 Lookup = Callable[[EffectContext], Awaitable[Success | Terminal | None]]
+
+
+class AsyncCalls(Protocol):
+    """What :func:`execute_once` needs of a client: the calls that the protocol's steps
+    name (:class:`idemd.protocol.Call`), awaited. :class:`idemd.Client` has them; the
+    client stands above this module, so it is named by what it does, not imported."""
+
+    def send_claim(self, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+    def send_renew(self, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+    def complete(self, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+    def fail(self, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+    def lookup(self, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+
 
 __all__ = [
     "MAX_CLAIM_WAIT",
@@ -66,7 +76,7 @@ __all__ = [
 
 
 async def execute_once(
-    client: Client,
+    client: AsyncCalls,
     operation: str,
     key: str,
     payload: str | bytes | Mapping[str, Any] | list[Any] | None,
@@ -147,7 +157,7 @@ async def execute_once(
 class _Driver:
     """Performs the protocol's steps with asyncio."""
 
-    def __init__(self, client: Client, effect: Effect, lookup: Lookup | None) -> None:
+    def __init__(self, client: AsyncCalls, effect: Effect, lookup: Lookup | None) -> None:
         self.client = client
         self.effect = effect
         self.lookup = lookup

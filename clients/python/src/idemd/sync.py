@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from idemd.client import (
+from idemd.wire import (
     CLAIM,
     COMPLETE,
     FAIL,
@@ -144,7 +144,7 @@ class Client:
         return self._send_answered(CLAIM, request, deadline=deadline, extra_timeout=claim_wait(request))
 
     def claim(self, operation: str, key: str, *, deadline: float | None = None, **fields: Any) -> pb.ClaimResponse:
-        """Claim: start or rejoin an operation (fields as :func:`idemd.client.claim_request`)."""
+        """Claim: start or rejoin an operation (fields as :func:`idemd.wire.claim_request`)."""
         response, _ = self.send_claim(claim_request(operation, key, **fields), deadline=deadline)
         return response
 

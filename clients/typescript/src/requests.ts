@@ -1,0 +1,137 @@
+/**
+ * The requests both Client and executeOnce send, built here and only here, so that a
+ * request is the same whoever sends it. Durations are seconds.
+ */
+import { randomBytes } from "node:crypto";
+import type * as pb from "./types.js";
+
+/** A protobuf Duration of `seconds`. */
+export function duration(seconds: number): pb.Duration {
+  const whole = Math.floor(seconds);
+  return { seconds: String(whole), nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+/** A Duration the server sent, in seconds; missing or negative counts as zero. */
+export function seconds(message: pb.Duration | null | undefined): number {
+  if (!message) return 0;
+  return Math.max(0, Number(message.seconds) + message.nanos / 1e9);
+}
+
+/** A fresh random claim_token (16 bytes). */
+export function newClaimToken(): Buffer {
+  return randomBytes(16);
+}
+
+export interface SendOptions {
+  /** A `monotonic()` instant bounding the call and its re-sends. */
+  deadline?: number | undefined;
+}
+
+export interface ClaimOptions {
+  /** Exactly one of jsonPayload, bytesPayload and fingerprint identifies the request. */
+  jsonPayload?: string;
+  bytesPayload?: Uint8Array;
+  fingerprint?: Uint8Array;
+  /** Random per attempt, reused only to re-send that same Claim (default: empty). */
+  claimToken?: Uint8Array;
+  lease?: number;
+  maxAttemptDuration?: number;
+  maxAttempts?: number;
+  retention?: number;
+  operationDeadline?: number;
+  wait?: number;
+}
+
+export interface CompleteOptions { contentType?: string; metadata?: Record<string, string> }
+export interface FailOptions { code: string; message?: string; metadata?: Record<string, string>; retryAfter?: number }
+export type LookupTarget = { operationId: string } | { operation: string; key: string };
+export interface LookupOptions { includeHistory?: boolean; historyPageSize?: number; historyPageToken?: string }
+export type Resolution =
+  | { succeeded: { body: Uint8Array; contentType?: string; metadata?: Record<string, string> } }
+  | { failed: { code: string; message?: string; metadata?: Record<string, string> } }
+  | { notApplied: true };
+export interface ListUnresolvedOptions { operation?: string; pageSize?: number; pageToken?: string }
+
+/** A ClaimRequest; exactly one of jsonPayload, bytesPayload and fingerprint. */
+export function claimRequest(operation: string, key: string, options: ClaimOptions): pb.ClaimRequest {
+  const given = [options.jsonPayload, options.bytesPayload, options.fingerprint].filter((x) => x !== undefined);
+  if (given.length !== 1) throw new TypeError("give exactly one of jsonPayload, bytesPayload, fingerprint");
+  const request: pb.ClaimRequest = {
+    scope: { operation, key },
+    claim_token: Buffer.from(options.claimToken ?? new Uint8Array()),
+    max_attempts: options.maxAttempts ?? 0,
+  };
+  if (options.jsonPayload !== undefined) request.json_payload = options.jsonPayload;
+  else if (options.bytesPayload !== undefined) request.bytes_payload = Buffer.from(options.bytesPayload);
+  else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
+  if (options.lease !== undefined) request.lease = duration(options.lease);
+  if (options.maxAttemptDuration !== undefined) request.max_attempt_duration = duration(options.maxAttemptDuration);
+  if (options.retention !== undefined) request.retention = duration(options.retention);
+  if (options.operationDeadline !== undefined) request.operation_deadline = duration(options.operationDeadline);
+  if (options.wait !== undefined) request.wait = duration(options.wait);
+  return request;
+}
+
+export function renewRequest(operationId: string, fence: string, lease: number | undefined): pb.RenewRequest {
+  const request: pb.RenewRequest = { operation_id: operationId, fence };
+  if (lease !== undefined) request.lease = duration(lease);
+  return request;
+}
+
+export function completeRequest(
+  operationId: string,
+  fence: string,
+  body: Uint8Array,
+  options: CompleteOptions,
+): pb.CompleteRequest {
+  return {
+    operation_id: operationId,
+    fence,
+    result: { body: Buffer.from(body), content_type: options.contentType ?? "", metadata: options.metadata ?? {} },
+  };
+}
+
+export function failRequest(
+  operationId: string,
+  fence: string,
+  disposition: pb.FailDisposition,
+  options: FailOptions,
+): pb.FailRequest {
+  const request: pb.FailRequest = {
+    operation_id: operationId,
+    fence,
+    disposition,
+    error: { code: options.code, message: options.message ?? "", metadata: options.metadata ?? {} },
+  };
+  if (options.retryAfter !== undefined) request.retry_after = duration(options.retryAfter);
+  return request;
+}
+
+export function lookupRequest(target: LookupTarget, options: LookupOptions): pb.LookupRequest {
+  const request: pb.LookupRequest = {
+    include_history: options.includeHistory ?? false,
+    history_page_size: options.historyPageSize ?? 0,
+    history_page_token: options.historyPageToken ?? "",
+  };
+  if ("operationId" in target) request.operation_id = target.operationId;
+  else request.scope = { operation: target.operation, key: target.key };
+  return request;
+}
+
+export function reconcileRequest(operationId: string, expectedFence: string, resolution: Resolution): pb.ReconcileRequest {
+  const request: pb.ReconcileRequest = { operation_id: operationId, expected_fence: expectedFence };
+  if ("succeeded" in resolution) {
+    const s = resolution.succeeded;
+    request.succeeded = { body: Buffer.from(s.body), content_type: s.contentType ?? "", metadata: s.metadata ?? {} };
+  } else if ("failed" in resolution) {
+    const f = resolution.failed;
+    request.failed = { code: f.code, message: f.message ?? "", metadata: f.metadata ?? {} };
+  } else {
+    request.not_applied = {};
+  }
+  return request;
+}
+
+export function listUnresolvedRequest(options: ListUnresolvedOptions): pb.ListUnresolvedRequest {
+  return { operation: options.operation ?? "", page_size: options.pageSize ?? 0, page_token: options.pageToken ?? "" };
+}

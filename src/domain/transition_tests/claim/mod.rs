@@ -1,0 +1,10 @@
+//! Claim: the first claim, key reuse, live leases, takeovers, the attempt budget,
+//! retries and replays.
+
+mod budget_spent;
+mod first;
+mod key_reuse;
+mod live_lease;
+mod retry_wait;
+mod takeover;
+mod terminal;

@@ -1,0 +1,180 @@
+//! What Postgres does its own way: sessions, error classes, plans.
+
+use sqlx::PgPool;
+
+use super::*;
+use crate::store::credentials::AUTHENTICATE;
+use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
+
+/// The state of the backend `pid`, read from another session.
+async fn backend_state(observer: &PgPool, pid: i32) -> String {
+    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
+        .bind(pid)
+        .fetch_one(observer)
+        .await
+        .expect("a reading")
+}
+
+/// A call cancelled while its BEGIN is on the wire must not leave the
+/// pooled connection inside that transaction (sqlx 0.9.0 does with
+/// `pool.begin()`, transact-rs/sqlx#4393): the next caller's autocommit
+/// statements would run uncommitted inside it. Cancelled at every point
+/// from before the first poll to after the round trip.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_begin_cancelled_mid_flight_leaves_no_transaction_behind(pool: PgPool) {
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .expect("a pool of one");
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&one)
+        .await
+        .expect("its pid");
+    for micros in (0..2_000).step_by(50) {
+        let cancelled =
+            tokio::time::timeout(Duration::from_micros(micros), begin_detached(&one, None)).await;
+        drop(cancelled);
+        // The transaction, if begun, is dropped and rolled back on its
+        // own task; the connection goes back to the pool.
+        drop(one.acquire().await.expect("the connection back"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let state = backend_state(&pool, pid).await;
+        assert!(
+            state == "idle",
+            "{state}: left so by a BEGIN cancelled after {micros} µs"
+        );
+    }
+}
+
+#[test]
+fn commit_settings_that_can_lose_acknowledged_results_are_named() {
+    for (commit, standbys, risk) in [
+        ("off", "", Some(DurabilityRisk::Crash)),
+        ("off", "replica1", Some(DurabilityRisk::Crash)),
+        ("local", "replica1", Some(DurabilityRisk::Failover)),
+        (
+            "remote_write",
+            "ANY 1 (a, b)",
+            Some(DurabilityRisk::Failover),
+        ),
+        ("on", "", Some(DurabilityRisk::Failover)),
+        ("remote_apply", " ", Some(DurabilityRisk::Failover)),
+        ("on", "replica1", None),
+        ("remote_apply", "FIRST 1 (a, b)", None),
+    ] {
+        assert_eq!(
+            durability_risk(commit, standbys),
+            risk,
+            "{commit} / {standbys:?}"
+        );
+    }
+}
+
+/// Every transient condition of a Postgres server answers UNAVAILABLE
+/// (retry), never INTERNAL; only what no retry can mend is INTERNAL.
+#[test]
+fn transient_sqlstates_are_unavailable_and_the_rest_internal() {
+    use crate::store::error::StoreError;
+    for (sqlstate, class) in [
+        ("55P03", ErrorClass::Unavailable), // lock_timeout
+        ("57014", ErrorClass::Unavailable), // statement_timeout, cancel
+        ("25006", ErrorClass::Unavailable), // read-only: a demoted primary
+        ("25P03", ErrorClass::Unavailable), // idle_in_transaction_session_timeout
+        ("57P01", ErrorClass::Unavailable), // admin shutdown
+        ("57P02", ErrorClass::Unavailable), // crash shutdown
+        ("57P03", ErrorClass::Unavailable), // cannot connect now
+        ("53300", ErrorClass::Unavailable), // too many connections
+        ("53100", ErrorClass::Unavailable), // disk full
+        ("08006", ErrorClass::Unavailable), // connection failure
+        ("08001", ErrorClass::Unavailable), // cannot establish a connection
+        ("08P01", ErrorClass::Unavailable), // protocol violation
+        ("40001", ErrorClass::Conflict),    // serialization failure
+        ("40P01", ErrorClass::Conflict),    // deadlock
+        ("23505", ErrorClass::Conflict),    // a history sequence raced
+        ("42P01", ErrorClass::Internal),    // undefined table: a bug
+        ("22P02", ErrorClass::Internal),    // invalid text representation
+        ("23502", ErrorClass::Internal),    // not null violation
+        ("XX000", ErrorClass::Internal),    // internal error
+    ] {
+        assert_eq!(PostgresStore::classify_code(sqlstate), class, "{sqlstate}");
+    }
+    // A conflict whose attempts are spent is UNAVAILABLE too, as is the
+    // pool's own failure; neither is INTERNAL.
+    for error in [
+        sqlx::Error::PoolTimedOut,
+        sqlx::Error::PoolClosed,
+        sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+    ] {
+        let translated = PostgresStore::translate(StoreError::Database(error));
+        assert!(
+            matches!(translated, Error::Unavailable { .. }),
+            "{translated:?}"
+        );
+    }
+}
+
+/// The statements that run over many rows (the sweeper's, the gauges',
+/// ListUnresolved) must find their rows through an index: with sequential
+/// scans turned off, a plan that still scans `operations` could not.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn background_statements_read_indexes_not_the_whole_table(pool: PgPool) {
+    let mut connection = pool.acquire().await.expect("a connection");
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *connection)
+        .await
+        .expect("set");
+    let now = "now()";
+    let batch = "100";
+    for (name, sql, parameters) in [
+        (
+            "tombstones due",
+            PostgresStore::DUE_FOR_TOMBSTONE,
+            &[now, batch][..],
+        ),
+        (
+            "deadlines due",
+            PostgresStore::DUE_FOR_DEADLINE,
+            &[now, batch],
+        ),
+        (
+            "old tombstones",
+            PostgresStore::DELETE_EXPIRED_TOMBSTONES,
+            &[now, batch],
+        ),
+        ("gauges", COUNT_OPERATIONS, &[now]),
+        (
+            "unresolved",
+            SELECT_UNRESOLVED,
+            &[
+                "1",
+                now,
+                "NULL::text",
+                "NULL::timestamptz",
+                "NULL::uuid",
+                batch,
+            ],
+        ),
+        ("tokens", AUTHENTICATE, &["'\\x00'::bytea", now]),
+    ] {
+        // Highest first: `$1` must not eat the start of `$10`.
+        let explained = parameters
+            .iter()
+            .enumerate()
+            .rev()
+            .fold(sql.to_owned(), |sql, (index, value)| {
+                sql.replace(&format!("${}", index + 1), value)
+            });
+        let plan: Vec<String> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {explained}")))
+                .fetch_all(&mut *connection)
+                .await
+                .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert!(
+            !plan
+                .iter()
+                .any(|line| line.contains("Seq Scan on operations")),
+            "{name} scans the table: {plan:#?}"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! The gRPC client, the requests tests send, and what they read and assert
+//! of the answers.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use idemd::proto::idempotency_service_client::IdempotencyServiceClient;
+use idemd::proto::{self, claim_response::Outcome};
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+pub type Client = IdempotencyServiceClient<Channel>;
+
+/// The fields a status's BadRequest names, in order.
+pub fn violated_fields(status: &tonic::Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .expect("BadRequest")
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect()
+}
+
+pub fn authorized<T>(token: &str, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("ascii token"),
+    );
+    request
+}
+
+pub fn scope(operation: &str, key: &str) -> Option<proto::Scope> {
+    Some(proto::Scope {
+        operation: operation.into(),
+        key: key.into(),
+    })
+}
+
+pub fn millis(millis: u64) -> Option<pbjson_types::Duration> {
+    let duration = Duration::from_millis(millis);
+    Some(pbjson_types::Duration {
+        seconds: duration.as_secs() as i64,
+        nanos: duration.subsec_nanos() as i32,
+    })
+}
+
+pub fn claim_json(operation: &str, key: &str, json: &str) -> proto::ClaimRequest {
+    proto::ClaimRequest {
+        scope: scope(operation, key),
+        request_identity: Some(proto::claim_request::RequestIdentity::JsonPayload(
+            json.into(),
+        )),
+        ..Default::default()
+    }
+}
+
+pub fn result(body: &str) -> Option<proto::Result> {
+    Some(proto::Result {
+        body: body.as_bytes().to_vec(),
+        content_type: "application/json".into(),
+        metadata: HashMap::from([("provider".to_owned(), "test".to_owned())]),
+    })
+}
+
+pub fn ownership(response: &proto::ClaimResponse) -> Option<&proto::Ownership> {
+    match response.outcome.as_ref()? {
+        Outcome::Acquired(acquired) => acquired.ownership.as_ref(),
+        Outcome::ReconcileFirst(reconcile) => reconcile.ownership.as_ref(),
+        _ => None,
+    }
+}
+
+pub fn outcome_name(response: &proto::ClaimResponse) -> &'static str {
+    match response.outcome {
+        Some(Outcome::Acquired(_)) => "acquired",
+        Some(Outcome::ReconcileFirst(_)) => "reconcile_first",
+        Some(Outcome::Pending(_)) => "pending",
+        Some(Outcome::Completed(_)) => "completed",
+        Some(Outcome::NeedsReconciliation(_)) => "needs_reconciliation",
+        None => "none",
+    }
+}
+
+/// The ErrorInfo reason and metadata of a status.
+pub fn error_info(status: &Status) -> (String, HashMap<String, String>) {
+    use tonic_types::StatusExt;
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("status {status:?} has no ErrorInfo"));
+    assert_eq!(info.domain, "idem.v1");
+    (info.reason, info.metadata)
+}
+
+pub fn assert_status(status: &Status, code: Code, reason: &str) {
+    assert_eq!(status.code(), code, "unexpected status: {status:?}");
+    assert_eq!(
+        error_info(status).0,
+        reason,
+        "unexpected reason: {status:?}"
+    );
+}
+
+pub async fn history(
+    client: &mut Client,
+    token: &str,
+    operation_id: &str,
+) -> Vec<proto::HistoryEntry> {
+    client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.into(),
+                )),
+                include_history: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner()
+        .history
+}
+
+pub fn events(history: &[proto::HistoryEntry]) -> Vec<String> {
+    history.iter().map(|entry| entry.event.clone()).collect()
+}
