@@ -364,10 +364,13 @@ async fn crashed_attempt(
 async fn the_attempt_deadline_cancels_the_effect_and_reports_unknown(store: Store) {
     let world = World::start(store).await;
     let client = world.client().await;
+    // The report (Fail UNKNOWN) must land before the attempt deadline, within the
+    // safety margin: 100 ms was too little for a loaded CI machine (the late report
+    // was refused and the record stayed IN_PROGRESS, unknown only by its lease).
     let operation = Operation {
-        lease: Duration::from_millis(300),
-        attempt_duration: Some(Duration::from_secs(1)),
-        safety_margin: Duration::from_millis(100),
+        lease: Duration::from_millis(1500),
+        attempt_duration: Some(Duration::from_secs(2)),
+        safety_margin: Duration::from_millis(500),
         ..order("order-7")
     };
     let (told, mut cancelled) = tokio::sync::oneshot::channel::<()>();
