@@ -40,14 +40,115 @@ pub enum Command {
     /// Manage tenants and their bearer tokens.
     #[command(subcommand)]
     Tenant(TenantCommand),
+    /// Read the audit trail of tenant and credential changes.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// How a listing is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns, for people.
+    Table,
+    /// One JSON array, for scripts.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TenantCommand {
-    /// Create a tenant; prints its bearer token, alone, on stdout.
-    Create { name: String },
+    /// Create a tenant and its first token (named `initial`); prints the
+    /// token, alone, on stdout. It is shown this once.
+    Create {
+        name: String,
+        /// The first token's scopes: operations, reconcile, admin.
+        #[arg(long, default_value = "operations,reconcile")]
+        scopes: String,
+        /// The first token expires this long after creation (`90d`, `12h`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<Duration>,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Revoke a tenant and all its tokens. Its id is never reused.
-    Revoke { name: String },
+    Revoke {
+        name: String,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// List tenants: name, id, created, state, active credentials.
+    List {
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Manage a tenant's bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Converge tenants and their tokens to a file (YAML or JSON): creates
+    /// what is missing, revokes what the file revokes; idempotent.
+    Apply {
+        /// The file declaring tenants and their tokens' SHA-256 (or files
+        /// holding the tokens).
+        #[arg(short = 'f', long)]
+        file: PathBuf,
+        /// Also revoke the active tokens of declared tenants that the file
+        /// does not list.
+        #[arg(long)]
+        prune: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create another token for a tenant; prints it, alone, on stdout. It
+    /// is shown this once.
+    Create {
+        tenant: String,
+        /// Unique among the tenant's active tokens.
+        #[arg(long)]
+        name: String,
+        /// Comma-separated: operations, reconcile, admin.
+        #[arg(long, default_value = "operations,reconcile")]
+        scopes: String,
+        /// The token expires this long after creation (`90d`, `12h`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<Duration>,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// List a tenant's active tokens: name, scopes, created, expires, last
+    /// used. Never the secret, nor its hash.
+    List {
+        tenant: String,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Revoke one token of a tenant, by name; the tenant and its other
+    /// tokens are untouched.
+    Revoke {
+        tenant: String,
+        name: String,
+        /// Why, for the audit trail.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The latest entries, oldest first.
+    List {
+        /// Only this tenant's entries.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// How many entries, at most.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -248,6 +349,11 @@ pub struct ServeArgs {
     /// new Claims after the result expired, before the scope is free again.
     #[arg(long, env = "IDEMD_TOMBSTONE_RETENTION", default_value = "7days", value_parser = humantime::parse_duration)]
     pub tombstone_retention: Duration,
+
+    /// How long the audit trail (tenant and credential changes) is kept;
+    /// older entries are deleted by the sweeper, once an hour.
+    #[arg(long, env = "IDEMD_AUDIT_RETENTION", default_value = "400days", value_parser = humantime::parse_duration)]
+    pub audit_retention: Duration,
 
     #[command(flatten)]
     pub bounds: BoundsArgs,

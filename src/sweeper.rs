@@ -97,3 +97,24 @@ async fn sweep_backlog_until_cancelled(
     }
     total
 }
+
+/// How often the audit trail is pruned: its retention is counted in days.
+pub const AUDIT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Deletes audit entries older than `retention` every `interval` until
+/// `stop`. Every replica may run it: a delete by age is the same from any.
+pub async fn prune_audit_log(
+    store: Arc<dyn Store>,
+    retention: TimeDelta,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    crate::shutdown::every(interval, stop, || async {
+        match store.credentials().prune_audit_log(retention).await {
+            Ok(0) => {}
+            Ok(pruned) => info!(pruned, "audit trail pruned"),
+            Err(error) => warn!(%error, "audit pruning failed; retrying at the next tick"),
+        }
+    })
+    .await;
+}

@@ -30,7 +30,7 @@ use crate::service::{IdempotencyService, WaiterLimits};
 use crate::shutdown;
 use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
-use tenant::manage_tenant;
+use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
@@ -89,6 +89,16 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             opened.store.close().await;
             outcome
         }
+        Command::Audit(command) => {
+            let opened = open_store(
+                &settings::store_options_from(&cli.database)?,
+                Purpose::Administer,
+            )
+            .await?;
+            let outcome = read_audit(opened.store.as_ref(), command).await;
+            opened.store.close().await;
+            outcome
+        }
     }
 }
 
@@ -97,6 +107,8 @@ pub struct Application {
     pub routes: tonic::service::Routes,
     pub health: tonic_health::server::HealthReporter,
     pub service: IdempotencyService,
+    /// The API's authenticator (its caches, and the tokens it saw used).
+    pub authenticator: Authenticator,
     /// Cancelled when the server drains: waiting Claims answer at once and
     /// the background tasks stop.
     pub draining: CancellationToken,
@@ -156,7 +168,14 @@ impl Application {
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
         Ok(Self {
-            routes: routes(api, authenticator, admission, metrics, health_service)?,
+            routes: routes(
+                api,
+                authenticator.clone(),
+                admission,
+                metrics,
+                health_service,
+            )?,
+            authenticator,
             health,
             service,
             draining,

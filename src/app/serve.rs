@@ -36,6 +36,8 @@ pub async fn serve(
 ) -> Result<(), BoxError> {
     // Everything that can refuse the flags or a port, before any task starts.
     let sweeper_settings = sweeper_settings_from(args)?;
+    let audit_retention = chrono::TimeDelta::from_std(args.audit_retention)
+        .map_err(|_| "--audit-retention is too large")?;
     let admission = admission_settings_from(&args.transport, &args.bounds)?;
     let connections = connection_settings_from(&args.transport)?;
     let mut builder = server_settings_from(&args.transport).server();
@@ -103,6 +105,22 @@ pub async fn serve(
             application.health.clone(),
             application.service.clone(),
             args.readiness_interval,
+            stop.clone(),
+        ),
+    );
+    background.spawn(
+        "token last-used",
+        application
+            .authenticator
+            .clone()
+            .record_last_used_every(crate::auth::LAST_USED_INTERVAL, stop.clone()),
+    );
+    background.spawn(
+        "audit pruning",
+        sweeper::prune_audit_log(
+            store.clone(),
+            audit_retention,
+            sweeper::AUDIT_PRUNE_INTERVAL,
             stop.clone(),
         ),
     );

@@ -106,11 +106,14 @@ pub enum ErrorReason {
     /// RESOURCE_EXHAUSTED, with RetryInfo: the tenant has as many calls in
     /// flight on this replica as one tenant may.
     TenantConcurrencyLimit,
+    /// PERMISSION_DENIED: the credential lacks the scope the RPC needs
+    /// (metadata `scope`).
+    MissingScope,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 19] = [
+    pub const ALL: [ErrorReason; 20] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -130,6 +133,7 @@ impl ErrorReason {
         ErrorReason::RequestTimeout,
         ErrorReason::Overloaded,
         ErrorReason::TenantConcurrencyLimit,
+        ErrorReason::MissingScope,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -153,6 +157,7 @@ impl ErrorReason {
             ErrorReason::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorReason::Overloaded => "OVERLOADED",
             ErrorReason::TenantConcurrencyLimit => "TENANT_CONCURRENCY_LIMIT",
+            ErrorReason::MissingScope => "MISSING_SCOPE",
         }
     }
 }
@@ -204,6 +209,9 @@ pub enum Error {
     /// The tenant has its whole share of calls in flight.
     #[error("too many calls in flight for this tenant (at most {limit})")]
     TenantConcurrencyLimit { limit: usize, retry_after: Duration },
+    /// The credential is valid but lacks the scope the call needs.
+    #[error("permission denied: the credential lacks the scope `{scope}`")]
+    MissingScope { scope: &'static str },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -229,6 +237,7 @@ impl Error {
             Error::RequestTimeout { .. } => ErrorReason::RequestTimeout,
             Error::Overloaded { .. } => ErrorReason::Overloaded,
             Error::TenantConcurrencyLimit { .. } => ErrorReason::TenantConcurrencyLimit,
+            Error::MissingScope { .. } => ErrorReason::MissingScope,
             Error::Internal(_) => ErrorReason::Internal,
         }
     }

@@ -8,8 +8,12 @@
 //! pile up memory and latency); it authenticates the call from its
 //! `authorization` header
 //! before the body is polled (a caller without credentials cannot make the
-//! server read, let alone buffer, a byte of its body) and hands the tenant
-//! to the handler in the request's extensions; it refuses the call when its
+//! server read, let alone buffer, a byte of its body) and hands the
+//! [`crate::auth::Principal`] to the handler in the request's extensions; it refuses a
+//! call its credential has no scope for (PERMISSION_DENIED `MISSING_SCOPE`,
+//! before the body is read, so it writes nothing, and alike for gRPC and
+//! Connect JSON, which reaches this layer as the gRPC call it stands for);
+//! it refuses the call when its
 //! tenant has its share in flight (RESOURCE_EXHAUSTED
 //! `TENANT_CONCURRENCY_LIMIT`: one tenant cannot take the others' share);
 //! it bounds each call's time
@@ -29,7 +33,8 @@ use tonic::Status;
 use tonic::codegen::http;
 use tonic::server::NamedService;
 
-use crate::auth::Authenticator;
+use super::observe::ApiMethod;
+use crate::auth::{Authenticator, Scope};
 use crate::domain::{Error, TenantId};
 use crate::metrics::Metrics;
 
@@ -70,9 +75,20 @@ impl Default for AdmissionSettings {
     }
 }
 
-/// The tenant a call was admitted for, in its request's extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Authenticated(pub TenantId);
+/// The scopes that admit a call of `method`: any one of them. Lookup reads
+/// what both a caller and a reconciler need to see; `admin` grants none of
+/// these by itself. An unknown method needs none (it is answered
+/// UNIMPLEMENTED, having read and written nothing).
+pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
+    match method {
+        ApiMethod::Claim | ApiMethod::Renew | ApiMethod::Complete | ApiMethod::Fail => {
+            &[Scope::Operations]
+        }
+        ApiMethod::Reconcile | ApiMethod::ListUnresolved => &[Scope::Reconcile],
+        ApiMethod::Lookup => &[Scope::Operations, Scope::Reconcile],
+        ApiMethod::Unknown => &[],
+    }
+}
 
 /// What every call of one server shares.
 struct Shared {
@@ -221,10 +237,15 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                     .headers()
                     .get(http::header::AUTHORIZATION)
                     .and_then(|value| value.to_str().ok());
-                let tenant = match shared.authenticator.tenant(authorization).await {
-                    Ok(tenant) => tenant,
+                let principal = match shared.authenticator.principal(authorization).await {
+                    Ok(principal) => principal,
                     Err(error) => return Ok(refused(&shared.metrics, error)),
                 };
+                let method = ApiMethod::from_path(request.uri().path());
+                if let Err(error) = principal.require_any(scopes_for(method)) {
+                    return Ok(refused(&shared.metrics, error));
+                }
+                let tenant = principal.tenant;
                 let Some(_tenant_call) = TenantCall::enter(&shared, tenant) else {
                     let limit = shared.settings.max_in_flight_per_tenant;
                     let retry_after = SHED_RETRY_AFTER;
@@ -233,7 +254,7 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                         Error::TenantConcurrencyLimit { limit, retry_after },
                     ));
                 };
-                request.extensions_mut().insert(Authenticated(tenant));
+                request.extensions_mut().insert(principal);
                 // Only now is the body read: the generated service decodes it.
                 inner.call(request).await
             };
@@ -254,6 +275,15 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_served_method_needs_a_scope_and_admin_alone_is_none_of_them() {
+        for method in ApiMethod::SERVED {
+            let needed = scopes_for(*method);
+            assert!(!needed.is_empty(), "{method:?}");
+            assert!(!needed.contains(&Scope::Admin), "{method:?}");
+        }
+    }
 
     #[test]
     fn only_the_codecs_decode_limit_is_answered_as_request_too_large() {

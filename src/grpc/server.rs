@@ -9,7 +9,7 @@ use tonic::metadata::MetadataMap;
 use tonic::service::Routes;
 use tonic::{Extensions, Request, Response, Status};
 
-use super::admission::{AdmissionSettings, Admitted, Authenticated};
+use super::admission::{AdmissionSettings, Admitted};
 use super::connect::Connect;
 use super::observe::Observed;
 use super::request::{
@@ -20,7 +20,7 @@ use super::response::{
     claim_response, complete_response, fail_response, lookup_response, reconcile_response,
     renew_response, unresolved_response,
 };
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, Principal};
 use crate::domain::{Error, Limits, TenantId};
 use crate::metrics::Metrics;
 use crate::proto;
@@ -48,8 +48,8 @@ impl IdempotencyApi {
 /// The tenant admission authenticated the call for, before its body was read.
 fn tenant(extensions: &Extensions) -> Result<TenantId, Status> {
     extensions
-        .get::<Authenticated>()
-        .map(|authenticated| authenticated.0)
+        .get::<Principal>()
+        .map(|principal| principal.tenant)
         .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
 }
 

@@ -164,6 +164,15 @@ impl From<Error> for Status {
                 ErrorReason::TenantConcurrencyLimit,
                 retry_after,
             ),
+            Error::MissingScope { scope } => Status::with_error_details(
+                Code::PermissionDenied,
+                message,
+                ErrorDetails::with_error_info(
+                    ErrorReason::MissingScope.as_str(),
+                    ERROR_DOMAIN,
+                    HashMap::from([("scope".to_owned(), scope.to_owned())]),
+                ),
+            ),
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -292,6 +301,11 @@ mod tests {
                 },
                 Code::ResourceExhausted,
                 "TENANT_CONCURRENCY_LIMIT",
+            ),
+            (
+                Error::MissingScope { scope: "reconcile" },
+                Code::PermissionDenied,
+                "MISSING_SCOPE",
             ),
             (
                 Error::Internal("a cause that stays in the log".into()),

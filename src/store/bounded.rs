@@ -12,7 +12,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::warn;
 
-use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, SweepReport};
+use super::{
+    Applied, ClaimStart, Credentials, Decide, OperationCounts, PoolUsage, Store, SweepReport,
+    TokenGrant,
+};
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, Result, SweepPolicy,
@@ -146,22 +149,28 @@ impl Store for Bounded {
         self.inner.pool_usage()
     }
 
-    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>> {
         self.within("authenticate", self.inner.authenticate(token_sha256))
             .await
     }
 
-    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
+    async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>> {
+        self.within("tenant_by_name", self.inner.tenant_by_name(name))
+            .await
+    }
+
+    async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()> {
         self.within(
-            "create_tenant",
-            self.inner.create_tenant(name, token_sha256),
+            "record_tokens_used",
+            self.inner.record_tokens_used(token_hashes),
         )
         .await
     }
 
-    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
-        self.within("revoke_tenant", self.inner.revoke_tenant(name))
-            .await
+    /// Unbounded: only the command line administers, and it waits for the
+    /// database as long as its operator does.
+    fn credentials(&self) -> &dyn Credentials {
+        self.inner.credentials()
     }
 
     /// Unbounded: it runs as long as the store does.

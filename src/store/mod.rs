@@ -64,6 +64,7 @@ use crate::domain::{
 };
 
 mod bounded;
+pub mod credentials;
 mod dialect;
 mod error;
 mod locked;
@@ -78,6 +79,10 @@ mod sql;
 pub mod sqlite;
 
 pub use bounded::Bounded;
+pub use credentials::{
+    Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
+    TokenCreated, TokenGrant, TokenInfo,
+};
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;
@@ -259,13 +264,41 @@ pub trait Store: Send + Sync + 'static {
 
     fn pool_usage(&self) -> PoolUsage;
 
-    /// The tenant of an active token, by the token's SHA-256.
-    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>>;
+    /// What an active, unexpired token of an active tenant grants, by the
+    /// token's SHA-256.
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>>;
 
-    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId>;
+    /// The active tenant of that name (for a certificate mapping, which
+    /// names tenants).
+    async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>>;
+
+    /// Sets `last_used_at` to now for these tokens (by SHA-256): called in
+    /// batches, never per call.
+    async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()>;
+
+    /// Tenants, credentials and the audit log, for the CLI.
+    fn credentials(&self) -> &dyn Credentials;
+
+    /// A tenant and its first token, named `initial`, with the default
+    /// scopes and no expiry (the dev tenant's, and tests').
+    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
+        let first = NewToken {
+            name: "initial".into(),
+            token_sha256: *token_sha256,
+            scopes: "operations,reconcile".into(),
+            expires_in: None,
+        };
+        self.credentials()
+            .create_tenant_with(name, &first, &Actor::system())
+            .await
+    }
 
     /// Revokes the active tenant of that name and all its tokens.
-    async fn revoke_tenant(&self, name: &str) -> Result<bool>;
+    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
+        self.credentials()
+            .revoke_tenant_as(name, &Actor::system())
+            .await
+    }
 
     /// Runs until the store fails, calling `changed` for each operation whose
     /// state another process changed, so this replica's waiting Claims wake

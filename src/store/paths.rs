@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use tracing::instrument;
 
+use super::credentials::{CredentialQueries, Credentials, TokenGrant};
 use super::dialect::Dialect;
 use super::locked;
 use super::shared::Shared;
@@ -19,7 +20,7 @@ use crate::domain::{
 /// Every store is a dialect running the shared SQL and the write paths.
 /// Errors are translated inside them; spans name the call and the database.
 #[async_trait]
-impl<D: Shared> Store for D {
+impl<D: Shared + CredentialQueries + Credentials> Store for D {
     fn kind(&self) -> &'static str {
         D::KIND
     }
@@ -98,16 +99,20 @@ impl<D: Shared> Store for D {
         Dialect::pool_usage(self)
     }
 
-    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
-        self.authenticate_flow(token_sha256).await
+    async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>> {
+        self.authenticate_token(token_sha256).await
     }
 
-    async fn create_tenant(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
-        self.create_tenant_flow(name, token_sha256).await
+    async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>> {
+        self.active_tenant(name).await
     }
 
-    async fn revoke_tenant(&self, name: &str) -> Result<bool> {
-        self.revoke_tenant_flow(name).await
+    async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()> {
+        self.mark_tokens_used(token_hashes).await
+    }
+
+    fn credentials(&self) -> &dyn Credentials {
+        self
     }
 
     async fn listen_for_changes(

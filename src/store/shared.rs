@@ -1,6 +1,6 @@
 //! The SQL both databases run, written once, generic over the database:
 //! the locked path's statements (lock, clock, guarded write, history), the
-//! sweep, reads and history pages, tenants. It asks its [`Dialect`] only for
+//! sweep, reads and history pages (tenants and credentials: credentials.rs). It asks its [`Dialect`] only for
 //! what the two databases really do differently: how a write transaction
 //! begins, how a row is locked, how a fence is drawn, how history coalesces
 //! in SQL, how timestamps are stored, and which errors are transient.
@@ -48,19 +48,6 @@ pub(crate) trait Shared: Dialect {
     ) -> impl Future<Output = Result<UnresolvedPage>> + Send;
 
     fn count_operations_flow(&self) -> impl Future<Output = Result<OperationCounts>> + Send;
-
-    fn authenticate_flow(
-        &self,
-        token_sha256: &[u8; 32],
-    ) -> impl Future<Output = Result<Option<TenantId>>> + Send;
-
-    fn create_tenant_flow(
-        &self,
-        name: &str,
-        token_sha256: &[u8; 32],
-    ) -> impl Future<Output = Result<TenantId>> + Send;
-
-    fn revoke_tenant_flow(&self, name: &str) -> impl Future<Output = Result<bool>> + Send;
 
     fn check_ready_flow(&self) -> impl Future<Output = Result<()>> + Send;
 
@@ -297,65 +284,6 @@ where
             })
         };
         counts.await.map_err(D::translate)
-    }
-
-    async fn authenticate_flow(&self, token_sha256: &[u8; 32]) -> Result<Option<TenantId>> {
-        let tenant: Option<i64> = sqlx::query_scalar(sql::AUTHENTICATE)
-            .bind(&token_sha256[..])
-            .fetch_optional(self.readers())
-            .instrument(D::statement("SELECT tenant_tokens"))
-            .await
-            .map_err(|error| D::translate(error.into()))?;
-        Ok(tenant.map(TenantId))
-    }
-
-    async fn create_tenant_flow(&self, name: &str, token_sha256: &[u8; 32]) -> Result<TenantId> {
-        let created = async {
-            let mut transaction = self.begin_write().await?;
-            let now = D::database_now(&mut transaction).await?;
-            let tenant: Option<i64> = sqlx::query_scalar(sql::INSERT_TENANT)
-                .bind(name)
-                .bind(D::stamp(now))
-                .fetch_optional(&mut *transaction)
-                .instrument(D::statement("INSERT tenants"))
-                .await?;
-            let tenant =
-                tenant.ok_or_else(|| Error::invalid("name", "an active tenant has this name"))?;
-            sqlx::query(sql::INSERT_TENANT_TOKEN)
-                .bind(&token_sha256[..])
-                .bind(tenant)
-                .bind(D::stamp(now))
-                .execute(&mut *transaction)
-                .instrument(D::statement("INSERT tenant_tokens"))
-                .await?;
-            self.commit(transaction).await?;
-            Ok(TenantId(tenant))
-        };
-        created.await.map_err(D::translate)
-    }
-
-    async fn revoke_tenant_flow(&self, name: &str) -> Result<bool> {
-        let revoked = async {
-            let mut transaction = self.begin_write().await?;
-            let now = D::database_now(&mut transaction).await?;
-            let tenant: Option<i64> = sqlx::query_scalar(sql::REVOKE_TENANT)
-                .bind(name)
-                .bind(D::stamp(now))
-                .fetch_optional(&mut *transaction)
-                .instrument(D::statement("UPDATE tenants"))
-                .await?;
-            if let Some(tenant) = tenant {
-                sqlx::query(sql::REVOKE_TENANT_TOKENS)
-                    .bind(tenant)
-                    .bind(D::stamp(now))
-                    .execute(&mut *transaction)
-                    .instrument(D::statement("UPDATE tenant_tokens"))
-                    .await?;
-            }
-            self.commit(transaction).await?;
-            Ok(tenant.is_some())
-        };
-        revoked.await.map_err(D::translate)
     }
 
     async fn check_ready_flow(&self) -> Result<()> {

@@ -189,20 +189,3 @@ pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
          AND retain_until <= $1) \
      + (SELECT count(*) FROM operations WHERE state = 'retry_wait' \
          AND operation_deadline_at IS NOT NULL AND operation_deadline_at <= $1)";
-
-pub(crate) const AUTHENTICATE: &str = "SELECT tenants.tenant_id \
-     FROM tenant_tokens JOIN tenants USING (tenant_id) \
-     WHERE token_sha256 = $1 AND tenant_tokens.revoked_at IS NULL \
-       AND tenants.revoked_at IS NULL";
-
-pub(crate) const INSERT_TENANT: &str = "INSERT INTO tenants (name, created_at) VALUES ($1, $2) \
-     ON CONFLICT (name) WHERE revoked_at IS NULL DO NOTHING RETURNING tenant_id";
-
-pub(crate) const INSERT_TENANT_TOKEN: &str =
-    "INSERT INTO tenant_tokens (token_sha256, tenant_id, created_at) VALUES ($1, $2, $3)";
-
-pub(crate) const REVOKE_TENANT: &str = "UPDATE tenants SET revoked_at = $2 \
-     WHERE name = $1 AND revoked_at IS NULL RETURNING tenant_id";
-
-pub(crate) const REVOKE_TENANT_TOKENS: &str = "UPDATE tenant_tokens SET revoked_at = $2 \
-     WHERE tenant_id = $1 AND revoked_at IS NULL";

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 import kubernetes_validate
 import pytest
 
@@ -122,7 +124,7 @@ def _workload_containers(r: Render) -> list[dict]:
 def test_database_url_comes_from_the_existing_secret_in_every_container(full_render,
                                                                         all_features_values):
     containers = _workload_containers(full_render)
-    assert len(containers) == 2, "expected the server and the migration containers"
+    assert len(containers) == 3, "expected the server, migration and tenant-apply containers"
     for ctr in containers:
         entry = env_map(ctr)["DATABASE_URL"]
         assert "value" not in entry, f"{ctr['name']}: DATABASE_URL must not be a literal"
@@ -195,6 +197,48 @@ def test_migration_job_runs_hardened_with_the_server_image(full_render):
     job = full_render.one("Job", f"{fullname()}-migrate")
     assert container(job, "migrate")["image"] == server(full_render)["image"]
     assert_hardened(pod_spec(job))
+
+
+def test_declared_tenants_are_applied_after_the_migrations_without_a_secret_value(
+        full_render, all_features_values):
+    job = full_render.one("Job", f"{fullname()}-tenants")
+    migrate = full_render.one("Job", f"{fullname()}-migrate")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == HOOK_EVENTS
+    assert hook_weight(job) > hook_weight(migrate)
+    assert_hardened(pod_spec(job))
+    ctr = container(job, "tenant-apply")
+    assert ctr["args"] == ["tenant", "apply", "-f", "/etc/idemd/tenants/tenants.yaml", "--prune"]
+    assert ctr["image"] == server(full_render)["image"]
+    config_map = full_render.one("ConfigMap", f"{fullname()}-tenants")
+    assert hook_weight(config_map) < hook_weight(job)
+    declared = yaml.safe_load(config_map["data"]["tenants.yaml"])
+    payments = declared["tenants"][0]
+    assert payments["tokens"][0] == {
+        "name": "api-2026-12", "scopes": ["operations"],
+        "sha256": all_features_values["tenants"]["declared"][0]["tokens"][0]["sha256"],
+        "expiresAt": "2027-03-01T00:00:00Z"}
+    token_file = payments["tokens"][1]["tokenFile"]
+    assert "sha256" not in payments["tokens"][1]
+    assert declared["tenants"][1] == {"name": "orders", "tokens": []}
+    # The Secret holding the token is mounted read-only where tokenFile points.
+    volumes = {volume["name"]: volume for volume in pod_spec(job)["volumes"]}
+    mount = next(m for m in ctr["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["secret"]["secretName"] == "idemd-payments-tokens"
+    assert token_file.endswith("/idemd-payments-tokens/reconciler")
+
+
+def test_no_tenant_job_without_declared_tenants(postgres_render):
+    assert postgres_render.maybe("Job", f"{fullname()}-tenants") is None
+
+
+def test_declared_tenants_need_the_migration_job():
+    tenants = {"tenants.declared": [{"name": "t", "tokens": [{"name": "a", "sha256": "0" * 64}]}]}
+    assert "migration Job" in render_error(tenants)
+    assert "migration Job" in render_error({**POSTGRES, **tenants, "migrations.job.enabled": False})
+    args = container(render({**POSTGRES, **tenants}).one("Job", f"{fullname()}-tenants"),
+                     "tenant-apply")["args"]
+    assert "--prune" not in args
 
 
 def test_the_servers_own_resources_are_not_hooks(full_render):
@@ -468,6 +512,7 @@ OPTIONAL_SETTINGS = {
     "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
     "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",
+    "config.sweeper.auditRetention": "IDEMD_AUDIT_RETENTION",
     "database.acquireTimeout": "IDEMD_DB_ACQUIRE_TIMEOUT",
     "database.lockTimeout": "IDEMD_DB_LOCK_TIMEOUT",
     "database.statementTimeout": "IDEMD_DB_STATEMENT_TIMEOUT",

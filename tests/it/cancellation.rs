@@ -52,7 +52,8 @@ async fn a_write_abandoned_at_any_await_leaves_the_next_write_answered(backend: 
         .authenticate(&idemd::auth::token_sha256(&token))
         .await
         .expect("auth")
-        .expect("an active tenant");
+        .expect("an active tenant")
+        .tenant;
     let service = ServiceUnderTest::over(store.clone());
     let service = &service.service;
     let owner = acquire(service, tenant, "order-1").await;

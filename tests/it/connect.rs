@@ -14,9 +14,9 @@ use crate::harness::*;
 
 /// What curl got: the HTTP status, the body as JSON and the headers
 /// (names lowercased).
-struct Answer {
-    status: u16,
-    body: Value,
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
     content_type: String,
     headers: HashMap<String, String>,
 }
@@ -95,12 +95,12 @@ async fn curl(
     }
 }
 
-async fn call(addr: SocketAddr, method: &str, token: Option<&str>, body: Value) -> Answer {
+pub async fn call(addr: SocketAddr, method: &str, token: Option<&str>, body: Value) -> Answer {
     curl(addr, method, token, &[], body.to_string().into_bytes()).await
 }
 
 /// The Connect error's details, decoded by type.
-fn details(answer: &Answer) -> HashMap<String, Vec<u8>> {
+pub fn details(answer: &Answer) -> HashMap<String, Vec<u8>> {
     let details = answer.body["details"]
         .as_array()
         .cloned()
@@ -131,7 +131,7 @@ fn assert_connect_error(answer: &Answer, http_status: u16, code: &str, reason: &
     assert_eq!(info.domain, "idem.v1");
 }
 
-fn claim(key: &str, payload: &str) -> Value {
+pub fn claim(key: &str, payload: &str) -> Value {
     json!({
         "scope": { "operation": "payments.charge", "key": key },
         "jsonPayload": payload,

@@ -76,7 +76,8 @@ async fn a_write_lock_held_elsewhere_past_the_busy_timeout_is_unavailable() {
         .authenticate(&idemd::auth::token_sha256(&tenant_token))
         .await
         .expect("auth")
-        .expect("tenant");
+        .expect("tenant")
+        .tenant;
     let existing = store
         .insert_new(tenant, OperationId::generate(), &claim_command("before"))
         .await

@@ -142,7 +142,8 @@ async fn open_every_kind_of_connection(
         .authenticate(&idemd::auth::token_sha256(&token))
         .await
         .expect("auth")
-        .expect("tenant");
+        .expect("tenant")
+        .tenant;
     claim_and_complete(store, tenant, "k-1").await;
     wait_for_session(store, "%pg_notify%").await;
     let with_notifier = assert_session_sockets(store, database_port, "NOTIFY", expected).await;

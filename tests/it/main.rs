@@ -16,6 +16,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod connect;
+mod credentials;
 mod dbfaults;
 mod durability;
 mod embedded;

@@ -47,7 +47,8 @@ async fn complete_one_while_listening(
         .authenticate(&idemd::auth::token_sha256(&token))
         .await
         .expect("auth")
-        .expect("tenant");
+        .expect("tenant")
+        .tenant;
 
     let (heard, mut hear) = tokio::sync::mpsc::unbounded_channel();
     let listener = tokio::spawn(async move {

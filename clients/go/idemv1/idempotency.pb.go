@@ -44,9 +44,12 @@
 //   TENANT_CONCURRENCY_LIMIT RESOURCE_EXHAUSTED  the tenant has as many calls in
 //                                                flight on this server as one tenant
 //                                                may; re-send after RetryInfo's delay
+//   MISSING_SCOPE           PERMISSION_DENIED    the credential lacks the scope the
+//                                                RPC needs (metadata `scope`: the
+//                                                missing one); nothing was written
 // The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
 // `operation_id` in its metadata, and where it helps `state` and
-// `current_fence`; the others carry none.
+// `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.
 //
 // Durations in responses are counted by the client from when it sent the
 // request; the server's clock (the database's) decides every expiry, and no

@@ -27,6 +27,10 @@ built from a 52-character prefix so they stay within 63 characters.
 {{- printf "%s-migrate" (include "idemd.fullname" .) }}
 {{- end }}
 
+{{- define "idemd.tenantsName" -}}
+{{- printf "%s-tenants" (include "idemd.fullname" .) }}
+{{- end }}
+
 {{- define "idemd.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -216,6 +220,7 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
   (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
   (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)
+  (list "IDEMD_AUDIT_RETENTION" $config.sweeper.auditRetention)
   (list "IDEMD_DB_ACQUIRE_TIMEOUT" .Values.database.acquireTimeout)
   (list "IDEMD_DB_LOCK_TIMEOUT" .Values.database.lockTimeout)
   (list "IDEMD_DB_STATEMENT_TIMEOUT" .Values.database.statementTimeout)

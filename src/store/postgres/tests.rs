@@ -3,7 +3,8 @@
 use sqlx::PgPool;
 
 use super::*;
-use crate::store::sql::{AUTHENTICATE, COUNT_OPERATIONS, SELECT_UNRESOLVED};
+use crate::store::credentials::AUTHENTICATE;
+use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
 
 /// The state of the backend `pid`, read from another session.
 async fn backend_state(observer: &PgPool, pid: i32) -> String {
@@ -154,7 +155,7 @@ async fn background_statements_read_indexes_not_the_whole_table(pool: PgPool) {
                 batch,
             ],
         ),
-        ("tokens", AUTHENTICATE, &["'\\x00'::bytea"]),
+        ("tokens", AUTHENTICATE, &["'\\x00'::bytea", now]),
     ] {
         // Highest first: `$1` must not eat the start of `$10`.
         let explained = parameters

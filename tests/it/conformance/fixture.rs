@@ -224,6 +224,7 @@ pub(super) async fn tenant(store: &dyn Store, name: &str) -> TenantId {
         .await
         .expect("auth")
         .expect("an active tenant")
+        .tenant
 }
 
 /// A Claim through the service. A refused Claim is answered with the error

@@ -65,7 +65,8 @@ async fn revoked_tenants_no_longer_authenticate_and_names_are_reusable(backend: 
         .authenticate(&hash)
         .await
         .expect("auth")
-        .expect("active");
+        .expect("active")
+        .tenant;
     let duplicate = store
         .create_tenant("short-lived", &idemd::auth::token_sha256("another"))
         .await;

@@ -189,7 +189,7 @@ pub fn sqlite_options(directory: &Path) -> SqliteOptions {
     }
 }
 
-async fn open_sqlite(directory: &Path) -> SqliteStore {
+pub async fn open_sqlite(directory: &Path) -> SqliteStore {
     let options = sqlite_options(directory);
     let lock = DatabaseLock::try_acquire(&options.path)
         .expect("lock file")

@@ -109,7 +109,7 @@ impl Store for CountingStore {
     async fn authenticate(
         &self,
         token_sha256: &[u8; 32],
-    ) -> idemd::domain::Result<Option<idemd::domain::TenantId>> {
+    ) -> idemd::domain::Result<Option<idemd::store::TokenGrant>> {
         use std::sync::atomic::Ordering::SeqCst;
         self.authentications.fetch_add(1, SeqCst);
         let now = self.in_flight.fetch_add(1, SeqCst) + 1;
@@ -120,16 +120,19 @@ impl Store for CountingStore {
         found
     }
 
-    async fn create_tenant(
+    async fn tenant_by_name(
         &self,
         name: &str,
-        token_sha256: &[u8; 32],
-    ) -> idemd::domain::Result<idemd::domain::TenantId> {
-        self.inner.create_tenant(name, token_sha256).await
+    ) -> idemd::domain::Result<Option<idemd::domain::TenantId>> {
+        self.inner.tenant_by_name(name).await
     }
 
-    async fn revoke_tenant(&self, name: &str) -> idemd::domain::Result<bool> {
-        self.inner.revoke_tenant(name).await
+    async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> idemd::domain::Result<()> {
+        self.inner.record_tokens_used(token_hashes).await
+    }
+
+    fn credentials(&self) -> &dyn idemd::store::Credentials {
+        self.inner.credentials()
     }
 
     async fn listen_for_changes(
