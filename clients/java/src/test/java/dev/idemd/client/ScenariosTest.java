@@ -75,25 +75,35 @@ class ScenariosTest extends ServerTest {
     };
   }
 
-  List<String> allEvents(String operationId) {
+  /** An effect that notes each attempt it runs in. */
+  Effect recordingAttempts(List<Integer> attempts) {
+    return ctx -> {
+      attempts.add(ctx.attempt());
+      return Outcome.success(provider.effect(ctx.operationId()), "");
+    };
+  }
+
+  /** The operation's whole history, as Lookup pages it. */
+  List<HistoryEntry> history(String operationId) {
     return client
         .lookup(
             LookupRequest.newBuilder().setOperationId(operationId).setIncludeHistory(true).build())
-        .getHistoryList()
-        .stream()
-        .map(HistoryEntry::getEvent)
-        .collect(Collectors.toList());
+        .getHistoryList();
+  }
+
+  List<String> allEvents(String operationId) {
+    return history(operationId).stream().map(HistoryEntry::getEvent).collect(Collectors.toList());
   }
 
   List<String> events(String operationId) {
-    return client
-        .lookup(
-            LookupRequest.newBuilder().setOperationId(operationId).setIncludeHistory(true).build())
-        .getHistoryList()
-        .stream()
-        .map(HistoryEntry::getEvent)
+    return allEvents(operationId).stream()
         .filter(event -> !event.equals("RENEWED"))
         .collect(Collectors.toList());
+  }
+
+  /** Options with this lease and attempt deadline, the rest default. */
+  static ExecuteOptions leased(Duration lease, Duration attempt) {
+    return ExecuteOptions.builder().lease(lease).attemptDuration(attempt).build();
   }
 
   @Test
@@ -303,10 +313,7 @@ class ScenariosTest extends ServerTest {
                       OP,
                       k,
                       PAYLOAD,
-                      ExecuteOptions.builder()
-                          .lease(Duration.ofMillis(600))
-                          .attemptDuration(Duration.ofSeconds(10))
-                          .build(),
+                      leased(Duration.ofMillis(600), Duration.ofSeconds(10)),
                       ctx -> {
                         aAttempt[0] = ctx.attempt();
                         byte[] body = provider.effect(ctx.operationId());
@@ -341,14 +348,7 @@ class ScenariosTest extends ServerTest {
         proxy.restore();
       }
       List<String> events =
-          client
-              .lookup(
-                  LookupRequest.newBuilder()
-                      .setOperationId(b.operationId())
-                      .setIncludeHistory(true)
-                      .build())
-              .getHistoryList()
-              .stream()
+          history(b.operationId()).stream()
               .map(e -> e.getEvent() + "/" + e.getAttempt() + "/" + e.getDetail())
               .collect(Collectors.toList());
       assertEquals(1, provider.count(), events.toString());
@@ -381,10 +381,7 @@ class ScenariosTest extends ServerTest {
             OP,
             key(),
             PAYLOAD,
-            ExecuteOptions.builder()
-                .lease(Duration.ofMillis(600))
-                .attemptDuration(Duration.ofSeconds(3))
-                .build(),
+            leased(Duration.ofMillis(600), Duration.ofSeconds(3)),
             ctx -> {
               contexts.add(ctx);
               seen.add(allEvents(ctx.operationId()));
@@ -412,29 +409,12 @@ class ScenariosTest extends ServerTest {
             OP,
             key(),
             PAYLOAD,
-            ExecuteOptions.builder()
-                .lease(Duration.ofSeconds(1))
-                .attemptDuration(Duration.ofSeconds(5))
-                .build(),
-            ctx -> {
-              attempts.add(ctx.attempt());
-              return Outcome.success(provider.effect(ctx.operationId()), "");
-            });
+            leased(Duration.ofSeconds(1), Duration.ofSeconds(5)),
+            recordingAttempts(attempts));
     assertEquals(1, proxy.delayed());
     assertEquals(List.of(1), attempts);
     assertEquals(1, provider.count());
-    assertEquals(
-        List.of("CLAIMED", "RENEWED", "COMPLETED"),
-        client
-            .lookup(
-                LookupRequest.newBuilder()
-                    .setOperationId(result.operationId())
-                    .setIncludeHistory(true)
-                    .build())
-            .getHistoryList()
-            .stream()
-            .map(HistoryEntry::getEvent)
-            .collect(Collectors.toList()));
+    assertEquals(List.of("CLAIMED", "RENEWED", "COMPLETED"), allEvents(result.operationId()));
   }
 
   @Test
@@ -448,26 +428,13 @@ class ScenariosTest extends ServerTest {
             OP,
             key(),
             PAYLOAD,
-            ExecuteOptions.builder()
-                .lease(Duration.ofSeconds(1))
-                .attemptDuration(Duration.ofSeconds(5))
-                .build(),
-            ctx -> {
-              attempts.add(ctx.attempt());
-              return Outcome.success(provider.effect(ctx.operationId()), "");
-            });
+            leased(Duration.ofSeconds(1), Duration.ofSeconds(5)),
+            recordingAttempts(attempts));
     assertEquals(List.of(2), attempts);
     assertEquals(2, result.attempts());
     assertEquals(1, provider.count());
     List<HistoryEntry> entries =
-        client
-            .lookup(
-                LookupRequest.newBuilder()
-                    .setOperationId(result.operationId())
-                    .setIncludeHistory(true)
-                    .build())
-            .getHistoryList()
-            .stream()
+        history(result.operationId()).stream()
             // A Renew of attempt 1 still in flight when it declined lands refused, harmlessly.
             .filter(
                 e -> !(e.getEvent().equals("STALE_WRITE_REFUSED") && e.getDetail().equals("renew")))
@@ -502,14 +469,8 @@ class ScenariosTest extends ServerTest {
               OP,
               key(),
               PAYLOAD,
-              ExecuteOptions.builder()
-                  .lease(Duration.ofSeconds(3))
-                  .attemptDuration(Duration.ofMillis(3_500))
-                  .build(),
-              ctx -> {
-                attempts.add(ctx.attempt());
-                return Outcome.success(provider.effect(ctx.operationId()), "");
-              });
+              leased(Duration.ofSeconds(3), Duration.ofMillis(3_500)),
+              recordingAttempts(attempts));
       assertEquals(1, proxy.delayed());
       assertTrue(System.nanoTime() - started >= Duration.ofSeconds(2).toNanos());
       assertEquals(List.of(1), attempts);
@@ -530,10 +491,7 @@ class ScenariosTest extends ServerTest {
             OP,
             k,
             PAYLOAD,
-            ExecuteOptions.builder()
-                .lease(Duration.ofMillis(150))
-                .attemptDuration(Duration.ofSeconds(5))
-                .build(),
+            leased(Duration.ofMillis(150), Duration.ofSeconds(5)),
             ctx -> {
               provider.effect(ctx.operationId());
               proxy.cut(); // this owner's renewals fail; its lease lapses
