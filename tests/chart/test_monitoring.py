@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, render, render_error
+from conftest import (CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, helm_binary, render,
+                      render_error)
+from plain_rules import PLAIN_VALUES, plain_file_text
 from promql_lint import Selector, selectors
 
 METRICS_RS = REPO_ROOT / "src" / "metrics.rs"
@@ -28,6 +30,11 @@ PLAIN_SELECTOR = 'job="idemd"'
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "container", "endpoint"}
 # Series Prometheus makes itself.
 PROMETHEUS_SERIES = {"up"}
+# Series of kube-state-metrics that the alerts read (idemd exports no readiness metric),
+# with their labels.
+KUBE_STATE_METRICS_SERIES = {
+    "kube_deployment_status_replicas_unavailable": {"namespace", "deployment"},
+}
 # tonic::Code's Debug names, the values of the `code` label.
 GRPC_CODES = {
     "Ok", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
@@ -146,6 +153,11 @@ def test_database_counts_are_the_gauges_metrics_rs_calls_database_counts():
 def check_selector(selector: Selector, where: str) -> None:
     name = selector.metric
     if name in PROMETHEUS_SERIES:
+        return
+    if name in KUBE_STATE_METRICS_SERIES:
+        for label, _, _ in selector.matchers:
+            assert label in KUBE_STATE_METRICS_SERIES[name] | TARGET_LABELS, \
+                f"{where}: {name} has no label {label}"
         return
     assert name in exported_series(), f"{where}: {name} is not exported by src/metrics.rs"
     family = family_of(name)
@@ -332,10 +344,13 @@ def test_dashboard_config_map_namespace_labels_and_annotations_are_values():
 # --- the PrometheusRule and the plain rule file ---------------------------------------------
 
 CHART_SELECTOR = f'namespace="{NAMESPACE}",service="{fullname()}"'
+CHART_READY_SELECTOR = f'namespace="{NAMESPACE}",deployment="{fullname()}"'
+RUNBOOKS = REPO_ROOT / "docs" / "runbooks"
 
 
-def chart_rules() -> list[dict]:
-    rule = render({"metrics.prometheusRule.enabled": True}).one("PrometheusRule", fullname())
+def chart_rules(values: dict | None = None) -> list[dict]:
+    rule = render({"metrics.prometheusRule.enabled": True, **(values or {})}).one(
+        "PrometheusRule", fullname())
     return [entry for group in rule["spec"]["groups"] for entry in group["rules"]]
 
 
@@ -360,27 +375,36 @@ def test_plain_rule_file_is_a_prometheus_rule_file():
                                  "labels", "annotations"}, rule
 
 
-def test_plain_rule_file_matches_the_charts_prometheus_rule():
+def test_plain_rule_file_is_the_charts_rules_with_the_plain_selectors():
     """deploy/prometheus/idemd-alerts.yaml is the chart's PrometheusRule with default values
-    and job="idemd" for the chart's namespace/service selector, alert for alert."""
-    chart = chart_rules()
-    for rule in chart:
-        assert CHART_SELECTOR in rule["expr"], f"{rule['alert']}: selector not found"
-    expected = [{**rule, "expr": rule["expr"].replace(CHART_SELECTOR, PLAIN_SELECTOR)}
-                for rule in chart]
+    and plain_rules.PLAIN_VALUES, alert for alert and byte for byte."""
+    expected = chart_rules(PLAIN_VALUES)
     plain = plain_rules()
     assert [rule["alert"] for rule in plain] == [rule["alert"] for rule in expected]
     for got, want in zip(plain, expected):
-        assert got["expr"] == want["expr"], got["alert"]
-        assert got["for"] == want["for"], got["alert"]
-        assert got["labels"]["severity"] == want["labels"]["severity"], got["alert"]
-        assert got == want, f"{got['alert']}: labels or annotations differ from the chart"
+        assert got == want, f"{got['alert']} differs from the chart"
+    assert RULES_FILE.read_text() == plain_file_text(helm_binary()), \
+        "regenerate it: HELM=... python3 tests/chart/plain_rules.py"
+
+
+def test_chart_selects_its_own_release():
+    for rule in chart_rules():
+        wanted = CHART_READY_SELECTOR if rule["alert"] == "IdemdNotReady" else CHART_SELECTOR
+        found = selectors(rule["expr"])
+        assert found, rule["alert"]
+        for selector in found:
+            for matcher in wanted.split(","):
+                label, value = matcher.split("=", 1)
+                assert selector.matcher(label) == ("=", value.strip('"')), rule["alert"]
 
 
 def test_plain_rules_select_the_scrape_job_only():
     for rule in plain_rules():
         for selector in selectors(rule["expr"]):
-            assert selector.matcher("job") == ("=", "idemd"), rule["alert"]
+            if selector.metric in KUBE_STATE_METRICS_SERIES:
+                assert selector.matcher("deployment") == ("=", "idemd"), rule["alert"]
+            else:
+                assert selector.matcher("job") == ("=", "idemd"), rule["alert"]
             assert selector.matcher("namespace") is None, rule["alert"]
 
 
@@ -397,12 +421,26 @@ def test_alerts_use_only_exported_metrics_and_labels(source):
 
 def test_alerts_group_by_namespace_and_job():
     # job exists in every Prometheus (the ServiceMonitor sets it to the Service's name), so
-    # the same rules work with and without prometheus-operator.
+    # the same rules work with and without prometheus-operator. Histogram buckets keep le
+    # for histogram_quantile; per-replica figures keep instance; kube-state-metrics' job is
+    # its own, so readiness groups by the Deployment.
+    allowed = {("namespace", "job"), ("namespace", "job", "le"),
+               ("namespace", "job", "instance"), ("namespace", "deployment")}
     for rule in chart_rules():
         for selector in selectors(rule["expr"]):
             aggregation = selector.first_aggregation()
             if aggregation is not None:
-                assert aggregation.labels == ("namespace", "job"), rule["alert"]
+                assert aggregation.labels in allowed, rule["alert"]
+
+
+def test_the_alert_values_turn_alerts_off_and_set_thresholds():
+    rules = chart_rules({"metrics.prometheusRule.rules.serverErrors.enabled": False,
+                         "metrics.prometheusRule.rules.latency.threshold": 2,
+                         "metrics.prometheusRule.rules.latency.for": "20m"})
+    by_name = {rule["alert"]: rule for rule in rules}
+    assert "IdemdServerErrors" not in by_name
+    assert by_name["IdemdLatencyHigh"]["expr"].endswith(" > 2")
+    assert by_name["IdemdLatencyHigh"]["for"] == "20m"
 
 
 # --- metrics switch and label settings ----------------------------------------------------
