@@ -433,6 +433,33 @@ def test_alerts_group_by_namespace_and_job():
                 assert aggregation.labels in allowed, rule["alert"]
 
 
+def test_every_alert_links_its_runbook():
+    for rule in chart_rules():
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"docs/runbooks/{rule['alert']}.md", rule["alert"]
+        assert (REPO_ROOT / url).is_file(), f"{url} is missing"
+    rules = chart_rules({"metrics.prometheusRule.runbookBaseUrl": "https://example.com/rb/"})
+    assert all(rule["annotations"]["runbook_url"] == f"https://example.com/rb/{rule['alert']}.md"
+               for rule in rules)
+    rules = chart_rules({"metrics.prometheusRule.runbookBaseUrl": ""})
+    assert all("runbook_url" not in rule["annotations"] for rule in rules)
+
+
+def test_no_runbook_without_its_alert():
+    alerts = {rule["alert"] for rule in chart_rules()}
+    pages = {page.stem for page in RUNBOOKS.glob("*.md")} - {"README"}
+    assert pages == alerts
+
+
+@pytest.mark.parametrize("alert", sorted(rule["alert"] for rule in yaml.safe_load(
+    RULES_FILE.read_text())["groups"][0]["rules"]))
+def test_runbook_answers_the_on_call_questions(alert):
+    text = (RUNBOOKS / f"{alert}.md").read_text()
+    assert text.startswith(f"# {alert}\n"), alert
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert headings == ["Meaning", "Impact on callers", "Confirm", "Act", "Escalate"], alert
+
+
 def test_the_alert_values_turn_alerts_off_and_set_thresholds():
     rules = chart_rules({"metrics.prometheusRule.rules.serverErrors.enabled": False,
                          "metrics.prometheusRule.rules.latency.threshold": 2,
