@@ -15,7 +15,7 @@ import yaml
 from conftest import (CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, helm_binary, render,
                       render_error)
 from plain_rules import PLAIN_VALUES, plain_file_text
-from promql_lint import Selector, selectors
+from promql import Selector, parse_many, selectors
 
 METRICS_RS = REPO_ROOT / "src" / "metrics.rs"
 # Label values metrics.rs takes from the domain (the one function naming claim outcomes).
@@ -44,6 +44,17 @@ GRPC_CODES = {
 # Labels whose values are string literals in src/metrics.rs.
 ENUM_LABELS = {"outcome", "disposition", "resolution", "kind", "state"}
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+OBSERVE_RS = REPO_ROOT / "src" / "grpc" / "observe.rs"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parse_every_expression_at_once():
+    """One node run for the dashboard's and the rules' expressions, not one per call."""
+    exprs = [expr for _, expr in dashboard_queries()]
+    exprs += [re.fullmatch(r"label_values\((.+), *[a-z_]+\)", variable_query(var)).group(1)
+              for var in variables().values() if var["type"] == "query"]
+    exprs += [rule["expr"] for rule in chart_rules() + plain_rules()]
+    parse_many(exprs)
 
 
 # --- what src/metrics.rs exports ------------------------------------------------------
@@ -92,6 +103,20 @@ def metrics_rs_label_names() -> set[str]:
     # Label::new("name", …), Label::from_static_parts("name", …), or a ("name", value) pair.
     pattern = r'(?:Label::(?:new|from_static_parts)\(\s*|Some\(\(\s*)"([a-z_]+)"\s*,'
     return set(re.findall(pattern, metrics_source()))
+
+
+def latency_buckets() -> set[float]:
+    """The histograms' `le` values besides +Inf: LATENCY_BUCKETS in src/metrics.rs."""
+    match = re.search(r"const LATENCY_BUCKETS: &\[f64\] = &\[([^\]]*)\]", metrics_source())
+    assert match, "no LATENCY_BUCKETS in src/metrics.rs"
+    return {float(value) for value in match.group(1).replace("\n", " ").split(",") if value.strip()}
+
+
+def rpc_names() -> set[str]:
+    """The `rpc` label's values: the api_methods! list in src/grpc/observe.rs, and unknown."""
+    match = re.search(r'api_methods!\("[^"]+":([^)]*)\);', OBSERVE_RS.read_text())
+    assert match, "no api_methods! list in src/grpc/observe.rs"
+    return {name.strip() for name in match.group(1).split(",") if name.strip()} | {"unknown"}
 
 
 def metrics_rs_literals() -> set[str]:
@@ -458,6 +483,73 @@ def test_runbook_answers_the_on_call_questions(alert):
     assert text.startswith(f"# {alert}\n"), alert
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
     assert headings == ["Meaning", "Impact on callers", "Confirm", "Act", "Escalate"], alert
+
+
+# --- the promtool unit tests (tests/chart/idemd-alerts.test.yaml) ---------------------------
+# .ci/chart-check runs them with `promtool test rules`; these tests keep them honest.
+
+RULE_TESTS = Path(__file__).with_name("idemd-alerts.test.yaml")
+SERIES = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}$')
+SERIES_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+
+
+@lru_cache(maxsize=None)
+def rule_tests() -> dict:
+    return yaml.safe_load(RULE_TESTS.read_text())
+
+
+def input_series() -> list[tuple[str, dict[str, str]]]:
+    found = []
+    for test in rule_tests()["tests"]:
+        for entry in test["input_series"]:
+            match = SERIES.fullmatch(entry["series"])
+            assert match, entry["series"]
+            labels = dict(SERIES_LABEL.findall(match.group(2)))
+            found.append((match.group(1), labels))
+    return found
+
+
+def test_rule_tests_load_the_plain_rule_file():
+    assert [(RULE_TESTS.parent / path).resolve() for path in rule_tests()["rule_files"]] == \
+        [RULES_FILE.resolve()]
+
+
+def test_rule_tests_feed_only_series_idemd_exports():
+    """An expression naming a metric, label or value idemd never produces could only be
+    made to fire by input naming it too: refused here."""
+    for name, labels in input_series():
+        where = f"input series {name}{labels}"
+        assert "job" in labels, where
+        if name in PROMETHEUS_SERIES:
+            continue
+        if name in KUBE_STATE_METRICS_SERIES:
+            assert set(labels) <= KUBE_STATE_METRICS_SERIES[name] | TARGET_LABELS, where
+            continue
+        assert name in exported_series(), f"{where}: not exported by src/metrics.rs"
+        family = family_of(name)
+        allowed = metrics_table()[family]["labels"] | TARGET_LABELS
+        if name.endswith("_bucket"):
+            allowed = allowed | {"le"}
+            assert labels["le"] == "+Inf" or float(labels["le"]) in latency_buckets(), where
+        assert set(labels) <= allowed, f"{where}: labels {set(labels) - allowed} never set"
+        for label, value in labels.items():
+            if label in ENUM_LABELS:
+                assert value in metrics_rs_literals(), f"{where}: {label}={value!r} is never set"
+            if label == "code":
+                assert value in GRPC_CODES, where
+            if label == "rpc":
+                assert value in rpc_names(), where
+
+
+def test_every_alert_is_tested_firing_and_quiet():
+    firing, quiet = set(), set()
+    for test in rule_tests()["tests"]:
+        for case in test["alert_rule_test"]:
+            (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
+    alerts = {rule["alert"] for rule in plain_rules()}
+    assert alerts - firing == set(), "add a promtool test where these fire"
+    assert alerts - quiet == set(), "add a promtool test where these stay quiet"
+    assert (firing | quiet) - alerts == set(), "tests of alerts that do not exist"
 
 
 def test_the_alert_values_turn_alerts_off_and_set_thresholds():
