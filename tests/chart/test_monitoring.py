@@ -602,6 +602,12 @@ def test_metric_labels_are_settings(default_render, full_render, all_features_va
     {"metrics.tenantLabel": "yes"},
     {"metrics.gaugeInterval": "often"},
     {"metrics.grafanaDashboard.labels": {"grafana_dashboard": 1}},
+    {"metrics.prometheusRule.rules.serverErrors.threshold": 5},
+    {"metrics.prometheusRule.rules.serverErrors.codes": "Internal|Unavailable"},
+    {"metrics.prometheusRule.rules.latency.rpcs": ["Claim|Renew"]},
+    {"metrics.prometheusRule.rules.latency.quantile": 99},
+    {"metrics.prometheusRule.rules.unresolvedStuck.for": "two hours"},
+    {"metrics.prometheusRule.runbookBaseUrl": "has space"},
 ], ids=lambda values: ",".join(values))
 def test_schema_rejects_wrong_metrics_values(values):
     assert "schema" in render_error(values)
