@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, render, render_error
-from promql_lint import Selector, selectors
+from conftest import (CHART, NAMESPACE, POSTGRES, REPO_ROOT, fullname, helm_binary, render,
+                      render_error)
+from plain_rules import PLAIN_VALUES, plain_file_text
+from promql import Selector, parse_many, selectors
 
 METRICS_RS = REPO_ROOT / "src" / "metrics.rs"
 # Label values metrics.rs takes from the domain (the one function naming claim outcomes).
@@ -28,6 +30,11 @@ PLAIN_SELECTOR = 'job="idemd"'
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "container", "endpoint"}
 # Series Prometheus makes itself.
 PROMETHEUS_SERIES = {"up"}
+# Series of kube-state-metrics that the alerts read (idemd exports no readiness metric),
+# with their labels.
+KUBE_STATE_METRICS_SERIES = {
+    "kube_deployment_status_replicas_unavailable": {"namespace", "deployment"},
+}
 # tonic::Code's Debug names, the values of the `code` label.
 GRPC_CODES = {
     "Ok", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
@@ -37,6 +44,17 @@ GRPC_CODES = {
 # Labels whose values are string literals in src/metrics.rs.
 ENUM_LABELS = {"outcome", "disposition", "resolution", "kind", "state"}
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+OBSERVE_RS = REPO_ROOT / "src" / "grpc" / "observe.rs"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parse_every_expression_at_once():
+    """One node run for the dashboard's and the rules' expressions, not one per call."""
+    exprs = [expr for _, expr in dashboard_queries()]
+    exprs += [re.fullmatch(r"label_values\((.+), *[a-z_]+\)", variable_query(var)).group(1)
+              for var in variables().values() if var["type"] == "query"]
+    exprs += [rule["expr"] for rule in chart_rules() + plain_rules()]
+    parse_many(exprs)
 
 
 # --- what src/metrics.rs exports ------------------------------------------------------
@@ -85,6 +103,20 @@ def metrics_rs_label_names() -> set[str]:
     # Label::new("name", …), Label::from_static_parts("name", …), or a ("name", value) pair.
     pattern = r'(?:Label::(?:new|from_static_parts)\(\s*|Some\(\(\s*)"([a-z_]+)"\s*,'
     return set(re.findall(pattern, metrics_source()))
+
+
+def latency_buckets() -> set[float]:
+    """The histograms' `le` values besides +Inf: LATENCY_BUCKETS in src/metrics.rs."""
+    match = re.search(r"const LATENCY_BUCKETS: &\[f64\] = &\[([^\]]*)\]", metrics_source())
+    assert match, "no LATENCY_BUCKETS in src/metrics.rs"
+    return {float(value) for value in match.group(1).replace("\n", " ").split(",") if value.strip()}
+
+
+def rpc_names() -> set[str]:
+    """The `rpc` label's values: the api_methods! list in src/grpc/observe.rs, and unknown."""
+    match = re.search(r'api_methods!\("[^"]+":([^)]*)\);', OBSERVE_RS.read_text())
+    assert match, "no api_methods! list in src/grpc/observe.rs"
+    return {name.strip() for name in match.group(1).split(",") if name.strip()} | {"unknown"}
 
 
 def metrics_rs_literals() -> set[str]:
@@ -146,6 +178,11 @@ def test_database_counts_are_the_gauges_metrics_rs_calls_database_counts():
 def check_selector(selector: Selector, where: str) -> None:
     name = selector.metric
     if name in PROMETHEUS_SERIES:
+        return
+    if name in KUBE_STATE_METRICS_SERIES:
+        for label, _, _ in selector.matchers:
+            assert label in KUBE_STATE_METRICS_SERIES[name] | TARGET_LABELS, \
+                f"{where}: {name} has no label {label}"
         return
     assert name in exported_series(), f"{where}: {name} is not exported by src/metrics.rs"
     family = family_of(name)
@@ -332,10 +369,13 @@ def test_dashboard_config_map_namespace_labels_and_annotations_are_values():
 # --- the PrometheusRule and the plain rule file ---------------------------------------------
 
 CHART_SELECTOR = f'namespace="{NAMESPACE}",service="{fullname()}"'
+CHART_READY_SELECTOR = f'namespace="{NAMESPACE}",deployment="{fullname()}"'
+RUNBOOKS = REPO_ROOT / "docs" / "runbooks"
 
 
-def chart_rules() -> list[dict]:
-    rule = render({"metrics.prometheusRule.enabled": True}).one("PrometheusRule", fullname())
+def chart_rules(values: dict | None = None) -> list[dict]:
+    rule = render({"metrics.prometheusRule.enabled": True, **(values or {})}).one(
+        "PrometheusRule", fullname())
     return [entry for group in rule["spec"]["groups"] for entry in group["rules"]]
 
 
@@ -360,27 +400,36 @@ def test_plain_rule_file_is_a_prometheus_rule_file():
                                  "labels", "annotations"}, rule
 
 
-def test_plain_rule_file_matches_the_charts_prometheus_rule():
+def test_plain_rule_file_is_the_charts_rules_with_the_plain_selectors():
     """deploy/prometheus/idemd-alerts.yaml is the chart's PrometheusRule with default values
-    and job="idemd" for the chart's namespace/service selector, alert for alert."""
-    chart = chart_rules()
-    for rule in chart:
-        assert CHART_SELECTOR in rule["expr"], f"{rule['alert']}: selector not found"
-    expected = [{**rule, "expr": rule["expr"].replace(CHART_SELECTOR, PLAIN_SELECTOR)}
-                for rule in chart]
+    and plain_rules.PLAIN_VALUES, alert for alert and byte for byte."""
+    expected = chart_rules(PLAIN_VALUES)
     plain = plain_rules()
     assert [rule["alert"] for rule in plain] == [rule["alert"] for rule in expected]
     for got, want in zip(plain, expected):
-        assert got["expr"] == want["expr"], got["alert"]
-        assert got["for"] == want["for"], got["alert"]
-        assert got["labels"]["severity"] == want["labels"]["severity"], got["alert"]
-        assert got == want, f"{got['alert']}: labels or annotations differ from the chart"
+        assert got == want, f"{got['alert']} differs from the chart"
+    assert RULES_FILE.read_text() == plain_file_text(helm_binary()), \
+        "regenerate it: HELM=... python3 tests/chart/plain_rules.py"
+
+
+def test_chart_selects_its_own_release():
+    for rule in chart_rules():
+        wanted = CHART_READY_SELECTOR if rule["alert"] == "IdemdNotReady" else CHART_SELECTOR
+        found = selectors(rule["expr"])
+        assert found, rule["alert"]
+        for selector in found:
+            for matcher in wanted.split(","):
+                label, value = matcher.split("=", 1)
+                assert selector.matcher(label) == ("=", value.strip('"')), rule["alert"]
 
 
 def test_plain_rules_select_the_scrape_job_only():
     for rule in plain_rules():
         for selector in selectors(rule["expr"]):
-            assert selector.matcher("job") == ("=", "idemd"), rule["alert"]
+            if selector.metric in KUBE_STATE_METRICS_SERIES:
+                assert selector.matcher("deployment") == ("=", "idemd"), rule["alert"]
+            else:
+                assert selector.matcher("job") == ("=", "idemd"), rule["alert"]
             assert selector.matcher("namespace") is None, rule["alert"]
 
 
@@ -397,12 +446,120 @@ def test_alerts_use_only_exported_metrics_and_labels(source):
 
 def test_alerts_group_by_namespace_and_job():
     # job exists in every Prometheus (the ServiceMonitor sets it to the Service's name), so
-    # the same rules work with and without prometheus-operator.
+    # the same rules work with and without prometheus-operator. Histogram buckets keep le
+    # for histogram_quantile; per-replica figures keep instance; kube-state-metrics' job is
+    # its own, so readiness groups by the Deployment.
+    allowed = {("namespace", "job"), ("namespace", "job", "le"),
+               ("namespace", "job", "instance"), ("namespace", "deployment")}
     for rule in chart_rules():
         for selector in selectors(rule["expr"]):
             aggregation = selector.first_aggregation()
             if aggregation is not None:
-                assert aggregation.labels == ("namespace", "job"), rule["alert"]
+                assert aggregation.labels in allowed, rule["alert"]
+
+
+def test_every_alert_links_its_runbook():
+    for rule in chart_rules():
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"docs/runbooks/{rule['alert']}.md", rule["alert"]
+        assert (REPO_ROOT / url).is_file(), f"{url} is missing"
+    rules = chart_rules({"metrics.prometheusRule.runbookBaseUrl": "https://example.com/rb/"})
+    assert all(rule["annotations"]["runbook_url"] == f"https://example.com/rb/{rule['alert']}.md"
+               for rule in rules)
+    rules = chart_rules({"metrics.prometheusRule.runbookBaseUrl": ""})
+    assert all("runbook_url" not in rule["annotations"] for rule in rules)
+
+
+def test_no_runbook_without_its_alert():
+    alerts = {rule["alert"] for rule in chart_rules()}
+    pages = {page.stem for page in RUNBOOKS.glob("*.md")} - {"README"}
+    assert pages == alerts
+
+
+@pytest.mark.parametrize("alert", sorted(rule["alert"] for rule in yaml.safe_load(
+    RULES_FILE.read_text())["groups"][0]["rules"]))
+def test_runbook_answers_the_on_call_questions(alert):
+    text = (RUNBOOKS / f"{alert}.md").read_text()
+    assert text.startswith(f"# {alert}\n"), alert
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert headings == ["Meaning", "Impact on callers", "Confirm", "Act", "Escalate"], alert
+
+
+# --- the promtool unit tests (tests/chart/idemd-alerts.test.yaml) ---------------------------
+# .ci/chart-check runs them with `promtool test rules`; these tests keep them honest.
+
+RULE_TESTS = Path(__file__).with_name("idemd-alerts.test.yaml")
+SERIES = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}$')
+SERIES_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+
+
+@lru_cache(maxsize=None)
+def rule_tests() -> dict:
+    return yaml.safe_load(RULE_TESTS.read_text())
+
+
+def input_series() -> list[tuple[str, dict[str, str]]]:
+    found = []
+    for test in rule_tests()["tests"]:
+        for entry in test["input_series"]:
+            match = SERIES.fullmatch(entry["series"])
+            assert match, entry["series"]
+            labels = dict(SERIES_LABEL.findall(match.group(2)))
+            found.append((match.group(1), labels))
+    return found
+
+
+def test_rule_tests_load_the_plain_rule_file():
+    assert [(RULE_TESTS.parent / path).resolve() for path in rule_tests()["rule_files"]] == \
+        [RULES_FILE.resolve()]
+
+
+def test_rule_tests_feed_only_series_idemd_exports():
+    """An expression naming a metric, label or value idemd never produces could only be
+    made to fire by input naming it too: refused here."""
+    for name, labels in input_series():
+        where = f"input series {name}{labels}"
+        assert "job" in labels, where
+        if name in PROMETHEUS_SERIES:
+            continue
+        if name in KUBE_STATE_METRICS_SERIES:
+            assert set(labels) <= KUBE_STATE_METRICS_SERIES[name] | TARGET_LABELS, where
+            continue
+        assert name in exported_series(), f"{where}: not exported by src/metrics.rs"
+        family = family_of(name)
+        allowed = metrics_table()[family]["labels"] | TARGET_LABELS
+        if name.endswith("_bucket"):
+            allowed = allowed | {"le"}
+            assert labels["le"] == "+Inf" or float(labels["le"]) in latency_buckets(), where
+        assert set(labels) <= allowed, f"{where}: labels {set(labels) - allowed} never set"
+        for label, value in labels.items():
+            if label in ENUM_LABELS:
+                assert value in metrics_rs_literals(), f"{where}: {label}={value!r} is never set"
+            if label == "code":
+                assert value in GRPC_CODES, where
+            if label == "rpc":
+                assert value in rpc_names(), where
+
+
+def test_every_alert_is_tested_firing_and_quiet():
+    firing, quiet = set(), set()
+    for test in rule_tests()["tests"]:
+        for case in test["alert_rule_test"]:
+            (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
+    alerts = {rule["alert"] for rule in plain_rules()}
+    assert alerts - firing == set(), "add a promtool test where these fire"
+    assert alerts - quiet == set(), "add a promtool test where these stay quiet"
+    assert (firing | quiet) - alerts == set(), "tests of alerts that do not exist"
+
+
+def test_the_alert_values_turn_alerts_off_and_set_thresholds():
+    rules = chart_rules({"metrics.prometheusRule.rules.serverErrors.enabled": False,
+                         "metrics.prometheusRule.rules.latency.threshold": 2,
+                         "metrics.prometheusRule.rules.latency.for": "20m"})
+    by_name = {rule["alert"]: rule for rule in rules}
+    assert "IdemdServerErrors" not in by_name
+    assert by_name["IdemdLatencyHigh"]["expr"].endswith(" > 2")
+    assert by_name["IdemdLatencyHigh"]["for"] == "20m"
 
 
 # --- metrics switch and label settings ----------------------------------------------------
@@ -445,6 +602,12 @@ def test_metric_labels_are_settings(default_render, full_render, all_features_va
     {"metrics.tenantLabel": "yes"},
     {"metrics.gaugeInterval": "often"},
     {"metrics.grafanaDashboard.labels": {"grafana_dashboard": 1}},
+    {"metrics.prometheusRule.rules.serverErrors.threshold": 5},
+    {"metrics.prometheusRule.rules.serverErrors.codes": "Internal|Unavailable"},
+    {"metrics.prometheusRule.rules.latency.rpcs": ["Claim|Renew"]},
+    {"metrics.prometheusRule.rules.latency.quantile": 99},
+    {"metrics.prometheusRule.rules.unresolvedStuck.for": "two hours"},
+    {"metrics.prometheusRule.runbookBaseUrl": "has space"},
 ], ids=lambda values: ",".join(values))
 def test_schema_rejects_wrong_metrics_values(values):
     assert "schema" in render_error(values)

@@ -400,6 +400,6 @@ annotations:
   summary: {{ index . 3 | quote }}
   description: {{ index . 4 | quote }}
   {{- with $root.Values.metrics.prometheusRule.runbookBaseUrl }}
-  runbook_url: {{ printf "%s#%s" . (lower $alert) | quote }}
+  runbook_url: {{ printf "%s/%s.md" (trimSuffix "/" .) $alert | quote }}
   {{- end }}
 {{- end }}
