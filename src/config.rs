@@ -304,7 +304,7 @@ pub struct ServeArgs {
     pub result_cache_bytes: u64,
 
     /// How often the store is checked for the readiness probe.
-    #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = parse_interval)]
     pub readiness_interval: Duration,
 
     /// PEM certificate chain: serve the API over TLS (with --tls-key).
@@ -334,11 +334,11 @@ pub struct ServeArgs {
     pub metrics_tenant_label: bool,
 
     /// How often the gauges counted in the database are refreshed.
-    #[arg(long, env = "IDEMD_GAUGE_INTERVAL", default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_GAUGE_INTERVAL", default_value = "15s", value_parser = parse_interval)]
     pub gauge_interval: Duration,
 
     /// How often the retention sweeper runs on this replica.
-    #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = parse_interval)]
     pub sweep_interval: Duration,
 
     /// Records of each kind one sweep transaction handles.
@@ -415,6 +415,17 @@ pub struct TransportArgs {
 /// An address, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionalAddress(pub Option<SocketAddr>);
+
+/// How often a background task runs. Zero is refused here: tokio's
+/// interval panics on it, which would kill the task while the server went
+/// on answering, its sweeping, gauges or readiness stopped.
+fn parse_interval(value: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(value).map_err(|error| error.to_string())?;
+    if interval.is_zero() {
+        return Err("must be longer than zero (how often a background task runs)".into());
+    }
+    Ok(interval)
+}
 
 fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
     match value.trim() {
@@ -493,6 +504,17 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_background_tasks_interval_of_zero_is_refused_at_start_up() {
+        for flag in ["--sweep-interval", "--gauge-interval", "--readiness-interval"] {
+            let refused = Cli::try_parse_from(["idemd", "serve", flag, "0s"])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} 0s was accepted"));
+            assert!(refused.to_string().contains("longer than zero"), "{refused}");
+            assert!(Cli::try_parse_from(["idemd", "serve", flag, "1ms"]).is_ok());
+        }
     }
 
     #[test]
