@@ -297,6 +297,17 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_AUTH_LOOKUP_CONCURRENCY", default_value_t = 4)]
     pub auth_lookup_concurrency: usize,
 
+    /// Calls that may wait for a token lookup (beyond those looking up);
+    /// past it, and past --auth-lookup-queue-timeout, calls with uncached
+    /// tokens are answered UNAVAILABLE with RetryInfo instead of queuing
+    /// into a slow database.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_QUEUE", default_value_t = 16)]
+    pub auth_lookup_queue: usize,
+
+    /// Longest a call with an uncached token waits for its lookup's turn.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_QUEUE_TIMEOUT", default_value = "250ms", value_parser = humantime::parse_duration)]
+    pub auth_lookup_queue_timeout: Duration,
+
     /// Bytes of memory for terminal results kept to answer replays without
     /// a database round trip (results count with their size); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.

@@ -75,6 +75,8 @@ pub(super) fn auth_settings_from(args: &ServeArgs) -> AuthSettings {
         negative_cache_ttl: args.auth_negative_cache_ttl,
         cache_entries: args.auth_cache_entries.max(1),
         lookup_concurrency: args.auth_lookup_concurrency.max(1),
+        lookup_queue: args.auth_lookup_queue,
+        lookup_queue_timeout: args.auth_lookup_queue_timeout,
     }
 }
 

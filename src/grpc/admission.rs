@@ -3,17 +3,16 @@
 //! can, before the request body is read) whether a call is served at all.
 //! Health and reflection are not behind it.
 //!
-//! In order: it sheds the call when the replica has as many in flight as it
-//! admits (UNAVAILABLE `OVERLOADED`: shed, never queued, so a burst cannot
-//! pile up memory and latency); it authenticates the call from its
-//! `authorization` header
+//! In order: it authenticates the call from its `authorization` header
 //! before the body is polled (a caller without credentials cannot make the
 //! server read, let alone buffer, a byte of its body) and hands the
 //! [`crate::auth::Principal`] to the handler in the request's extensions; it refuses a
 //! call its credential has no scope for (PERMISSION_DENIED `MISSING_SCOPE`,
 //! before the body is read, so it writes nothing, and alike for gRPC and
 //! Connect JSON, which reaches this layer as the gRPC call it stands for);
-//! it refuses the call when its
+//! it sheds the call when the replica has as many in flight as it admits
+//! (UNAVAILABLE `OVERLOADED`: shed, never queued, so a burst cannot pile up
+//! memory and latency); it refuses the call when its
 //! tenant has its share in flight (RESOURCE_EXHAUSTED
 //! `TENANT_CONCURRENCY_LIMIT`: one tenant cannot take the others' share);
 //! it bounds each call's time
@@ -225,12 +224,6 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         Box::pin(async move {
-            // Before anything else, authentication included: shedding must
-            // cost less than serving.
-            let Ok(_in_flight) = shared.in_flight.clone().try_acquire_owned() else {
-                let retry_after = SHED_RETRY_AFTER;
-                return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
-            };
             let timeout = shared.settings.request_timeout;
             let admitted = async {
                 let authorization = request
@@ -245,6 +238,13 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                 if let Err(error) = principal.require_any(scopes_for(method)) {
                     return Ok(refused(&shared.metrics, error));
                 }
+                // Only once authenticated: a call waiting for its token's
+                // lookup (in the authenticator's own bounded queue) must not
+                // hold a place that a caller with a cached token needs.
+                let Ok(_in_flight) = shared.in_flight.clone().try_acquire_owned() else {
+                    let retry_after = SHED_RETRY_AFTER;
+                    return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
+                };
                 let tenant = principal.tenant;
                 let Some(_tenant_call) = TenantCall::enter(&shared, tenant) else {
                     let limit = shared.settings.max_in_flight_per_tenant;
