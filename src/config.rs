@@ -400,6 +400,13 @@ pub struct TransportArgs {
     /// RESOURCE_EXHAUSTED (TENANT_CONCURRENCY_LIMIT, RetryInfo).
     #[arg(long, env = "IDEMD_MAX_IN_FLIGHT_PER_TENANT", default_value_t = 256)]
     pub max_in_flight_per_tenant: usize,
+    /// Bytes of request messages in flight on this server, as their gRPC
+    /// length prefixes declare them (each call holds its message's bytes
+    /// until it ends); past it, calls are shed with UNAVAILABLE (OVERLOADED,
+    /// RetryInfo). A call costs about four times its message in memory:
+    /// size the pod's memory limit from it (docs/operating.md).
+    #[arg(long, env = "IDEMD_MAX_REQUEST_BYTES_IN_FLIGHT", default_value_t = crate::grpc::admission::DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT)]
+    pub max_request_bytes_in_flight: usize,
     /// Claims waiting for a pending operation at once on this server; past
     /// it, a Claim answers Pending at once (with retry_after) instead.
     #[arg(long, env = "IDEMD_MAX_WAITERS", default_value_t = 512)]

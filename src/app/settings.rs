@@ -129,6 +129,7 @@ pub(super) fn admission_settings_from(
         request_timeout: transport.request_timeout,
         max_in_flight: transport.max_in_flight.max(1),
         max_in_flight_per_tenant: transport.max_in_flight_per_tenant.max(1),
+        max_request_bytes_in_flight: transport.max_request_bytes_in_flight.max(1),
     })
 }
 
