@@ -419,6 +419,20 @@ pub struct TransportArgs {
     /// closed at once.
     #[arg(long, env = "IDEMD_MAX_CONNECTIONS", default_value_t = 10000)]
     pub max_connections: usize,
+    /// Connections open at once from one source address (IPv4 address, or
+    /// IPv6 address); one more is accepted and closed at once, so one peer
+    /// cannot hold every slot. Behind a proxy every client shares its
+    /// address: raise it there (0 turns the cap off).
+    #[arg(long, env = "IDEMD_MAX_CONNECTIONS_PER_SOURCE", default_value_t = 1024)]
+    pub max_connections_per_source: usize,
+    /// Age at which a connection is asked to go (HTTP/2 GOAWAY; clients
+    /// reconnect), however busy: a peer that answers PINGs is never idle.
+    #[arg(long, env = "IDEMD_MAX_CONNECTION_AGE", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub max_connection_age: Duration,
+    /// How long calls under way on a connection past its age may finish
+    /// before it is closed; more than --request-timeout, so none is cut off.
+    #[arg(long, env = "IDEMD_MAX_CONNECTION_AGE_GRACE", default_value = "70s", value_parser = humantime::parse_duration)]
+    pub max_connection_age_grace: Duration,
     /// How long a new connection has for its TLS handshake, and then for its
     /// first bytes (the HTTP/2 preface), before it is closed.
     #[arg(long, env = "IDEMD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]

@@ -102,6 +102,7 @@ pub(super) fn connection_settings_from(
     }
     Ok(ConnectionSettings {
         max_connections: transport.max_connections.max(1),
+        max_connections_per_source: transport.max_connections_per_source,
         handshake_timeout: transport.handshake_timeout,
         idle_timeout: transport.connection_idle_timeout,
     })
@@ -112,6 +113,8 @@ pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings 
         max_concurrent_streams: transport.max_concurrent_streams.max(1),
         http2_keepalive_interval: transport.http2_keepalive_interval,
         http2_keepalive_timeout: transport.http2_keepalive_timeout,
+        max_connection_age: transport.max_connection_age,
+        max_connection_age_grace: transport.max_connection_age_grace,
     }
 }
 
