@@ -255,7 +255,8 @@ mod tests {
         let panics: Task = Box::pin(async { panic!("a zero interval") });
         let returns: Task = Box::pin(async {});
         for (what, task) in [("panics", panics), ("returns", returns)] {
-            let (reporter, health) = tonic_health::server::health_reporter();
+            let (reporter, _) = tonic_health::server::health_reporter();
+            let health = HealthService::from_health_reporter(reporter.clone());
             reporter
                 .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
                 .await;
@@ -275,7 +276,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_task_that_ends_at_the_stop_is_no_death() {
-        let (reporter, health) = tonic_health::server::health_reporter();
+        let (reporter, _) = tonic_health::server::health_reporter();
+        let health = HealthService::from_health_reporter(reporter.clone());
         reporter
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
