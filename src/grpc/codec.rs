@@ -125,19 +125,22 @@ impl<U: Message + Default + MapFields> Decoder for ApiDecoder<U> {
     type Error = Status;
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
-        // tonic hands the whole message in one contiguous buffer.
-        if buf.chunk().len() == buf.remaining() {
-            check_map_fields::<U>(buf.chunk(), Limits::default().max_metadata_entries)
-                .map_err(Status::from)?;
-        }
-        U::decode(buf)
-            .map(Some)
-            .map_err(|error| Status::from(malformed(&error)))
+        decode_message(buf).map(Some)
     }
 
     fn buffer_settings(&self) -> BufferSettings {
         BufferSettings::default()
     }
+}
+
+/// One message: its map fields counted first, then decoded.
+fn decode_message<U: Message + Default + MapFields>(mut buf: impl Buf) -> Result<U, Status> {
+    // tonic hands the whole message in one contiguous buffer.
+    if buf.chunk().len() == buf.remaining() {
+        check_map_fields::<U>(buf.chunk(), Limits::default().max_metadata_entries)
+            .map_err(Status::from)?;
+    }
+    U::decode(&mut buf).map_err(|error| Status::from(malformed(&error)))
 }
 
 /// The refusal of a message that is not protobuf. prost's error names the
@@ -235,6 +238,32 @@ mod tests {
         assert_eq!(entries_at(&twice, &[3, 3]), 20);
         assert!(check_map_fields::<proto::CompleteRequest>(&twice, 16).is_err());
         assert!(check_map_fields::<proto::CompleteRequest>(&complete_with(16), 16).is_ok());
+    }
+
+    #[test]
+    fn a_map_past_its_bound_is_refused_before_it_is_decoded() {
+        // The message: 120,000 three-byte keys, 1.08 MB, which prost
+        // alone decodes into a hash map of ~23 MiB for the handler to refuse.
+        let message = complete_with(120_000);
+        let refused = decode_message::<proto::CompleteRequest>(message.as_slice())
+            .expect_err("refused by the count on the wire");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(refused.message().contains("result.metadata"), "{refused:?}");
+        let within = decode_message::<proto::CompleteRequest>(complete_with(16).as_slice())
+            .expect("16 entries are within the bound");
+        assert_eq!(within.result.map(|result| result.metadata.len()), Some(16));
+    }
+
+    #[test]
+    fn malformed_protobuf_is_the_callers_error() {
+        for malformed in [
+            &[0x0a, 0x02, 0xff, 0xfe][..],
+            &[0x0e, 0x01][..],
+            &[0x0a, 0x10, b'a', b'b'][..],
+        ] {
+            let refused = decode_message::<proto::RenewRequest>(malformed).expect_err("refused");
+            assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{malformed:?}");
+        }
     }
 
     #[test]
