@@ -540,11 +540,18 @@ mod tests {
 
     #[test]
     fn a_background_tasks_interval_of_zero_is_refused_at_start_up() {
-        for flag in ["--sweep-interval", "--gauge-interval", "--readiness-interval"] {
+        for flag in [
+            "--sweep-interval",
+            "--gauge-interval",
+            "--readiness-interval",
+        ] {
             let refused = Cli::try_parse_from(["idemd", "serve", flag, "0s"])
                 .err()
                 .unwrap_or_else(|| panic!("{flag} 0s was accepted"));
-            assert!(refused.to_string().contains("longer than zero"), "{refused}");
+            assert!(
+                refused.to_string().contains("longer than zero"),
+                "{refused}"
+            );
             assert!(Cli::try_parse_from(["idemd", "serve", flag, "1ms"]).is_ok());
         }
     }

@@ -129,7 +129,10 @@ async fn watch(
     }
     match ended {
         Err(ended) => error!(task = name, cause = %panic_cause(ended), "background task panicked"),
-        Ok(()) => error!(task = name, "background task ended while the server was serving"),
+        Ok(()) => error!(
+            task = name,
+            "background task ended while the server was serving"
+        ),
     }
     if stop.is_cancelled() {
         return;
@@ -269,7 +272,11 @@ mod tests {
                 assert!(Instant::now() < waited, "the task that {what} went unseen");
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            assert_eq!(api_status(&health).await, ServingStatus::NotServing, "{what}");
+            assert_eq!(
+                api_status(&health).await,
+                ServingStatus::NotServing,
+                "{what}"
+            );
             tasks.stop_by(Instant::now() + Duration::from_secs(1)).await;
         }
     }

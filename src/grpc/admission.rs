@@ -279,7 +279,10 @@ async fn declared_length(mut body: tonic::body::Body) -> (usize, tonic::body::Bo
         _ => 0,
     };
     let replayed = futures_util::stream::iter(read).chain(http_body_util::BodyStream::new(body));
-    (declared, tonic::body::Body::new(http_body_util::StreamBody::new(replayed)))
+    (
+        declared,
+        tonic::body::Body::new(http_body_util::StreamBody::new(replayed)),
+    )
 }
 
 impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitted<S> {

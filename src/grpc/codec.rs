@@ -262,7 +262,11 @@ mod tests {
             &[0x0a, 0x10, b'a', b'b'][..],
         ] {
             let refused = decode_message::<proto::RenewRequest>(malformed).expect_err("refused");
-            assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{malformed:?}");
+            assert_eq!(
+                refused.code(),
+                tonic::Code::InvalidArgument,
+                "{malformed:?}"
+            );
         }
     }
 

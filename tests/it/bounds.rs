@@ -52,7 +52,11 @@ async fn malformed_protobuf_is_invalid_argument_and_counted_as_the_callers_error
     let token = Some(world.tenant_a.as_str());
     let cases: [(&str, &str, &[u8]); 3] = [
         // operation_id (field 1, a string) with bytes that are not UTF-8.
-        ("invalid UTF-8 in a string", "Renew", &[0x0a, 0x02, 0xff, 0xfe]),
+        (
+            "invalid UTF-8 in a string",
+            "Renew",
+            &[0x0a, 0x02, 0xff, 0xfe],
+        ),
         // Field 1 with wire type 6, which protobuf does not have.
         ("a bad wire type", "Renew", &[0x0e, 0x01]),
         // operation_id declared 16 bytes long, 2 sent.
@@ -203,7 +207,10 @@ async fn a_flood_of_unknown_tokens_does_not_shed_a_real_tenants_calls(
                 let token = idemd::auth::generate_token().expect("a token");
                 let key = format!("flood-{}", fresh_uuid());
                 let answer = client
-                    .claim(authorized(&token, claim_json("payments.charge", &key, "{}")))
+                    .claim(authorized(
+                        &token,
+                        claim_json("payments.charge", &key, "{}"),
+                    ))
                     .await;
                 served += usize::from(answer.is_ok());
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -220,7 +227,10 @@ async fn a_flood_of_unknown_tokens_does_not_shed_a_real_tenants_calls(
             while tokio::time::Instant::now() < until {
                 let key = format!("real-{}", fresh_uuid());
                 match client
-                    .claim(authorized(&token, claim_json("payments.charge", &key, "{}")))
+                    .claim(authorized(
+                        &token,
+                        claim_json("payments.charge", &key, "{}"),
+                    ))
                     .await
                 {
                     Ok(_) => served += 1,
@@ -373,11 +383,16 @@ async fn peak_growth_under_large_completes(
     for _ in 0..calls {
         let key = format!("large-{}", fresh_uuid());
         let claimed = client
-            .claim(authorized(&token, claim_json("payments.charge", &key, "{}")))
+            .claim(authorized(
+                &token,
+                claim_json("payments.charge", &key, "{}"),
+            ))
             .await
             .expect("claimed")
             .into_inner();
-        let ownership = crate::harness::ownership(&claimed).expect("acquired").clone();
+        let ownership = crate::harness::ownership(&claimed)
+            .expect("acquired")
+            .clone();
         owners.push(ownership);
     }
     let before = daemon.peak_rss_bytes();
