@@ -25,7 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The well-known types come from pbjson-types, which gives them the
     // proto3 JSON mapping ("1.5s", RFC 3339) the Connect handler speaks.
+    // The API's codec is prost's with its own decoding: malformed protobuf is
+    // the caller's error and map fields are bounded before they are decoded
+    // (src/grpc/codec.rs).
     tonic_prost_build::configure()
+        .codec_path("crate::grpc::codec::ApiCodec")
         .build_client(true)
         .build_server(true)
         .compile_well_known_types(true)

@@ -297,6 +297,17 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_AUTH_LOOKUP_CONCURRENCY", default_value_t = 4)]
     pub auth_lookup_concurrency: usize,
 
+    /// Calls that may wait for a token lookup (beyond those looking up);
+    /// past it, and past --auth-lookup-queue-timeout, calls with uncached
+    /// tokens are answered UNAVAILABLE with RetryInfo instead of queuing
+    /// into a slow database.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_QUEUE", default_value_t = 16)]
+    pub auth_lookup_queue: usize,
+
+    /// Longest a call with an uncached token waits for its lookup's turn.
+    #[arg(long, env = "IDEMD_AUTH_LOOKUP_QUEUE_TIMEOUT", default_value = "250ms", value_parser = humantime::parse_duration)]
+    pub auth_lookup_queue_timeout: Duration,
+
     /// Bytes of memory for terminal results kept to answer replays without
     /// a database round trip (results count with their size); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.
@@ -304,7 +315,7 @@ pub struct ServeArgs {
     pub result_cache_bytes: u64,
 
     /// How often the store is checked for the readiness probe.
-    #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = parse_interval)]
     pub readiness_interval: Duration,
 
     /// PEM certificate chain: serve the API over TLS (with --tls-key).
@@ -334,11 +345,11 @@ pub struct ServeArgs {
     pub metrics_tenant_label: bool,
 
     /// How often the gauges counted in the database are refreshed.
-    #[arg(long, env = "IDEMD_GAUGE_INTERVAL", default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_GAUGE_INTERVAL", default_value = "15s", value_parser = parse_interval)]
     pub gauge_interval: Duration,
 
     /// How often the retention sweeper runs on this replica.
-    #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "IDEMD_SWEEP_INTERVAL", default_value = "30s", value_parser = parse_interval)]
     pub sweep_interval: Duration,
 
     /// Records of each kind one sweep transaction handles.
@@ -389,6 +400,13 @@ pub struct TransportArgs {
     /// RESOURCE_EXHAUSTED (TENANT_CONCURRENCY_LIMIT, RetryInfo).
     #[arg(long, env = "IDEMD_MAX_IN_FLIGHT_PER_TENANT", default_value_t = 256)]
     pub max_in_flight_per_tenant: usize,
+    /// Bytes of request messages in flight on this server, as their gRPC
+    /// length prefixes declare them (each call holds its message's bytes
+    /// until it ends); past it, calls are shed with UNAVAILABLE (OVERLOADED,
+    /// RetryInfo). A call costs about four times its message in memory:
+    /// size the pod's memory limit from it (docs/operating.md).
+    #[arg(long, env = "IDEMD_MAX_REQUEST_BYTES_IN_FLIGHT", default_value_t = crate::grpc::admission::DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT)]
+    pub max_request_bytes_in_flight: usize,
     /// Claims waiting for a pending operation at once on this server; past
     /// it, a Claim answers Pending at once (with retry_after) instead.
     #[arg(long, env = "IDEMD_MAX_WAITERS", default_value_t = 512)]
@@ -401,6 +419,20 @@ pub struct TransportArgs {
     /// closed at once.
     #[arg(long, env = "IDEMD_MAX_CONNECTIONS", default_value_t = 10000)]
     pub max_connections: usize,
+    /// Connections open at once from one source address (IPv4 address, or
+    /// IPv6 address); one more is accepted and closed at once, so one peer
+    /// cannot hold every slot. Behind a proxy every client shares its
+    /// address: raise it there (0 turns the cap off).
+    #[arg(long, env = "IDEMD_MAX_CONNECTIONS_PER_SOURCE", default_value_t = 1024)]
+    pub max_connections_per_source: usize,
+    /// Age at which a connection is asked to go (HTTP/2 GOAWAY; clients
+    /// reconnect), however busy: a peer that answers PINGs is never idle.
+    #[arg(long, env = "IDEMD_MAX_CONNECTION_AGE", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub max_connection_age: Duration,
+    /// How long calls under way on a connection past its age may finish
+    /// before it is closed; more than --request-timeout, so none is cut off.
+    #[arg(long, env = "IDEMD_MAX_CONNECTION_AGE_GRACE", default_value = "70s", value_parser = humantime::parse_duration)]
+    pub max_connection_age_grace: Duration,
     /// How long a new connection has for its TLS handshake, and then for its
     /// first bytes (the HTTP/2 preface), before it is closed.
     #[arg(long, env = "IDEMD_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
@@ -415,6 +447,17 @@ pub struct TransportArgs {
 /// An address, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OptionalAddress(pub Option<SocketAddr>);
+
+/// How often a background task runs. Zero is refused here: tokio's
+/// interval panics on it, which would kill the task while the server went
+/// on answering, its sweeping, gauges or readiness stopped.
+fn parse_interval(value: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(value).map_err(|error| error.to_string())?;
+    if interval.is_zero() {
+        return Err("must be longer than zero (how often a background task runs)".into());
+    }
+    Ok(interval)
+}
 
 fn parse_optional_address(value: &str) -> Result<OptionalAddress, String> {
     match value.trim() {
@@ -493,6 +536,24 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_background_tasks_interval_of_zero_is_refused_at_start_up() {
+        for flag in [
+            "--sweep-interval",
+            "--gauge-interval",
+            "--readiness-interval",
+        ] {
+            let refused = Cli::try_parse_from(["idemd", "serve", flag, "0s"])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} 0s was accepted"));
+            assert!(
+                refused.to_string().contains("longer than zero"),
+                "{refused}"
+            );
+            assert!(Cli::try_parse_from(["idemd", "serve", flag, "1ms"]).is_ok());
+        }
     }
 
     #[test]

@@ -4,13 +4,19 @@
 //! once), a TLS handshake must finish within `handshake_timeout`, the first
 //! bytes after it (the HTTP/2 preface) must come within the same time, and
 //! a connection from which nothing is read for `idle_timeout` is closed
-//! (HTTP/2 keepalive PINGs make every live peer answer well within it). An
+//! (HTTP/2 keepalive PINGs make every live peer answer well within it).
+//! One source address may hold at most `max_connections_per_source` of
+//! them, so that one peer (whose PING answers keep its connections from
+//! ever being idle) cannot hold every slot; the connection's age is bounded
+//! by the HTTP/2 server (`ServerSettings::max_connection_age`). An
 //! accept error that is not one connection's (EMFILE, ENFILE, ENOBUFS…)
 //! backs off instead of spinning.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -28,6 +34,9 @@ use crate::metrics::Metrics;
 
 /// Connections open at once by default.
 const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Connections open at once from one source address by default: a tenth
+/// of all, so that one peer cannot take them, and enough for a proxy's.
+const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 1024;
 /// TLS handshake, and the first bytes after it, by default.
 const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read silence after which a connection is closed, by default: well above
@@ -42,6 +51,8 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionSettings {
     pub max_connections: usize,
+    /// 0: no cap per source address.
+    pub max_connections_per_source: usize,
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
 }
@@ -50,6 +61,7 @@ impl Default for ConnectionSettings {
     fn default() -> Self {
         Self {
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
@@ -88,6 +100,49 @@ fn is_one_connections(error: &io::Error) -> bool {
     )
 }
 
+/// Connections open per source address; an address with none has no
+/// entry, so the map holds at most as many entries as connections.
+#[derive(Clone, Default)]
+struct Sources(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl Sources {
+    /// Counts a connection from `address` in, unless it has `limit` open.
+    fn enter(&self, address: IpAddr, limit: usize) -> Option<SourceSlot> {
+        let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(address).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(SourceSlot {
+            sources: self.clone(),
+            address,
+        })
+    }
+}
+
+/// A connection counted against its source address until dropped.
+struct SourceSlot {
+    sources: Sources,
+    address: IpAddr,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .sources
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.address) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     settings: ConnectionSettings,
@@ -96,16 +151,17 @@ async fn accept_loop(
     sender: mpsc::Sender<io::Result<Connection>>,
 ) {
     let permits = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let sources = Sources::default();
     let mut backoff = ACCEPT_BACKOFF_START;
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = sender.closed() => return,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 backoff = ACCEPT_BACKOFF_START;
-                stream
+                accepted
             }
             Err(error) if is_one_connections(&error) => continue,
             Err(error) => {
@@ -125,6 +181,18 @@ async fn accept_loop(
             debug!("connection refused: at the connection limit");
             drop(stream);
             continue;
+        };
+        let source_slot = match settings.max_connections_per_source {
+            0 => None,
+            limit => match sources.enter(peer.ip(), limit) {
+                Some(slot) => Some(slot),
+                None => {
+                    metrics.connection_refused();
+                    debug!("connection refused: its source address is at its limit");
+                    drop(stream);
+                    continue;
+                }
+            },
         };
         // No Nagle delay on replies: each is small and awaited.
         let _ = stream.set_nodelay(true);
@@ -159,6 +227,7 @@ async fn accept_loop(
                 silence: Box::pin(tokio::time::sleep(settings.handshake_timeout)),
                 idle_timeout: settings.idle_timeout,
                 _permit: permit,
+                _source_slot: source_slot,
             };
             let _ = sender.send(Ok(connection)).await;
         });
@@ -179,6 +248,7 @@ pub struct Connection {
     silence: Pin<Box<Sleep>>,
     idle_timeout: Duration,
     _permit: OwnedSemaphorePermit,
+    _source_slot: Option<SourceSlot>,
 }
 
 impl Connected for Connection {

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use super::Application;
 use super::background::{
-    BackgroundTasks, HealthListener, export_metrics, report_readiness, serve_health,
+    BackgroundTasks, HealthListener, TaskDeaths, export_metrics, report_readiness, serve_health,
 };
 use super::connections::incoming;
 use super::settings::{
@@ -62,7 +62,9 @@ pub async fn serve(
     .await?;
 
     let stop = application.draining.clone();
-    let mut background = BackgroundTasks::new(stop.clone());
+    let deaths = TaskDeaths::default();
+    let mut background =
+        BackgroundTasks::new(stop.clone(), application.health.clone(), deaths.clone());
     if let (Some(exporter), Some(address)) = (exporter, args.metrics_listen.0) {
         info!(%address, "metrics served at /metrics");
         background.spawn("metrics exporter", export_metrics(exporter, stop.clone()));
@@ -104,6 +106,7 @@ pub async fn serve(
         report_readiness(
             application.health.clone(),
             application.service.clone(),
+            deaths,
             args.readiness_interval,
             stop.clone(),
         ),

@@ -75,6 +75,8 @@ pub(super) fn auth_settings_from(args: &ServeArgs) -> AuthSettings {
         negative_cache_ttl: args.auth_negative_cache_ttl,
         cache_entries: args.auth_cache_entries.max(1),
         lookup_concurrency: args.auth_lookup_concurrency.max(1),
+        lookup_queue: args.auth_lookup_queue,
+        lookup_queue_timeout: args.auth_lookup_queue_timeout,
     }
 }
 
@@ -100,6 +102,7 @@ pub(super) fn connection_settings_from(
     }
     Ok(ConnectionSettings {
         max_connections: transport.max_connections.max(1),
+        max_connections_per_source: transport.max_connections_per_source,
         handshake_timeout: transport.handshake_timeout,
         idle_timeout: transport.connection_idle_timeout,
     })
@@ -110,6 +113,8 @@ pub(super) fn server_settings_from(transport: &TransportArgs) -> ServerSettings 
         max_concurrent_streams: transport.max_concurrent_streams.max(1),
         http2_keepalive_interval: transport.http2_keepalive_interval,
         http2_keepalive_timeout: transport.http2_keepalive_timeout,
+        max_connection_age: transport.max_connection_age,
+        max_connection_age_grace: transport.max_connection_age_grace,
     }
 }
 
@@ -127,6 +132,7 @@ pub(super) fn admission_settings_from(
         request_timeout: transport.request_timeout,
         max_in_flight: transport.max_in_flight.max(1),
         max_in_flight_per_tenant: transport.max_in_flight_per_tenant.max(1),
+        max_request_bytes_in_flight: transport.max_request_bytes_in_flight.max(1),
     })
 }
 

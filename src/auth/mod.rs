@@ -15,6 +15,14 @@
 //! in a bounded cache) as unknown, concurrent calls with one token share one
 //! lookup, and lookups in flight are bounded, so they cannot take the pool
 //! from real work.
+//!
+//! Nor may such a flood queue real tenants' calls behind it while the
+//! database is slow: a lookup waits in a small queue of its own
+//! ([`AuthSettings::lookup_queue`], for at most
+//! [`AuthSettings::lookup_queue_timeout`]) and is answered UNAVAILABLE with
+//! RetryInfo when the queue is full or the wait too long; and a token this
+//! replica has seen granted is looked up again (when its cached verdict
+//! expires) in a lane of its own, which tokens never granted cannot enter.
 
 pub mod principal;
 pub mod scopes;
@@ -84,8 +92,15 @@ pub struct AuthSettings {
     pub negative_cache_ttl: Duration,
     /// Tokens remembered, known and unknown together.
     pub cache_entries: usize,
-    /// Store lookups in flight at once; more calls with uncached tokens wait.
+    /// Store lookups in flight at once, in each of the two lanes (tokens
+    /// seen granted before, and the others); more calls with uncached
+    /// tokens wait.
     pub lookup_concurrency: usize,
+    /// Calls that may wait for a lookup in each lane; past it they are
+    /// answered UNAVAILABLE at once.
+    pub lookup_queue: usize,
+    /// Longest a call waits for its turn to look up.
+    pub lookup_queue_timeout: Duration,
 }
 
 impl Default for AuthSettings {
@@ -95,6 +110,8 @@ impl Default for AuthSettings {
             negative_cache_ttl: Duration::from_secs(5),
             cache_entries: 10_000,
             lookup_concurrency: 4,
+            lookup_queue: 16,
+            lookup_queue_timeout: Duration::from_millis(250),
         }
     }
 }
@@ -113,6 +130,47 @@ struct Grant {
 /// none), and until when that is trusted.
 type Verdict = (Option<Arc<Grant>>, Instant);
 
+/// How long a call refused a lookup turn is told to wait: the queue drains
+/// at the database's pace.
+const LOOKUP_RETRY_AFTER: Duration = Duration::from_millis(200);
+
+/// Lookups in the store, bounded: `concurrency` at once, at most `queue`
+/// more waiting, each for at most the queue timeout.
+struct LookupLane {
+    turns: Semaphore,
+    /// Calls holding or waiting for a turn.
+    entered: std::sync::atomic::AtomicUsize,
+    /// Turns plus waiting places.
+    capacity: usize,
+}
+
+impl LookupLane {
+    fn new(concurrency: usize, queue: usize) -> Self {
+        let concurrency = concurrency.max(1);
+        Self {
+            turns: Semaphore::new(concurrency),
+            entered: std::sync::atomic::AtomicUsize::new(0),
+            capacity: concurrency.saturating_add(queue),
+        }
+    }
+}
+
+/// A call's place in a lane, given up when dropped.
+struct LanePlace<'a>(&'a LookupLane);
+
+impl Drop for LanePlace<'_> {
+    fn drop(&mut self) {
+        self.0.entered.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn lookups_saturated(what: &str) -> Error {
+    Error::Unavailable {
+        reason: format!("authentication lookups are {what}"),
+        retry_after: LOOKUP_RETRY_AFTER,
+    }
+}
+
 /// Resolves tokens to principals, caching answers briefly so the hot path
 /// does not pay a database round trip per call.
 #[derive(Clone)]
@@ -122,7 +180,13 @@ pub struct Authenticator {
     /// Certificate mappings name tenants: tenant name -> id, cached as
     /// tokens are.
     tenants: Arc<quick_cache::sync::Cache<String, (Option<TenantId>, Instant)>>,
-    lookups: Arc<Semaphore>,
+    /// Lookups of tokens never seen granted here (and of tenant names).
+    lookups: Arc<LookupLane>,
+    /// Lookups again of tokens this replica has seen granted.
+    known_lookups: Arc<LookupLane>,
+    /// Hashes of the tokens seen granted: kept apart from the verdict cache
+    /// so that a flood of unknown tokens cannot evict them.
+    known: Arc<quick_cache::sync::Cache<[u8; 32], ()>>,
     /// Hashes of the tokens seen since the last write of `last_used_at`.
     used: Arc<Mutex<HashSet<[u8; 32]>>>,
     settings: AuthSettings,
@@ -135,7 +199,15 @@ impl Authenticator {
             store,
             cache: Arc::new(quick_cache::sync::Cache::new(settings.cache_entries.max(1))),
             tenants: Arc::new(quick_cache::sync::Cache::new(settings.cache_entries.max(1))),
-            lookups: Arc::new(Semaphore::new(settings.lookup_concurrency.max(1))),
+            lookups: Arc::new(LookupLane::new(
+                settings.lookup_concurrency,
+                settings.lookup_queue,
+            )),
+            known_lookups: Arc::new(LookupLane::new(
+                settings.lookup_concurrency,
+                settings.lookup_queue,
+            )),
+            known: Arc::new(quick_cache::sync::Cache::new(settings.cache_entries.max(1))),
             used: Arc::default(),
             settings,
             metrics,
@@ -181,7 +253,7 @@ impl Authenticator {
             Some((tenant, _)) => tenant,
             None => {
                 let found = self
-                    .lookup(|store| store.tenant_by_name(tenant_name))
+                    .lookup(&self.lookups, |store| store.tenant_by_name(tenant_name))
                     .await?;
                 let ttl = if found.is_some() {
                     self.settings.cache_ttl
@@ -215,9 +287,15 @@ impl Authenticator {
         };
         // A store error is not an answer: nothing is cached, and a waiting
         // call looks up itself.
-        let found = self.lookup(|store| store.authenticate(&hash)).await?;
+        let lane = if self.known.get(&hash).is_some() {
+            &self.known_lookups
+        } else {
+            &self.lookups
+        };
+        let found = self.lookup(lane, |store| store.authenticate(&hash)).await?;
         let (grant, ttl) = match found {
             Some(found) => {
+                self.known.insert(hash, ());
                 let ttl = trusted_for(&found, self.settings.cache_ttl);
                 (Some(Arc::new(grant_of(found))), ttl)
             }
@@ -227,15 +305,25 @@ impl Authenticator {
         Ok(grant)
     }
 
-    /// One store lookup, within the bound on lookups in flight.
-    async fn lookup<'a, T, F>(&'a self, call: impl FnOnce(&'a dyn Store) -> F) -> Result<T>
+    /// One store lookup in `lane`, within its bounds on lookups in flight
+    /// and waiting.
+    async fn lookup<'a, T, F>(
+        &'a self,
+        lane: &LookupLane,
+        call: impl FnOnce(&'a dyn Store) -> F,
+    ) -> Result<T>
     where
         F: Future<Output = Result<T>> + 'a,
     {
-        let _permit = self
-            .lookups
-            .acquire()
+        if lane.entered.fetch_add(1, Ordering::AcqRel) >= lane.capacity {
+            lane.entered.fetch_sub(1, Ordering::AcqRel);
+            return Err(lookups_saturated("queued full"));
+        }
+        let _place = LanePlace(lane);
+        let turn = tokio::time::timeout(self.settings.lookup_queue_timeout, lane.turns.acquire());
+        let _permit = turn
             .await
+            .map_err(|_| lookups_saturated("too slow to wait for"))?
             .map_err(|_| Error::Internal("the authentication semaphore closed".into()))?;
         let started = Instant::now();
         let found = call(self.store.as_ref()).await;

@@ -3,19 +3,23 @@
 //! can, before the request body is read) whether a call is served at all.
 //! Health and reflection are not behind it.
 //!
-//! In order: it sheds the call when the replica has as many in flight as it
-//! admits (UNAVAILABLE `OVERLOADED`: shed, never queued, so a burst cannot
-//! pile up memory and latency); it authenticates the call from its
-//! `authorization` header
+//! In order: it authenticates the call from its `authorization` header
 //! before the body is polled (a caller without credentials cannot make the
 //! server read, let alone buffer, a byte of its body) and hands the
 //! [`crate::auth::Principal`] to the handler in the request's extensions; it refuses a
 //! call its credential has no scope for (PERMISSION_DENIED `MISSING_SCOPE`,
 //! before the body is read, so it writes nothing, and alike for gRPC and
 //! Connect JSON, which reaches this layer as the gRPC call it stands for);
-//! it refuses the call when its
+//! it sheds the call when the replica has as many in flight as it admits
+//! (UNAVAILABLE `OVERLOADED`: shed, never queued, so a burst cannot pile up
+//! memory and latency); it refuses the call when its
 //! tenant has its share in flight (RESOURCE_EXHAUSTED
 //! `TENANT_CONCURRENCY_LIMIT`: one tenant cannot take the others' share);
+//! it takes the message's bytes from the replica's budget for request
+//! bodies in flight, by the length its gRPC prefix declares, before the
+//! message is read (UNAVAILABLE `OVERLOADED` when spent: counts alone let
+//! one tenant's 256 calls of 1 MiB results take a replica past its memory
+//! limit), and holds them until the call ends;
 //! it bounds each call's time
 //! ([`AdmissionSettings::request_timeout`]: a request body that stalls
 //! halfway is cut off, not held); and it answers the codec's refusal of an
@@ -28,6 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tonic::Status;
 use tonic::codegen::http;
@@ -50,6 +55,22 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: usize = 256;
 /// (and a load balancer may send the retry to another replica).
 const SHED_RETRY_AFTER: Duration = Duration::from_millis(100);
 
+/// Bytes of request messages in flight on a replica by default. A call
+/// costs about four times its message in memory while it runs (the body's
+/// buffer, the decoded message, the domain command, the statement's
+/// binds): 64 MiB of messages is about 256 MiB of memory at worst, within
+/// the chart's default limit beside the caches and the pool.
+pub const DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+/// gRPC's message prefix: a compression flag and a four-byte length.
+const MESSAGE_PREFIX_BYTES: usize = 5;
+
+/// The bytes of its request message a call holds of the replica's budget,
+/// in the request's extensions for the handler and the store (a batch may
+/// bound itself by the bytes its members brought).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBytes(pub usize);
+
 /// What tonic's codec says when a message's length prefix exceeds the
 /// decode limit (the body is not buffered by then).
 const DECODE_LIMIT_MESSAGE: &str = "decoded message length too large";
@@ -63,6 +84,9 @@ pub struct AdmissionSettings {
     pub max_in_flight: usize,
     /// Calls in flight for one tenant on this replica.
     pub max_in_flight_per_tenant: usize,
+    /// Bytes of request messages in flight on this replica, as their
+    /// length prefixes declare them; past it, calls are shed.
+    pub max_request_bytes_in_flight: usize,
 }
 
 impl Default for AdmissionSettings {
@@ -71,6 +95,7 @@ impl Default for AdmissionSettings {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_in_flight_per_tenant: DEFAULT_MAX_IN_FLIGHT_PER_TENANT,
+            max_request_bytes_in_flight: DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT,
         }
     }
 }
@@ -97,6 +122,8 @@ struct Shared {
     metrics: Metrics,
     /// One permit per call in flight.
     in_flight: Arc<Semaphore>,
+    /// One permit per byte of request messages in flight.
+    request_bytes: Arc<Semaphore>,
     /// Calls in flight per tenant; a tenant with none has no entry, so the
     /// map holds at most as many entries as there are calls in flight.
     tenants_in_flight: Mutex<HashMap<TenantId, usize>>,
@@ -123,6 +150,11 @@ impl<S> Admitted<S> {
             inner,
             shared: Arc::new(Shared {
                 in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+                request_bytes: Arc::new(Semaphore::new(
+                    settings
+                        .max_request_bytes_in_flight
+                        .clamp(max_request_bytes.max(1), Semaphore::MAX_PERMITS),
+                )),
                 tenants_in_flight: Mutex::default(),
                 settings,
                 authenticator,
@@ -210,6 +242,49 @@ fn explain_decode_limit(
     }
 }
 
+/// The length the body's first gRPC message prefix declares, and the body
+/// as it was (what was read to learn it put back in front). Only the five
+/// bytes of the prefix are waited for; a compressed message is declared at
+/// its compressed size and is charged as the largest (usize::MAX, clamped
+/// by the caller). A body that ends or fails first declares nothing: the
+/// codec answers it.
+async fn declared_length(mut body: tonic::body::Body) -> (usize, tonic::body::Body) {
+    use futures_util::StreamExt;
+    use http_body_util::BodyExt;
+    let mut read: Vec<Result<http_body::Frame<Bytes>, Status>> = Vec::new();
+    let mut prefix = Vec::with_capacity(MESSAGE_PREFIX_BYTES);
+    while prefix.len() < MESSAGE_PREFIX_BYTES {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        let is_data = match &frame {
+            Ok(frame) => match frame.data_ref() {
+                Some(data) => {
+                    let wanted = MESSAGE_PREFIX_BYTES - prefix.len();
+                    prefix.extend_from_slice(&data[..wanted.min(data.len())]);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        read.push(frame);
+        if !is_data {
+            break;
+        }
+    }
+    let declared = match prefix.as_slice() {
+        [0, a, b, c, d] => u32::from_be_bytes([*a, *b, *c, *d]) as usize,
+        [_, _, _, _, _] => usize::MAX,
+        _ => 0,
+    };
+    let replayed = futures_util::stream::iter(read).chain(http_body_util::BodyStream::new(body));
+    (
+        declared,
+        tonic::body::Body::new(http_body_util::StreamBody::new(replayed)),
+    )
+}
+
 impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitted<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
@@ -225,12 +300,6 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
         Box::pin(async move {
-            // Before anything else, authentication included: shedding must
-            // cost less than serving.
-            let Ok(_in_flight) = shared.in_flight.clone().try_acquire_owned() else {
-                let retry_after = SHED_RETRY_AFTER;
-                return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
-            };
             let timeout = shared.settings.request_timeout;
             let admitted = async {
                 let authorization = request
@@ -245,6 +314,13 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                 if let Err(error) = principal.require_any(scopes_for(method)) {
                     return Ok(refused(&shared.metrics, error));
                 }
+                // Only once authenticated: a call waiting for its token's
+                // lookup (in the authenticator's own bounded queue) must not
+                // hold a place that a caller with a cached token needs.
+                let Ok(_in_flight) = shared.in_flight.clone().try_acquire_owned() else {
+                    let retry_after = SHED_RETRY_AFTER;
+                    return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
+                };
                 let tenant = principal.tenant;
                 let Some(_tenant_call) = TenantCall::enter(&shared, tenant) else {
                     let limit = shared.settings.max_in_flight_per_tenant;
@@ -255,7 +331,23 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                     ));
                 };
                 request.extensions_mut().insert(principal);
-                // Only now is the body read: the generated service decodes it.
+                let (parts, body) = request.into_parts();
+                let (declared, body) = declared_length(body).await;
+                // A message over the decode limit is refused by the codec
+                // from this very prefix; it costs no more than the limit.
+                let charged = declared.min(shared.max_request_bytes);
+                let charged_permits = u32::try_from(charged).unwrap_or(u32::MAX);
+                let Ok(_request_bytes) = shared
+                    .request_bytes
+                    .clone()
+                    .try_acquire_many_owned(charged_permits)
+                else {
+                    let retry_after = SHED_RETRY_AFTER;
+                    return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
+                };
+                let mut request = http::Request::from_parts(parts, body);
+                request.extensions_mut().insert(RequestBytes(charged));
+                // Only now is the message read: the generated service decodes it.
                 inner.call(request).await
             };
             // Authentication waits, the body is read, the handler runs and

@@ -1,6 +1,7 @@
 //! The gRPC surface: thin handlers, proto conversion, the error mapping.
 
 pub mod admission;
+pub mod codec;
 pub mod connect;
 pub mod observe;
 pub mod page_token;

@@ -162,8 +162,12 @@ async fn refusals_of_concurrent_claims(server: &TestServer, tokens: Vec<String>)
 #[tokio::test]
 async fn store_lookups_for_uncached_tokens_are_bounded_in_number() {
     let backend = Backend::sqlite().await;
+    // Room for all of them to wait: this pins the bound on lookups in
+    // flight, not the queue's (tests/it/bounds.rs).
     let auth = AuthSettings {
         lookup_concurrency: 3,
+        lookup_queue: 24,
+        lookup_queue_timeout: Duration::from_secs(10),
         ..AuthSettings::default()
     };
     let (counting, server, _) = counted_server(&backend, Duration::from_millis(30), auth).await;

@@ -11,6 +11,7 @@ mod harness;
 
 mod admission;
 mod api_retries;
+mod bounds;
 mod cancellation;
 mod cli;
 mod concurrency;

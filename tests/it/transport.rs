@@ -235,7 +235,7 @@ async fn a_request_body_that_stalls_is_cut_off_by_the_request_timeout() {
 
 /// Whether the server closes `stream` (end of file, or a reset) before the
 /// test's patience runs out; a connection it keeps open fails the test.
-async fn closed_by_the_server(mut stream: TcpStream) -> bool {
+pub async fn closed_by_the_server(mut stream: TcpStream) -> bool {
     use tokio::io::AsyncReadExt;
     let mut buffer = [0_u8; 64];
     loop {

@@ -214,6 +214,18 @@ impl Daemon {
             .collect()
     }
 
+    /// Its peak resident memory so far (VmHWM), in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the process's status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in the status");
+        kib * 1024
+    }
+
     /// SIGKILL: no drain, no clean close; whatever was not committed is lost.
     pub fn kill(mut self) {
         self.child.kill().expect("kill");
