@@ -35,10 +35,15 @@ if grep -E '\.proto$|^package/proto/|^package/dist/test/|^package/dist/examples/
   fail "the tarball holds protos, tests or examples (above)"
 fi
 
-# idemd on an embedded store in $work, on a free port; a fresh tenant's token.
-export IDEMD_DATA_DIR="$work/data" IDEMD_METRICS_LISTEN=off IDEMD_LOG_FORMAT=json RUST_LOG=info
-token="$("$IDEMD_BIN" tenant create package-check 2>"$work/tenant.log")" || fail "tenant create: $(cat "$work/tenant.log")"
-"$IDEMD_BIN" serve --listen 127.0.0.1:0 2>"$work/serve.log" >/dev/null &
+# idemd on an embedded store in $work, on a free port; a fresh tenant's token. Its
+# environment is only this (as the tests' harness does): a DATABASE_URL or IDEMD_*
+# setting of the caller's must not point it at another store.
+idemd() {
+  exec env -i PATH="$PATH" IDEMD_DATA_DIR="$work/data" IDEMD_METRICS_LISTEN=off IDEMD_LOG_FORMAT=json RUST_LOG=info \
+    "$IDEMD_BIN" "$@"
+}
+token="$(idemd tenant create package-check 2>"$work/tenant.log")" || fail "tenant create: $(cat "$work/tenant.log")"
+idemd serve --listen 127.0.0.1:0 2>"$work/serve.log" >/dev/null &
 server_pid=$!
 addr=""
 for _ in $(seq 1 300); do
