@@ -60,6 +60,8 @@ for kind in commonjs module; do
   project="$work/$kind"
   mkdir "$project"
   cp "$here/scripts/package-check/"{check.cjs,check.mjs,common.cjs,consumer.ts} "$project/"
+  echo "check-package: the $kind project"
+  # A subshell whose status is tested would run with errexit off: this one is not.
   (
     cd "$project"
     npm init -y >/dev/null
@@ -71,13 +73,15 @@ for kind in commonjs module; do
     # (consumer.ts fails if they resolved to any).
     if [ "$kind" = module ]; then want=dist/src/index.d.ts; else want=dist/cjs/index.d.ts; fi
     tsc_check() {
-      "$tsc" --noEmit --strict --skipLibCheck --types node --target es2022 --listFiles "$@" consumer.ts >tsc.out \
-        || { cat tsc.out >&2; return 1; }
-      grep -q "node_modules/@idemd/client/$want\$" tsc.out || { echo "tsc did not resolve $want" >&2; return 1; }
+      if ! "$tsc" --noEmit --strict --skipLibCheck --types node --target es2022 --listFiles "$@" consumer.ts >tsc.out; then
+        grep -v '^/' tsc.out >&2
+        fail "tsc $* failed on the $kind consumer"
+      fi
+      grep -q "node_modules/@idemd/client/$want\$" tsc.out || fail "tsc $* did not resolve $want"
     }
     tsc_check --module nodenext --moduleResolution nodenext
     if [ "$kind" = commonjs ]; then tsc_check --module commonjs --moduleResolution node10 --esModuleInterop; fi
     echo "$kind: tsc --noEmit on a .ts consumer ok"
-  ) || fail "the $kind project failed"
+  )
 done
 echo "check-package: the packed tarball works from CommonJS and ESM, with its types"
