@@ -92,7 +92,6 @@ export function checkToken(token: string): string {
   if (token === "") {
     throw new EmptyTokenError(`the token is empty: pass one or set ${ENV_TOKEN}`);
   }
-  // eslint-disable-next-line no-control-regex
   if (/[\s\x00-\x1f\x7f]/.test(token)) {
     throw new ConfigError("the token contains whitespace or a control character (a newline read from a file?)");
   }
@@ -121,7 +120,7 @@ export class Client {
     if (credentials === undefined) {
       credentials = parsed.tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
     } else if (parsed.tls && !credentials._isSecure()) {
-      throw new ConfigError(`address ${JSON.stringify(address)} asks for TLS but the credentials given are insecure`);
+      throw new ConfigError(`an https:// address asks for TLS, but the credentials given are insecure`);
     }
     this.channel = new grpc.Client(parsed.target, credentials, {
       ...DEFAULT_CHANNEL_OPTIONS,
