@@ -6,10 +6,10 @@
  * details. Durations are seconds; instants are `monotonic()` seconds.
  */
 import * as grpc from "@grpc/grpc-js";
-import type { MethodDefinition } from "@grpc/proto-loader";
+import { ConfigError, EmptyTokenError } from "./errors.js";
 import { executeOnce, type ExecuteOptions, type Payload } from "./execute.js";
 import type { Effect, Result } from "./outcome.js";
-import { packageDefinition, SERVICE } from "./proto.js";
+import { METHODS, type Rpc } from "./proto.js";
 import {
   type ClaimOptions, claimRequest, type CompleteOptions, completeRequest, type FailOptions, failRequest,
   type ListUnresolvedOptions, listUnresolvedRequest, type LookupOptions, lookupRequest, type LookupTarget,
@@ -33,11 +33,69 @@ export const DEFAULT_CHANNEL_OPTIONS: grpc.ChannelOptions = {
 };
 
 export interface ClientOptions {
-  /** TLS: `grpc.credentials.createSsl()`; default insecure (plaintext). */
+  /** TLS or mTLS: `grpc.credentials.createSsl(...)`. Default: TLS with the system's roots
+   *  for an `https://` address, plaintext otherwise. */
   credentials?: grpc.ChannelCredentials;
   retry?: RetryPolicy;
   /** gRPC channel options, added to (and overriding) DEFAULT_CHANNEL_OPTIONS. */
   channelOptions?: grpc.ChannelOptions;
+}
+
+/** The environment variables a Client reads for what its caller does not pass. */
+export const ENV_ADDR = "IDEMD_ADDR";
+export const ENV_TOKEN = "IDEMD_TOKEN";
+
+/** Where to dial: `host:port` as gRPC takes it, and whether the address asked for TLS. */
+export interface Address { target: string; tls: boolean }
+
+/**
+ * `host:port`, `http://host:port` (plaintext) or `https://host:port` (TLS), the one
+ * convention of every idemd client. Anything else is a ConfigError, thrown before any
+ * connection is made.
+ */
+export function parseAddress(address: string): Address {
+  const given = address.trim();
+  if (given === "") {
+    throw new ConfigError(`no address: pass one or set ${ENV_ADDR} (host:port or http(s)://host:port)`);
+  }
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(given);
+  if (scheme) {
+    let url: URL;
+    try {
+      url = new URL(given);
+    } catch {
+      throw new ConfigError(`address ${JSON.stringify(given)} is not a URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new ConfigError(`address ${JSON.stringify(given)}: the scheme is http or https, not ${scheme[1]}`);
+    }
+    if ((url.pathname !== "" && url.pathname !== "/") || url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "") {
+      throw new ConfigError(`address ${JSON.stringify(given)}: only a scheme, host and port are accepted`);
+    }
+    if (url.hostname === "") throw new ConfigError(`address ${JSON.stringify(given)} has no host`);
+    const tls = url.protocol === "https:";
+    // URL drops a scheme's default port; gRPC needs one.
+    return { target: `${url.hostname}:${url.port !== "" ? url.port : tls ? "443" : "80"}`, tls };
+  }
+  const colon = given.lastIndexOf(":");
+  const host = given.slice(0, colon);
+  const port = given.slice(colon + 1);
+  if (colon <= 0 || host === "" || !/^[0-9]{1,5}$/.test(port) || /[\s/]/.test(host)) {
+    throw new ConfigError(`address ${JSON.stringify(given)}: expected host:port or http(s)://host:port`);
+  }
+  return { target: given, tls: false };
+}
+
+/** Refuses what cannot be a bearer token, before any call is made (the server would
+ *  refuse it only at the first call, as UNAUTHENTICATED). */
+export function checkToken(token: string): string {
+  if (token === "") {
+    throw new EmptyTokenError(`the token is empty: pass one or set ${ENV_TOKEN}`);
+  }
+  if (/[\s\x00-\x1f\x7f]/.test(token)) {
+    throw new ConfigError("the token contains whitespace or a control character (a newline read from a file?)");
+  }
+  return token;
 }
 
 type RpcName = "Claim" | "Renew" | "Complete" | "Fail" | "Lookup" | "Reconcile" | "ListUnresolved";
@@ -47,17 +105,32 @@ export class Client {
   readonly retry: RetryPolicy;
   private readonly channel: grpc.Client;
   private readonly token: string;
-  private readonly methods: Record<string, MethodDefinition<object, object>>;
 
-  /** `target` is `host:port`. */
-  constructor(target: string, token: string, options: ClientOptions = {}) {
+  /**
+   * `address` is `host:port`, `http://host:port` or `https://host:port` (default: the
+   * IDEMD_ADDR environment variable); `token` the bearer token (default: IDEMD_TOKEN).
+   * A missing or malformed address or token throws a ConfigError (EmptyTokenError for
+   * an empty token) here, before any connection is made.
+   */
+  constructor(address?: string, token?: string, options: ClientOptions = {}) {
+    this.token = checkToken(token ?? process.env[ENV_TOKEN] ?? "");
+    const parsed = parseAddress(address ?? process.env[ENV_ADDR] ?? "");
     this.retry = options.retry ?? DEFAULT_RETRY;
-    this.token = token;
-    this.channel = new grpc.Client(target, options.credentials ?? grpc.credentials.createInsecure(), {
+    let credentials = options.credentials;
+    if (credentials === undefined) {
+      credentials = parsed.tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure();
+    } else if (parsed.tls && !credentials._isSecure()) {
+      throw new ConfigError(`an https:// address asks for TLS, but the credentials given are insecure`);
+    }
+    this.channel = new grpc.Client(parsed.target, credentials, {
       ...DEFAULT_CHANNEL_OPTIONS,
       ...(options.channelOptions ?? {}),
     });
-    this.methods = packageDefinition()[SERVICE] as unknown as Record<string, MethodDefinition<object, object>>;
+  }
+
+  /** A client on IDEMD_ADDR with IDEMD_TOKEN. */
+  static fromEnv(options: ClientOptions = {}): Client {
+    return new Client(undefined, undefined, options);
   }
 
   close(): void {
@@ -73,13 +146,12 @@ export class Client {
 
   /** One send of `name` with a gRPC deadline of `timeout` seconds. */
   private sendOnce<Req, Resp>(name: RpcName, request: Req, timeout: number): Promise<Resp> {
-    const method = this.methods[name];
-    if (method === undefined) throw new Error(`the loaded proto has no ${SERVICE}/${name}`);
+    const method = METHODS[name] as unknown as Rpc<Req, Resp>;
     return new Promise<Resp>((resolve, reject) => {
       this.channel.makeUnaryRequest<Req, Resp>(
         method.path,
-        (value: Req) => method.requestSerialize(value as object),
-        (bytes: Buffer) => method.responseDeserialize(bytes) as Resp,
+        method.serialize,
+        method.deserialize,
         request,
         this.metadata(),
         { deadline: Date.now() + Math.max(1, timeout * 1000) },

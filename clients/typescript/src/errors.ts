@@ -8,7 +8,10 @@
  * `reason`), never on the message.
  */
 import { type Metadata, status as Code } from "@grpc/grpc-js";
-import { rpcTypes } from "./proto.js";
+import type { Any } from "./gen/google/protobuf/any.js";
+import { BadRequest, ErrorInfo, RetryInfo } from "./gen/google/rpc/error_details.js";
+import { Status } from "./gen/google/rpc/status.js";
+import { seconds } from "./requests.js";
 import type { OperationError, OperationMessage } from "./types.js";
 
 export const DOMAIN = "idem.v1";
@@ -144,16 +147,9 @@ const BY_CODE: Partial<Record<Code, StatusErrorClass>> = {
   [Code.RESOURCE_EXHAUSTED]: ResourceExhaustedError,
 };
 
-interface Any { type_url: string; value: Uint8Array }
-
 function typeName(detail: Any): string {
   const slash = detail.type_url.lastIndexOf("/");
   return detail.type_url.slice(slash + 1);
-}
-
-function durationSeconds(value: unknown): number {
-  const d = (value ?? {}) as { seconds?: unknown; nanos?: unknown };
-  return Number(d.seconds ?? 0) + Number(d.nanos ?? 0) / 1e9;
 }
 
 /** The typed error for a status and its grpc-status-details-bin bytes (if any). */
@@ -163,11 +159,9 @@ export function fromStatus(code: Code, message: string, details?: Uint8Array): S
   let retryAfter: number | undefined;
   const violations: FieldViolation[] = [];
   if (details && details.length > 0) {
-    const root = rpcTypes();
     let parsed: Any[] = [];
     try {
-      const status = root.lookupType("google.rpc.Status").decode(details) as unknown as { details: Any[] };
-      parsed = status.details ?? [];
+      parsed = Status.decode(details).details;
     } catch {
       parsed = [];
     }
@@ -175,10 +169,7 @@ export function fromStatus(code: Code, message: string, details?: Uint8Array): S
       try {
         switch (typeName(detail)) {
           case "google.rpc.ErrorInfo": {
-            const info = root.lookupType("google.rpc.ErrorInfo").toObject(
-              root.lookupType("google.rpc.ErrorInfo").decode(detail.value),
-              { defaults: true },
-            ) as { reason: string; domain: string; metadata: Record<string, string> };
+            const info = ErrorInfo.decode(detail.value);
             if (info.domain === DOMAIN || reason === undefined) {
               reason = info.reason;
               metadata = { ...info.metadata };
@@ -186,18 +177,12 @@ export function fromStatus(code: Code, message: string, details?: Uint8Array): S
             break;
           }
           case "google.rpc.RetryInfo": {
-            const retry = root.lookupType("google.rpc.RetryInfo").decode(detail.value) as unknown as {
-              retry_delay?: unknown;
-            };
-            retryAfter = Math.max(0, durationSeconds(retry.retry_delay));
+            retryAfter = Math.max(0, seconds(RetryInfo.decode(detail.value).retry_delay));
             break;
           }
           case "google.rpc.BadRequest": {
-            const bad = root.lookupType("google.rpc.BadRequest").decode(detail.value) as unknown as {
-              field_violations?: FieldViolation[];
-            };
-            for (const v of bad.field_violations ?? []) {
-              violations.push({ field: v.field ?? "", description: v.description ?? "" });
+            for (const v of BadRequest.decode(detail.value).field_violations) {
+              violations.push({ field: v.field, description: v.description });
             }
             break;
           }
@@ -293,4 +278,17 @@ export class SupersededError extends IdemError {
 /** The server answered a Claim outcome this client does not know: nothing executed. */
 export class UnrecognisedOutcomeError extends IdemError {
   override name = "UnrecognisedOutcomeError";
+}
+
+// ---- the client's own configuration, refused before any call ------------------------
+
+/** The address or token a Client was given (or found in IDEMD_ADDR / IDEMD_TOKEN) cannot
+ *  work: thrown by the constructor, before any connection is made. */
+export class ConfigError extends IdemError {
+  override name = "ConfigError";
+}
+
+/** The token is empty (say IDEMD_TOKEN unset): every call would be UNAUTHENTICATED. */
+export class EmptyTokenError extends ConfigError {
+  override name = "EmptyTokenError";
 }

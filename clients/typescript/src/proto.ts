@@ -1,61 +1,70 @@
 /**
- * The API's messages, loaded at run time from the repository's protos (copied into the
- * package by the build: nothing generated is committed). `IDEMD_PROTO_DIR` points at
- * other ones.
+ * The wire side of the API: each RPC's path and its encoders, generated from the proto
+ * by ts-proto (src/gen/, committed; nothing is loaded at run time).
  */
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import * as protoLoader from "@grpc/proto-loader";
-import protobuf from "protobufjs";
+import * as gen from "./gen/idem/v1/idempotency.js";
+import type * as pb from "./types.js";
 
 export const SERVICE = "idem.v1.IdempotencyService";
 
-/** The folder holding idem/v1/idempotency.proto and google/rpc/*.proto. */
-export function protoDir(): string {
-  const configured = process.env.IDEMD_PROTO_DIR;
-  if (configured) return configured;
-  // dist/src/proto.js -> the package root's proto/
-  const root = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
-  const copied = join(root, "proto");
-  if (existsSync(join(copied, "idem", "v1", "idempotency.proto"))) return copied;
-  return join(root, "..", "..", "proto");
+/** What ts-proto generates for each message (its MessageFns, which it does not export). */
+interface Codec<T> {
+  encode(message: T): { finish(): Uint8Array };
+  decode(input: Uint8Array): T;
 }
 
-/**
- * How messages look in JavaScript: field names as in the proto (snake_case), 64-bit
- * integers as decimal strings (as in proto3's JSON mapping), enums as their names,
- * bytes as Buffers, unset scalars as their defaults, and each oneof's name holding the
- * name of the field that is set.
- */
-export const LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: true,
-  longs: String,
-  enums: String,
-  bytes: Buffer,
-  defaults: true,
-  oneofs: true,
-};
+const EMPTY = new Uint8Array();
 
-let definition: protoLoader.PackageDefinition | undefined;
-
-export function packageDefinition(): protoLoader.PackageDefinition {
-  definition ??= protoLoader.loadSync(join(protoDir(), "idem", "v1", "idempotency.proto"), {
-    ...LOADER_OPTIONS,
-    includeDirs: [protoDir()],
-  });
-  return definition;
+/** A message of `codec`'s type: `fields` over the proto's defaults (what decoding no bytes
+ *  gives), since the generated encoders expect every field to be there. */
+export function filled<T>(codec: Codec<T>, fields: Partial<T>): T {
+  return { ...codec.decode(EMPTY), ...fields };
 }
 
-let rpcRoot: protobuf.Root | undefined;
+export interface Rpc<Req, Resp> {
+  path: string;
+  serialize(request: Req): Buffer;
+  deserialize(bytes: Buffer): Resp;
+}
 
-/** google.rpc.Status, ErrorInfo, RetryInfo, BadRequest (the error details). */
-export function rpcTypes(): protobuf.Root {
-  if (rpcRoot === undefined) {
-    rpcRoot = new protobuf.Root().loadSync(
-      [join(protoDir(), "google", "rpc", "status.proto"), join(protoDir(), "google", "rpc", "error_details.proto")],
-      { keepCase: true },
-    );
+function rpc<Req, Resp>(name: string, request: Codec<Req>, response: Codec<Resp>): Rpc<Req, Resp> {
+  return {
+    path: `/${SERVICE}/${name}`,
+    // A hand-built request may leave fields out.
+    serialize: (value) => Buffer.from(request.encode(filled(request, value)).finish()),
+    deserialize: (bytes) => response.decode(bytes),
+  };
+}
+
+/** The name of the oneof field that is set, as callers of this client always read it. */
+function namedClaimResponse(response: gen.ClaimResponse): pb.ClaimResponse {
+  const named: pb.ClaimResponse = response;
+  for (const name of ["acquired", "reconcile_first", "pending", "completed", "needs_reconciliation"] as const) {
+    if (response[name] != null) named.outcome = name;
   }
-  return rpcRoot;
+  const completed = named.completed;
+  if (completed != null) {
+    if (completed.result != null) completed.outcome = "result";
+    else if (completed.error != null) completed.outcome = "error";
+  }
+  return named;
 }
+
+const claim = rpc<pb.ClaimRequest, gen.ClaimResponse>("Claim", gen.ClaimRequest, gen.ClaimResponse);
+
+export const METHODS = {
+  Claim: { ...claim, deserialize: (bytes: Buffer) => namedClaimResponse(claim.deserialize(bytes)) } as Rpc<
+    pb.ClaimRequest,
+    pb.ClaimResponse
+  >,
+  Renew: rpc<pb.RenewRequest, pb.RenewResponse>("Renew", gen.RenewRequest, gen.RenewResponse),
+  Complete: rpc<pb.CompleteRequest, pb.CompleteResponse>("Complete", gen.CompleteRequest, gen.CompleteResponse),
+  Fail: rpc<pb.FailRequest, pb.FailResponse>("Fail", gen.FailRequest, gen.FailResponse),
+  Lookup: rpc<pb.LookupRequest, pb.LookupResponse>("Lookup", gen.LookupRequest, gen.LookupResponse),
+  Reconcile: rpc<pb.ReconcileRequest, pb.ReconcileResponse>("Reconcile", gen.ReconcileRequest, gen.ReconcileResponse),
+  ListUnresolved: rpc<pb.ListUnresolvedRequest, pb.ListUnresolvedResponse>(
+    "ListUnresolved",
+    gen.ListUnresolvedRequest,
+    gen.ListUnresolvedResponse,
+  ),
+};

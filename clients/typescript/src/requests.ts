@@ -3,6 +3,8 @@
  * request is the same whoever sends it. Durations are seconds.
  */
 import { randomBytes } from "node:crypto";
+import * as gen from "./gen/idem/v1/idempotency.js";
+import { filled } from "./proto.js";
 import type * as pb from "./types.js";
 
 /** A protobuf Duration of `seconds`. */
@@ -56,11 +58,11 @@ export interface ListUnresolvedOptions { operation?: string; pageSize?: number; 
 export function claimRequest(operation: string, key: string, options: ClaimOptions): pb.ClaimRequest {
   const given = [options.jsonPayload, options.bytesPayload, options.fingerprint].filter((x) => x !== undefined);
   if (given.length !== 1) throw new TypeError("give exactly one of jsonPayload, bytesPayload, fingerprint");
-  const request: pb.ClaimRequest = {
+  const request: pb.ClaimRequest = filled(gen.ClaimRequest, {
     scope: { operation, key },
     claim_token: Buffer.from(options.claimToken ?? new Uint8Array()),
     max_attempts: options.maxAttempts ?? 0,
-  };
+  });
   if (options.jsonPayload !== undefined) request.json_payload = options.jsonPayload;
   else if (options.bytesPayload !== undefined) request.bytes_payload = Buffer.from(options.bytesPayload);
   else if (options.fingerprint !== undefined) request.fingerprint = Buffer.from(options.fingerprint);
@@ -73,7 +75,7 @@ export function claimRequest(operation: string, key: string, options: ClaimOptio
 }
 
 export function renewRequest(operationId: string, fence: string, lease: number | undefined): pb.RenewRequest {
-  const request: pb.RenewRequest = { operation_id: operationId, fence };
+  const request: pb.RenewRequest = filled(gen.RenewRequest, { operation_id: operationId, fence });
   if (lease !== undefined) request.lease = duration(lease);
   return request;
 }
@@ -84,11 +86,11 @@ export function completeRequest(
   body: Uint8Array,
   options: CompleteOptions,
 ): pb.CompleteRequest {
-  return {
+  return filled(gen.CompleteRequest, {
     operation_id: operationId,
     fence,
     result: { body: Buffer.from(body), content_type: options.contentType ?? "", metadata: options.metadata ?? {} },
-  };
+  });
 }
 
 export function failRequest(
@@ -97,35 +99,35 @@ export function failRequest(
   disposition: pb.FailDisposition,
   options: FailOptions,
 ): pb.FailRequest {
-  const request: pb.FailRequest = {
+  const request: pb.FailRequest = filled(gen.FailRequest, {
     operation_id: operationId,
     fence,
     disposition,
-    error: { code: options.code, message: options.message ?? "", metadata: options.metadata ?? {} },
-  };
+    error: filled(gen.OperationError, { code: options.code, message: options.message ?? "", metadata: options.metadata ?? {} }),
+  });
   if (options.retryAfter !== undefined) request.retry_after = duration(options.retryAfter);
   return request;
 }
 
 export function lookupRequest(target: LookupTarget, options: LookupOptions): pb.LookupRequest {
-  const request: pb.LookupRequest = {
+  const request: pb.LookupRequest = filled(gen.LookupRequest, {
     include_history: options.includeHistory ?? false,
     history_page_size: options.historyPageSize ?? 0,
     history_page_token: options.historyPageToken ?? "",
-  };
+  });
   if ("operationId" in target) request.operation_id = target.operationId;
   else request.scope = { operation: target.operation, key: target.key };
   return request;
 }
 
 export function reconcileRequest(operationId: string, expectedFence: string, resolution: Resolution): pb.ReconcileRequest {
-  const request: pb.ReconcileRequest = { operation_id: operationId, expected_fence: expectedFence };
+  const request: pb.ReconcileRequest = filled(gen.ReconcileRequest, { operation_id: operationId, expected_fence: expectedFence });
   if ("succeeded" in resolution) {
     const s = resolution.succeeded;
     request.succeeded = { body: Buffer.from(s.body), content_type: s.contentType ?? "", metadata: s.metadata ?? {} };
   } else if ("failed" in resolution) {
     const f = resolution.failed;
-    request.failed = { code: f.code, message: f.message ?? "", metadata: f.metadata ?? {} };
+    request.failed = filled(gen.OperationError, { code: f.code, message: f.message ?? "", metadata: f.metadata ?? {} });
   } else {
     request.not_applied = {};
   }
@@ -133,5 +135,9 @@ export function reconcileRequest(operationId: string, expectedFence: string, res
 }
 
 export function listUnresolvedRequest(options: ListUnresolvedOptions): pb.ListUnresolvedRequest {
-  return { operation: options.operation ?? "", page_size: options.pageSize ?? 0, page_token: options.pageToken ?? "" };
+  return filled(gen.ListUnresolvedRequest, {
+    operation: options.operation ?? "",
+    page_size: options.pageSize ?? 0,
+    page_token: options.pageToken ?? "",
+  });
 }

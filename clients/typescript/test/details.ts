@@ -1,16 +1,33 @@
 // google.rpc.Status bytes as idemd sends them, for tests without a server.
 import { Metadata } from "@grpc/grpc-js";
+import { Duration } from "../src/gen/google/protobuf/duration.js";
+import { BadRequest, BadRequest_FieldViolation, ErrorInfo, RetryInfo } from "../src/gen/google/rpc/error_details.js";
+import { Status } from "../src/gen/google/rpc/status.js";
 import { type Code, STATUS_DETAILS_KEY } from "../src/index.js";
-import { rpcTypes } from "../src/proto.js";
+import { filled } from "../src/proto.js";
+
+// Each detail as given (a partial message, nested ones too) to its bytes.
+const DETAILS: Record<string, (value: object) => Uint8Array> = {
+  "google.rpc.ErrorInfo": (value) => ErrorInfo.encode(filled(ErrorInfo, value)).finish(),
+  "google.rpc.RetryInfo": (value) => {
+    const given = value as { retry_delay?: object };
+    const retry_delay = given.retry_delay ? filled(Duration, given.retry_delay) : null;
+    return RetryInfo.encode({ retry_delay }).finish();
+  },
+  "google.rpc.BadRequest": (value) => {
+    const given = value as { field_violations?: object[] };
+    const field_violations = (given.field_violations ?? []).map((v) => filled(BadRequest_FieldViolation, v));
+    return BadRequest.encode({ field_violations }).finish();
+  },
+};
 
 export function statusBytes(code: Code, ...details: [string, object][]): Uint8Array {
-  const root = rpcTypes();
   const packed = details.map(([name, value]) => {
-    const type = root.lookupType(name);
-    return { type_url: `type.googleapis.com/${name}`, value: type.encode(type.fromObject(value)).finish() };
+    const encode = DETAILS[name];
+    if (encode === undefined) throw new Error(`no encoder for ${name}`);
+    return { type_url: `type.googleapis.com/${name}`, value: Buffer.from(encode(value)) };
   });
-  const status = root.lookupType("google.rpc.Status");
-  return status.encode(status.fromObject({ code, message: "m", details: packed })).finish();
+  return Status.encode({ code, message: "m", details: packed }).finish();
 }
 
 /** An error shaped as grpc-js rejects a call: code, details and trailing metadata. */
@@ -19,7 +36,7 @@ export function serviceError(code: Code, reason?: string, retryAfter?: number): 
   if (reason) details.push(["google.rpc.ErrorInfo", { reason, domain: "idem.v1" }]);
   if (retryAfter !== undefined) {
     const whole = Math.floor(retryAfter);
-    details.push(["google.rpc.RetryInfo", { retry_delay: { seconds: whole, nanos: Math.round((retryAfter - whole) * 1e9) } }]);
+    details.push(["google.rpc.RetryInfo", { retry_delay: { seconds: String(whole), nanos: Math.round((retryAfter - whole) * 1e9) } }]);
   }
   const metadata = new Metadata();
   metadata.set(STATUS_DETAILS_KEY, Buffer.from(statusBytes(code, ...details)));

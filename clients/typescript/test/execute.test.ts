@@ -82,7 +82,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 test("previous_attempt_deadline counts from the Claim's reply", () => {
   const first = {
     ownership: { operation_id: "o", fence: "1", attempt: 2, max_attempts: 5, lease: null, attempt_deadline: duration(300) },
-    previous_state: "OPERATION_STATE_UNKNOWN", previous_fence: "1", previous_attempt_deadline: null,
+    previous_state: "OPERATION_STATE_UNKNOWN" as const, previous_fence: "1", previous_attempt_deadline: null,
   };
   assert.deepEqual(previousAttemptSettlesAt(first, 100), [undefined, 400]);
   assert.deepEqual(previousAttemptSettlesAt({ ...first, previous_attempt_deadline: duration(2.5) }, 100), [2.5, 102.5]);
