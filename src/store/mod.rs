@@ -73,6 +73,7 @@ use crate::domain::{
     SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
+mod access;
 mod bounded;
 pub mod credentials;
 mod dialect;
@@ -88,11 +89,11 @@ mod sql;
 pub mod sqlite;
 mod statements;
 
-pub use bounded::Bounded;
-pub use credentials::{
+pub use access::{
     Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
     TokenCreated, TokenGrant, TokenInfo,
 };
+pub use bounded::Bounded;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use tracing::instrument;
 
-use super::credentials::{Credentials, TokenGrant};
+use super::access::{Credentials, TokenGrant};
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::locked;

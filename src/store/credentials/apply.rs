@@ -1,50 +1,12 @@
 //! Converging a tenant to a declaration (`idemd tenant apply`), in one
-//! transaction: what a declaration states, what converging changed, and the
-//! steps, each a short run of statements.
+//! transaction, step by step, each a short run of statements.
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 
+use super::super::access::{Actor, Converged, DeclaredTenant, DeclaredToken};
 use super::super::error::StoreResult;
 use super::super::statements::{Connection, NewAuditEntry, Sql, StoredToken, TokenWrite};
-use super::Actor;
 use crate::domain::{Error, TenantId};
-
-/// A tenant as a declaration file states it ([`Credentials::apply_tenant`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeclaredTenant {
-    pub name: String,
-    pub tokens: Vec<DeclaredToken>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeclaredToken {
-    pub name: String,
-    pub token_sha256: [u8; 32],
-    pub scopes: String,
-    /// Absolute, so that applying the same file twice declares the same.
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-/// What converging one tenant changed; all empty: nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Converged {
-    pub tenant_created: bool,
-    pub created: Vec<String>,
-    /// Same token, other scopes or expiry.
-    pub updated: Vec<String>,
-    /// Revoked: replaced by another token of the same name, or (with
-    /// prune) not declared.
-    pub revoked: Vec<String>,
-}
-
-impl Converged {
-    pub fn changed(&self) -> bool {
-        self.tenant_created
-            || !self.created.is_empty()
-            || !self.updated.is_empty()
-            || !self.revoked.is_empty()
-    }
-}
 
 impl DeclaredToken {
     fn write(&self) -> TokenWrite<'_> {
@@ -53,25 +15,6 @@ impl DeclaredToken {
             name: &self.name,
             scopes: &self.scopes,
             expires_at: self.expires_at,
-        }
-    }
-
-    /// Whether `stored`, the same token, has other scopes or another
-    /// expiry (to the microsecond, as the databases keep it).
-    fn differs_from(&self, stored: &StoredToken) -> bool {
-        let micros = |at: DateTime<Utc>| at.trunc_subsecs(6);
-        stored.scopes != self.scopes || stored.expires_at.map(micros) != self.expires_at.map(micros)
-    }
-
-    /// What the token's audit entry says of it.
-    fn detail(&self) -> String {
-        match self.expires_at {
-            Some(expires_at) => format!(
-                "scopes={} expires_at={}",
-                self.scopes,
-                expires_at.format("%Y-%m-%dT%H:%M:%SZ")
-            ),
-            None => format!("scopes={}", self.scopes),
         }
     }
 }
@@ -143,7 +86,7 @@ impl<'a> Converging<'a> {
             .find(|stored| stored.name.as_deref() == Some(token.name.as_str()));
         match same_name {
             Some(stored) if stored.token_sha256 == token.token_sha256 => {
-                if token.differs_from(stored) {
+                if token.differs_from(&stored.scopes, stored.expires_at) {
                     D::update_token(connection, &token.write()).await?;
                     self.changes
                         .push(("token.update", name(), Some(token.detail())));

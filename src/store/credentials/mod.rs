@@ -1,15 +1,10 @@
-//! Tenants, their credentials and the audit log, for both databases. A
-//! tenant keeps its id for ever and holds any number of bearer tokens, each
-//! stored as its SHA-256 with a name, scopes (the comma-separated names of
-//! `auth::scopes`, kept as text here: the store knows no more of them), an
-//! optional expiry and a last-used time. Every change is written in the same
-//! transaction as its audit entry, so the log never misses one nor records
-//! one that did not happen.
-//!
-//! [`Credentials`] is the contract; its one impl below is the flows, each
-//! over the statements of [`Sql`]. The values live by seam: [`tokens`],
-//! [`tenants`], [`audit`], and [`apply`] (a declaration, and converging to
-//! it).
+//! Tenants, their credentials and the audit log, for both databases: the
+//! one impl of the [`Credentials`] contract (whose values are `access.rs`),
+//! each method the flow itself, over the statements of [`Sql`]. A tenant
+//! keeps its id for ever and holds any number of bearer tokens. Every change
+//! is written in the same transaction as its audit entry, so the log never
+//! misses one nor records one that did not happen. By seam: [`tokens`],
+//! [`tenants`], [`audit`], and [`apply`] (converging to a declaration).
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -24,76 +19,14 @@ mod audit;
 mod tenants;
 mod tokens;
 
+pub use super::access::{
+    Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
+    TokenCreated, TokenGrant, TokenInfo,
+};
 #[cfg(test)]
 pub(crate) use super::statements::AUTHENTICATE;
-pub use apply::{Converged, DeclaredTenant, DeclaredToken};
-pub use audit::{Actor, AuditEntry};
-pub use tenants::TenantInfo;
-pub use tokens::{NewToken, TokenCreated, TokenGrant, TokenInfo};
 
 use self::apply::Converging;
-
-/// The administration of tenants and credentials: the CLI's, not the hot
-/// path's (that is [`super::Store::authenticate`]).
-#[async_trait]
-pub trait Credentials: Send + Sync {
-    /// Creates a tenant and its first token; `Err` (INVALID_ARGUMENT on
-    /// `name`) when an active tenant has that name.
-    async fn create_tenant_with(
-        &self,
-        name: &str,
-        first: &NewToken,
-        actor: &Actor,
-    ) -> Result<TenantId>;
-
-    /// Revokes the active tenant of that name and all its tokens.
-    async fn revoke_tenant_as(&self, name: &str, actor: &Actor) -> Result<bool>;
-
-    async fn create_token(
-        &self,
-        tenant: &str,
-        token: &NewToken,
-        actor: &Actor,
-    ) -> Result<TokenCreated>;
-
-    /// Revokes the tenant's active token of that name.
-    async fn revoke_token(&self, tenant: &str, name: &str, actor: &Actor) -> Result<bool>;
-
-    /// The active tenant's unrevoked tokens; `None`: no such tenant.
-    async fn list_tokens(&self, tenant: &str) -> Result<Option<Vec<TokenInfo>>>;
-
-    /// Every tenant, revoked ones included, oldest first.
-    async fn list_tenants(&self) -> Result<Vec<TenantInfo>>;
-
-    /// The last `limit` entries, of one tenant or all, oldest first.
-    async fn audit_log(&self, tenant: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>>;
-
-    /// Records an entry that goes with no change of these tables.
-    async fn record_audit(
-        &self,
-        actor: &Actor,
-        action: &str,
-        tenant: Option<&str>,
-        detail: Option<&str>,
-    ) -> Result<()>;
-
-    /// Deletes entries older than `age`; how many.
-    async fn prune_audit_log(&self, age: TimeDelta) -> Result<u64>;
-
-    /// Converges one tenant to `declared`, in one transaction: creates the
-    /// tenant and the tokens it lacks, updates a token's scopes or expiry,
-    /// replaces a token whose hash changed under the same name, and (with
-    /// `prune`) revokes its active tokens the declaration does not name.
-    /// Applying the same declaration again changes nothing. A hash that is
-    /// stored already under another name, tenant, or revoked, is refused
-    /// (INVALID_ARGUMENT): a revoked token never comes back.
-    async fn apply_tenant(
-        &self,
-        declared: &DeclaredTenant,
-        prune: bool,
-        actor: &Actor,
-    ) -> Result<Converged>;
-}
 
 #[async_trait]
 impl<D: Sql> Credentials for D {

@@ -1,19 +1,8 @@
 //! Tenants as the CLI lists them.
 
-use chrono::{DateTime, Utc};
-
+use super::super::access::TenantInfo;
 use super::super::statements::TenantRow;
 use crate::domain::TenantId;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TenantInfo {
-    pub id: TenantId,
-    pub name: String,
-    pub created_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
-    /// Active (unrevoked) tokens, expired ones included.
-    pub credentials: u64,
-}
 
 impl From<TenantRow> for TenantInfo {
     fn from(row: TenantRow) -> Self {

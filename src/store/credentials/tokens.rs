@@ -1,54 +1,12 @@
-//! Tokens: what the hot path's authentication grants, what the CLI creates
-//! and lists. A token is stored as its SHA-256 only.
+//! Tokens: stored with the audit entry that names them, listed as the CLI
+//! shows them.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
+use super::super::access::{NewToken, TokenInfo};
 use super::super::error::StoreResult;
 use super::super::statements::{Connection, NewAuditEntry, Sql, TokenRow, TokenWrite};
 use crate::domain::TenantId;
-
-/// A token the store accepted: its tenant, name, scopes and how long it
-/// stays valid from now, by the database's clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenGrant {
-    pub tenant: TenantId,
-    pub name: String,
-    pub scopes: String,
-    /// `None`: the token does not expire.
-    pub expires_in: Option<std::time::Duration>,
-}
-
-/// A token to store (its hash only).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewToken {
-    pub name: String,
-    pub token_sha256: [u8; 32],
-    pub scopes: String,
-    /// From now, by the database's clock; `None`: never expires.
-    pub expires_in: Option<TimeDelta>,
-}
-
-/// A token as `idemd tenant token list` shows it: never the secret, nor
-/// its hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenInfo {
-    pub name: String,
-    pub scopes: String,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    /// Whether it is past its expiry, by the database's clock.
-    pub expired: bool,
-}
-
-/// What creating a token did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenCreated {
-    Created,
-    NoSuchTenant,
-    /// The tenant has an active token of that name.
-    NameTaken,
-}
 
 impl NewToken {
     /// Stores the token for `tenant`, with `entry` (an audit entry by its
@@ -77,18 +35,6 @@ impl NewToken {
             name: &self.name,
             scopes: &self.scopes,
             expires_at: self.expires_in.map(|expires_in| now + expires_in),
-        }
-    }
-
-    /// What the token's audit entry says of it: its scopes and expiry.
-    fn detail(&self) -> String {
-        match self.expires_in {
-            Some(expires_in) => format!(
-                "scopes={} expires_in={}s",
-                self.scopes,
-                expires_in.num_seconds()
-            ),
-            None => format!("scopes={}", self.scopes),
         }
     }
 }
