@@ -37,8 +37,9 @@
 //! contracts' own impls, each method the flow itself: [`Store`] in [`paths`]
 //! (reads, sweep, authentication; the [`locked`] path shared by `write` and
 //! `transition`), [`Credentials`] in [`credentials`] (tenants, tokens, audit,
-//! apply). Statement text both share is in `sql.rs`; the large statements
-//! are `.sql` files beside their dialect.
+//! apply; its values and the contract itself are `access.rs`, low enough for
+//! this file and the statements to name). Statement text both share is in
+//! `sql.rs`; the large statements are `.sql` files beside their dialect.
 //!
 //! [`Sql::apply`]: statements::Sql::apply
 //! [`decide_sweep`]: crate::domain::transition::decide_sweep
