@@ -14,9 +14,10 @@ use crate::domain::{
     ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
 };
 
-/// What one database does its own way. Everything else is [`Shared`](super::shared::Shared) (the
-/// SQL both run) and the paths built on it ([`super::locked`],
-/// [`super::postgres`]'s batched path).
+/// What one database does its own way. Everything else is the statements
+/// both run, bound once ([`Sql`](super::statements::Sql)), and the flows
+/// built on them ([`super::locked`], `paths.rs`, [`super::credentials`]);
+/// [`super::postgres`]'s batched path is its own.
 pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     type Db: Database;
     /// A timestamp as this database stores it.
@@ -102,10 +103,12 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
         connection: &mut <Self::Db as Database>::Connection,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
-    /// Appends a history entry, bound as [`Shared::append_history`] binds
+    /// Appends a history entry, bound as [`Sql::append_history`] binds
     /// it, as itself or as the truncation marker past the cap
     /// ([`HistoryCap::place`]); a dialect that can also count into the last
     /// entry in this statement does so here.
+    ///
+    /// [`Sql::append_history`]: super::statements::Sql::append_history
     const APPEND_HISTORY: &'static str;
 
     /// Counts `entry` into the operation's last history entry when

@@ -4,13 +4,13 @@
 
 use super::dialect::retry_on_conflict;
 use super::error::StoreResult;
-use super::shared::Shared;
+use super::statements::Sql;
 use super::{Applied, Decide};
 use crate::domain::{Result, Target, TenantId};
 
 /// The locked path, run again on a conflict: `None` when the target is not
 /// the tenant's.
-pub(super) async fn transition<D: Shared>(
+pub(super) async fn transition<D: Sql>(
     dialect: &D,
     tenant: TenantId,
     target: &Target,
@@ -21,7 +21,7 @@ pub(super) async fn transition<D: Shared>(
 
 /// Lock, read the clock (after the lock is held: the time the decision is
 /// made at), decide, write, commit.
-async fn try_transition<D: Shared>(
+async fn try_transition<D: Sql>(
     dialect: &D,
     tenant: TenantId,
     target: &Target,

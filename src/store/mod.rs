@@ -7,7 +7,7 @@
 //! - The **locked path** ([`locked`]): begin a write transaction, lock the
 //!   operation's row (`SELECT … FOR UPDATE`; SQLite: the one writer), read the
 //!   database clock, decide in the pure domain, write guarded by the fence and
-//!   state read and append history ([`shared`]'s `apply`), commit; run again
+//!   state read and append history ([`Sql::apply`]), commit; run again
 //!   on a conflict ([`dialect::retry_on_conflict`]). Both databases. It runs
 //!   for every [`Store::transition`]: a Claim whose scope has a record that
 //!   the read alone cannot answer (takeover, retry, replay of a live
@@ -25,12 +25,23 @@
 //!   decides it. SQLite has no batched write: its [`Store::write`] is the
 //!   locked path.
 //!
-//! Files: [`dialect`] (what each database does its own way; the retry loop),
-//! [`shared`] (the SQL both databases run: lock, clock, guarded write,
-//! history, reads, sweep, tenants), [`locked`], [`paths`] (each store as a
-//! dialect running the paths), `sql.rs` (statement text both share), and the
-//! `.sql` files of the large statements beside their dialect.
+//! # Files: what differs, the statements, the flows
 //!
+//! [`dialect`]'s `Dialect` is what each database does its own way (how a
+//! write transaction begins, a row is locked, a fence drawn, timestamps
+//! stored, errors read), and the one retry loop. [`statements`]' `Sql` is
+//! every statement both databases run, bound and decoded once: it exists
+//! because sqlx's bind/decode bounds are not implied at a `D: Dialect` use
+//! (rust-lang/rust#20671), so its one blanket impl is the one place they are
+//! written, and the code above it names none. The flows are the public
+//! contracts' own impls, each method the flow itself: [`Store`] in [`paths`]
+//! (reads, sweep, authentication; the [`locked`] path shared by `write` and
+//! `transition`), [`Credentials`] in [`credentials`] (tenants, tokens, audit,
+//! apply; its values and the contract itself are `access.rs`, low enough for
+//! this file and the statements to name). Statement text both share is in
+//! `sql.rs`; the large statements are `.sql` files beside their dialect.
+//!
+//! [`Sql::apply`]: statements::Sql::apply
 //! [`decide_sweep`]: crate::domain::transition::decide_sweep
 //!
 //! # Rules written in Rust and again in SQL
@@ -63,6 +74,7 @@ use crate::domain::{
     SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
+mod access;
 mod bounded;
 pub mod credentials;
 mod dialect;
@@ -74,15 +86,15 @@ pub mod open;
 mod paths;
 pub mod postgres;
 mod row;
-mod shared;
 mod sql;
 pub mod sqlite;
+mod statements;
 
-pub use bounded::Bounded;
-pub use credentials::{
+pub use access::{
     Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
     TokenCreated, TokenGrant, TokenInfo,
 };
+pub use bounded::Bounded;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;

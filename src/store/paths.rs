@@ -1,26 +1,29 @@
-//! Every store is a [`Dialect`] running the two write paths and the shared
-//! SQL: [`Store::write`] tries the dialect's one-statement batched path
-//! first ([`Dialect::write_guarded`], Postgres only) and falls back to the
-//! [`locked`] path; [`Store::transition`] always takes the locked path.
+//! Every store is a [`Dialect`] running its statements ([`Sql`]) in the
+//! flows below: [`Store::write`] tries the dialect's one-statement batched
+//! path first ([`Dialect::write_guarded`], Postgres only) and falls back to
+//! the [`locked`] path; [`Store::transition`] always takes the locked path;
+//! the reads and the sweep are written here.
 
 use async_trait::async_trait;
 use tracing::instrument;
 
-use super::credentials::{CredentialQueries, Credentials, TokenGrant};
+use super::access::{Credentials, TokenGrant};
 use super::dialect::Dialect;
+use super::error::StoreError;
 use super::locked;
-use super::shared::Shared;
+use super::statements::Sql;
 use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, SweepReport};
 use crate::domain::guarded::GuardedWrite;
+use crate::domain::transition::decide_sweep;
 use crate::domain::{
     ClaimCommand, Found, HistoryPage, OperationId, Result, SweepPolicy, Target, TenantId,
     UnresolvedPage, UnresolvedQuery,
 };
 
-/// Every store is a dialect running the shared SQL and the write paths.
-/// Errors are translated inside them; spans name the call and the database.
+/// Every store is a dialect running its statements in these flows. Errors
+/// are translated inside them; spans name the call and the database.
 #[async_trait]
-impl<D: Shared + CredentialQueries + Credentials> Store for D {
+impl<D: Sql> Store for D {
     fn kind(&self) -> &'static str {
         D::KIND
     }
@@ -66,6 +69,9 @@ impl<D: Shared + CredentialQueries + Credentials> Store for D {
         locked::transition(self, tenant, target, decide).await
     }
 
+    /// Without history (the Claim replay path) one statement reads the
+    /// record and the clock; with history, one snapshot, so that record,
+    /// history and clock agree.
     #[instrument(name = "store.find", skip_all, fields(db.system = D::SYSTEM))]
     async fn find(
         &self,
@@ -73,7 +79,38 @@ impl<D: Shared + CredentialQueries + Credentials> Store for D {
         target: &Target,
         history: Option<HistoryPage>,
     ) -> Result<Option<Found>> {
-        self.find_flow(tenant, target, history).await
+        let found = async {
+            let Some(page) = history else {
+                let mut connection = self.readers().acquire().await?;
+                let found = D::read_with_clock_in(&mut connection, tenant, target).await?;
+                return Ok(found.map(|(record, now)| Found {
+                    record,
+                    history: Vec::new(),
+                    more_history: false,
+                    now,
+                }));
+            };
+            let mut transaction = self.begin_snapshot().await?;
+            let Some((record, now)) =
+                D::read_with_clock_in(&mut transaction, tenant, target).await?
+            else {
+                transaction.rollback().await?;
+                return Ok(None);
+            };
+            let mut history = D::history_page(&mut transaction, record.operation_id, page).await?;
+            transaction.rollback().await?;
+            // The page holds one entry more: whether another page follows.
+            let limit = usize::try_from(page.limit).unwrap_or(usize::MAX);
+            let more_history = history.len() > limit;
+            history.truncate(limit);
+            Ok::<_, StoreError>(Some(Found {
+                record,
+                history,
+                more_history,
+                now,
+            }))
+        };
+        found.await.map_err(D::translate)
     }
 
     #[instrument(name = "store.list_unresolved", skip_all, fields(db.system = D::SYSTEM))]
@@ -82,33 +119,106 @@ impl<D: Shared + CredentialQueries + Credentials> Store for D {
         tenant: TenantId,
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage> {
-        self.list_unresolved_flow(tenant, query).await
+        let page = async {
+            let (mut transaction, now) = self.begin_read_at_clock().await?;
+            let records = D::unresolved(&mut transaction, tenant, query, now).await?;
+            transaction.rollback().await?;
+            Ok::<_, StoreError>(UnresolvedPage { records, now })
+        };
+        page.await.map_err(D::translate)
     }
 
+    /// One batch: results past retention first, then retries past their
+    /// deadline, `batch` records in all, each decided by [`decide_sweep`];
+    /// then tombstones past their own retention.
     #[instrument(name = "store.sweep", skip_all, fields(db.system = D::SYSTEM))]
     async fn sweep(&self, batch: u32, policy: SweepPolicy) -> Result<SweepReport> {
-        self.sweep_flow(batch, policy).await
+        let swept = async {
+            let mut report = SweepReport::default();
+            let (mut transaction, now) = self.begin_write_at_clock().await?;
+            let mut due = Vec::new();
+            for (statement, name) in [
+                (D::DUE_FOR_TOMBSTONE, "SELECT operations past retention"),
+                (D::DUE_FOR_DEADLINE, "SELECT retries past their deadline"),
+            ] {
+                let room = i64::from(batch) - i64::try_from(due.len()).unwrap_or(i64::MAX);
+                if room <= 0 {
+                    break;
+                }
+                due.extend(D::due(&mut transaction, statement, name, now, room).await?);
+            }
+            for record in due {
+                let Some(decision) = decide_sweep(&record, now, policy) else {
+                    continue;
+                };
+                let cap = self.history_cap();
+                let after = D::apply(&mut transaction, &record, decision.effects, cap, now).await?;
+                report.count(&after);
+            }
+            report.deleted =
+                D::delete_expired_tombstones(&mut transaction, now, i64::from(batch)).await?;
+            self.commit(transaction).await?;
+            Ok(report)
+        };
+        swept.await.map_err(D::translate)
     }
 
     #[instrument(name = "store.count_operations", skip_all, fields(db.system = D::SYSTEM))]
     async fn count_operations(&self) -> Result<OperationCounts> {
-        self.count_operations_flow().await
+        let counts = async {
+            let (mut transaction, now) = self.begin_read_at_clock().await?;
+            let counts = D::count_operations(&mut transaction, now).await?;
+            transaction.rollback().await?;
+            Ok::<_, StoreError>(counts)
+        };
+        counts.await.map_err(D::translate)
     }
 
     fn pool_usage(&self) -> PoolUsage {
         Dialect::pool_usage(self)
     }
 
+    /// By the database's clock, on the readers.
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>> {
-        self.authenticate_token(token_sha256).await
+        let found = async {
+            let mut connection = self.readers().acquire().await?;
+            let now = D::database_now(&mut connection).await?;
+            let grant = D::grant(&mut connection, token_sha256, now).await?;
+            Ok::<_, StoreError>(grant.map(|row| {
+                TokenGrant {
+                    tenant: TenantId(row.tenant_id),
+                    name: row.name.unwrap_or_else(|| "unnamed".into()),
+                    scopes: row.scopes,
+                    expires_in: row
+                        .expires_at
+                        .map(|expires_at| (expires_at - now).to_std().unwrap_or_default()),
+                }
+            }))
+        };
+        found.await.map_err(D::translate)
     }
 
     async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>> {
-        self.active_tenant(name).await
+        let found = async {
+            let mut connection = self.readers().acquire().await?;
+            D::active_tenant(&mut connection, name).await
+        };
+        found.await.map_err(D::translate)
     }
 
+    /// One write transaction for the batch, at one clock.
     async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()> {
-        self.mark_tokens_used(token_hashes).await
+        if token_hashes.is_empty() {
+            return Ok(());
+        }
+        let marked = async {
+            let (mut transaction, now) = self.begin_write_at_clock().await?;
+            for hash in token_hashes {
+                D::mark_used(&mut transaction, hash, now).await?;
+            }
+            self.commit(transaction).await
+        };
+        marked.await.map_err(D::translate)
     }
 
     fn credentials(&self) -> &dyn Credentials {
@@ -123,7 +233,11 @@ impl<D: Shared + CredentialQueries + Credentials> Store for D {
     }
 
     async fn check_ready(&self) -> Result<()> {
-        self.check_ready_flow().await
+        let ready = async {
+            let mut connection = self.readers().acquire().await?;
+            D::ping(&mut connection).await
+        };
+        ready.await.map_err(D::translate)
     }
 
     async fn close(&self) {

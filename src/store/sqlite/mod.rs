@@ -30,11 +30,11 @@ use tracing::Instrument;
 use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreResult};
 use super::row::{OperationRow, signed};
-use super::shared::Shared;
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
+use super::statements::Sql;
 use super::{ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
     ClaimCommand, Error, Found, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result,
