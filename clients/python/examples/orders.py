@@ -2,7 +2,8 @@
 times out after the provider created the order and it then retries ten times at once.
 
     cargo run --release -- serve --dev                      # in another terminal
-    IDEMD_TOKEN=$(cat idemd-data/dev-token) python clients/python/examples/orders.py
+    IDEMD_ADDR=127.0.0.1:50051 IDEMD_TOKEN=$(cat idemd-data/dev-token) \
+        python clients/python/examples/orders.py
 
 The provider (simulated here) creates an order per call (it does not deduplicate)
 and supports lookup by client reference: the agent's idempotency key, so the agent
@@ -77,7 +78,7 @@ class Agent:
         )
 
 
-async def main(addr: str, token: str, key: str) -> None:
+async def main(addr: str | None, token: str | None, key: str) -> None:
     provider = OrderProvider()
     async with idemd.Client(addr, token) as client:
         agent = Agent(client, provider)
@@ -108,11 +109,12 @@ async def main(addr: str, token: str, key: str) -> None:
 
 if __name__ == "__main__":
     flags = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    flags.add_argument("--addr", default=os.environ.get("IDEMD_ADDR", "127.0.0.1:50051"))
-    flags.add_argument("--token", default=os.environ.get("IDEMD_TOKEN"))
+    flags.add_argument("--addr", help="host:port or http(s)://host:port (default: IDEMD_ADDR)")
+    flags.add_argument("--token", help="the tenant's bearer token (default: IDEMD_TOKEN)")
     flags.add_argument("--key", default=f"order-{uuid.uuid4()}",
                        help="the idempotency key (made once per intent; random by default)")
     args = flags.parse_args()
-    if not args.token:
-        flags.error("--token or IDEMD_TOKEN is required")
-    asyncio.run(main(args.addr, args.token, args.key))
+    try:
+        asyncio.run(main(args.addr, args.token, args.key))
+    except idemd.ConfigurationError as refused:
+        flags.error(str(refused))

@@ -1,12 +1,12 @@
 """idemd's Python client: make a side effect happen at most once per logical request.
 
-    async with idemd.Client("127.0.0.1:50051", token) as client:
+    async with idemd.Client() as client:  # IDEMD_ADDR and IDEMD_TOKEN; or Client(addr, token)
         result = await idemd.execute_once(client, "payments.charge", key, payload, charge,
                                           provider_deduplicates=True)  # or lookup=...
 
 Without asyncio (Django, Flask, Celery), the same over blocking calls:
 
-    with idemd.SyncClient("127.0.0.1:50051", token) as client:
+    with idemd.SyncClient() as client:
         result = client.execute_once("payments.charge", key, payload, charge, lookup=find_charge)
 
 After an attempt whose outcome is unknown, ``charge`` runs again only if the provider
@@ -23,9 +23,13 @@ blocking client (``SyncClient``) and its ``execute_once``; :mod:`idemd.wsgi` the
 from idemd.client import Client
 from idemd.errors import (
     AttemptTimeoutError,
+    ConfigurationError,
     ConflictError,
+    EmptyTokenError,
     IdemError,
+    InvalidAddressError,
     InvalidArgumentError,
+    InvalidTokenError,
     LeaseLostError,
     NeedsReconciliationError,
     NotFoundError,
@@ -61,10 +65,14 @@ SyncClient = sync.Client
 __all__ = [
     "AttemptTimeoutError",
     "Client",
+    "ConfigurationError",
     "ConflictError",
     "EffectContext",
+    "EmptyTokenError",
     "IdemError",
+    "InvalidAddressError",
     "InvalidArgumentError",
+    "InvalidTokenError",
     "LeaseLostError",
     "NeedsReconciliationError",
     "NotFoundError",

@@ -24,26 +24,36 @@ class Client:
     """An idemd client on one gRPC channel. Create it inside the running event loop;
     ``async with Client(...) as client`` closes the channel at the end.
 
-    ``target`` is ``host:port``; pass ``credentials`` (``grpc.ssl_channel_credentials()``)
-    for TLS, or a ready ``channel``. ``options`` are gRPC channel options, added to
-    (and overriding) :data:`idemd.wire.DEFAULT_CHANNEL_OPTIONS`.
+    ``target`` is ``host:port`` (plaintext, or TLS with ``credentials``),
+    ``http://host:port`` (plaintext) or ``https://host:port`` (TLS: ``credentials``,
+    else the system's CA roots); None reads ``IDEMD_ADDR``. ``token`` is the tenant's
+    bearer token; None reads ``IDEMD_TOKEN``. A missing or empty token raises
+    :class:`idemd.errors.EmptyTokenError` here, before any connection; a bad address
+    :class:`idemd.errors.InvalidAddressError`. Pass ``credentials``
+    (``grpc.ssl_channel_credentials(...)``, for mTLS or a private CA) or a ready
+    ``channel``. ``options`` are gRPC channel options, added to (and overriding)
+    :data:`idemd.wire.DEFAULT_CHANNEL_OPTIONS`.
     """
 
     def __init__(
         self,
-        target: str,
-        token: str,
+        target: str | None = None,
+        token: str | None = None,
         *,
         credentials: grpc.ChannelCredentials | None = None,
         channel: grpc.aio.Channel | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        token = wire.resolve_token(token)
         if channel is None:
-            if credentials is None:
-                channel = grpc.aio.insecure_channel(target, options=wire.channel_options(options))
+            endpoint = wire.resolve_endpoint(target, credentials)
+            if endpoint.credentials is None:
+                channel = grpc.aio.insecure_channel(endpoint.target, options=wire.channel_options(options))
             else:
-                channel = grpc.aio.secure_channel(target, credentials, options=wire.channel_options(options))
+                channel = grpc.aio.secure_channel(
+                    endpoint.target, endpoint.credentials, options=wire.channel_options(options)
+                )
         self._channel = channel
         self.retry = retry
         self._metadata = wire.bearer(token)

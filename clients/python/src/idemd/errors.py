@@ -33,6 +33,25 @@ class IdemError(Exception):
     """Base of every error this package raises."""
 
 
+class ConfigurationError(IdemError, ValueError):
+    """A client was given what it cannot work with (raised by the constructor, before
+    any connection is made)."""
+
+
+class InvalidAddressError(ConfigurationError):
+    """No address, or one that is not ``host:port`` or ``http(s)://host:port``."""
+
+
+class InvalidTokenError(ConfigurationError):
+    """A token no call could succeed with: whitespace or a control character in it
+    (often a newline read from a file)."""
+
+
+class EmptyTokenError(InvalidTokenError):
+    """No token, or an empty one: every RPC needs ``authorization: Bearer <token>``,
+    and the server would refuse each with UNAUTHENTICATED."""
+
+
 class StatusError(IdemError):
     """A gRPC status from idemd (or from the transport when ``reason`` is None)."""
 

@@ -1,6 +1,6 @@
 """The blocking client, for Django, Flask, Celery workers and any code without asyncio.
 
-    with idemd.sync.Client("127.0.0.1:50051", token) as client:
+    with idemd.sync.Client() as client:  # IDEMD_ADDR, IDEMD_TOKEN
         result = client.execute_once("payments.charge", key, payload, charge, provider_deduplicates=True)
 
 :class:`Client` is :class:`idemd.Client` over grpc's blocking channel: every RPC, the
@@ -51,6 +51,8 @@ from idemd.wire import (
     lookup_request,
     reconcile_request,
     renew_request,
+    resolve_endpoint,
+    resolve_token,
 )
 from idemd.protocol import (
     Attempt,
@@ -89,19 +91,21 @@ class Client:
 
     def __init__(
         self,
-        target: str,
-        token: str,
+        target: str | None = None,
+        token: str | None = None,
         *,
         credentials: grpc.ChannelCredentials | None = None,
         channel: grpc.Channel | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        token = resolve_token(token)
         if channel is None:
-            if credentials is None:
-                channel = grpc.insecure_channel(target, options=channel_options(options))
+            endpoint = resolve_endpoint(target, credentials)
+            if endpoint.credentials is None:
+                channel = grpc.insecure_channel(endpoint.target, options=channel_options(options))
             else:
-                channel = grpc.secure_channel(target, credentials, options=channel_options(options))
+                channel = grpc.secure_channel(endpoint.target, endpoint.credentials, options=channel_options(options))
         self._channel = channel
         self.retry = retry
         self._metadata = bearer(token)

@@ -8,16 +8,20 @@ whichever sends it. Durations are seconds (float).
 
 from __future__ import annotations
 
+import os
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
+from idemd.errors import EmptyTokenError, InvalidAddressError, InvalidTokenError
 from idemd.proto import SERVICE, pb
 
 Req = TypeVar("Req", bound=Message)
@@ -209,6 +213,103 @@ def bind_rpcs(channel: grpc.Channel | grpc.aio.Channel) -> dict[Rpc[Any, Any], A
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
     """The metadata every call carries."""
     return (("authorization", f"Bearer {token}"),)
+
+
+# ---- address and token (the convention every idemd client follows) -----------------
+
+#: Where the clients read the address and the token when none is passed.
+ENV_ADDR = "IDEMD_ADDR"
+ENV_TOKEN = "IDEMD_TOKEN"
+# gRPC's own name-resolver schemes, passed through as they are (a host:port is what
+# the convention promises; these kept working before it and still do).
+_GRPC_SCHEMES = ("dns:", "unix:", "unix-abstract:", "ipv4:", "ipv6:")
+# Where Linux distributions keep the system's CA bundle, when OpenSSL's default path
+# (SSL_CERT_FILE, or the one it was built with) holds none.
+_CA_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how a client connects: the target as gRPC dials it, and the channel
+    credentials (None: plaintext)."""
+
+    target: str
+    credentials: grpc.ChannelCredentials | None
+
+
+def resolve_token(token: str | None) -> str:
+    """``token``, else ``IDEMD_TOKEN``; refused at once when empty or unsendable."""
+    value = os.environ.get(ENV_TOKEN, "") if token is None else token
+    if value == "":
+        raise EmptyTokenError(
+            f"idemd: empty token: pass token= or set {ENV_TOKEN} (every RPC needs "
+            "`authorization: Bearer <token>`; `idemd tenant create` prints one)"
+        )
+    if any(ord(c) <= 0x20 or ord(c) >= 0x7F for c in value):
+        raise InvalidTokenError(
+            "idemd: the token contains whitespace, a control or a non-ASCII character "
+            "(a newline read from a file?)"
+        )
+    return value
+
+
+def resolve_endpoint(target: str | None, credentials: grpc.ChannelCredentials | None) -> Endpoint:
+    """``target`` (else ``IDEMD_ADDR``) as ``host:port`` (plaintext, or TLS with
+    ``credentials``), ``http://host:port`` (plaintext) or ``https://host:port`` (TLS:
+    ``credentials``, else the system's CA roots)."""
+    raw = (os.environ.get(ENV_ADDR, "") if target is None else target).strip()
+    if raw == "":
+        raise InvalidAddressError(
+            f"idemd: no address: pass one or set {ENV_ADDR} (host:port or http(s)://host:port)"
+        )
+    scheme = ""
+    rest = raw
+    if "://" in raw:
+        scheme, rest = raw.split("://", 1)
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            if raw.startswith(_GRPC_SCHEMES):
+                return Endpoint(raw, credentials)
+            raise InvalidAddressError(f"idemd: address {raw!r}: the scheme is http or https, not {scheme!r}")
+        rest = rest[:-1] if rest.endswith("/") else rest
+    elif raw.startswith(_GRPC_SCHEMES):
+        return Endpoint(raw, credentials)
+    parts = urlsplit("//" + rest)
+    try:
+        port = parts.port
+    except ValueError as bad:
+        raise InvalidAddressError(f"idemd: address {raw!r}: {bad}") from None
+    if not parts.hostname or parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+        raise InvalidAddressError(f"idemd: address {raw!r}: expected host:port or http(s)://host:port")
+    if port is None:
+        if not scheme:
+            raise InvalidAddressError(f"idemd: address {raw!r} has no port: expected host:port")
+        rest = f"{parts.netloc}:{443 if scheme == 'https' else 80}"
+    if scheme == "http":
+        if credentials is not None:
+            raise InvalidAddressError(
+                f"idemd: address {raw!r} is plaintext (http://) but credentials were given: use https://"
+            )
+        return Endpoint(rest, None)
+    if scheme == "https" and credentials is None:
+        credentials = grpc.ssl_channel_credentials(root_certificates=system_roots())
+    return Endpoint(rest, credentials)
+
+
+def system_roots() -> bytes | None:
+    """The system's CA certificates (PEM), or None for gRPC's own bundle when the
+    system has none where OpenSSL or the usual distributions keep them."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, *_CA_BUNDLES):
+        if candidate and os.path.isfile(candidate):
+            with open(candidate, "rb") as bundle:
+                return bundle.read()
+    return None
 
 
 #: gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that

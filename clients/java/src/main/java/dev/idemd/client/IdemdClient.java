@@ -501,22 +501,24 @@ public final class IdemdClient implements AutoCloseable {
     }
 
     /**
-     * The client. Throws {@link IllegalArgumentException} at once for a missing or empty token or a
-     * malformed address, {@link UncheckedIOException} for unreadable certificate files.
+     * The client. Throws at once, before any connection: {@link EmptyTokenException} for a missing
+     * or empty token, {@link InvalidTokenException} for one no header can carry, {@link
+     * IllegalArgumentException} for a malformed address, {@link UncheckedIOException} for
+     * unreadable certificate files.
      */
     public IdemdClient build() {
       String bearer = token != null ? token : environment.get("IDEMD_TOKEN");
       if (bearer == null) {
-        throw new IllegalArgumentException(
+        throw new EmptyTokenException(
             "no idemd token: pass token(...) or set IDEMD_TOKEN to the tenant's bearer token");
       }
       if (bearer.isBlank()) {
-        throw new IllegalArgumentException(
+        throw new EmptyTokenException(
             "the idemd token is empty: every call would be refused UNAUTHENTICATED; pass the"
                 + " tenant's bearer token (token(...) or IDEMD_TOKEN)");
       }
       if (bearer.chars().anyMatch(c -> c < 0x20 || c > 0x7e)) {
-        throw new IllegalArgumentException(
+        throw new InvalidTokenException(
             "the idemd token has characters a header cannot carry (whitespace or non-ASCII)");
       }
       if (channel != null) {

@@ -27,25 +27,32 @@ class BuilderTest {
   }
 
   @Test
-  void anEmptyTokenIsRefusedAtOnce() {
-    IllegalArgumentException empty =
+  void anEmptyTokenIsRefusedAtOnceWithATypedException() {
+    EmptyTokenException empty =
         assertThrows(
-            IllegalArgumentException.class,
+            EmptyTokenException.class,
             () -> IdemdClient.builder().address("127.0.0.1:1").token("").build());
     assertTrue(empty.getMessage().contains("token is empty"), empty.getMessage());
-    IllegalArgumentException fromEnv =
+    EmptyTokenException fromEnv =
         assertThrows(
-            IllegalArgumentException.class,
+            EmptyTokenException.class,
             () ->
                 IdemdClient.builder()
                     .environment(Map.of("IDEMD_ADDR", "127.0.0.1:1", "IDEMD_TOKEN", ""))
                     .build());
     assertTrue(fromEnv.getMessage().contains("token is empty"), fromEnv.getMessage());
-    IllegalArgumentException none =
+    EmptyTokenException none =
         assertThrows(
-            IllegalArgumentException.class,
+            EmptyTokenException.class,
             () -> IdemdClient.builder().environment(Map.of("IDEMD_ADDR", "127.0.0.1:1")).build());
     assertTrue(none.getMessage().contains("IDEMD_TOKEN"), none.getMessage());
+    InvalidTokenException newline =
+        assertThrows(
+            InvalidTokenException.class,
+            () -> IdemdClient.builder().address("127.0.0.1:1").token("idem_abc\n").build());
+    assertFalse(newline instanceof EmptyTokenException, newline.getMessage());
+    // Callers that caught the builder's IllegalArgumentException still do.
+    assertTrue(IllegalArgumentException.class.isInstance(empty));
     IllegalArgumentException noAddress =
         assertThrows(
             IllegalArgumentException.class,
