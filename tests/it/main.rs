@@ -35,4 +35,6 @@ mod retention;
 mod scenarios;
 mod surface;
 mod tls;
+#[cfg(target_os = "linux")]
+mod topology;
 mod transport;
