@@ -68,6 +68,9 @@ impl Formation {
     /// secondaries and a synchronous standby. Blocking (tens of seconds).
     pub(crate) fn create(directory: &Path) -> Result<Self, String> {
         let binaries = postgres_15()?;
+        // A formation left by an earlier run of the same seed: pg_autoctl
+        // refuses to create a node over it.
+        let _ = std::fs::remove_dir_all(directory);
         std::fs::create_dir_all(directory).map_err(|error| format!("mkdir: {error}"))?;
         let as_postgres_user = running_as_root();
         let node = |name: &str| -> Result<Node, String> {

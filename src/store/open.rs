@@ -167,7 +167,17 @@ async fn open_postgres(
     // A multi-host URL (a failover formation) names a database its operator
     // created; sqlx reads one host only.
     let single_host = url.parse::<sqlx::postgres::PgConnectOptions>().is_ok();
-    if migrate && single_host && !sqlx::Postgres::database_exists(&url).await? {
+    let exists = || async {
+        sqlx::Postgres::database_exists(&url)
+            .await
+            .map_err(|error| -> BoxError {
+                match crate::store::postgres::explain_connect_error(&error) {
+                    Some(explained) => explained.into(),
+                    None => error.into(),
+                }
+            })
+    };
+    if migrate && single_host && !exists().await? {
         warn!("database does not exist: creating it");
         sqlx::Postgres::create_database(&url).await?;
     }

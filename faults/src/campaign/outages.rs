@@ -29,44 +29,69 @@ pub(super) async fn probe(
         call_timeout: Duration::from_secs(2),
     });
     let mut failing_since: Option<Instant> = None;
-    // Claimed, not yet completed: completed later, so that no probe is left
-    // for the campaign's reconciler to find.
-    let mut unfinished = Vec::new();
-    for number in 0u64.. {
+    // One key at a time, re-sent with its claim_token until claimed and
+    // completed: a Claim that committed but whose answer was lost in the
+    // failover is resumed, never left for the campaign's reconciler.
+    let mut number = 0u64;
+    let mut owned: Option<proto::Ownership> = None;
+    loop {
         tokio::select! {
             _ = stop.wait_for(|stop| *stop) => break,
             () = sleep(PROBE_EVERY) => {}
         }
         let started = Instant::now();
-        if write(&client, number, &mut unfinished).await {
+        if write(&client, number, &mut owned).await {
+            number += 1;
             if let Some(since) = failing_since.take() {
                 outages.push(since.elapsed());
             }
-            finish(&client, &mut unfinished).await;
         } else {
             failing_since.get_or_insert(started);
         }
     }
     let give_up = Instant::now() + Duration::from_secs(60);
-    while !unfinished.is_empty() && Instant::now() < give_up {
-        finish(&client, &mut unfinished).await;
+    while failing_since.is_some() && Instant::now() < give_up {
+        if write(&client, number, &mut owned).await {
+            failing_since = None;
+        }
         sleep(PROBE_EVERY).await;
     }
     outages
 }
 
-/// Completes what earlier probes claimed but could not complete.
-async fn finish(client: &Client, unfinished: &mut Vec<proto::Ownership>) {
-    let mut left = Vec::new();
-    for ownership in unfinished.drain(..) {
-        if !complete(client, &ownership).await {
-            left.push(ownership);
+/// Claims key `number` (unless `owned` already) and completes it; whether
+/// it is done.
+async fn write(client: &Client, number: u64, owned: &mut Option<proto::Ownership>) -> bool {
+    let key = format!("probe-{number}-{}", std::process::id());
+    if owned.is_none() {
+        // prost's Duration, named through the request (the client
+        // re-exports no prost types).
+        let mut lease = proto::ClaimRequest::default().lease.unwrap_or_default();
+        lease.seconds = 300;
+        let claimed = client
+            .claim(proto::ClaimRequest {
+                scope: Some(proto::Scope {
+                    operation: "faults.probe".into(),
+                    key: key.clone(),
+                }),
+                request_identity: Some(proto::claim_request::RequestIdentity::JsonPayload(
+                    "{}".into(),
+                )),
+                claim_token: key.into_bytes(),
+                lease: Some(lease),
+                ..Default::default()
+            })
+            .await;
+        match claimed.map(|response| response.outcome) {
+            Ok(Some(Outcome::Acquired(acquired))) => *owned = acquired.ownership,
+            // Completed by an earlier send whose answer was lost.
+            Ok(Some(Outcome::Completed(_))) => return true,
+            _ => return false,
         }
     }
-    *unfinished = left;
-}
-
-async fn complete(client: &Client, ownership: &proto::Ownership) -> bool {
+    let Some(ownership) = owned.as_ref() else {
+        return false;
+    };
     let completed = client
         .complete(proto::CompleteRequest {
             operation_id: ownership.operation_id.clone(),
@@ -77,41 +102,12 @@ async fn complete(client: &Client, ownership: &proto::Ownership) -> bool {
                 ..Default::default()
             }),
         })
-        .await;
-    completed.is_ok()
-}
-
-async fn write(client: &Client, number: u64, unfinished: &mut Vec<proto::Ownership>) -> bool {
-    // prost's Duration, named through the request (the client re-exports
-    // no prost types).
-    let mut lease = proto::ClaimRequest::default().lease.unwrap_or_default();
-    lease.seconds = 300;
-    let claimed = client
-        .claim(proto::ClaimRequest {
-            scope: Some(proto::Scope {
-                operation: "faults.probe".into(),
-                key: format!("probe-{number}-{}", std::process::id()),
-            }),
-            request_identity: Some(proto::claim_request::RequestIdentity::JsonPayload(
-                "{}".into(),
-            )),
-            // Outlives any outage: completed late, never taken over.
-            lease: Some(lease),
-            ..Default::default()
-        })
-        .await;
-    let ownership = match claimed.map(|response| response.outcome) {
-        Ok(Some(Outcome::Acquired(acquired))) => acquired.ownership,
-        _ => None,
-    };
-    let Some(ownership) = ownership else {
-        return false;
-    };
-    if complete(client, &ownership).await {
-        return true;
+        .await
+        .is_ok();
+    if completed {
+        *owned = None;
     }
-    unfinished.push(ownership);
-    false
+    completed
 }
 
 /// The `quantile` (0..=1) of `outages`, nearest rank; zero when none.

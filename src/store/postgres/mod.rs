@@ -18,6 +18,7 @@ use self::batcher::Batcher;
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
+pub(crate) use self::topology::explain_connect_error;
 use self::topology::{DatabaseTargets, PrimaryTracker};
 use super::dialect::{Dialect, retry_on_conflict};
 use super::error::{ErrorClass, StoreResult};

@@ -310,18 +310,19 @@ pub(crate) fn close_if_opened_before_a_switch(
     }
 }
 
-/// What the server says when a pooler refuses the startup packet's
-/// `options`, which carry idemd's session settings.
+/// What the server says when a pooler refuses a startup parameter: sqlx's
+/// `extra_float_digits`, or the `options` that carry idemd's session
+/// settings.
 pub(crate) fn explain_connect_error(error: &sqlx::Error) -> Option<String> {
     let message = error.as_database_error()?.message();
     message.contains("unsupported startup parameter").then(|| {
         format!(
             "the database refused a startup parameter ({message}): a connection pooler such \
-             as PgBouncer sits in front of it. idemd sends its session settings \
-             (lock_timeout, statement_timeout, …) in the startup packet's options: add \
-             `ignore_startup_parameters = options` to pgbouncer.ini, run the pool idemd uses \
-             with `pool_mode = session`, and set the settings on idemd's role instead \
-             (docs/operating.md, \"Behind PgBouncer\")"
+             as PgBouncer sits in front of it. Add `ignore_startup_parameters = \
+             extra_float_digits, options` to pgbouncer.ini, run the pool idemd uses with \
+             `pool_mode = session`, and set idemd's session settings (lock_timeout, \
+             statement_timeout, …), which it sends in the startup packet's options, on its \
+             role instead (docs/operating.md, \"Behind PgBouncer\")"
         )
     })
 }
