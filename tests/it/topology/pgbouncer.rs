@@ -82,6 +82,10 @@ impl Pgbouncer {
                 "pgbouncer did not start: {}",
                 bouncer.log()
             );
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "start-up, before the test's runtime does anything else"
+            )]
             std::thread::sleep(Duration::from_millis(20));
         }
         bouncer
