@@ -7,6 +7,7 @@
 mod campaign;
 mod database;
 mod duplicator;
+mod formation;
 mod lock;
 mod process;
 mod provider;
@@ -35,6 +36,8 @@ enum Stores {
     Both,
     Postgres,
     Embedded,
+    /// The failover campaign alone (pg_auto_failover; not part of `both`).
+    Failover,
 }
 
 #[derive(Debug, Parser)]
@@ -99,11 +102,14 @@ async fn main() -> ExitCode {
     println!("idemd-faults: mode {:?}, seed {seed}", arguments.mode);
     let (postgres, embedded) = settings(arguments.mode, seed, arguments.operations);
     let mut campaigns = Vec::new();
-    if arguments.store != Stores::Embedded {
-        campaigns.push((Backend::Postgres, postgres));
-    }
-    if arguments.store != Stores::Postgres {
-        campaigns.push((Backend::Embedded, embedded));
+    match arguments.store {
+        Stores::Both => {
+            campaigns.push((Backend::Postgres, postgres));
+            campaigns.push((Backend::Embedded, embedded));
+        }
+        Stores::Postgres => campaigns.push((Backend::Postgres, postgres)),
+        Stores::Embedded => campaigns.push((Backend::Embedded, embedded)),
+        Stores::Failover => campaigns.push((Backend::Failover, postgres)),
     }
     let root = std::env::temp_dir().join(format!("idemd-faults-{seed:016x}"));
     let mut reports = Vec::new();

@@ -318,6 +318,10 @@ impl Replica {
         ([127, 0, 0, 1], self.port).into()
     }
 
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
     /// Starts it and waits until it answers (up to 60 s; a start that fails,
     /// e.g. while the database restarts, is tried again).
     pub(crate) async fn start(&mut self) -> Result<(), String> {

@@ -164,7 +164,20 @@ async fn open_postgres(
     url: String,
     migrate: bool,
 ) -> Result<PostgresStore, BoxError> {
-    if migrate && !sqlx::Postgres::database_exists(&url).await? {
+    // A multi-host URL (a failover formation) names a database its operator
+    // created; sqlx reads one host only.
+    let single_host = url.parse::<sqlx::postgres::PgConnectOptions>().is_ok();
+    let exists = || async {
+        sqlx::Postgres::database_exists(&url)
+            .await
+            .map_err(|error| -> BoxError {
+                match crate::store::postgres::explain_connect_error(&error) {
+                    Some(explained) => explained.into(),
+                    None => error.into(),
+                }
+            })
+    };
+    if migrate && single_host && !exists().await? {
         warn!("database does not exist: creating it");
         sqlx::Postgres::create_database(&url).await?;
     }
@@ -177,6 +190,9 @@ async fn open_postgres(
         keepalive,
     })
     .await?;
+    // Before migrating: sqlx's migration lock is a session's advisory lock,
+    // which a transaction pooler would leave held on a server session.
+    store.check_sessions(&options.session_timeouts).await?;
     if migrate {
         store.migrate().await?;
     }

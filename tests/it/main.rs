@@ -36,4 +36,6 @@ mod retention;
 mod scenarios;
 mod surface;
 mod tls;
+#[cfg(target_os = "linux")]
+mod topology;
 mod transport;

@@ -9,6 +9,7 @@
 //! `report`.
 
 mod checks;
+mod outages;
 mod report;
 mod schedule;
 mod settings;
@@ -42,7 +43,11 @@ pub(crate) async fn run(
     std::fs::create_dir_all(directory).map_err(|error| format!("mkdir: {error}"))?;
     let store = Store::create(backend, directory, &mut rng).await?;
     let postgres = store.postgres.clone();
+    let formation = store.formation.clone();
     let outcome = campaign(backend, &settings, directory, &mut rng, store).await;
+    if let Some(formation) = formation {
+        let _ = tokio::task::spawn_blocking(move || drop(formation)).await;
+    }
     // The last handle: dropping it stops the cluster (off the runtime's
     // threads, as pg_ctl blocks).
     if let Some(postgres) = postgres {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::checks::{Verified, verdicts};
+use super::outages::quantile;
 use super::schedule::Injected;
 use super::settings::Backend;
 use super::settling::Settling;
@@ -52,6 +53,7 @@ pub(super) fn build(backend: Backend, tally: &Tally<'_>) -> Report {
     let title = match backend {
         Backend::Postgres => "postgres, 2 replicas",
         Backend::Embedded => "embedded, 1 replica",
+        Backend::Failover => "failover (pg_auto_failover), 2 replicas",
     };
     Report {
         title: title.into(),
@@ -223,6 +225,23 @@ fn fault_rows(injected: &Injected) -> Rows {
         (
             "database: idemd backends terminated (pg_terminate_backend)",
             backends_terminated,
+        ),
+        (
+            "failover: primary's postmaster SIGKILLed",
+            fault_counts.primary_kills,
+        ),
+        ("failover: planned switchovers", fault_counts.switchovers),
+        (
+            "failover: outages seen by the write probes",
+            injected.outages.len() as u64,
+        ),
+        (
+            "  p50 of the gap (ms)",
+            quantile(&injected.outages, 0.5).as_millis() as u64,
+        ),
+        (
+            "  p99 of the gap (ms)",
+            quantile(&injected.outages, 0.99).as_millis() as u64,
         ),
     ]
 }

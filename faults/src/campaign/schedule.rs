@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::sleep;
 
+use super::outages;
 use super::settings::Settings;
 use super::setup::{Processes, blocking};
 use crate::database;
@@ -23,6 +24,8 @@ pub(super) struct FaultCounts {
     pub(super) database_kills: u64,
     pub(super) database_freezes: u64,
     pub(super) statement_failure_windows: u64,
+    pub(super) primary_kills: u64,
+    pub(super) switchovers: u64,
 }
 
 /// What the faults did, counted once they stopped.
@@ -32,6 +35,8 @@ pub(super) struct Injected {
     /// Statements the trigger failed, per SQLSTATE (Postgres; empty on the
     /// embedded store).
     pub(super) failed_statements: BTreeMap<&'static str, u64>,
+    /// (Failover) The outages the write probes saw, one per outage.
+    pub(super) outages: Vec<Duration>,
 }
 
 /// The running schedule and terminator, until [`Schedule::stop`].
@@ -39,6 +44,7 @@ pub(super) struct Schedule {
     stop: watch::Sender<bool>,
     faults: JoinHandle<(Processes, FaultCounts, Result<(), String>)>,
     terminator: Option<JoinHandle<u64>>,
+    probes: Vec<JoinHandle<Vec<Duration>>>,
     postgres: Option<Arc<Postgres>>,
 }
 
@@ -56,6 +62,21 @@ impl Schedule {
                 stopped.clone(),
             ))
         });
+        // Straight to each replica: what a client sees of a failover.
+        let probes = match &processes.formation {
+            Some(_) => processes
+                .replicas
+                .iter()
+                .map(|replica| {
+                    tokio::spawn(outages::probe(
+                        replica.addr().to_string(),
+                        replica.token().to_owned(),
+                        stopped.clone(),
+                    ))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let faults = tokio::spawn(inject_faults(
             processes,
             settings.fault_every,
@@ -67,6 +88,7 @@ impl Schedule {
             stop,
             faults,
             terminator,
+            probes,
             postgres,
         }
     }
@@ -98,10 +120,19 @@ impl Schedule {
             }
             None => Default::default(),
         };
+        let mut outages = Vec::new();
+        for probe in self.probes {
+            outages.extend(
+                probe
+                    .await
+                    .map_err(|error| format!("a probe failed: {error}"))?,
+            );
+        }
         let injected = Injected {
             counts,
             backends_terminated,
             failed_statements,
+            outages,
         };
         Ok((processes, injected))
     }
@@ -116,6 +147,10 @@ enum Fault {
     /// A window during which a fraction of the statements on `operations`
     /// fail with a transient SQLSTATE (the trigger's switch on, then off).
     FailStatements,
+    /// (Failover) SIGKILL of the primary's postmaster; its keeper restarts it.
+    KillPrimary,
+    /// (Failover) `pg_autoctl perform switchover`.
+    Switchover,
 }
 
 /// The fault schedule: one fault at a time, a random pause apart, cycling
@@ -127,7 +162,10 @@ async fn inject_faults(
     mut rng: Rng,
     mut stop: watch::Receiver<bool>,
 ) -> (Processes, FaultCounts, Result<(), String>) {
-    let plan: &[Fault] = if processes.postgres.is_some() {
+    let plan: &[Fault] = if processes.formation.is_some() {
+        // The database's faults alone: the outages measured are its own.
+        &[Fault::KillPrimary, Fault::Switchover]
+    } else if processes.postgres.is_some() {
         &[
             Fault::KillReplica,
             Fault::FailStatements,
@@ -200,6 +238,20 @@ async fn inject_faults(
                     Err(error) => Err(error),
                 }
             }
+            (Fault::KillPrimary, _, _) => match processes.formation.clone() {
+                Some(formation) => {
+                    counts.primary_kills += 1;
+                    in_blocking(move || formation.kill_primary()).await
+                }
+                None => Ok(()),
+            },
+            (Fault::Switchover, _, _) => match processes.formation.clone() {
+                Some(formation) => {
+                    counts.switchovers += 1;
+                    in_blocking(move || formation.switchover()).await
+                }
+                None => Ok(()),
+            },
             _ => Ok(()),
         };
         if let Err(error) = done {
@@ -207,6 +259,14 @@ async fn inject_faults(
         }
     };
     (processes, counts, outcome)
+}
+
+async fn in_blocking(
+    action: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    tokio::task::spawn_blocking(action)
+        .await
+        .map_err(|error| format!("a blocking task failed: {error}"))?
 }
 
 /// Terminates one or two random idemd backends at random pauses, alongside

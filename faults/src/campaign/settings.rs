@@ -10,6 +10,11 @@ pub(crate) enum Backend {
     Postgres,
     /// One replica on the embedded store.
     Embedded,
+    /// Two replicas on a pg_auto_failover formation of the campaign's own
+    /// (a primary, two secondaries, synchronous replication), reached by a
+    /// multi-host URL; the faults are the primary's: its postmaster
+    /// SIGKILLed, and planned switchovers.
+    Failover,
 }
 
 #[derive(Debug, Clone)]

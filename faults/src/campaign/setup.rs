@@ -13,6 +13,7 @@ use idemd_client::{Client, ClientConfig};
 use super::settings::{Backend, Settings};
 use crate::database;
 use crate::duplicator::{Duplicator, DuplicatorCounters};
+use crate::formation::Formation;
 use crate::process::{Postgres, Replica, StoreConfig, prepare_store};
 use crate::proxy::{FaultRates, Protocol, Proxy, ProxyCounters};
 use crate::rng::Rng;
@@ -22,6 +23,7 @@ pub(super) struct Processes {
     pub(super) replicas: Vec<Replica>,
     pub(super) postgres: Option<Arc<Postgres>>,
     pub(super) database_proxy: Option<Arc<Proxy>>,
+    pub(super) formation: Option<Arc<Formation>>,
 }
 
 pub(super) async fn blocking<T: Send + 'static>(
@@ -38,6 +40,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 pub(super) struct Store {
     pub(super) postgres: Option<Arc<Postgres>>,
     pub(super) database_proxy: Option<Arc<Proxy>>,
+    pub(super) formation: Option<Arc<Formation>>,
     /// For idemd's own migration, past the database proxy.
     pub(super) direct: StoreConfig,
     pub(super) for_replicas: StoreConfig,
@@ -70,8 +73,29 @@ impl Store {
                 Ok(Self {
                     postgres: Some(Arc::new(postgres)),
                     database_proxy: Some(Arc::new(proxy)),
+                    formation: None,
                     direct,
                     for_replicas,
+                    replica_count: 2,
+                })
+            }
+            Backend::Failover => {
+                let formation_directory = directory.join("formation");
+                let formation =
+                    tokio::task::spawn_blocking(move || Formation::create(&formation_directory))
+                        .await
+                        .map_err(|error| format!("formation task: {error}"))??;
+                // The replicas and idemd's migration alike reach the primary
+                // through the multi-host URL.
+                let store = StoreConfig::Postgres {
+                    url: formation.url(),
+                };
+                Ok(Self {
+                    postgres: None,
+                    database_proxy: None,
+                    formation: Some(Arc::new(formation)),
+                    direct: store.clone(),
+                    for_replicas: store,
                     replica_count: 2,
                 })
             }
@@ -82,6 +106,7 @@ impl Store {
                 Ok(Self {
                     postgres: None,
                     database_proxy: None,
+                    formation: None,
                     direct: store.clone(),
                     for_replicas: store,
                     replica_count: 1,
@@ -147,6 +172,7 @@ pub(super) async fn start_replicas(
         replicas: Vec::new(),
         postgres: store.postgres,
         database_proxy: store.database_proxy,
+        formation: store.formation,
     };
     let mut proxies = Proxies {
         frames: Vec::new(),

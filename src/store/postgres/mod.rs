@@ -11,13 +11,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
-use tracing::{Instrument, warn};
+use tracing::{Instrument, info, warn};
 
 use self::batched::{ClaimRequest, WriteRequest};
 use self::batcher::Batcher;
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
+pub(crate) use self::topology::explain_connect_error;
+use self::topology::{DatabaseTargets, PrimaryTracker};
 use super::dialect::{Dialect, retry_on_conflict};
 use super::error::{ErrorClass, StoreResult};
 use super::sql::{
@@ -35,6 +37,7 @@ mod batched;
 mod batcher;
 mod keepalive;
 mod notifier;
+mod topology;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -155,23 +158,31 @@ pub fn session_settings(
     timeouts: &SessionTimeouts,
     keepalive: DatabaseKeepalive,
 ) -> PgConnectOptions {
-    let planner = PLANNER_SETTINGS.map(|(name, value)| (name, value.to_owned()));
     options.application_name("idemd").options(
-        planner
+        checked_settings(timeouts)
             .into_iter()
-            .chain([
-                ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
-                (
-                    "statement_timeout",
-                    postgres_millis(timeouts.statement_timeout),
-                ),
-                (
-                    "idle_in_transaction_session_timeout",
-                    postgres_millis(timeouts.idle_in_transaction_timeout),
-                ),
-            ])
             .chain(keepalive.server_settings()),
     )
+}
+
+/// The session settings whose effect the start-up check verifies; the
+/// keepalive ones read 0 on a Unix socket whatever was sent.
+fn checked_settings(timeouts: &SessionTimeouts) -> Vec<(&'static str, String)> {
+    let planner = PLANNER_SETTINGS.map(|(name, value)| (name, value.to_owned()));
+    planner
+        .into_iter()
+        .chain([
+            ("lock_timeout", postgres_millis(timeouts.lock_timeout)),
+            (
+                "statement_timeout",
+                postgres_millis(timeouts.statement_timeout),
+            ),
+            (
+                "idle_in_transaction_session_timeout",
+                postgres_millis(timeouts.idle_in_transaction_timeout),
+            ),
+        ])
+        .collect()
 }
 
 /// Begins a transaction on a task of its own, so that a call cancelled
@@ -205,18 +216,33 @@ async fn begin_detached(
 
 impl PostgresStore {
     pub async fn connect(options: &PostgresOptions) -> Result<Self> {
-        let connect_options: PgConnectOptions = options
-            .url
-            .parse()
-            .map_err(|error| Error::Internal(format!("invalid DATABASE_URL: {error}")))?;
+        let targets = DatabaseTargets::parse(&options.url).map_err(Error::Internal)?;
+        let tracker = match targets.needs_tracking() {
+            true => Some(
+                PrimaryTracker::start(targets.clone())
+                    .await
+                    .map_err(|reason| Error::Unavailable {
+                        reason,
+                        retry_after: Duration::from_secs(1),
+                    })?,
+            ),
+            false => None,
+        };
+        let connect_options = match &tracker {
+            Some(tracker) => tracker.current(),
+            None => targets.hosts[0].clone(),
+        };
         let sockets = DatabaseSockets::of(&connect_options, options.keepalive);
-        let pool = PgPoolOptions::new()
+        let mut pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             // A broken connection shows in the statement that uses it (an
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
             .test_before_acquire(false);
+        if let Some(tracker) = &tracker {
+            pool = pool.before_acquire(topology::close_if_opened_before_a_switch(tracker));
+        }
         let pool = keepalive::configure_on_connect(pool, sockets.as_ref())
             .connect_with(session_settings(
                 connect_options,
@@ -224,8 +250,23 @@ impl PostgresStore {
                 options.keepalive,
             ))
             .await
-            .map_err(|error| Self::translate(error.into()))?;
+            .map_err(|error| match topology::explain_connect_error(&error) {
+                Some(explained) => Error::Internal(explained),
+                None => Self::translate(error.into()),
+            })?;
+        if let Some(tracker) = tracker {
+            tokio::spawn(tracker.follow(pool.clone()));
+        }
         Ok(Self::from_pool_with(pool, sockets))
+    }
+
+    /// Refuses a pooler that would lose idemd's session state (see
+    /// [`topology::check_sessions`]); for `idemd serve`, at start-up.
+    pub async fn check_sessions(&self, timeouts: &SessionTimeouts) -> Result<()> {
+        let connect = self.pool.connect_options();
+        topology::check_sessions(&connect, &checked_settings(timeouts))
+            .await
+            .map_err(Error::Internal)
     }
 
     /// A store on a pool made elsewhere; its connections outside the pool
@@ -356,7 +397,17 @@ impl PostgresStore {
                  with synchronous_standby_names, or, if this database has no standby to fail \
                  over to, acknowledge it with IDEMD_SINGLE_NODE_DURABILITY_OK=true"
             ),
-            Some(DurabilityRisk::Failover) | None => {}
+            Some(DurabilityRisk::Failover) => info!(
+                synchronous_commit = %synchronous_commit,
+                "postgres commits do not wait for a synchronous standby: acknowledged results \
+                 survive a crash of this database, not a failover (single node acknowledged)"
+            ),
+            None => info!(
+                synchronous_commit = %synchronous_commit,
+                synchronous_standby_names = %standby_names,
+                "postgres commits wait for a synchronous standby's flush: acknowledged results \
+                 survive a failover to that standby"
+            ),
         }
         Ok(())
     }

@@ -62,6 +62,14 @@ pub struct ProcessData {
 }
 
 impl ProcessData {
+    /// A Postgres database of the test's own at `url` (a private cluster).
+    pub fn postgres_at(url: String) -> Self {
+        Self {
+            env: vec![("DATABASE_URL".into(), url)],
+            directory: Arc::new(TempDir::new()),
+        }
+    }
+
     /// A fresh data directory for the embedded store.
     pub fn embedded() -> Self {
         Self {

@@ -1,0 +1,395 @@
+//! A highly available Postgres of the campaign's own, from Debian's
+//! packages: a pg_auto_failover formation (`pg-auto-failover-cli`,
+//! `postgresql-15-auto-failover`) of a monitor, a primary and two
+//! secondaries on private ports, with synchronous replication
+//! (`number_sync_standbys = 1`: a commit waits for one standby's flush, so
+//! a failover loses nothing acknowledged). Every `pg_autoctl` command runs
+//! as the `postgres` user when root, with its state under the campaign's
+//! directory (XDG_*), never a system path.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::process::free_port;
+
+const DATABASE: &str = "idemd";
+const DATA_NODES: usize = 3;
+
+#[derive(Debug)]
+struct Node {
+    name: String,
+    port: u16,
+    pgdata: PathBuf,
+}
+
+#[derive(Debug)]
+pub(crate) struct Formation {
+    directory: PathBuf,
+    binaries: PathBuf,
+    monitor: Node,
+    nodes: Vec<Node>,
+    as_postgres_user: bool,
+    /// The `pg_autoctl run` processes this formation started.
+    running: Mutex<Vec<Child>>,
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// The binaries pg_auto_failover's extension was built for.
+fn postgres_15() -> Result<PathBuf, String> {
+    let binaries = PathBuf::from("/usr/lib/postgresql/15/bin");
+    if !binaries.join("pg_ctl").exists() || which("pg_autoctl").is_none() {
+        return Err(
+            "pg_auto_failover is not installed: apt-get install pg-auto-failover-cli \
+                    postgresql-15-auto-failover (tests/topology/run does)"
+                .into(),
+        );
+    }
+    Ok(binaries)
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|path| path.join(program))
+            .find(|path| path.exists())
+    })
+}
+
+impl Formation {
+    /// Creates and starts the formation; returns once it has a primary, two
+    /// secondaries and a synchronous standby. Blocking (tens of seconds).
+    pub(crate) fn create(directory: &Path) -> Result<Self, String> {
+        let binaries = postgres_15()?;
+        // A formation left by an earlier run of the same seed: pg_autoctl
+        // refuses to create a node over it.
+        let _ = std::fs::remove_dir_all(directory);
+        std::fs::create_dir_all(directory).map_err(|error| format!("mkdir: {error}"))?;
+        let as_postgres_user = running_as_root();
+        let node = |name: &str| -> Result<Node, String> {
+            Ok(Node {
+                name: name.to_owned(),
+                port: free_port()?,
+                pgdata: directory.join(name),
+            })
+        };
+        let formation = Self {
+            directory: directory.to_owned(),
+            binaries,
+            monitor: node("monitor")?,
+            nodes: (1..=DATA_NODES)
+                .map(|number| node(&format!("node{number}")))
+                .collect::<Result<_, _>>()?,
+            as_postgres_user,
+            running: Mutex::new(Vec::new()),
+        };
+        for state in ["config", "share", "run"] {
+            std::fs::create_dir_all(directory.join(state))
+                .map_err(|error| format!("mkdir: {error}"))?;
+        }
+        if as_postgres_user {
+            formation.checked(
+                Command::new("chown")
+                    .args(["-R", "postgres"])
+                    .arg(directory),
+            )?;
+        }
+        let monitor = &formation.monitor;
+        formation.checked(&mut formation.autoctl(&[
+            "create",
+            "monitor",
+            "--pgdata",
+            &monitor.pgdata.to_string_lossy(),
+            "--pgport",
+            &monitor.port.to_string(),
+            "--hostname",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
+            "--auth",
+            "trust",
+            "--no-ssl",
+        ]))?;
+        formation.run(monitor)?;
+        let monitor_uri = format!(
+            "postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable",
+            monitor.port
+        );
+        // One at a time: the first becomes the primary, the others clone it.
+        for node in &formation.nodes {
+            formation.checked(&mut formation.autoctl(&[
+                "create",
+                "postgres",
+                "--pgdata",
+                &node.pgdata.to_string_lossy(),
+                "--pgport",
+                &node.port.to_string(),
+                "--hostname",
+                "127.0.0.1",
+                "--listen",
+                "127.0.0.1",
+                "--name",
+                &node.name,
+                "--dbname",
+                DATABASE,
+                "--auth",
+                "trust",
+                "--no-ssl",
+                "--monitor",
+                &monitor_uri,
+            ]))?;
+            formation.run(node)?;
+            formation.wait_until_settled(formation.nodes_running(), Duration::from_secs(90))?;
+        }
+        formation.checked(&mut formation.autoctl(&[
+            "set",
+            "formation",
+            "number-sync-standbys",
+            "--pgdata",
+            &formation.nodes[0].pgdata.to_string_lossy(),
+            "1",
+        ]))?;
+        // What idemd's start-up check reads too: commits wait for a standby.
+        let names = formation.synchronous_standby_names()?;
+        if names.is_empty() {
+            return Err("the formation's primary names no synchronous standby".into());
+        }
+        Ok(formation)
+    }
+
+    fn nodes_running(&self) -> usize {
+        self.running
+            .lock()
+            .map(|running| running.len())
+            .unwrap_or(0)
+            - 1
+    }
+
+    /// `pg_autoctl ARGS` as the cluster's owner, with its state here.
+    fn autoctl(&self, args: &[&str]) -> Command {
+        let mut command = if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--", "env"]);
+            command
+        } else {
+            Command::new("env")
+        };
+        let path = format!(
+            "PATH={}:{}",
+            self.binaries.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        command
+            .arg(path)
+            .arg(format!(
+                "PG_CONFIG={}",
+                self.binaries.join("pg_config").display()
+            ))
+            .arg(format!(
+                "XDG_CONFIG_HOME={}",
+                self.directory.join("config").display()
+            ))
+            .arg(format!(
+                "XDG_DATA_HOME={}",
+                self.directory.join("share").display()
+            ))
+            .arg(format!(
+                "XDG_RUNTIME_DIR={}",
+                self.directory.join("run").display()
+            ))
+            .arg("pg_autoctl")
+            .args(args)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn checked(&self, command: &mut Command) -> Result<String, String> {
+        let output = command
+            .output()
+            .map_err(|error| format!("{command:?}: {error}"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(format!(
+                "{command:?}: {}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .rev()
+                    .take(10)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ))
+        }
+    }
+
+    /// `pg_autoctl run` for a node, in the background, logging beside it.
+    fn run(&self, node: &Node) -> Result<(), String> {
+        let log = std::fs::File::create(self.directory.join(format!("{}.log", node.name)))
+            .map_err(|error| format!("log: {error}"))?;
+        let child = self
+            .autoctl(&["run", "--pgdata", &node.pgdata.to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|error| format!("pg_autoctl run: {error}"))?;
+        if let Ok(mut running) = self.running.lock() {
+            running.push(child);
+        }
+        Ok(())
+    }
+
+    /// The formation's URL for idemd: every data node, the primary found by
+    /// `target_session_attrs=read-write`.
+    pub(crate) fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        format!(
+            "postgres://postgres@{}/{DATABASE}?target_session_attrs=read-write",
+            hosts.join(",")
+        )
+    }
+
+    /// Whether each node is a primary (`Some(true)`), a standby
+    /// (`Some(false)`) or unreachable (`None`).
+    fn roles(&self) -> Vec<Option<bool>> {
+        self.nodes
+            .iter()
+            .map(|node| {
+                let output = Command::new(self.binaries.join("psql"))
+                    .args(["-X", "-q", "-t", "-A", "-h", "127.0.0.1", "-U", "postgres"])
+                    .arg("-p")
+                    .arg(node.port.to_string())
+                    .args(["-d", DATABASE, "-c", "SELECT NOT pg_is_in_recovery()"])
+                    .env("PGCONNECT_TIMEOUT", "2")
+                    .env("PGAPPNAME", "idemd-faults")
+                    .stdin(Stdio::null())
+                    .output()
+                    .ok()?;
+                let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+                output.status.success().then_some(answer == "t")
+            })
+            .collect()
+    }
+
+    /// Waits until exactly one of the first `nodes` nodes is the primary and
+    /// the others are standbys.
+    fn wait_until_settled(&self, nodes: usize, within: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let roles = self.roles();
+            let primaries: Vec<usize> = (0..nodes).filter(|&i| roles[i] == Some(true)).collect();
+            let standbys = (0..nodes).filter(|&i| roles[i] == Some(false)).count();
+            if primaries.len() == 1 && standbys == nodes - 1 {
+                return Ok(primaries[0]);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the formation did not settle within {within:?}: {roles:?}; logs in {}",
+                    self.directory.display()
+                ));
+            }
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the campaign calls this on a blocking thread (spawn_blocking)"
+            )]
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGKILL of the primary's postmaster. Its keeper (`pg_autoctl run`)
+    /// starts it again (crash recovery); meanwhile no node accepts writes.
+    /// Returns once the formation is settled again.
+    pub(crate) fn kill_primary(&self) -> Result<(), String> {
+        let primary = self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
+        let pid_file = self.nodes[primary].pgdata.join("postmaster.pid");
+        let contents = std::fs::read_to_string(&pid_file)
+            .map_err(|error| format!("{}: {error}", pid_file.display()))?;
+        let pid = contents
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("{}: no pid", pid_file.display()));
+        }
+        self.checked(Command::new("kill").args(["-KILL", &pid]))?;
+        self.wait_until_settled(DATA_NODES, Duration::from_secs(90))
+            .map(|_| ())
+    }
+
+    /// A planned switchover (`pg_autoctl perform switchover`): the primary
+    /// is drained and demoted, a secondary promoted. Returns once the
+    /// formation is settled again.
+    pub(crate) fn switchover(&self) -> Result<(), String> {
+        self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
+        self.checked(
+            self.autoctl(&[
+                "perform",
+                "switchover",
+                "--pgdata",
+                &self.nodes[0].pgdata.to_string_lossy(),
+            ])
+            .stdout(Stdio::null()),
+        )?;
+        self.wait_until_settled(DATA_NODES, Duration::from_secs(90))
+            .map(|_| ())
+    }
+
+    /// The primary's synchronous_standby_names: non-empty once a commit
+    /// waits for a standby.
+    fn synchronous_standby_names(&self) -> Result<String, String> {
+        let primary = self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
+        let output = self.checked(
+            Command::new(self.binaries.join("psql"))
+                .args(["-X", "-q", "-t", "-A", "-h", "127.0.0.1", "-U", "postgres"])
+                .arg("-p")
+                .arg(self.nodes[primary].port.to_string())
+                .args(["-d", DATABASE, "-c", "SHOW synchronous_standby_names"])
+                .stdin(Stdio::null()),
+        )?;
+        Ok(output.trim().to_owned())
+    }
+}
+
+/// Stops every node it started (`pg_autoctl stop --immediate`, by the
+/// pidfiles of its own processes), then reaps them.
+impl Drop for Formation {
+    fn drop(&mut self) {
+        for node in self.nodes.iter().chain([&self.monitor]) {
+            let _ = self
+                .autoctl(&[
+                    "stop",
+                    "--immediate",
+                    "--pgdata",
+                    &node.pgdata.to_string_lossy(),
+                ])
+                .output();
+        }
+        if let Ok(mut running) = self.running.lock() {
+            for child in running.iter_mut() {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "dropped on a blocking thread (spawn_blocking)"
+                    )]
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
