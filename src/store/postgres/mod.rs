@@ -230,14 +230,21 @@ async fn begin_detached(
     Ok(begun?)
 }
 
+/// What [`write_in_parts`] answers, each member's write or `None`.
+type Written<'a> =
+    std::pin::Pin<Box<dyn Future<Output = StoreResult<Vec<Option<Applied>>>> + Send + 'a>>;
+
+/// The batchers of Claims' first steps and of owner writes.
+type Batchers = (
+    Batcher<ClaimRequest, Option<ClaimStart>>,
+    Batcher<WriteRequest, Option<Applied>>,
+);
+
 /// Owner writes' common cases, one statement for all; a statement that ran
 /// past `statement_timeout` runs again in two halves, down to members
 /// alone, before any member hears UNAVAILABLE: a batch slow as a whole is
 /// no member's fault.
-fn write_in_parts<'a>(
-    pool: &'a PgPool,
-    members: &'a [batched::WriteMember<'a>],
-) -> std::pin::Pin<Box<dyn Future<Output = StoreResult<Vec<Option<Applied>>>> + Send + 'a>> {
+fn write_in_parts<'a>(pool: &'a PgPool, members: &'a [batched::WriteMember<'a>]) -> Written<'a> {
     Box::pin(async move {
         match batched::write_guarded(pool, members).await {
             // A row held elsewhere: each member decides alone, in the
@@ -318,14 +325,7 @@ impl PostgresStore {
     }
 
     /// The shared statements of Claims' first steps and of owner writes.
-    #[allow(clippy::type_complexity)]
-    fn batchers(
-        pool: &PgPool,
-        bound: Duration,
-    ) -> (
-        Batcher<ClaimRequest, Option<ClaimStart>>,
-        Batcher<WriteRequest, Option<Applied>>,
-    ) {
+    fn batchers(pool: &PgPool, bound: Duration) -> Batchers {
         let in_flight = STATEMENTS_IN_FLIGHT;
         let claims = {
             let pool = pool.clone();
