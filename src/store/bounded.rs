@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::warn;
 
+use super::one_at_a_time::OneAtATime;
 use super::{
     Applied, ClaimStart, Credentials, Decide, OperationCounts, PoolUsage, Store, SweepReport,
     TokenGrant,
@@ -22,16 +23,27 @@ use crate::domain::{
     Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
+static UNFINISHED_LOG: std::sync::LazyLock<crate::telemetry::LogLimiter> =
+    std::sync::LazyLock::new(|| {
+        crate::telemetry::LogLimiter::new(super::error::OUTAGE_LOG_INTERVAL)
+    });
+
 /// A store whose every call ends within `bound`.
 pub struct Bounded {
     inner: Arc<dyn Store>,
     bound: Duration,
+    /// One call per operation in the write paths (see [`OneAtATime`]).
+    writers: OneAtATime,
 }
 
 impl Bounded {
     /// `inner`, each call bounded by `bound` (zero: unbounded).
     pub fn new(inner: Arc<dyn Store>, bound: Duration) -> Self {
-        Self { inner, bound }
+        Self {
+            inner,
+            bound,
+            writers: OneAtATime::default(),
+        }
     }
 
     async fn within<T>(
@@ -39,17 +51,25 @@ impl Bounded {
         call: &'static str,
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        // Marks the call as running while polled: what it drops itself is
+        // told from what is dropped with it (see `polled`).
+        let work = super::postgres::polled(work);
         if self.bound.is_zero() {
             return work.await;
         }
         match tokio::time::timeout(self.bound, work).await {
             Ok(outcome) => outcome,
             Err(_) => {
-                warn!(
-                    call,
-                    bound = ?self.bound,
-                    "store call did not finish within --db-call-timeout: abandoned"
-                );
+                // Every call during an outage: one line a second, counting
+                // the others.
+                if let Some(suppressed) = UNFINISHED_LOG.admit(std::time::Instant::now()) {
+                    warn!(
+                        call,
+                        bound = ?self.bound,
+                        suppressed,
+                        "store call did not finish within --db-call-timeout: abandoned"
+                    );
+                }
                 Err(Error::unavailable("the database did not answer in time"))
             }
         }
@@ -103,8 +123,11 @@ impl Store for Bounded {
         target: &Target,
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>> {
-        self.within("transition", self.inner.transition(tenant, target, decide))
-            .await
+        self.within("transition", async {
+            let _turn = self.writers.turn(tenant, target).await;
+            self.inner.transition(tenant, target, decide).await
+        })
+        .await
     }
 
     async fn write(
@@ -113,8 +136,12 @@ impl Store for Bounded {
         guarded: GuardedWrite,
         decide: &Decide<'_>,
     ) -> Result<Option<Applied>> {
-        self.within("write", self.inner.write(tenant, guarded, decide))
-            .await
+        self.within("write", async {
+            let target = Target::Id(guarded.operation_id);
+            let _turn = self.writers.turn(tenant, &target).await;
+            self.inner.write(tenant, guarded, decide).await
+        })
+        .await
     }
 
     async fn find(

@@ -9,6 +9,7 @@
 use tracing::warn;
 
 use crate::domain::Error;
+use crate::telemetry::LogLimiter;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
@@ -57,6 +58,12 @@ pub(crate) fn connection_class(error: &sqlx::Error) -> Option<ErrorClass> {
     }
 }
 
+/// How often an outage's errors are logged, as refusals are.
+pub(super) const OUTAGE_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+static UNAVAILABLE_LOG: std::sync::LazyLock<LogLimiter> =
+    std::sync::LazyLock::new(|| LogLimiter::new(OUTAGE_LOG_INTERVAL));
+
 impl StoreError {
     pub(crate) fn class(&self, classify: fn(&sqlx::Error) -> ErrorClass) -> ErrorClass {
         match self {
@@ -72,7 +79,11 @@ impl StoreError {
             StoreError::Domain(error) => error,
             StoreError::Database(error) => match classify(&error) {
                 ErrorClass::Conflict | ErrorClass::Unavailable => {
-                    warn!(error = %error, "database unavailable");
+                    // Every call sees it during an outage: one line a
+                    // second, counting the others.
+                    if let Some(suppressed) = UNAVAILABLE_LOG.admit(std::time::Instant::now()) {
+                        warn!(error = %error, suppressed, "database unavailable");
+                    }
                     Error::unavailable("the database is unavailable")
                 }
                 ErrorClass::Internal => Error::Internal(format!("database error: {error}")),

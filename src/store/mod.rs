@@ -82,6 +82,7 @@ mod error;
 mod locked;
 #[cfg(test)]
 mod mirror_tests;
+mod one_at_a_time;
 pub mod open;
 mod paths;
 pub mod postgres;

@@ -196,7 +196,9 @@ async fn open_postgres(
     if migrate {
         store.migrate().await?;
     }
-    let store = store.with_history_cap(options.history_cap);
+    let store = store
+        .with_history_cap(options.history_cap)
+        .with_call_bound(options.call_timeout);
     if !options.change_notifications {
         return Ok(store.without_change_notifications());
     }

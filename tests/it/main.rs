@@ -24,6 +24,8 @@ mod embedded;
 mod errors;
 mod examples;
 mod fingerprint_vectors;
+#[cfg(target_os = "linux")]
+mod frozen;
 mod history;
 mod inputs;
 #[cfg(target_os = "linux")]

@@ -14,6 +14,7 @@ use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
 use super::super::row::OperationRow;
 use super::super::{Applied, ClaimStart};
+use super::held::Held;
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
     Answer, ClaimCommand, Found, HistoryCap, HistoryEvent, Metadata, OperationId, OperationRecord,
@@ -50,6 +51,41 @@ pub(super) fn claim_key(request: &ClaimRequest) -> Vec<u8> {
 /// Two writes of one operation never share a statement.
 pub(super) fn write_key(request: &WriteRequest) -> Vec<u8> {
     request.guarded.operation_id.0.as_bytes().to_vec()
+}
+
+/// What a claim's values take in a statement, about.
+pub(super) fn claim_size(request: &ClaimRequest) -> usize {
+    let scope = &request.command.scope;
+    256 + scope.operation.len() + scope.key.len()
+}
+
+/// What an owner write's values take in a statement, about: its outcome.
+pub(super) fn write_size(request: &WriteRequest) -> usize {
+    let metadata = |metadata: &Metadata| {
+        metadata
+            .iter()
+            .map(|(name, value)| name.len() + value.len() + 8)
+            .sum::<usize>()
+    };
+    let outcome = match &request.guarded.write.outcome {
+        Some(Outcome::Succeeded(result)) => {
+            result.body.len() + result.content_type.len() + metadata(&result.metadata)
+        }
+        Some(Outcome::Failed { error, .. }) => {
+            error.code.len() + error.message.len() + metadata(&error.metadata)
+        }
+        None => 0,
+    };
+    512 + outcome
+}
+
+/// A statement cancelled by `statement_timeout` (or a cancel request).
+pub(super) fn is_statement_timeout(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::Database(sqlx::Error::Database(database))
+            if database.code().as_deref() == Some("57014")
+    )
 }
 
 impl ClaimRequest {
@@ -152,7 +188,8 @@ pub(super) async fn insert_or_find(
         .iter()
         .map(|first| first.history.coalesce_key())
         .collect();
-    let rows: Vec<ClaimRow> = sqlx::query_as(INSERT_OR_FIND)
+    let mut connection = Held::acquire(pool).await?;
+    let rows: Result<Vec<ClaimRow>, _> = sqlx::query_as(INSERT_OR_FIND)
         .bind(column(members, |m| m.operation_id.0))
         .bind(column(members, |m| m.tenant.0))
         .bind(column(members, |m| m.command.scope.operation.as_str()))
@@ -171,9 +208,11 @@ pub(super) async fn insert_or_find(
         .bind(column(&firsts, |f| f.history.event.as_str()))
         .bind(column(&firsts, |f| f.history.detail.as_str()))
         .bind(coalesce_keys)
-        .fetch_all(pool)
+        .fetch_all(&mut *connection)
         .instrument(statement("INSERT operations"))
-        .await?;
+        .await;
+    connection.release();
+    let rows = rows?;
     let mut started: Vec<Option<ClaimStart>> = vec![None; members.len()];
     for ClaimRow {
         inserted,
@@ -292,7 +331,8 @@ pub(super) async fn write_guarded(
         .iter()
         .map(|m| OutcomeColumns::of(m.guarded.write.outcome.as_ref()))
         .collect();
-    let rows: Vec<WrittenRow> = sqlx::query_as(WRITE_GUARDED)
+    let mut connection = Held::acquire(pool).await?;
+    let rows: Result<Vec<WrittenRow>, _> = sqlx::query_as(WRITE_GUARDED)
         .bind(column(members, |m| m.guarded.operation_id.0))
         .bind(column(members, |m| m.tenant.0))
         .bind(column(members, |m| {
@@ -339,9 +379,11 @@ pub(super) async fn write_guarded(
         .bind(HistoryEvent::HistoryTruncated.as_str())
         .bind(HistoryCap::TRUNCATED_DETAIL)
         .bind(HistoryCap::TRUNCATED_KEY)
-        .fetch_all(pool)
+        .fetch_all(&mut *connection)
         .instrument(statement("UPDATE operations"))
-        .await?;
+        .await;
+    connection.release();
+    let rows = rows?;
     let mut written: Vec<Option<Applied>> = vec![None; members.len()];
     for WrittenRow {
         ordinal,

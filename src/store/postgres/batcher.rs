@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use opentelemetry::trace::TraceContextExt;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -27,6 +28,11 @@ use crate::domain::{Error, Result};
 
 /// The most members one statement carries.
 const MAX_MEMBERS: usize = 256;
+/// The most bytes of values one statement carries (a member larger than
+/// this goes alone): results of up to 1 MiB each shared one UPDATE, and
+/// 188 of them took 3.6 s, so one slow batch failed every member against
+/// the statement timeout although each alone takes milliseconds.
+pub(super) const MAX_BATCH_BYTES: usize = 2 * 1024 * 1024;
 
 /// Runs one statement for its members and answers each, in order.
 type RunBatch<Request, Response> = Arc<
@@ -68,7 +74,15 @@ impl<Request, Response> Clone for Batcher<Request, Response> {
 
 struct Worker<Request, Response> {
     receiver: mpsc::UnboundedReceiver<Queued<Request, Response>>,
+    /// The bytes a member's values take in a statement, about.
+    size: fn(&Request) -> usize,
     run: RunBatch<Request, Response>,
+    /// How long one statement of the worker's may take (zero: unbounded).
+    /// Its members' calls are bounded by their callers, but the statement
+    /// runs on a task nothing else times out: without this bound, one
+    /// stuck on a database that stopped answering held its connection, and
+    /// its statement slot, for good.
+    bound: Duration,
     key: fn(&Request) -> Vec<u8>,
     slots: Arc<Semaphore>,
     waiting: Arc<AtomicUsize>,
@@ -83,7 +97,9 @@ where
     /// order; `key` names what two members of one statement must not share.
     pub(crate) fn new(
         in_flight: usize,
+        bound: Duration,
         key: fn(&Request) -> Vec<u8>,
+        size: fn(&Request) -> usize,
         run: impl Fn(Arc<Vec<Request>>) -> Pin<Box<dyn Future<Output = Result<Vec<Response>>> + Send>>
         + Send
         + Sync
@@ -101,7 +117,9 @@ where
             worker: Arc::new(Mutex::new(Some(Worker {
                 receiver,
                 run,
+                bound,
                 key,
+                size,
                 slots,
                 waiting,
             }))),
@@ -186,8 +204,9 @@ where
             let batch = self.distinct(&mut queued, &mut held_back);
             self.waiting.fetch_sub(batch.len(), Ordering::AcqRel);
             let run = Arc::clone(&self.run);
+            let bound = self.bound;
             tokio::spawn(async move {
-                answer(batch, run).await;
+                answer(batch, run, bound).await;
                 drop(slot);
             });
         }
@@ -202,8 +221,12 @@ where
     ) -> Vec<Queued<Request, Response>> {
         let mut keys = HashSet::with_capacity(queued.len());
         let mut batch = Vec::with_capacity(queued.len());
+        let mut bytes = 0usize;
         for member in queued.drain(..) {
-            if batch.len() < MAX_MEMBERS && keys.insert((self.key)(&member.request)) {
+            let size = (self.size)(&member.request);
+            let fits = batch.is_empty() || bytes.saturating_add(size) <= MAX_BATCH_BYTES;
+            if batch.len() < MAX_MEMBERS && fits && keys.insert((self.key)(&member.request)) {
+                bytes = bytes.saturating_add(size);
                 batch.push(member);
             } else {
                 held_back.push(member);
@@ -213,9 +236,21 @@ where
     }
 }
 
+/// `statement`, abandoned past `bound` (its connection with it) as
+/// UNAVAILABLE: every member is safe to re-send.
+async fn bounded<T>(bound: Duration, statement: impl Future<Output = Result<T>>) -> Result<T> {
+    if bound.is_zero() {
+        return statement.await;
+    }
+    tokio::time::timeout(bound, statement)
+        .await
+        .unwrap_or_else(|_| Err(Error::unavailable("the database did not answer in time")))
+}
+
 async fn answer<Request, Response>(
     batch: Vec<Queued<Request, Response>>,
     run: RunBatch<Request, Response>,
+    bound: Duration,
 ) where
     Request: Send + Sync + 'static,
     Response: Send + 'static,
@@ -226,7 +261,7 @@ async fn answer<Request, Response>(
         .map(|queued| (queued.request, queued.answer))
         .unzip();
     let requests = Arc::new(requests);
-    let outcome = run(Arc::clone(&requests)).instrument(span.clone()).await;
+    let outcome = bounded(bound, run(Arc::clone(&requests)).instrument(span.clone())).await;
     let members = answers.len();
     let failed_internally = matches!(outcome, Err(Error::Internal(_)));
     if !(members > 1 && failed_internally) {
@@ -240,7 +275,8 @@ async fn answer<Request, Response>(
     };
     for (request, answer) in requests.into_iter().zip(answers) {
         let single = Arc::new(vec![request]);
-        deliver(vec![answer], run(single).instrument(span.clone()).await, 1);
+        let outcome = bounded(bound, run(single).instrument(span.clone())).await;
+        deliver(vec![answer], outcome, 1);
     }
 }
 
@@ -323,7 +359,13 @@ mod tests {
     #[tokio::test]
     async fn concurrent_calls_share_statements_and_each_gets_its_own_answer() {
         let batches = Arc::new(Mutex::new(Vec::new()));
-        let batcher = Batcher::new(1, key, recording(Arc::clone(&batches), None));
+        let batcher = Batcher::new(
+            1,
+            Duration::ZERO,
+            key,
+            |_| 1,
+            recording(Arc::clone(&batches), None),
+        );
         let calls: Vec<_> = (0..10u32)
             .map(|request| {
                 let batcher = batcher.clone();
@@ -345,7 +387,13 @@ mod tests {
     #[tokio::test]
     async fn members_of_one_statement_never_share_a_key() {
         let batches = Arc::new(Mutex::new(Vec::new()));
-        let batcher = Batcher::new(1, key, recording(Arc::clone(&batches), None));
+        let batcher = Batcher::new(
+            1,
+            Duration::ZERO,
+            key,
+            |_| 1,
+            recording(Arc::clone(&batches), None),
+        );
         // 3, 13 and 23 share a key.
         let calls: Vec<_> = [3u32, 13, 23, 4]
             .into_iter()
@@ -368,7 +416,13 @@ mod tests {
     #[tokio::test]
     async fn a_statement_failing_internally_is_retried_member_by_member() {
         let batches = Arc::new(Mutex::new(Vec::new()));
-        let batcher = Batcher::new(1, key, recording(Arc::clone(&batches), Some(5)));
+        let batcher = Batcher::new(
+            1,
+            Duration::ZERO,
+            key,
+            |_| 1,
+            recording(Arc::clone(&batches), Some(5)),
+        );
         let calls: Vec<_> = (0..6u32)
             .map(|request| {
                 let batcher = batcher.clone();

@@ -15,6 +15,8 @@ use tracing::{Instrument, info, warn};
 
 use self::batched::{ClaimRequest, WriteRequest};
 use self::batcher::Batcher;
+use self::held::HeldTransaction;
+pub(crate) use self::held::polled;
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
@@ -35,6 +37,7 @@ use crate::domain::{
 
 mod batched;
 mod batcher;
+mod held;
 mod keepalive;
 mod notifier;
 mod topology;
@@ -57,7 +60,15 @@ pub struct PostgresStore {
     /// Concurrent owner writes' common cases, sharing statements.
     writes: Batcher<WriteRequest, Option<Applied>>,
     history_cap: HistoryCap,
+    /// How long a statement this store runs on a task of its own (a shared
+    /// statement, a BEGIN) may take: past it, it is abandoned with its
+    /// connection, as the caller's own call is by `--db-call-timeout`.
+    call_bound: Duration,
 }
+
+/// [`PostgresStore::call_bound`] until [`PostgresStore::with_call_bound`]
+/// says otherwise: `--db-call-timeout`'s default.
+const DEFAULT_CALL_BOUND: Duration = Duration::from_secs(10);
 
 /// Statements in flight per kind (claims, owner writes); concurrent calls
 /// beyond them wait and share the next statement. Few and full beats many
@@ -65,6 +76,9 @@ pub struct PostgresStore {
 /// 3.8k–4.1k ops/s with 1 or 2, 2.8k with 4 and 2.1k with 8. Two keep one
 /// slow statement (a row lock waited for) from holding up every call.
 const STATEMENTS_IN_FLIGHT: usize = 2;
+
+/// How long migrations at start-up may take.
+const MIGRATION_BOUND: Duration = Duration::from_secs(300);
 
 /// Pauses before listening again for other replicas' changes.
 const LISTEN_FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -196,22 +210,68 @@ fn checked_settings(timeouts: &SessionTimeouts) -> Vec<(&'static str, String)> {
 /// uncommitted, inside it (transact-rs/sqlx#4393, fixed upstream after 0.9.0
 /// by #4394). On its own task BEGIN always completes; a transaction nobody
 /// awaits any more is then dropped there and rolled back as usual.
+///
+/// Bounded by `bound`: a BEGIN on a database that stopped answering is
+/// dropped with its connection, which the pool's release check
+/// ([`held::check_on_release`]) closes instead of handing it on.
 async fn begin_detached(
     pool: &PgPool,
     statement: Option<&'static str>,
+    bound: Duration,
 ) -> StoreResult<Transaction<'static, Postgres>> {
     let pool = pool.clone();
     let begun = tokio::spawn(async move {
-        match statement {
-            Some(statement) => pool.begin_with(statement).await,
-            None => pool.begin().await,
+        let begin = async {
+            match statement {
+                Some(statement) => pool.begin_with(statement).await,
+                None => pool.begin().await,
+            }
+        };
+        if bound.is_zero() {
+            return begin.await;
         }
+        tokio::time::timeout(bound, begin)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
     })
     .await
     .map_err(|error| {
         Error::Internal(format!("the task beginning a transaction failed: {error}"))
     })?;
     Ok(begun?)
+}
+
+/// What [`write_in_parts`] answers, each member's write or `None`.
+type Written<'a> =
+    std::pin::Pin<Box<dyn Future<Output = StoreResult<Vec<Option<Applied>>>> + Send + 'a>>;
+
+/// The batchers of Claims' first steps and of owner writes.
+type Batchers = (
+    Batcher<ClaimRequest, Option<ClaimStart>>,
+    Batcher<WriteRequest, Option<Applied>>,
+);
+
+/// Owner writes' common cases, one statement for all; a statement that ran
+/// past `statement_timeout` runs again in two halves, down to members
+/// alone, before any member hears UNAVAILABLE: a batch slow as a whole is
+/// no member's fault.
+fn write_in_parts<'a>(pool: &'a PgPool, members: &'a [batched::WriteMember<'a>]) -> Written<'a> {
+    Box::pin(async move {
+        match batched::write_guarded(pool, members).await {
+            // A row held elsewhere: each member decides alone, in the
+            // locked path.
+            Err(error) if batched::is_lock_timeout(&error) => {
+                Ok(members.iter().map(|_| None).collect())
+            }
+            Err(error) if members.len() > 1 && batched::is_statement_timeout(&error) => {
+                let (first, second) = members.split_at(members.len() / 2);
+                let mut written = write_in_parts(pool, first).await?;
+                written.extend(write_in_parts(pool, second).await?);
+                Ok(written)
+            }
+            written => written,
+        }
+    })
 }
 
 impl PostgresStore {
@@ -239,7 +299,9 @@ impl PostgresStore {
             // A broken connection shows in the statement that uses it (an
             // UNAVAILABLE the caller retries); a ping before every acquire
             // would cost a round trip per call.
-            .test_before_acquire(false);
+            .test_before_acquire(false)
+            // Nothing goes back to the pool without a bound: see `held`.
+            .after_release(held::check_on_release);
         if let Some(tracker) = &tracker {
             pool = pool.before_acquire(topology::close_if_opened_before_a_switch(tracker));
         }
@@ -278,38 +340,7 @@ impl PostgresStore {
 
     fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
         let notifier = Notifier::new(pool.connect_options().as_ref().clone(), sockets.clone());
-        let in_flight = STATEMENTS_IN_FLIGHT;
-        let claims = {
-            let pool = pool.clone();
-            Batcher::new(in_flight, batched::claim_key, move |requests| {
-                let pool = pool.clone();
-                Box::pin(async move {
-                    let members: Vec<_> = requests.iter().map(ClaimRequest::member).collect();
-                    retry_on_conflict::<Self, _, _, _>(|| batched::insert_or_find(&pool, &members))
-                        .await
-                })
-            })
-        };
-        let writes = {
-            let pool = pool.clone();
-            Batcher::new(in_flight, batched::write_key, move |requests| {
-                let pool = pool.clone();
-                Box::pin(async move {
-                    let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
-                    retry_on_conflict::<Self, _, _, _>(|| async {
-                        match batched::write_guarded(&pool, &members).await {
-                            // A row held elsewhere: each member decides
-                            // alone, in the locked path.
-                            Err(error) if batched::is_lock_timeout(&error) => {
-                                Ok(members.iter().map(|_| None).collect())
-                            }
-                            written => written,
-                        }
-                    })
-                    .await
-                })
-            })
-        };
+        let (claims, writes) = Self::batchers(&pool, DEFAULT_CALL_BOUND);
         Self {
             pool,
             pause_before_write: None,
@@ -318,7 +349,61 @@ impl PostgresStore {
             claims,
             writes,
             history_cap: HistoryCap::default(),
+            call_bound: DEFAULT_CALL_BOUND,
         }
+    }
+
+    /// The same store, abandoning what it runs on tasks of its own past
+    /// `bound` (zero: never), as `--db-call-timeout` bounds each call.
+    pub fn with_call_bound(&self, bound: Duration) -> Self {
+        let (claims, writes) = Self::batchers(&self.pool, bound);
+        Self {
+            claims,
+            writes,
+            call_bound: bound,
+            ..self.clone()
+        }
+    }
+
+    /// The shared statements of Claims' first steps and of owner writes.
+    fn batchers(pool: &PgPool, bound: Duration) -> Batchers {
+        let in_flight = STATEMENTS_IN_FLIGHT;
+        let claims = {
+            let pool = pool.clone();
+            Batcher::new(
+                in_flight,
+                bound,
+                batched::claim_key,
+                batched::claim_size,
+                move |requests| {
+                    let pool = pool.clone();
+                    Box::pin(async move {
+                        let members: Vec<_> = requests.iter().map(ClaimRequest::member).collect();
+                        retry_on_conflict::<Self, _, _, _>(|| {
+                            batched::insert_or_find(&pool, &members)
+                        })
+                        .await
+                    })
+                },
+            )
+        };
+        let writes = {
+            let pool = pool.clone();
+            Batcher::new(
+                in_flight,
+                bound,
+                batched::write_key,
+                batched::write_size,
+                move |requests| {
+                    let pool = pool.clone();
+                    Box::pin(async move {
+                        let members: Vec<_> = requests.iter().map(WriteRequest::member).collect();
+                        retry_on_conflict::<Self, _, _, _>(|| write_in_parts(&pool, &members)).await
+                    })
+                },
+            )
+        };
+        (claims, writes)
     }
 
     /// The same store, holding each operation's history to `cap`.
@@ -359,13 +444,28 @@ impl PostgresStore {
             &SessionTimeouts::NONE,
             DatabaseKeepalive::OFF,
         );
-        let connection = PgPoolOptions::new().max_connections(1);
+        let connection = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(self.call_bound.max(Duration::from_secs(1)));
         let connection = keepalive::configure_on_connect(connection, self.sockets.as_ref())
             .connect_with(options)
             .await
             .map_err(|error| Self::translate(error.into()))?;
-        let migrated = super::run_migrations(&MIGRATOR, &connection).await;
-        connection.close().await;
+        // Bounded, but generously: another replica's migration may hold
+        // the lock for as long as it rewrites a table.
+        let migrated = tokio::time::timeout(
+            MIGRATION_BOUND,
+            super::run_migrations(&MIGRATOR, &connection),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::unavailable(
+                "migrations did not finish within 5 minutes: the database stopped answering,                  or another replica's migration holds its lock",
+            ))
+        });
+        // Not awaited: a connection to a database that stopped answering
+        // may never close.
+        drop(connection);
         migrated
     }
 
@@ -507,12 +607,13 @@ impl Dialect for PostgresStore {
         begin_detached(
             &self.pool,
             Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            self.call_bound,
         )
         .await
     }
 
     async fn begin_read(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        begin_detached(&self.pool, None).await
+        begin_detached(&self.pool, None, self.call_bound).await
     }
 
     fn pause_before_write(&self) -> Option<&PauseHook> {
@@ -523,17 +624,20 @@ impl Dialect for PostgresStore {
         self.history_cap
     }
 
-    type Write = Transaction<'static, Postgres>;
+    /// On a connection of its own ([`HeldTransaction`]): abandoned with its
+    /// call, it is closed at once, never handed on (a BEGIN dropped on its
+    /// way included).
+    type Write = HeldTransaction;
 
-    async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        begin_detached(&self.pool, None).await
+    async fn begin_write(&self) -> StoreResult<HeldTransaction> {
+        Ok(HeldTransaction::begin(&self.pool, "BEGIN").await?)
     }
 
-    async fn commit(&self, write: Transaction<'static, Postgres>) -> StoreResult<()> {
+    async fn commit(&self, write: HeldTransaction) -> StoreResult<()> {
         Ok(write.commit().await?)
     }
 
-    async fn rollback(&self, write: Transaction<'static, Postgres>) -> StoreResult<()> {
+    async fn rollback(&self, write: HeldTransaction) -> StoreResult<()> {
         Ok(write.rollback().await?)
     }
 

@@ -32,8 +32,11 @@ async fn a_begin_cancelled_mid_flight_leaves_no_transaction_behind(pool: PgPool)
         .await
         .expect("its pid");
     for micros in (0..2_000).step_by(50) {
-        let cancelled =
-            tokio::time::timeout(Duration::from_micros(micros), begin_detached(&one, None)).await;
+        let cancelled = tokio::time::timeout(
+            Duration::from_micros(micros),
+            begin_detached(&one, None, Duration::ZERO),
+        )
+        .await;
         drop(cancelled);
         // The transaction, if begun, is dropped and rolled back on its
         // own task; the connection goes back to the pool.

@@ -85,7 +85,21 @@ impl ProcessData {
     /// `idemd ARGS` with nothing inherited but this data (no stray
     /// DATABASE_URL or IDEMD_* from the test's environment).
     pub fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_idemd"));
+        self.command_under(&[], args)
+    }
+
+    /// The same, run by `wrapper` (a program and its arguments, which then
+    /// execs idemd): empty, idemd itself.
+    pub fn command_under(&self, wrapper: &[&str], args: &[&str]) -> std::process::Command {
+        let idemd = env!("CARGO_BIN_EXE_idemd");
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = std::process::Command::new(program);
+                command.args(wrapper_args).arg(idemd);
+                command
+            }
+            None => std::process::Command::new(idemd),
+        };
         command
             .args(args)
             .env_clear()
@@ -126,12 +140,22 @@ impl ProcessData {
     /// [`ProcessData::command`]). With IDEMD_HEALTH_LISTEN the readiness
     /// check goes there: the API port may speak only TLS.
     pub async fn serve_with(&self, args: &[&str], env: &[(&str, String)]) -> Daemon {
+        self.serve_under(&[], args, env).await
+    }
+
+    /// The same, run by `wrapper` (see [`ProcessData::command_under`]).
+    pub async fn serve_under(
+        &self,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Daemon {
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let log = self
             .directory
             .path()
             .join(format!("serve-{}.log", fresh_uuid()));
-        let mut command = self.command(&[&["serve"], args].concat());
+        let mut command = self.command_under(wrapper, &[&["serve"], args].concat());
         command
             .env("IDEMD_LISTEN", addr.to_string())
             .envs(env.iter().map(|(name, value)| (name, value)))
