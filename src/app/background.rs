@@ -253,19 +253,30 @@ mod tests {
 
     type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+    /// A serving API's health, and the background tasks that report to it.
+    async fn serving_tasks() -> (
+        HealthService,
+        TaskDeaths,
+        CancellationToken,
+        BackgroundTasks,
+    ) {
+        let (reporter, _) = tonic_health::server::health_reporter();
+        let health = HealthService::from_health_reporter(reporter.clone());
+        reporter
+            .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
+            .await;
+        let deaths = TaskDeaths::default();
+        let stop = CancellationToken::new();
+        let tasks = BackgroundTasks::new(stop.clone(), reporter, deaths.clone());
+        (health, deaths, stop, tasks)
+    }
+
     #[tokio::test]
     async fn a_task_that_dies_while_serving_turns_readiness_not_serving() {
         let panics: Task = Box::pin(async { panic!("a zero interval") });
         let returns: Task = Box::pin(async {});
         for (what, task) in [("panics", panics), ("returns", returns)] {
-            let (reporter, _) = tonic_health::server::health_reporter();
-            let health = HealthService::from_health_reporter(reporter.clone());
-            reporter
-                .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
-                .await;
-            let deaths = TaskDeaths::default();
-            let stop = CancellationToken::new();
-            let mut tasks = BackgroundTasks::new(stop.clone(), reporter, deaths.clone());
+            let (health, deaths, _stop, mut tasks) = serving_tasks().await;
             tasks.spawn("doomed", task);
             let waited = Instant::now() + Duration::from_secs(5);
             while !deaths.any() {
@@ -283,14 +294,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_task_that_ends_at_the_stop_is_no_death() {
-        let (reporter, _) = tonic_health::server::health_reporter();
-        let health = HealthService::from_health_reporter(reporter.clone());
-        reporter
-            .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
-            .await;
-        let deaths = TaskDeaths::default();
-        let stop = CancellationToken::new();
-        let mut tasks = BackgroundTasks::new(stop.clone(), reporter, deaths.clone());
+        let (health, deaths, stop, mut tasks) = serving_tasks().await;
         tasks.spawn("well-behaved", stop.clone().cancelled_owned());
         tasks.stop_by(Instant::now() + Duration::from_secs(1)).await;
         assert!(!deaths.any());

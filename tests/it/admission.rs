@@ -15,7 +15,7 @@ use tonic::{Code, Status};
 
 use crate::harness::{
     Backend, CountingStore, ServerConfig, TestServer, World, assert_status, authorized, claim_json,
-    create_tenant, fresh_uuid, millis, outcome_name, store_tests, test_limits,
+    claim_once_admitted, create_tenant, fresh_uuid, millis, outcome_name, store_tests, test_limits,
 };
 use crate::transport::{answer_to, call_headers, message_prefix, raw_client};
 
@@ -330,22 +330,14 @@ async fn a_tenant_past_its_share_is_refused_while_another_is_served(backend: Bac
         waiter.abort();
     }
     let mut client = world.client().await;
-    for attempt in 0.. {
-        let claimed = client
-            .claim(authorized(
-                &world.tenant_a,
-                claim_json("payments.charge", "after", "{}"),
-            ))
-            .await;
-        match claimed {
-            Ok(_) => break,
-            Err(status) => {
-                assert_status(&status, Code::ResourceExhausted, "TENANT_CONCURRENCY_LIMIT");
-                assert!(attempt < 500, "the share never came back");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
+    claim_once_admitted(
+        &mut client,
+        &world.tenant_a,
+        "after",
+        (Code::ResourceExhausted, "TENANT_CONCURRENCY_LIMIT"),
+        "the share",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -20,8 +20,8 @@ use tonic::codegen::Bytes;
 use tonic::{Code, Status};
 
 use crate::harness::{
-    Backend, ProcessData, ServerConfig, World, assert_status, authorized, claim_json, fresh_uuid,
-    outcome_name, test_limits,
+    Backend, ProcessData, ServerConfig, World, assert_status, authorized, claim_json,
+    claim_once_admitted, fresh_uuid, outcome_name, test_limits,
 };
 use crate::transport::{
     RawSender, answer_to, call_headers, closed_by_the_server, framed, message_prefix, raw_client,
@@ -319,22 +319,14 @@ async fn request_bytes_in_flight_are_bounded_by_the_replicas_budget() {
         drop(response);
     }
     let mut client = world.client().await;
-    for attempt in 0.. {
-        let claimed = client
-            .claim(authorized(
-                &world.tenant_b,
-                claim_json("payments.charge", "after", "{}"),
-            ))
-            .await;
-        match claimed {
-            Ok(_) => break,
-            Err(status) => {
-                assert_status(&status, Code::Unavailable, "OVERLOADED");
-                assert!(attempt < 500, "the budget never came back");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
+    claim_once_admitted(
+        &mut client,
+        &world.tenant_b,
+        "after",
+        (Code::Unavailable, "OVERLOADED"),
+        "the budget",
+    )
+    .await;
 }
 
 fn retry_delay(status: &Status) -> Option<Duration> {

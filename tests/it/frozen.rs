@@ -153,7 +153,7 @@ async fn survives(fault: Fault, without_pidfd_getfd: bool) {
         .expect("begin");
     let mut renews = Vec::new();
     for row in 0..3 {
-        let (operation_id, fence) = claimed(&mut client, &token, &format!("locked-{row}")).await;
+        let (operation_id, fence) = acquire(&mut client, &token, &format!("locked-{row}")).await;
         sqlx::query("SELECT 1 FROM operations WHERE operation_id = $1::uuid FOR UPDATE")
             .bind(&operation_id)
             .execute(&mut holder)
@@ -311,16 +311,6 @@ fn tenant_on(data: &ProcessData, url: &str) -> String {
         .to_owned()
 }
 
-async fn claimed(client: &mut Client, token: &str, key: &str) -> (String, u64) {
-    let response = client
-        .claim(authorized(token, claim_json("payments.charge", key, "{}")))
-        .await
-        .expect("claim")
-        .into_inner();
-    let ownership = ownership(&response).expect("acquired").clone();
-    (ownership.operation_id, ownership.fence)
-}
-
 /// Claims `key` and completes it; whether both were acknowledged. Bounded:
 /// an answer later than a few call bounds is a failure too.
 async fn claim_and_complete_once(client: &mut Client, token: &str, key: &str) -> bool {
@@ -424,7 +414,7 @@ async fn lock_waits_of_one_operation_do_not_take_the_pool(
         )
         .await;
     let mut client = daemon.client().await;
-    let (operation_id, fence) = claimed(&mut client, &holder_token, "held").await;
+    let (operation_id, fence) = acquire(&mut client, &holder_token, "held").await;
     let mut holder = PgConnection::connect_with(&connect).await.expect("direct");
     sqlx::query("BEGIN")
         .execute(&mut holder)
@@ -459,7 +449,7 @@ async fn lock_waits_of_one_operation_do_not_take_the_pool(
 
     let started = Instant::now();
     for key in ["unrelated-1", "unrelated-2", "unrelated-3"] {
-        claimed(&mut client, &other_token, key).await;
+        acquire(&mut client, &other_token, key).await;
     }
     let took = started.elapsed();
     assert!(
@@ -502,6 +492,12 @@ async fn a_batch_of_large_results_is_no_members_fault(
                 ("IDEMD_DB_CALL_TIMEOUT", "60s".into()),
                 // A slow machine's connection waits are not what this tests.
                 ("IDEMD_DB_ACQUIRE_TIMEOUT", "20s".into()),
+                // Nor the admission's byte budget (64 MiB by default would
+                // shed most of these 250 MB in flight before any batch).
+                (
+                    "IDEMD_MAX_REQUEST_BYTES_IN_FLIGHT",
+                    (512usize << 20).to_string(),
+                ),
             ],
         )
         .await;
@@ -513,7 +509,7 @@ async fn a_batch_of_large_results_is_no_members_fault(
     for index in 0..COMPLETES {
         let count = clients.len();
         let client = &mut clients[index % count];
-        owned.push(claimed(client, &token, &format!("large-{index}")).await);
+        owned.push(acquire(client, &token, &format!("large-{index}")).await);
     }
     let body = vec![b'x'; 1000 * 1024];
     let completes: Vec<_> = owned

@@ -39,17 +39,6 @@ async fn outside(connect: &PgConnectOptions) -> PgConnection {
         .expect("an outside connection")
 }
 
-/// Claims `key` for `token` and returns (operation_id, fence).
-async fn acquire(client: &mut Client, token: &str, key: &str) -> (String, u64) {
-    let response = client
-        .claim(authorized(token, claim_json("payments.charge", key, "{}")))
-        .await
-        .expect("claim")
-        .into_inner();
-    let ownership = ownership(&response).expect("acquired").clone();
-    (ownership.operation_id, ownership.fence)
-}
-
 fn complete(operation_id: &str, fence: u64) -> proto::CompleteRequest {
     proto::CompleteRequest {
         operation_id: operation_id.into(),

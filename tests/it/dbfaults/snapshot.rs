@@ -4,7 +4,7 @@ use sqlx::postgres::PgConnectOptions;
 
 use crate::harness::*;
 
-use super::{acquire, lock_waiters, outside};
+use super::{lock_waiters, outside};
 
 /// Lookup reads the record and its history from one snapshot: a history
 /// entry committed between the two reads is in neither.

@@ -7,7 +7,7 @@ use sqlx::postgres::PgConnectOptions;
 
 use crate::harness::*;
 
-use super::{acquire, complete, outside};
+use super::{complete, outside};
 
 /// A pool of one connection serves: the LISTEN connection is not one of
 /// the pool's.

@@ -11,7 +11,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::harness::*;
 
-use super::{acquire, assert_unavailable, complete, lock_row, lock_waiters, outside};
+use super::{assert_unavailable, complete, lock_row, lock_waiters, outside};
 
 /// A primary demoted to a standby (or a database put read-only) refuses
 /// writes with SQLSTATE 25006: the caller is told to retry, and once the

@@ -7,7 +7,7 @@ use tonic::Code;
 
 use crate::harness::*;
 
-use super::{acquire, complete};
+use super::complete;
 
 /// A TCP proxy in front of Postgres that can freeze: stop forwarding, in
 /// both directions and on every connection, new ones included, without

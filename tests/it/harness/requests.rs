@@ -73,6 +73,43 @@ pub fn ownership(response: &proto::ClaimResponse) -> Option<&proto::Ownership> {
     }
 }
 
+/// Claims `key` until a Claim is admitted, every refusal meanwhile being
+/// `code` with `reason`: a released share of a bound comes back within a few
+/// seconds (`what` names it when it does not).
+pub async fn claim_once_admitted(
+    client: &mut Client,
+    token: &str,
+    key: &str,
+    (code, reason): (Code, &str),
+    what: &str,
+) {
+    for attempt in 0.. {
+        let claimed = client
+            .claim(authorized(token, claim_json("payments.charge", key, "{}")))
+            .await;
+        match claimed {
+            Ok(_) => return,
+            Err(status) => {
+                assert_status(&status, code, reason);
+                assert!(attempt < 500, "{what} never came back");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Claims `key` of `payments.charge` for `token`, which must acquire it;
+/// returns (operation_id, fence).
+pub async fn acquire(client: &mut Client, token: &str, key: &str) -> (String, u64) {
+    let response = client
+        .claim(authorized(token, claim_json("payments.charge", key, "{}")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let ownership = ownership(&response).expect("acquired").clone();
+    (ownership.operation_id, ownership.fence)
+}
+
 pub fn outcome_name(response: &proto::ClaimResponse) -> &'static str {
     match response.outcome {
         Some(Outcome::Acquired(_)) => "acquired",

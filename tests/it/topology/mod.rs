@@ -74,18 +74,13 @@ fn owned_directory(parent: &Path, name: &str) -> PathBuf {
 /// Claims `key`, completes it with `body`, and claims it again: the second
 /// Claim must answer the stored result. Returns the operation_id.
 async fn claim_complete_and_replay(client: &mut Client, token: &str, key: &str) -> String {
-    let response = client
-        .claim(authorized(token, claim_json("payments.charge", key, "{}")))
-        .await
-        .expect("claim")
-        .into_inner();
-    let ownership = ownership(&response).expect("acquired").clone();
+    let (operation_id, fence) = acquire(client, token, key).await;
     client
         .complete(authorized(
             token,
             proto::CompleteRequest {
-                operation_id: ownership.operation_id.clone(),
-                fence: ownership.fence,
+                operation_id: operation_id.clone(),
+                fence,
                 result: result(key),
             },
         ))
@@ -97,7 +92,7 @@ async fn claim_complete_and_replay(client: &mut Client, token: &str, key: &str) 
         .expect("claim again")
         .into_inner();
     assert_eq!(outcome_name(&replay), "completed", "{replay:?}");
-    ownership.operation_id
+    operation_id
 }
 
 /// Waits for `condition`, polling, for at most `within`.
