@@ -423,7 +423,7 @@ mod tests {
         use crate::store::dialect::Dialect;
         type Pg = super::super::PostgresStore;
         let mut connection = pool.acquire().await.expect("a connection");
-        for (name, value) in super::super::PLANNER_SETTINGS {
+        for (name, value) in super::super::session::PLANNER_SETTINGS {
             sqlx::query(sqlx::AssertSqlSafe(format!("SET {name} = {value}")))
                 .execute(&mut *connection)
                 .await
