@@ -22,7 +22,7 @@ use crate::domain::Limits;
 use crate::error::BoxError;
 use crate::metrics::{self, Metrics};
 use crate::store::Store;
-use crate::sweeper;
+use crate::sweeper::{self, SweeperSettings};
 
 /// Serves until `shutdown` resolves, then drains: health goes NOT_SERVING,
 /// no new connections are accepted, in-flight calls and the background
@@ -85,6 +85,67 @@ pub async fn serve(
             ),
         );
     }
+    spawn_replica_tasks(
+        &mut background,
+        &application,
+        &store,
+        metrics,
+        args,
+        (sweeper_settings, audit_retention),
+        deaths,
+    );
+
+    let server = builder
+        .add_routes(application.routes.clone())
+        .serve_with_incoming_shutdown(
+            incoming(
+                listener,
+                connections,
+                tls,
+                application.service.metrics().clone(),
+            ),
+            stop.cancelled_owned(),
+        );
+    tokio::pin!(server);
+    let stopped_on_its_own = tokio::select! {
+        result = &mut server => Some(result),
+        () = shutdown => None,
+    };
+    // One deadline for the calls and the background tasks, which drain
+    // side by side: the orchestrator's grace period is one too.
+    let drain_deadline = Instant::now() + args.drain_timeout;
+    application.begin_drain().await;
+    let served = match stopped_on_its_own {
+        Some(result) => result,
+        None => match tokio::time::timeout_at(drain_deadline, &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(timeout = ?args.drain_timeout, "drain timed out: abandoning in-flight calls");
+                Ok(())
+            }
+        },
+    };
+    background.stop_by(drain_deadline).await;
+    store.close().await;
+    served?;
+    info!("idemd stopped");
+    Ok(())
+}
+
+/// The tasks every replica runs beside the API: relaying other replicas'
+/// changes to waiting Claims, the gauges, readiness, tokens' last use, audit
+/// pruning and the sweeper (whose settings, and the audit retention, `serve`
+/// checked before anything started).
+fn spawn_replica_tasks(
+    background: &mut BackgroundTasks,
+    application: &Application,
+    store: &Arc<dyn Store>,
+    metrics: Metrics,
+    args: &ServeArgs,
+    (sweeper_settings, audit_retention): (SweeperSettings, chrono::TimeDelta),
+    deaths: TaskDeaths,
+) {
+    let stop = application.draining.clone();
     background.spawn(
         "change relay",
         application
@@ -131,40 +192,4 @@ pub async fn serve(
         "sweeper",
         sweeper::run(store.clone(), sweeper_settings, metrics, stop.clone()),
     );
-
-    let server = builder
-        .add_routes(application.routes.clone())
-        .serve_with_incoming_shutdown(
-            incoming(
-                listener,
-                connections,
-                tls,
-                application.service.metrics().clone(),
-            ),
-            stop.cancelled_owned(),
-        );
-    tokio::pin!(server);
-    let stopped_on_its_own = tokio::select! {
-        result = &mut server => Some(result),
-        () = shutdown => None,
-    };
-    // One deadline for the calls and the background tasks, which drain
-    // side by side: the orchestrator's grace period is one too.
-    let drain_deadline = Instant::now() + args.drain_timeout;
-    application.begin_drain().await;
-    let served = match stopped_on_its_own {
-        Some(result) => result,
-        None => match tokio::time::timeout_at(drain_deadline, &mut server).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(timeout = ?args.drain_timeout, "drain timed out: abandoning in-flight calls");
-                Ok(())
-            }
-        },
-    };
-    background.stop_by(drain_deadline).await;
-    store.close().await;
-    served?;
-    info!("idemd stopped");
-    Ok(())
 }
