@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Bytes of request messages in flight on a replica by default. A call
+/// costs about four times its message in memory while it runs (the body's
+/// buffer, the decoded message, the domain command, the statement's
+/// binds): 64 MiB of messages is about 256 MiB of memory at worst, within
+/// the chart's default limit beside the caches and the pool.
+pub const DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "idemd",
@@ -405,7 +412,7 @@ pub struct TransportArgs {
     /// until it ends); past it, calls are shed with UNAVAILABLE (OVERLOADED,
     /// RetryInfo). A call costs about four times its message in memory:
     /// size the pod's memory limit from it (docs/operating.md).
-    #[arg(long, env = "IDEMD_MAX_REQUEST_BYTES_IN_FLIGHT", default_value_t = crate::grpc::admission::DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT)]
+    #[arg(long, env = "IDEMD_MAX_REQUEST_BYTES_IN_FLIGHT", default_value_t = DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT)]
     pub max_request_bytes_in_flight: usize,
     /// Claims waiting for a pending operation at once on this server; past
     /// it, a Claim answers Pending at once (with retry_after) instead.

@@ -55,12 +55,7 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: usize = 256;
 /// (and a load balancer may send the retry to another replica).
 const SHED_RETRY_AFTER: Duration = Duration::from_millis(100);
 
-/// Bytes of request messages in flight on a replica by default. A call
-/// costs about four times its message in memory while it runs (the body's
-/// buffer, the decoded message, the domain command, the statement's
-/// binds): 64 MiB of messages is about 256 MiB of memory at worst, within
-/// the chart's default limit beside the caches and the pool.
-pub const DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+use crate::config::DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT;
 
 /// gRPC's message prefix: a compression flag and a four-byte length.
 const MESSAGE_PREFIX_BYTES: usize = 5;

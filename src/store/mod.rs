@@ -75,7 +75,7 @@ use crate::domain::{
 };
 
 mod access;
-mod bounded;
+pub mod bounded;
 pub mod credentials;
 mod dialect;
 mod error;
@@ -95,7 +95,6 @@ pub use access::{
     Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
     TokenCreated, TokenGrant, TokenInfo,
 };
-pub use bounded::Bounded;
 
 /// The pure decision, handed the locked record and the database's clock.
 pub type Decide<'a> = dyn Fn(&OperationRecord, DateTime<Utc>) -> Decision + Send + Sync + 'a;

@@ -12,9 +12,10 @@ use tracing::{info, warn};
 
 use crate::domain::HistoryCap;
 use crate::error::BoxError;
+use crate::store::Store;
+use crate::store::bounded::Bounded;
 use crate::store::postgres::{DatabaseKeepalive, PostgresOptions, PostgresStore, SessionTimeouts};
 use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
-use crate::store::{Bounded, Store};
 
 /// The embedded store's file in the data directory.
 pub const SQLITE_FILE_NAME: &str = "idemd.db";

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use idemd::store::Store;
+use idemd::store::bounded::Bounded;
 use idemd::store::postgres::{DatabaseKeepalive, PostgresStore, SessionTimeouts, session_settings};
-use idemd::store::{Bounded, Store};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
