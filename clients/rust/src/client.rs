@@ -11,7 +11,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
-use crate::Error;
+use crate::error::Error;
 use crate::proto::{self, idempotency_service_client::IdempotencyServiceClient};
 use crate::retry::{Jitter, RetryPolicy};
 

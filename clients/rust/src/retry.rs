@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::Error;
+use crate::error::Error;
 
 /// How often and how long a call is re-sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,10 +14,11 @@ use super::{
     DeadlineSource, Disposition, EffectContext, Execution, Operation, PreviousAttempt, Source,
     proto_duration, std_duration,
 };
+use crate::client::Client;
+use crate::error::Error;
 use crate::error::UnknownBecause;
 use crate::proto;
 use crate::retry::retryable;
-use crate::{Client, Error};
 
 /// The rule for a negative provider lookup on a takeover: it counts only if
 /// it was started at or after the moment the earlier attempt settled. A

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::std_duration;
 use super::{Execution, Outcome, Source};
-use crate::Error;
+use crate::error::Error;
 use crate::proto::{self, claim_response};
 
 /// What a Claim answer asks of the helper.

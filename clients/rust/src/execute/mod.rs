@@ -34,7 +34,8 @@ pub use self::operation::{
     DeadlineSource, Disposition, EffectContext, Execution, Operation, Outcome, Payload,
     PreviousAttempt, Source,
 };
-use crate::{Client, Error};
+use crate::client::Client;
+use crate::error::Error;
 
 /// A lookup that never finds anything, for [`Client::execute_once`].
 type NoLookup = fn(EffectContext) -> std::future::Ready<Option<Disposition>>;

@@ -8,7 +8,7 @@ use super::attempt::{Owned, Run, Step};
 use super::{
     Disposition, Execution, Outcome, PreviousAttempt, Source, proto_duration, std_duration,
 };
-use crate::Error;
+use crate::error::Error;
 use crate::error::UnknownBecause;
 use crate::proto::{self, OperationState};
 
