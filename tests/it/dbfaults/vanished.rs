@@ -9,88 +9,6 @@ use crate::harness::*;
 
 use super::complete;
 
-/// A TCP proxy in front of Postgres that can freeze: stop forwarding, in
-/// both directions and on every connection, new ones included, without
-/// closing any, as a network path that silently drops packets would. Thawed,
-/// it forwards again.
-struct FreezingProxy {
-    addr: std::net::SocketAddr,
-    frozen: tokio::sync::watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl FreezingProxy {
-    async fn start(upstream: (String, u16)) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let (frozen, watching) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let watching = watching.clone();
-                tokio::spawn(async move {
-                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
-                        return;
-                    };
-                    let (client_read, client_write) = client.into_split();
-                    let (server_read, server_write) = server.into_split();
-                    tokio::select! {
-                        () = forward(client_read, server_write, watching.clone()) => {}
-                        () = forward(server_read, client_write, watching) => {}
-                    }
-                });
-            }
-        });
-        Self { addr, frozen, task }
-    }
-
-    fn freeze(&self) {
-        self.frozen.send_replace(true);
-    }
-
-    fn thaw(&self) {
-        self.frozen.send_replace(false);
-    }
-}
-
-impl Drop for FreezingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Copies `from` to `to` while not frozen; frozen, reads and writes nothing.
-async fn forward(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut frozen: tokio::sync::watch::Receiver<bool>,
-) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        if frozen.wait_for(|frozen| !frozen).await.is_err() {
-            return;
-        }
-        let read = tokio::select! {
-            read = from.read(&mut buffer) => read,
-            _ = frozen.changed() => continue,
-        };
-        let Ok(read) = read else { return };
-        if read == 0 {
-            return;
-        }
-        // Bytes read before a freeze still go out after it.
-        if frozen.wait_for(|frozen| !frozen).await.is_err() {
-            return;
-        }
-        if to.write_all(&buffer[..read]).await.is_err() {
-            return;
-        }
-    }
-}
-
 /// The readiness of `idem.v1.IdempotencyService` on `addr`, as a probe sees it.
 async fn readiness(addr: std::net::SocketAddr) -> Option<i32> {
     use tonic_health::pb::HealthCheckRequest;
@@ -148,7 +66,12 @@ async fn a_silently_vanished_database_is_unavailable_and_recovered_from_without_
     let backend = Backend::postgres(connect.clone()).await;
     let token = create_tenant(backend.store().as_ref(), "tenant-a").await;
     let data = backend.into_process_data().await;
-    let proxy = FreezingProxy::start((connect.get_host().to_owned(), connect.get_port())).await;
+    let upstream =
+        std::net::ToSocketAddrs::to_socket_addrs(&(connect.get_host(), connect.get_port()))
+            .expect("the test database's address")
+            .next()
+            .expect("an address");
+    let proxy = FrozenPath::start(upstream).await;
     let daemon = data
         .serve_with(
             &[],

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 use super::process::free_port;
 use super::temp_dir::TempDir;
 
-/// A TCP proxy in front of a database. [`FrozenPath::freeze_existing`]
+/// A TCP proxy in front of a database. [`FrozenPath::freeze`] holds every
+/// connection until [`FrozenPath::thaw`]; [`FrozenPath::freeze_existing`]
 /// stops forwarding on every connection open at that moment, in both
 /// directions, keeping their sockets open (the kernel keeps acknowledging,
 /// as for a stalled Postgres or a hung middlebox, so neither keepalive nor
@@ -72,6 +73,19 @@ impl FrozenPath {
         state.generation.send_replace(true);
         // New connections join a generation that is frozen too.
         state.generation = watch::channel(true).0;
+    }
+
+    /// Freezes every connection, those open now and those opened until
+    /// [`FrozenPath::thaw`]: a network path that silently drops packets.
+    pub fn freeze(&self) {
+        let state = self.state.lock().expect("unpoisoned");
+        state.generation.send_replace(true);
+    }
+
+    /// Forwards again on every connection [`FrozenPath::freeze`] held.
+    pub fn thaw(&self) {
+        let state = self.state.lock().expect("unpoisoned");
+        state.generation.send_replace(false);
     }
 
     /// New connections work again, to `upstream`; the frozen ones stay so.
