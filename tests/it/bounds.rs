@@ -510,14 +510,7 @@ async fn one_source_address_cannot_hold_every_connection_slot() {
     let other = connect_from([127, 0, 0, 2], addr).await;
     let (sender, connection) = h2::client::handshake(other).await.expect("h2 handshake");
     tokio::spawn(connection);
-    let key = format!("other-source-{}", fresh_uuid());
-    let status = answer_to(
-        &sender,
-        call_headers(addr, "Claim", Some(&world.tenant_a)),
-        framed(&claim_json("payments.charge", &key, "{}")),
-        true,
-    )
-    .await;
+    let status = claim_a_fresh_key(&sender, addr, &world.tenant_a).await;
     assert_eq!(status.code(), Code::Ok, "{status:?}");
     let rendered = world.server.application.service.metrics().render();
     assert!(
@@ -533,14 +526,7 @@ async fn one_source_address_cannot_hold_every_connection_slot() {
             tokio::time::timeout(Duration::from_secs(2), h2::client::handshake(again)).await
         {
             tokio::spawn(connection);
-            let key = format!("again-{}", fresh_uuid());
-            let status = answer_to(
-                &sender,
-                call_headers(addr, "Claim", Some(&world.tenant_a)),
-                framed(&claim_json("payments.charge", &key, "{}")),
-                true,
-            )
-            .await;
+            let status = claim_a_fresh_key(&sender, addr, &world.tenant_a).await;
             if status.code() == Code::Ok {
                 break;
             }
@@ -586,4 +572,16 @@ async fn a_connection_that_answers_pings_is_closed_past_its_age_and_grace() {
         .await
         .expect("served");
     assert_eq!(outcome_name(&claimed.into_inner()), "acquired");
+}
+
+/// A Claim of a fresh key on `sender`'s connection: its status.
+async fn claim_a_fresh_key(sender: &RawSender, addr: SocketAddr, token: &str) -> Status {
+    let key = format!("fresh-{}", fresh_uuid());
+    answer_to(
+        sender,
+        call_headers(addr, "Claim", Some(token)),
+        framed(&claim_json("payments.charge", &key, "{}")),
+        true,
+    )
+    .await
 }
