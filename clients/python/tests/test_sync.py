@@ -521,7 +521,8 @@ def test_too_little_lease_left_never_starts_the_effect(
     assert sync_proxy.delayed == 2
     assert attempts == [2] and result.attempts == 2 and len(provider.effects) == 1
     entries = list(sync_client.lookup(operation_id=result.operation_id, include_history=True).history)
-    events = [entry.event for entry in entries]
+    # A Renew of attempt 1 still in flight when it declined lands refused, harmlessly.
+    events = [entry.event for entry in entries if (entry.event, entry.detail) != ("STALE_WRITE_REFUSED", "renew")]
     assert events == ["CLAIMED", "RENEWED", "RETRY_SCHEDULED", "RETRY_STARTED", "COMPLETED"], entries
     assert entries[2].detail == "not_started"
 
