@@ -633,15 +633,16 @@ func TestAResentClaimAnsweredWithAShortLeaseRenewsBeforeTheEffect(t *testing.T) 
 			return idemd.Success{Body: provider.Effect(a.OperationID)}, nil
 		}
 		proxy.DropNextReply()
-		proxy.SetConnectDelay(450 * time.Millisecond)
+		// Re-sent after 1.3 s of a 2 s lease: under half is left, 0.7 s of slack.
+		proxy.SetConnectDelay(1300 * time.Millisecond)
 		started := time.Now()
 		result, err := proxied.ExecuteOnce(context.Background(), chargeOp, idemdtest.Key(), payment, effect,
-			idemd.WithLease(600*time.Millisecond), idemd.WithAttemptDuration(3*time.Second))
+			idemd.WithLease(2*time.Second), idemd.WithAttemptDuration(5*time.Second))
 		if err != nil || proxy.Dropped() != 1 || provider.Effects() != 1 || !renewedFirst {
 			t.Fatalf("%+v %v, dropped %d, %d effects, renewed first %v", result, err, proxy.Dropped(), provider.Effects(), renewedFirst)
 		}
 		// The re-sent Claim (same claim_token) got the same ownership: one attempt.
-		if result.Attempts != 1 || cancelAt.After(started.Add(3*time.Second)) {
+		if result.Attempts != 1 || cancelAt.After(started.Add(5*time.Second)) {
 			t.Fatalf("%+v, cancel at %s", result, cancelAt.Sub(started))
 		}
 	})

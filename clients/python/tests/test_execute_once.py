@@ -159,9 +159,10 @@ async def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_eff
 ) -> None:
     """The first Claim's reply is lost and the re-send is slow: the re-send is answered
     with what is left of the lease at its handling, too little, so the owner renews
-    before it starts the effect."""
+    before it starts the effect. (Re-sent after 1.3 s of a 2 s lease: under half is
+    left, and 0.7 s of slack before it lapses on a loaded machine.)"""
     seen: list[EffectContext] = []
-    lease, attempt = 0.6, 3.0
+    lease, attempt = 2.0, 5.0
 
     async def effect(ctx: EffectContext) -> Success:
         seen.append(ctx)
@@ -170,7 +171,7 @@ async def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_eff
         return Success(provider.effect(ctx.operation_id))
 
     proxy.drop_next_reply()
-    proxy.connect_delay = 0.45
+    proxy.connect_delay = 1.3
     started = time.monotonic()
     result = await execute_once(proxied, OP, key(), PAYLOAD, effect, lease=lease, attempt_duration=attempt)
     assert proxy.dropped == 1 and len(provider.effects) == 1

@@ -266,7 +266,7 @@ def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_effect(
     sync_proxy: ThreadedProxy, sync_proxied: idemd.sync.Client, provider: Provider
 ) -> None:
     seen: list[EffectContext] = []
-    lease, attempt = 0.6, 3.0
+    lease, attempt = 2.0, 5.0  # re-sent after 1.3 s: under half left, 0.7 s of slack
 
     def effect(ctx: EffectContext) -> Success:
         seen.append(ctx)
@@ -275,7 +275,7 @@ def test_a_re_sent_claim_answered_with_a_short_lease_renews_before_the_effect(
         return Success(provider.effect(ctx.operation_id))
 
     sync_proxy.drop_next_reply()
-    sync_proxy.set_connect_delay(0.45)
+    sync_proxy.set_connect_delay(1.3)
     started = time.monotonic()
     result = execute_once(sync_proxied, OP, key(), PAYLOAD, effect, lease=lease, attempt_duration=attempt)
     assert sync_proxy.dropped == 1 and len(provider.effects) == 1 and result.attempts == 1

@@ -345,10 +345,11 @@ eachStore("executeOnce", (store) => {
     const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
     try {
       const seen: EffectContext[] = [];
-      const lease = 0.6;
-      const attempt = 3.0;
+      // Re-sent after 1.3 s of a 2 s lease: under half is left, 0.7 s of slack.
+      const lease = 2.0;
+      const attempt = 5.0;
       proxy.dropNextReply();
-      proxy.connectDelay = 0.45;
+      proxy.connectDelay = 1.3;
       const started = monotonic();
       const result = await executeOnce(proxied, OP, key(), PAYLOAD, async (ctx) => {
         seen.push(ctx);
