@@ -2,7 +2,6 @@ package idemd
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -11,9 +10,9 @@ import (
 	idemv1 "github.com/idemd/idemd/clients/go/idemv1"
 )
 
-// One owned attempt of ExecuteOnce's protocol (protocol.go): the lease and its
-// renewals, the lookup on a takeover, the checks before the effect and the effect;
-// what it records is record.go's.
+// The state of one owned attempt of ExecuteOnce's protocol: the lease and its
+// renewals, the time bounds, and the requests that report on it. The steps that run
+// it are run.go's; what it records is record.go's.
 
 // attempt is one owned attempt: the lease, renewed alongside the effect, the time
 // bounds, and what was decided so far. The lease fields are shared with the
@@ -205,150 +204,22 @@ func keepRenewing(r renewer, a *attempt) {
 	}
 }
 
-// runAttempt is the attempt's answer; again when a retry was scheduled or the
-// attempt declined before the effect (claim again).
-func (x *protocol) runAttempt(a *attempt) (result *Result, again bool, err error) {
-	x.port.startRenewing(a)
-	defer x.port.stopRenewing(a)
-	result, again, err = x.attemptBody(a)
-	var stopped interruption
-	if !errors.As(err, &stopped) {
-		return result, again, err
+func (a *attempt) failRequest(disposition idemv1.FailDisposition, stored *idemv1.OperationError, retryAfter time.Duration) *idemv1.FailRequest {
+	request := &idemv1.FailRequest{OperationId: a.operationID, Fence: a.fence, Disposition: disposition, Error: stored}
+	if retryAfter > 0 {
+		request.RetryAfter = durationpb.New(retryAfter)
 	}
-	if stopped == leaseLost {
-		if !a.started {
-			// Nothing ran here: another owner has the operation; claim again.
-			a.reclaimReason = idemv1.PendingReason_PENDING_REASON_IN_PROGRESS
-			return nil, true, nil
-		}
-		return x.answerStored(a)
-	}
-	if !a.started {
-		return x.decline(a)
-	}
-	x.failUnknown(a, attemptDeadlineCode, attemptDeadlineMessage)
-	return nil, false, &OutcomeUnknownError{
-		OperationID: a.operationID,
-		Message:     "the effect was cancelled at the attempt deadline; its outcome is unknown",
-		TimedOut:    true,
-	}
+	return request
 }
 
-func (x *protocol) attemptBody(a *attempt) (*Result, bool, error) {
-	if a.info.PreviousOutcomeUnknown {
-		if a.hasLookup {
-			found, err := x.lookUpProvider(a)
-			if err != nil {
-				return nil, false, err
-			}
-			if found != nil {
-				return x.record(a, found)
-			}
-		} else if !a.providerDeduplicates {
-			// Running the effect again could repeat the earlier one, and nothing here
-			// can tell whether it happened. NOT_STARTED hands the doubt on with the
-			// earlier attempt's deadline, for a caller (or reconciler) that can check.
-			x.sendDecline(a)
-			return nil, false, &OutcomeUnknownError{OperationID: a.operationID, Message: cannotCheckEarlierAttempt}
-		}
-	}
-	// Never start the effect so close to its cancel point that it would be cancelled
-	// as soon as it started (checked before renewing too: a Renew bounded by a
-	// deadline all but gone fails as DEADLINE_EXCEEDED), nor on a lease that may be
-	// running out. The lease counts from the Claim's answered send, which a
-	// long-polled Claim (or the wait for an earlier attempt) may have left far
-	// behind: renew it once, counted from the Renew's answered send, and decline
-	// only if too little is left even then.
-	now := x.port.now()
-	if a.cancelAt.Sub(now) < a.margin {
-		return x.decline(a)
-	}
-	if a.leaseLeft(now) < a.lease/2 {
-		if err := renew(x.port.renew, a); err != nil {
-			// Transient failures outlasted the re-sends, or STATE_FORBIDS (the lease
-			// ran out and a Claim marked the attempt): the re-check below decides.
-			var status *StatusError
-			if !(errors.As(err, &status) && status.Retryable()) && !errors.Is(err, ErrStateForbids) {
-				return nil, false, err
-			}
-		}
-		now = x.port.now()
-		if a.isLost() {
-			if stopped := a.interruption(now); stopped != notInterrupted {
-				return nil, false, stopped // LEASE_LOST: claim again; ATTEMPT_DEADLINE_PASSED: decline
-			}
-		}
-		if a.leaseLeft(now) < a.leaseMargin || a.cancelAt.Sub(now) < a.margin {
-			return x.decline(a)
-		}
-	}
-	a.started = true
-	outcome, stopped, err := x.port.runEffect(a)
-	if stopped != notInterrupted {
-		return nil, false, stopped
-	}
-	if err == nil && outcomeValue(outcome) == nil {
-		err = errors.New("idemd: the effect returned no outcome and no error")
-	}
-	if err != nil {
-		// The effect failed in a way nobody can tell. The report names the error's
-		// type only (its text may carry what must not be stored), under the code
-		// every idemd client reports it with.
-		kind := fmt.Sprintf("%T", err)
-		x.failUnknown(a, "effect_raised", kind)
-		return nil, false, &OutcomeUnknownError{
-			OperationID: a.operationID,
-			Message:     "the effect failed (" + kind + "); its outcome is unknown",
-			Cause:       err,
-		}
-	}
-	return x.record(a, outcome)
+func (a *attempt) reportDeadline() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.deadlineAt
 }
 
-// lookUpProvider asks the provider about the earlier attempt until its answer can
-// be trusted: what it found, or nil (nothing, from a lookup that started once the
-// earlier attempt had settled).
-func (x *protocol) lookUpProvider(a *attempt) (Outcome, error) {
-	for {
-		// Taken before the lookup starts: it may read the provider at any moment up
-		// to its answer, so only its start is known to precede the read.
-		startedAt := x.port.now()
-		found, stopped, err := x.port.runLookup(a)
-		if stopped != notInterrupted {
-			return nil, stopped
-		}
-		found = outcomeValue(found)
-		switch found.(type) {
-		case nil, Success, Terminal:
-		default:
-			err = fmt.Errorf("idemd: a lookup returns Success, Terminal or nil, not %T", found)
-		}
-		if err != nil {
-			// Nothing ran here: hand the doubt on as it is (NOT_STARTED keeps the
-			// earlier attempt's deadline), but this call cannot tell the outcome.
-			x.sendDecline(a)
-			return nil, &OutcomeUnknownError{
-				OperationID: a.operationID,
-				Message:     "the provider lookup failed; the earlier attempt's outcome is unknown",
-				Cause:       err,
-			}
-		}
-		if found != nil || a.info.PreviousAttemptSettled(startedAt) {
-			return found, nil
-		}
-		// Nothing found proves nothing if the lookup began while the earlier attempt
-		// could still run (even when it answered after that): its read may precede an
-		// effect that landed before the earlier deadline.
-		settlesAt := a.info.PreviousAttemptSettlesAt
-		now := x.port.now()
-		if !settlesAt.Before(a.cancelAt) && !now.Add(a.lookupInterval).Before(a.cancelAt) {
-			// This attempt ends before the doubt does: having looked until now, hand
-			// the doubt on as it is; the next attempt, told the earlier deadline and
-			// ending later, waits it out.
-			return nil, timeUp
-		}
-		if stopped := x.port.pause(a, max(0, min(a.lookupInterval, settlesAt.Sub(now)))); stopped != notInterrupted {
-			return nil, stopped
-		}
-	}
+// declineRequest has no retry_after: with NOT_STARTED it is INVALID_ARGUMENT.
+func (a *attempt) declineRequest() *idemv1.FailRequest {
+	stored := &idemv1.OperationError{Code: notStartedCode, Message: notStartedMessage}
+	return a.failRequest(idemv1.FailDisposition_FAIL_DISPOSITION_NOT_STARTED, stored, 0)
 }

@@ -156,63 +156,6 @@ func (x *protocol) claimRequest(wait time.Duration, waiting bool) *idemv1.ClaimR
 	return request
 }
 
-// run is the whole of ExecuteOnce.
-func (x *protocol) run() (*Result, error) {
-	end := x.port.now().Add(x.config.pendingTimeout)
-	if !x.callerDeadline.IsZero() && x.callerDeadline.Before(end) {
-		end = x.callerDeadline
-	}
-	var wait time.Duration
-	waiting := false
-	for {
-		if err := x.port.cancelled(); err != nil {
-			return nil, err
-		}
-		request := x.claimRequest(wait, waiting)
-		response, sentAt, err := x.port.claim(request, later(end, x.port.now().Add(minClaimTime)))
-		if err != nil {
-			return nil, err
-		}
-		receivedAt := x.port.now()
-		switch outcome := response.GetOutcome().(type) {
-		case *idemv1.ClaimResponse_Acquired, *idemv1.ClaimResponse_ReconcileFirst:
-			a := newAttempt(response, sentAt, receivedAt, x.config, x.callerDeadline)
-			result, again, err := x.runAttempt(a)
-			if !again {
-				return result, err
-			}
-			// Retryable, or declined before the effect: claim again for the next
-			// attempt, within the caller's time.
-			if !x.port.now().Before(end) {
-				return nil, &PendingError{OperationID: a.operationID, RetryAfter: a.reclaimAfter, Reason: a.reclaimReason.String()}
-			}
-			waiting = false
-		case *idemv1.ClaimResponse_Completed:
-			return replayed(outcome.Completed)
-		case *idemv1.ClaimResponse_Pending:
-			pending := outcome.Pending
-			retryAfter := durationOf(pending.GetRetryAfter())
-			remaining := end.Sub(x.port.now())
-			if remaining <= pendingSlack {
-				return nil, &PendingError{OperationID: pending.GetOperationId(), RetryAfter: retryAfter, Reason: pending.GetReason().String()}
-			}
-			if waiting && receivedAt.Sub(sentAt) < min(pendingSlack, wait) {
-				// The server did not wait (it has as many waiters as it allows, or
-				// clamped the wait): do not spin.
-				if err := x.port.sleep(min(retryAfter, remaining, time.Second)); err != nil {
-					return nil, err
-				}
-			}
-			wait, waiting = max(0, min(maxClaimWait, remaining-pendingSlack)), true
-		case *idemv1.ClaimResponse_NeedsReconciliation:
-			needs := outcome.NeedsReconciliation
-			return nil, &NeedsReconciliationError{OperationID: needs.GetOperationId(), Fence: needs.GetFence(), Attempts: needs.GetAttempts()}
-		default:
-			return nil, &UnrecognisedOutcomeError{}
-		}
-	}
-}
-
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

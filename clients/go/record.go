@@ -3,9 +3,6 @@ package idemd
 import (
 	"errors"
 	"fmt"
-	"time"
-
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	idemv1 "github.com/idemd/idemd/clients/go/idemv1"
 )
@@ -76,31 +73,11 @@ func (x *protocol) report(a *attempt, outcome Outcome) (*Result, bool, error) {
 	return nil, false, fmt.Errorf("idemd: an effect returns Success, Terminal, Retryable or Unknown, not %T", outcome)
 }
 
-func (a *attempt) failRequest(disposition idemv1.FailDisposition, stored *idemv1.OperationError, retryAfter time.Duration) *idemv1.FailRequest {
-	request := &idemv1.FailRequest{OperationId: a.operationID, Fence: a.fence, Disposition: disposition, Error: stored}
-	if retryAfter > 0 {
-		request.RetryAfter = durationpb.New(retryAfter)
-	}
-	return request
-}
-
-func (a *attempt) reportDeadline() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.deadlineAt
-}
-
 // failUnknown is best effort: an attempt whose outcome is unknown says so; if it
 // cannot, its lease runs out and the next owner reconciles first all the same.
 func (x *protocol) failUnknown(a *attempt, code, message string) {
 	stored := &idemv1.OperationError{Code: code, Message: message}
 	_, _ = x.port.fail(a.failRequest(idemv1.FailDisposition_FAIL_DISPOSITION_UNKNOWN, stored, 0), a.reportDeadline())
-}
-
-// declineRequest has no retry_after: with NOT_STARTED it is INVALID_ARGUMENT.
-func (a *attempt) declineRequest() *idemv1.FailRequest {
-	stored := &idemv1.OperationError{Code: notStartedCode, Message: notStartedMessage}
-	return a.failRequest(idemv1.FailDisposition_FAIL_DISPOSITION_NOT_STARTED, stored, 0)
 }
 
 // sendDecline is a best-effort Fail NOT_STARTED (the lease runs out otherwise, and
