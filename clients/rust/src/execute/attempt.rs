@@ -29,6 +29,24 @@ fn negative_lookup_counts(asked_at: Instant, earlier_attempt_settles_at: Instant
     asked_at >= earlier_attempt_settles_at
 }
 
+/// When the next background Renew is due: a third into the lease granted
+/// `since` (docs/client-protocol.md, "background renewal"); `None` once the
+/// lease reaches the attempt deadline (within 1 ms), where Renew cannot extend
+/// it and renewing again would only shrink it, call after call.
+fn next_renewal(since: Instant, granted: Duration, attempt_deadline: Instant) -> Option<Instant> {
+    if since + granted + Duration::from_millis(1) >= attempt_deadline {
+        return None;
+    }
+    Some(since + granted / 3)
+}
+
+/// The pause before another try after a background Renew whose re-sends all
+/// failed: a tenth of the grant, within [50 ms, 1 s] (docs/client-protocol.md,
+/// "renewal retry pause").
+fn renewal_retry_pause(granted: Duration) -> Duration {
+    (granted / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
 pub(super) enum Step {
     Done(Execution),
     /// Claim again after this long.
@@ -335,12 +353,15 @@ impl Run<'_> {
     }
 
     /// Renews a third of the way through each granted lease until a Renew
-    /// is refused; returns the refusal. Transient failures (already re-sent
-    /// within the attempt by the retry policy) do not stop it: the fence, not
-    /// the lease, decides who may write.
+    /// is refused (returns the refusal) or the lease reaches the attempt
+    /// deadline (never returns). Transient failures (already re-sent within
+    /// the attempt by the retry policy) do not stop it: the fence, not the
+    /// lease, decides who may write.
     pub(super) async fn keep_renewing(&self, owned: &Owned) -> Error {
         let (since, granted) = owned.lease();
-        let mut due = since + granted / 3;
+        let Some(mut due) = next_renewal(since, granted, owned.attempt_deadline) else {
+            return std::future::pending().await;
+        };
         loop {
             sleep_until(due.max(Instant::now() + Duration::from_millis(5))).await;
             if Instant::now() >= owned.attempt_deadline {
@@ -349,10 +370,13 @@ impl Run<'_> {
             match self.renew(owned, owned.attempt_deadline).await {
                 Ok(()) => {
                     let (since, granted) = owned.lease();
-                    due = since + granted / 3;
+                    match next_renewal(since, granted, owned.attempt_deadline) {
+                        Some(next) => due = next,
+                        None => return std::future::pending().await,
+                    }
                 }
                 Err(error) if retryable(&error).is_some() => {
-                    due = Instant::now() + self.operation.lease / 10;
+                    due = Instant::now() + renewal_retry_pause(owned.lease().1);
                 }
                 Err(refusal) => return refusal,
             }
@@ -430,6 +454,43 @@ mod tests {
         let previous = Run::previous_attempt(&absent, received_at, &owned, Some(&own));
         assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
         assert_eq!(previous.attempt_deadline, own);
+    }
+
+    #[test]
+    fn background_renewals_fall_due_a_third_into_each_grant_until_the_lease_reaches_the_deadline() {
+        let since = Instant::now();
+        let deadline = since + Duration::from_secs(300);
+        assert_eq!(
+            next_renewal(since, Duration::from_secs(30), deadline),
+            Some(since + Duration::from_secs(10))
+        );
+        // The grant ends at the attempt deadline (or within a millisecond of it):
+        // nothing more to renew.
+        assert_eq!(
+            next_renewal(since, Duration::from_secs(300), deadline),
+            None
+        );
+        assert_eq!(
+            next_renewal(since, Duration::from_micros(299_999_500), deadline),
+            None
+        );
+        assert!(next_renewal(since, Duration::from_millis(299_998), deadline).is_some());
+    }
+
+    #[test]
+    fn a_failed_background_renew_is_tried_again_after_a_tenth_of_the_grant_within_bounds() {
+        assert_eq!(
+            renewal_retry_pause(Duration::from_secs(3)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            renewal_retry_pause(Duration::from_millis(100)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            renewal_retry_pause(Duration::from_secs(30)),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]
