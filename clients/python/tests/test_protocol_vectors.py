@@ -216,6 +216,7 @@ class World:
         self.renewals: Generator[Step, Any, None] | None = None
         self.renewals_started = False
         self.renewal_wakes_at: float | None = None
+        self.failure: AssertionError | None = None
 
     # ---- the clock and the claim tokens ----------------------------------------
 
@@ -263,6 +264,15 @@ class World:
     # ---- the steps the protocol asks for -------------------------------------------
 
     def perform(self, step: Step) -> Any:
+        try:
+            return self.perform_step(step)
+        except AssertionError as failure:
+            # The protocol may catch what a step raises (an effect that raised is its
+            # outcome): the first departure from the script is kept and reported.
+            self.failure = self.failure or failure
+            raise
+
+    def perform_step(self, step: Step) -> Any:
         if isinstance(step, Call):
             return getattr(self, step.method)(*step.args, **step.kwargs)
         if isinstance(step, Sleep):
@@ -444,6 +454,8 @@ def error_kind(error: BaseException) -> str:
 def test_protocol_vector(scenario: dict[str, Any]) -> None:
     world = World(scenario)
     result, error = world.run()
+    if world.failure is not None:
+        raise world.failure
     assert len(world.steps) == 1, (
         f"{world.where()}: the call ended ({result or error!r}) before the vector's step {world.steps[0]}"
     )

@@ -121,6 +121,10 @@ class World {
   renewals: Steps<void> | undefined;
   renewalsStarted = false;
   renewalsWakeAt: number | undefined;
+  /** The first departure from the script: the protocol may catch what a step throws
+   *  (an effect that threw is its outcome, a send's error is a status), so it is kept
+   *  and reported. */
+  failure: unknown;
 
   constructor(scenario: Json) {
     this.name = scenario.name;
@@ -133,6 +137,19 @@ class World {
   }
 
   expect(action: string): Json {
+    return this.noted(() => this.expectStep(action));
+  }
+
+  noted<T>(check: () => T): T {
+    try {
+      return check();
+    } catch (failure) {
+      this.failure ??= failure;
+      throw failure;
+    }
+  }
+
+  expectStep(action: string): Json {
     const step = this.steps[0];
     assert.ok(step !== undefined && "do" in step, `${this.where()}: the client does ${action}, the vector expects the call to end`);
     assert.equal(step.do, action, `${this.where()}: the client does ${action}`);
@@ -149,7 +166,7 @@ class World {
     return await callWithRetryAnswered(
       async () => {
         const step = this.expect(action);
-        check(step);
+        this.noted(() => check(step));
         this.now += step.takes ?? 0;
         if ("error" in step) {
           const [code, reason] = ERRORS[step.error as string]!;
@@ -365,6 +382,7 @@ for (const scenario of scenarios) {
   test(`protocol vector: ${scenario.name}`, async () => {
     const world = new World(scenario);
     const [result, error] = await world.run();
+    if (world.failure !== undefined) throw world.failure;
     if (error instanceof assert.AssertionError) throw error;
     assert.equal(world.steps.length, 1, `${world.where()}: the call ended (${String(error ?? JSON.stringify(result))}) before the vector's step ${JSON.stringify(world.steps[0])}`);
     const last = world.steps[0]!;
