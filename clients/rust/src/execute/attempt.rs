@@ -47,6 +47,15 @@ fn renewal_retry_pause(granted: Duration) -> Duration {
     (granted / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
+/// A background Renew refused STATE_FORBIDS: the lease ran out and a Claim
+/// marked the attempt UNKNOWN, but nobody took over, and the owner may still
+/// write up to its attempt deadline (the fence decides, not the lease). The
+/// renewals stop; the effect goes on and its outcome is recorded
+/// (docs/client-protocol.md, "While the effect runs").
+fn renewals_stop_but_the_attempt_goes_on(refusal: &Error) -> bool {
+    matches!(refusal, Error::FailedPrecondition { reason, .. } if reason == "STATE_FORBIDS")
+}
+
 pub(super) enum Step {
     Done(Execution),
     /// Claim again after this long.
@@ -378,6 +387,9 @@ impl Run<'_> {
                 Err(error) if retryable(&error).is_some() => {
                     due = Instant::now() + renewal_retry_pause(owned.lease().1);
                 }
+                Err(refusal) if renewals_stop_but_the_attempt_goes_on(&refusal) => {
+                    return std::future::pending().await;
+                }
                 Err(refusal) => return refusal,
             }
         }
@@ -475,6 +487,25 @@ mod tests {
             None
         );
         assert!(next_renewal(since, Duration::from_millis(299_998), deadline).is_some());
+    }
+
+    #[test]
+    fn state_forbids_stops_the_renewals_and_nothing_else_does() {
+        let refused = |reason: &str| Error::FailedPrecondition {
+            reason: reason.into(),
+            operation_id: None,
+            state: None,
+            message: String::new(),
+        };
+        assert!(renewals_stop_but_the_attempt_goes_on(&refused(
+            "STATE_FORBIDS"
+        )));
+        assert!(!renewals_stop_but_the_attempt_goes_on(&refused(
+            "ATTEMPT_DEADLINE_PASSED"
+        )));
+        assert!(!renewals_stop_but_the_attempt_goes_on(&refused(
+            "LEASE_STILL_LIVE"
+        )));
     }
 
     #[test]
