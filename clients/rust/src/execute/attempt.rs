@@ -29,6 +29,14 @@ fn negative_lookup_counts(asked_at: Instant, earlier_attempt_settles_at: Instant
     asked_at >= earlier_attempt_settles_at
 }
 
+/// Whether the effect waits for one Renew first: with less than half of the
+/// lease asked for left (docs/client-protocol.md, "renew-first threshold").
+/// Judged against the lease asked for, not the one granted: a re-sent Claim is
+/// granted only what was left of it, and half of a remnant is no margin.
+fn renew_first(lease_left: Duration, lease_asked: Duration) -> bool {
+    lease_left < lease_asked / 2
+}
+
 /// When the next background Renew is due: a third into the lease granted
 /// `since` (docs/client-protocol.md, "background renewal"); `None` once the
 /// lease reaches the attempt deadline (within 1 ms), where Renew cannot extend
@@ -190,15 +198,19 @@ impl Run<'_> {
                 owned.stop_at.saturating_duration_since(now) < margin,
             )
         };
-        let (lease_short, attempt_short) = short(owned);
+        let (_, attempt_short) = short(owned);
         if attempt_short {
             return self.decline(owned, previous).await.map(Some);
         }
-        if lease_short {
+        let lease_left = owned
+            .lease_until()
+            .saturating_duration_since(Instant::now());
+        if renew_first(lease_left, self.operation.lease) {
             // The lease counts from the Claim's send, which a long-polled
             // Claim (or the wait for an earlier attempt's deadline) may have
-            // left far behind: renew it, counted from the Renew's send,
-            // rather than give the attempt up.
+            // left far behind, and a re-sent Claim is granted only what was
+            // left of it: renew it, counted from the Renew's send, rather
+            // than start the effect on a remnant or give the attempt up.
             match self.renew(owned, owned.stop_at).await {
                 Ok(()) => {}
                 Err(error) if retryable(&error).is_some() => {}
@@ -487,6 +499,23 @@ mod tests {
             None
         );
         assert!(next_renewal(since, Duration::from_millis(299_998), deadline).is_some());
+    }
+
+    #[test]
+    fn a_lease_under_half_of_the_one_asked_for_is_renewed_before_the_effect() {
+        // A 2 s lease re-sent after 1.25 s is answered with the 0.75 s left.
+        assert!(renew_first(
+            Duration::from_millis(750),
+            Duration::from_secs(2)
+        ));
+        assert!(renew_first(
+            Duration::from_secs(14),
+            Duration::from_secs(30)
+        ));
+        assert!(!renew_first(
+            Duration::from_secs(15),
+            Duration::from_secs(30)
+        ));
     }
 
     #[test]
