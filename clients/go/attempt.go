@@ -177,7 +177,7 @@ type renewer interface {
 	renew(request *idemv1.RenewRequest, deadline time.Time) (*idemv1.RenewResponse, time.Time, error)
 }
 
-// keepRenewing renews the lease two thirds into each grant until it is lost, it
+// keepRenewing renews the lease a third into each grant until it is lost, it
 // reaches the attempt deadline (Renew cannot extend it further: renewing again
 // could only shrink it, call after call), or the renewals are stopped.
 func keepRenewing(r renewer, a *attempt) {

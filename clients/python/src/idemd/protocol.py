@@ -80,8 +80,22 @@ from idemd.wire import claim_request, seconds
 
 T = TypeVar("T")
 
+# The protocol's constants (docs/client-protocol.md, "The constants"), the same in
+# every idemd client.
+
 #: The longest ``wait`` one Claim asks for while the operation is pending.
 MAX_CLAIM_WAIT = 20.0
+
+#: With this little (or less) of the caller's deadline left, Pending is final; the
+#: ``wait`` asked for is what is left less this.
+PENDING_SLACK = 0.05
+
+#: A Claim's sends get at least this long, whatever is left of the caller's deadline:
+#: a deadline of zero means "do not wait", not "fail if idemd takes a moment".
+MIN_CLAIM_TIME = 1.0
+
+#: The longest pause before a Claim after a Pending the server did not wait on.
+NO_SPIN_PAUSE = 1.0
 
 #: What an attempt stopped at its deadline reports (Fail UNKNOWN). One value, so a
 #: report sent early (the blocking client's watchdog) and the one sent when the effect
@@ -229,22 +243,28 @@ def execute_once_steps(
     retention: float | None,
     operation_deadline: float | None,
     lookup_interval: float,
+    clock: Callable[[], float] = time.monotonic,
+    new_claim_token: Callable[[], bytes] = lambda: secrets.token_bytes(16),
 ) -> Steps[Result]:
-    """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`)."""
+    """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`).
+
+    ``clock`` (monotonic seconds) and ``new_claim_token`` are the only inputs besides
+    the answers sent back: the shared protocol vectors (testdata/protocol/) drive the
+    protocol with a scripted clock and numbered tokens."""
     if payload is None:
         if fingerprint is None:
             raise ValueError("give a payload or a fingerprint")
         identity: dict[str, Any] = {"fingerprint": fingerprint}
     else:
         identity = _request_identity(payload)
-    end = time.monotonic() + deadline
+    end = clock() + deadline
     wait: float | None = None
     while True:
         request = claim_request(
             operation,
             key,
             **identity,
-            claim_token=secrets.token_bytes(16),
+            claim_token=new_claim_token(),
             lease=lease,
             max_attempt_duration=attempt_duration,
             max_attempts=max_attempts,
@@ -253,9 +273,9 @@ def execute_once_steps(
             wait=wait,
         )
         response, sent_at = yield Call(
-            "send_claim", (request,), {"deadline": max(end, time.monotonic() + 1.0)}
+            "send_claim", (request,), {"deadline": max(end, clock() + MIN_CLAIM_TIME)}
         )
-        received_at = time.monotonic()
+        received_at = clock()
         outcome = response.WhichOneof("outcome")
         if outcome in ("acquired", "reconcile_first"):
             first = response.reconcile_first if outcome == "reconcile_first" else None
@@ -268,12 +288,13 @@ def execute_once_steps(
                 has_lookup,
                 lookup_interval,
                 provider_deduplicates=provider_deduplicates,
+                clock=clock,
             )
             if (result := (yield from attempt.run())) is not None:
                 return result
             # Retryable, or declined before the effect: claim again for the next
             # attempt, within the caller's deadline.
-            if time.monotonic() >= end:
+            if clock() >= end:
                 raise PendingError(
                     attempt.operation_id, attempt.reclaim_after, pb.PendingReason.Name(attempt.reclaim_reason)
                 )
@@ -283,15 +304,15 @@ def execute_once_steps(
         elif outcome == "pending":
             pending = response.pending
             retry_after = seconds(pending.retry_after)
-            remaining = end - time.monotonic()
+            remaining = end - clock()
             reason = pb.PendingReason.Name(pending.reason)
-            if remaining <= 0.05:
+            if remaining <= PENDING_SLACK:
                 raise PendingError(pending.operation_id, retry_after, reason)
-            waited = time.monotonic() - sent_at
-            if wait is not None and waited < min(0.05, wait):
+            waited = clock() - sent_at
+            if wait is not None and waited < min(PENDING_SLACK, wait):
                 # The server did not wait (clamped): do not spin.
-                yield Sleep(min(retry_after, remaining, 1.0))
-            wait = max(0.0, min(MAX_CLAIM_WAIT, remaining - 0.05))
+                yield Sleep(min(retry_after, remaining, NO_SPIN_PAUSE))
+            wait = max(0.0, min(MAX_CLAIM_WAIT, remaining - PENDING_SLACK))
         elif outcome == "needs_reconciliation":
             needs = response.needs_reconciliation
             raise NeedsReconciliationError(needs.operation_id, needs.fence, needs.attempts)
@@ -322,7 +343,9 @@ class Attempt:
         lookup_interval: float,
         *,
         provider_deduplicates: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self.clock = clock
         self.operation_id = ownership.operation_id
         self.fence = ownership.fence
         self.attempt = ownership.attempt
@@ -379,7 +402,7 @@ class Attempt:
             if isinstance(self.lost_error, AttemptDeadlinePassedError):
                 return Stopped()  # nobody took over: this attempt's time is up
             return Lost()
-        if self.timed_out or time.monotonic() >= self.cancel_at:
+        if self.timed_out or self.clock() >= self.cancel_at:
             return Stopped()
         return None
 
@@ -407,7 +430,7 @@ class Attempt:
         # Once the lease reaches the attempt deadline, Renew cannot extend it further.
         while not self.lost and self.lease_expires_at < self.deadline_at - 0.001:
             due = self.lease_expires_at - self.granted * 2 / 3
-            yield Sleep(max(0.0, due - time.monotonic()))
+            yield Sleep(max(0.0, due - self.clock()))
             try:
                 yield from self.renew()
             except StateForbidsError:
@@ -463,9 +486,9 @@ class Attempt:
         # behind, and a re-sent Claim is answered with what was left of it by then:
         # renew it once, counted from the Renew's answered send, and decline only if
         # too little is left even then.
-        if self.cancel_at - time.monotonic() < self.margin:
+        if self.cancel_at - self.clock() < self.margin:
             return (yield from self.decline())
-        if self.lease_expires_at - time.monotonic() < self.lease / 2:
+        if self.lease_expires_at - self.clock() < self.lease / 2:
             try:
                 yield from self.renew()
             except StatusError as error:
@@ -475,7 +498,7 @@ class Attempt:
                     raise
             if self.lost and (interrupted := self.interruption()) is not None:
                 raise interrupted  # LEASE_LOST: claim again; ATTEMPT_DEADLINE_PASSED: decline
-            now = time.monotonic()
+            now = self.clock()
             if self.lease_expires_at - now < self.lease_margin or self.cancel_at - now < self.margin:
                 return (yield from self.decline())
         self.started = True
@@ -494,7 +517,7 @@ class Attempt:
         while True:
             # Taken before the lookup starts: it may read the provider at any moment
             # up to its answer, so only its start is known to precede the read.
-            started_at = time.monotonic()
+            started_at = self.clock()
             try:
                 found = yield Guarded(self, "lookup")
             except (Lost, Stopped):
@@ -512,7 +535,7 @@ class Attempt:
             # attempt could still run (even when it answered after that): its read
             # may precede an effect that landed before the earlier deadline.
             settles_at = self.ctx.previous_attempt_settles_at or 0.0
-            now = time.monotonic()
+            now = self.clock()
             if settles_at >= self.cancel_at and now + self.lookup_interval >= self.cancel_at:
                 # This attempt ends before the doubt does (its Claim took long enough,
                 # re-sent or long-polled, to eat the gap between the two deadlines):

@@ -29,6 +29,41 @@ fn negative_lookup_counts(asked_at: Instant, earlier_attempt_settles_at: Instant
     asked_at >= earlier_attempt_settles_at
 }
 
+/// Whether the effect waits for one Renew first: with less than half of the
+/// lease asked for left (docs/client-protocol.md, "renew-first threshold").
+/// Judged against the lease asked for, not the one granted: a re-sent Claim is
+/// granted only what was left of it, and half of a remnant is no margin.
+fn renew_first(lease_left: Duration, lease_asked: Duration) -> bool {
+    lease_left < lease_asked / 2
+}
+
+/// When the next background Renew is due: a third into the lease granted
+/// `since` (docs/client-protocol.md, "background renewal"); `None` once the
+/// lease reaches the attempt deadline (within 1 ms), where Renew cannot extend
+/// it and renewing again would only shrink it, call after call.
+fn next_renewal(since: Instant, granted: Duration, attempt_deadline: Instant) -> Option<Instant> {
+    if since + granted + Duration::from_millis(1) >= attempt_deadline {
+        return None;
+    }
+    Some(since + granted / 3)
+}
+
+/// The pause before another try after a background Renew whose re-sends all
+/// failed: a tenth of the grant, within [50 ms, 1 s] (docs/client-protocol.md,
+/// "renewal retry pause").
+fn renewal_retry_pause(granted: Duration) -> Duration {
+    (granted / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// A background Renew refused STATE_FORBIDS: the lease ran out and a Claim
+/// marked the attempt UNKNOWN, but nobody took over, and the owner may still
+/// write up to its attempt deadline (the fence decides, not the lease). The
+/// renewals stop; the effect goes on and its outcome is recorded
+/// (docs/client-protocol.md, "While the effect runs").
+fn renewals_stop_but_the_attempt_goes_on(refusal: &Error) -> bool {
+    matches!(refusal, Error::FailedPrecondition { reason, .. } if reason == "STATE_FORBIDS")
+}
+
 pub(super) enum Step {
     Done(Execution),
     /// Claim again after this long.
@@ -163,15 +198,19 @@ impl Run<'_> {
                 owned.stop_at.saturating_duration_since(now) < margin,
             )
         };
-        let (lease_short, attempt_short) = short(owned);
+        let (_, attempt_short) = short(owned);
         if attempt_short {
             return self.decline(owned, previous).await.map(Some);
         }
-        if lease_short {
+        let lease_left = owned
+            .lease_until()
+            .saturating_duration_since(Instant::now());
+        if renew_first(lease_left, self.operation.lease) {
             // The lease counts from the Claim's send, which a long-polled
             // Claim (or the wait for an earlier attempt's deadline) may have
-            // left far behind: renew it, counted from the Renew's send,
-            // rather than give the attempt up.
+            // left far behind, and a re-sent Claim is granted only what was
+            // left of it: renew it, counted from the Renew's send, rather
+            // than start the effect on a remnant or give the attempt up.
             match self.renew(owned, owned.stop_at).await {
                 Ok(()) => {}
                 Err(error) if retryable(&error).is_some() => {}
@@ -335,12 +374,15 @@ impl Run<'_> {
     }
 
     /// Renews a third of the way through each granted lease until a Renew
-    /// is refused; returns the refusal. Transient failures (already re-sent
-    /// within the attempt by the retry policy) do not stop it: the fence, not
-    /// the lease, decides who may write.
+    /// is refused (returns the refusal) or the lease reaches the attempt
+    /// deadline (never returns). Transient failures (already re-sent within
+    /// the attempt by the retry policy) do not stop it: the fence, not the
+    /// lease, decides who may write.
     pub(super) async fn keep_renewing(&self, owned: &Owned) -> Error {
         let (since, granted) = owned.lease();
-        let mut due = since + granted / 3;
+        let Some(mut due) = next_renewal(since, granted, owned.attempt_deadline) else {
+            return std::future::pending().await;
+        };
         loop {
             sleep_until(due.max(Instant::now() + Duration::from_millis(5))).await;
             if Instant::now() >= owned.attempt_deadline {
@@ -349,10 +391,16 @@ impl Run<'_> {
             match self.renew(owned, owned.attempt_deadline).await {
                 Ok(()) => {
                     let (since, granted) = owned.lease();
-                    due = since + granted / 3;
+                    match next_renewal(since, granted, owned.attempt_deadline) {
+                        Some(next) => due = next,
+                        None => return std::future::pending().await,
+                    }
                 }
                 Err(error) if retryable(&error).is_some() => {
-                    due = Instant::now() + self.operation.lease / 10;
+                    due = Instant::now() + renewal_retry_pause(owned.lease().1);
+                }
+                Err(refusal) if renewals_stop_but_the_attempt_goes_on(&refusal) => {
+                    return std::future::pending().await;
                 }
                 Err(refusal) => return refusal,
             }
@@ -430,6 +478,79 @@ mod tests {
         let previous = Run::previous_attempt(&absent, received_at, &owned, Some(&own));
         assert_eq!(previous.deadline_source, DeadlineSource::OwnAttempt);
         assert_eq!(previous.attempt_deadline, own);
+    }
+
+    #[test]
+    fn background_renewals_fall_due_a_third_into_each_grant_until_the_lease_reaches_the_deadline() {
+        let since = Instant::now();
+        let deadline = since + Duration::from_secs(300);
+        assert_eq!(
+            next_renewal(since, Duration::from_secs(30), deadline),
+            Some(since + Duration::from_secs(10))
+        );
+        // The grant ends at the attempt deadline (or within a millisecond of it):
+        // nothing more to renew.
+        assert_eq!(
+            next_renewal(since, Duration::from_secs(300), deadline),
+            None
+        );
+        assert_eq!(
+            next_renewal(since, Duration::from_micros(299_999_500), deadline),
+            None
+        );
+        assert!(next_renewal(since, Duration::from_millis(299_998), deadline).is_some());
+    }
+
+    #[test]
+    fn a_lease_under_half_of_the_one_asked_for_is_renewed_before_the_effect() {
+        // A 2 s lease re-sent after 1.25 s is answered with the 0.75 s left.
+        assert!(renew_first(
+            Duration::from_millis(750),
+            Duration::from_secs(2)
+        ));
+        assert!(renew_first(
+            Duration::from_secs(14),
+            Duration::from_secs(30)
+        ));
+        assert!(!renew_first(
+            Duration::from_secs(15),
+            Duration::from_secs(30)
+        ));
+    }
+
+    #[test]
+    fn state_forbids_stops_the_renewals_and_nothing_else_does() {
+        let refused = |reason: &str| Error::FailedPrecondition {
+            reason: reason.into(),
+            operation_id: None,
+            state: None,
+            message: String::new(),
+        };
+        assert!(renewals_stop_but_the_attempt_goes_on(&refused(
+            "STATE_FORBIDS"
+        )));
+        assert!(!renewals_stop_but_the_attempt_goes_on(&refused(
+            "ATTEMPT_DEADLINE_PASSED"
+        )));
+        assert!(!renewals_stop_but_the_attempt_goes_on(&refused(
+            "LEASE_STILL_LIVE"
+        )));
+    }
+
+    #[test]
+    fn a_failed_background_renew_is_tried_again_after_a_tenth_of_the_grant_within_bounds() {
+        assert_eq!(
+            renewal_retry_pause(Duration::from_secs(3)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            renewal_retry_pause(Duration::from_millis(100)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            renewal_retry_pause(Duration::from_secs(30)),
+            Duration::from_secs(1)
+        );
     }
 
     #[test]
