@@ -63,6 +63,17 @@ struct Registry {
     tenant_label: bool,
     counters: RwLock<Handles<CounterSeries, Counter>>,
     histograms: RwLock<Handles<HistogramSeries, Histogram>>,
+    /// The series of every call without a label of the call's own,
+    /// registered once.
+    fixed: Fixed,
+}
+
+/// Handles of series whose labels are fixed, recorded to on hot paths.
+struct Fixed {
+    cache_hits: Counter,
+    cache_misses: Counter,
+    requests_in_flight: Gauge,
+    claim_wait: Histogram,
 }
 
 /// Looked up on every call: a fast hasher (the keys are fixed names, indices
@@ -255,16 +266,63 @@ const WAITING_CLAIMS: Family = describe_gauge(
     "Claims waiting for a pending operation on this replica.",
 );
 
+const RESULT_CACHE_LOOKUPS: Family = describe_counter(
+    "idemd_result_cache_lookups_total",
+    "Claims that looked for a replay in this replica's result cache, by result (hit, miss).",
+);
+const REQUESTS_IN_FLIGHT: Family = describe_gauge(
+    "idemd_requests_in_flight",
+    "API calls this replica is handling now, waiting Claims included.",
+);
+const SERVING: Family = describe_gauge(
+    "idemd_serving",
+    "1 while this replica's readiness is SERVING, 0 while NOT_SERVING.",
+);
+const BUILD_INFO: Family = describe_gauge(
+    "idemd_build_info",
+    "Always 1; the version of this replica's binary is its label.",
+);
+
+// The process's own, named as every Prometheus client names them.
+const PROCESS_CPU: Family = describe_counter(
+    "process_cpu_seconds_total",
+    "Total user and system CPU time spent in seconds.",
+);
+const PROCESS_RESIDENT_MEMORY: Family = describe_gauge(
+    "process_resident_memory_bytes",
+    "Resident memory size in bytes.",
+);
+const PROCESS_VIRTUAL_MEMORY: Family = describe_gauge(
+    "process_virtual_memory_bytes",
+    "Virtual memory size in bytes.",
+);
+const PROCESS_OPEN_FDS: Family =
+    describe_gauge("process_open_fds", "Number of open file descriptors.");
+const PROCESS_MAX_FDS: Family = describe_gauge(
+    "process_max_fds",
+    "Maximum number of open file descriptors.",
+);
+const PROCESS_THREADS: Family =
+    describe_gauge("process_threads", "Number of OS threads in the process.");
+const PROCESS_START_TIME: Family = describe_gauge(
+    "process_start_time_seconds",
+    "Start time of the process since the Unix epoch in seconds.",
+);
+
 const RPC_DURATION: Family = describe_histogram(
     "idemd_rpc_duration_seconds",
-    "gRPC call latency, by RPC and status code.",
+    "gRPC call latency, by RPC and status code; a Claim's wait for a pending operation left out.",
+);
+const CLAIM_WAIT: Family = describe_histogram(
+    "idemd_claim_wait_seconds",
+    "Time Claims spent waiting for a pending operation to change (their wait), apart from their work.",
 );
 const STORE_DURATION: Family = describe_histogram(
     "idemd_store_duration_seconds",
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 21] = [
+const FAMILIES: [Family; 33] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -284,7 +342,19 @@ const FAMILIES: [Family; 21] = [
     POOL_MAX_CONNECTIONS,
     DB_CLOCK_OFFSET,
     WAITING_CLAIMS,
+    RESULT_CACHE_LOOKUPS,
+    REQUESTS_IN_FLIGHT,
+    SERVING,
+    BUILD_INFO,
+    PROCESS_CPU,
+    PROCESS_RESIDENT_MEMORY,
+    PROCESS_VIRTUAL_MEMORY,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_THREADS,
+    PROCESS_START_TIME,
     RPC_DURATION,
+    CLAIM_WAIT,
     STORE_DURATION,
 ];
 
@@ -293,6 +363,12 @@ static IN_USE: [Label; 1] = [Label::from_static_parts("state", "in_use")];
 static TOMBSTONED: [Label; 1] = [Label::from_static_parts("kind", "tombstoned")];
 static DEADLINE_EXCEEDED: [Label; 1] = [Label::from_static_parts("kind", "deadline_exceeded")];
 static DELETED: [Label; 1] = [Label::from_static_parts("kind", "deleted")];
+static HIT: [Label; 1] = [Label::from_static_parts("result", "hit")];
+static MISS: [Label; 1] = [Label::from_static_parts("result", "miss")];
+static VERSION: [Label; 1] = [Label::from_static_parts(
+    "version",
+    env!("CARGO_PKG_VERSION"),
+)];
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -325,9 +401,20 @@ impl Metrics {
         let mut operation_values: Vec<SharedString> =
             allowed.into_iter().map(SharedString::from).collect();
         operation_values.push(SharedString::const_str(OTHER_OPERATION));
+        let fixed = Fixed {
+            cache_hits: recorder.register_counter(&RESULT_CACHE_LOOKUPS.key_with(&HIT), &METADATA),
+            cache_misses: recorder
+                .register_counter(&RESULT_CACHE_LOOKUPS.key_with(&MISS), &METADATA),
+            requests_in_flight: recorder.register_gauge(&REQUESTS_IN_FLIGHT.key(), &METADATA),
+            claim_wait: recorder.register_histogram(&CLAIM_WAIT.key(), &METADATA),
+        };
+        recorder
+            .register_gauge(&BUILD_INFO.key_with(&VERSION), &METADATA)
+            .set(1.0);
         let metrics = Self(Arc::new(Registry {
             handle: recorder.handle(),
             recorder,
+            fixed,
             allowed_operations,
             operation_values,
             tenant_label: labels.tenant,
@@ -486,6 +573,62 @@ impl Metrics {
         self.record(HistogramSeries::Store { call }, elapsed);
     }
 
+    /// A Claim waited `waited` for its pending operation to change.
+    pub fn claim_wait(&self, waited: Duration) {
+        self.0.fixed.claim_wait.record(waited.as_secs_f64());
+    }
+
+    /// A Claim looked for a replay in the result cache.
+    pub fn result_cache_lookup(&self, hit: bool) {
+        let fixed = &self.0.fixed;
+        if hit {
+            fixed.cache_hits.increment(1);
+        } else {
+            fixed.cache_misses.increment(1);
+        }
+    }
+
+    /// Counts an API call in flight until the guard is dropped (answered,
+    /// or abandoned by its caller).
+    pub fn request_in_flight(&self) -> InFlight {
+        let gauge = self.0.fixed.requests_in_flight.clone();
+        gauge.increment(1.0);
+        InFlight(gauge)
+    }
+
+    /// Readiness, as the health service reports it.
+    pub fn serving(&self, serving: bool) {
+        self.gauge(&SERVING.key())
+            .set(if serving { 1.0 } else { 0.0 });
+    }
+
+    /// The process's CPU, memory, file descriptors and threads, read now
+    /// (from `/proc/self` on Linux; what a platform lacks is left out).
+    pub fn process(&self) {
+        let process = metrics_process::collector::collect();
+        if let Some(seconds) = process.cpu_seconds_total {
+            // A counter set to the kernel's own total, in whole seconds:
+            // the exporter's counters are integers (as every metrics-rs
+            // exporter's process collector has it).
+            self.0
+                .recorder
+                .register_counter(&PROCESS_CPU.key(), &METADATA)
+                .absolute(seconds as u64);
+        }
+        for (family, value) in [
+            (PROCESS_RESIDENT_MEMORY, process.resident_memory_bytes),
+            (PROCESS_VIRTUAL_MEMORY, process.virtual_memory_bytes),
+            (PROCESS_OPEN_FDS, process.open_fds),
+            (PROCESS_MAX_FDS, process.max_fds),
+            (PROCESS_THREADS, process.threads),
+            (PROCESS_START_TIME, process.start_time_seconds),
+        ] {
+            if let Some(value) = value {
+                self.gauge(&family.key()).set(value as f64);
+            }
+        }
+    }
+
     /// A connection closed at once: the server had as many open as it keeps.
     pub fn connection_refused(&self) {
         self.0
@@ -518,6 +661,16 @@ impl Metrics {
                 &METADATA,
             )
             .increment(1);
+    }
+}
+
+/// An API call counted in `idemd_requests_in_flight` while it lives.
+#[must_use = "the call counts as in flight only while this lives"]
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 
@@ -574,6 +727,7 @@ pub async fn observe_store(
 ) {
     crate::shutdown::every(interval, stop, || async {
         metrics.0.handle.run_upkeep();
+        metrics.process();
         metrics.pool_usage(&store.pool_usage());
         let sent = replica_clock();
         let counted = store.count_operations().await;

@@ -63,6 +63,9 @@ pub struct ClaimReply {
     pub answer: ClaimAnswer,
     pub record: OperationRecord,
     pub now: DateTime<Utc>,
+    /// How long the Claim waited for the operation to change (its `wait`):
+    /// kept apart from the time it worked, for `idemd_claim_wait_seconds`.
+    pub waited: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -163,7 +166,14 @@ impl IdempotencyService {
         command: &ClaimCommand,
         wait: Duration,
     ) -> Result<ClaimReply> {
-        let reply = self.claim_and_wait(tenant, command, wait).await;
+        let mut waited = Duration::ZERO;
+        let reply = self
+            .claim_and_wait(tenant, command, wait, &mut waited)
+            .await
+            .map(|reply| ClaimReply { waited, ..reply });
+        if !waited.is_zero() {
+            self.metrics.claim_wait(waited);
+        }
         let Some(outcome) = ClaimOutcome::of(reply.as_ref().map(|reply| &reply.answer)) else {
             return reply;
         };
@@ -172,11 +182,13 @@ impl IdempotencyService {
         reply
     }
 
+    /// Adds the time spent waiting (not polling) to `waited`.
     async fn claim_and_wait(
         &self,
         tenant: TenantId,
         command: &ClaimCommand,
         wait: Duration,
+        waited: &mut Duration,
     ) -> Result<ClaimReply> {
         let give_up_at = tokio::time::Instant::now() + wait;
         let mut poll = WAIT_POLL_START;
@@ -215,11 +227,13 @@ impl IdempotencyService {
                 };
                 waiting = Some(place);
             }
+            let napping = tokio::time::Instant::now();
             tokio::select! {
                 () = wait_for_change(changes, operation_id) => {}
                 () = tokio::time::sleep_until(wake_at) => {}
                 () = self.draining.cancelled() => {}
             }
+            *waited += napping.elapsed();
             poll = (poll * 2).min(WAIT_POLL_MAX);
         }
     }
@@ -247,7 +261,11 @@ impl IdempotencyService {
         tenant: TenantId,
         command: &ClaimCommand,
     ) -> Option<Result<ClaimReply>> {
-        let cached = self.results.get(tenant, &command.scope)?;
+        let cached = self.results.get(tenant, &command.scope);
+        if self.results.is_enabled() {
+            self.metrics.result_cache_lookup(cached.is_some());
+        }
+        let cached = cached?;
         let decision = decide_claim(&cached.record, command, cached.now);
         decision
             .effects
@@ -290,6 +308,7 @@ impl IdempotencyService {
                         answer: ClaimAnswer::Acquired,
                         now: record.created_at,
                         record,
+                        waited: Duration::ZERO,
                     });
                 }
                 Some(ClaimStart::Existing(found)) => found,
@@ -571,6 +590,7 @@ fn claim_reply(
                 answer,
                 record,
                 now,
+                waited: Duration::ZERO,
             })
         }
         Ok(Answer::Written) => Err(Error::Internal("claim decided a write".into())),

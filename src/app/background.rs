@@ -178,19 +178,22 @@ pub(super) async fn report_readiness(
             reporter
                 .set_not_serving::<IdempotencyServiceServer<IdempotencyApi>>()
                 .await;
+            service.metrics().serving(false);
             return;
         }
         match ready {
             Ok(()) => {
                 reporter
                     .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
-                    .await
+                    .await;
+                service.metrics().serving(true);
             }
             Err(error) => {
                 warn!(%error, "store not ready");
                 reporter
                     .set_not_serving::<IdempotencyServiceServer<IdempotencyApi>>()
                     .await;
+                service.metrics().serving(false);
             }
         }
     })

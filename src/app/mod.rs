@@ -167,6 +167,7 @@ impl Application {
         health
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
+        metrics.serving(true);
         Ok(Self {
             routes: routes(
                 api,
@@ -193,5 +194,6 @@ impl Application {
         self.health
             .set_not_serving::<IdempotencyServiceServer<IdempotencyApi>>()
             .await;
+        self.service.metrics().serving(false);
     }
 }

@@ -11,7 +11,7 @@ use tonic::{Extensions, Request, Response, Status};
 
 use super::admission::{AdmissionSettings, Admitted};
 use super::connect::Connect;
-use super::observe::Observed;
+use super::observe::{Observed, Waited};
 use super::request::{
     claim_command, complete_command, fail_command, lookup_request, reconcile_command,
     renew_command, unresolved_query,
@@ -111,7 +111,11 @@ impl IdempotencyRpcs for IdempotencyApi {
         let reply = self.service.claim(tenant, &command, wait).await?;
         span.record("idem.outcome", reply.answer.outcome().as_str());
         span.record("idem.fence", fence_attribute(reply.record.fence));
-        Ok(Response::new(claim_response(&reply)))
+        let mut response = Response::new(claim_response(&reply));
+        if !reply.waited.is_zero() {
+            response.extensions_mut().insert(Waited(reply.waited));
+        }
+        Ok(response)
     }
 
     async fn renew(

@@ -99,6 +99,11 @@ fn every_family_is_exposed_with_its_help_text() {
     metrics.waiting_claims(1);
     metrics.rpc_latency("Claim", "Ok", Duration::from_millis(1));
     metrics.store_latency("transition", Duration::from_millis(1));
+    metrics.claim_wait(Duration::from_millis(1));
+    metrics.result_cache_lookup(true);
+    let _in_flight = metrics.request_in_flight();
+    metrics.serving(true);
+    metrics.process();
     let rendered = metrics.render();
     for family in FAMILIES {
         let help = format!("# HELP {} {}\n", family.name, family.help);
@@ -153,4 +158,78 @@ fn latencies_are_recorded_per_rpc_code_and_store_call() {
         Some(2.0),
         "{rendered}"
     );
+}
+
+#[test]
+fn the_build_is_named_from_the_start() {
+    let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+    let series = format!(
+        "idemd_build_info{{version=\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(sample(&metrics.render(), &series), Some(1.0));
+}
+
+#[test]
+fn calls_count_in_flight_until_their_guard_drops() {
+    let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+    let first = metrics.request_in_flight();
+    let second = metrics.request_in_flight();
+    assert_eq!(
+        sample(&metrics.render(), "idemd_requests_in_flight"),
+        Some(2.0)
+    );
+    drop(first);
+    assert_eq!(
+        sample(&metrics.render(), "idemd_requests_in_flight"),
+        Some(1.0)
+    );
+    drop(second);
+    assert_eq!(
+        sample(&metrics.render(), "idemd_requests_in_flight"),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn cache_lookups_count_hits_and_misses_apart() {
+    let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+    metrics.result_cache_lookup(true);
+    metrics.result_cache_lookup(true);
+    metrics.result_cache_lookup(false);
+    let rendered = metrics.render();
+    assert_eq!(
+        sample(
+            &rendered,
+            "idemd_result_cache_lookups_total{result=\"hit\"}"
+        ),
+        Some(2.0),
+        "{rendered}"
+    );
+    assert_eq!(
+        sample(
+            &rendered,
+            "idemd_result_cache_lookups_total{result=\"miss\"}"
+        ),
+        Some(1.0),
+        "{rendered}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_process_is_measured_from_proc() {
+    let (metrics, _) = Metrics::new(LabelPolicy::default(), None).expect("a registry builds");
+    // Some memory and descriptors this test can see in the numbers.
+    let held = vec![1_u8; 8 << 20];
+    let file = std::fs::File::open("/proc/self/status").expect("/proc is mounted");
+    metrics.process();
+    let rendered = metrics.render();
+    let resident = sample(&rendered, "process_resident_memory_bytes").expect("resident memory");
+    assert!(resident >= 8.0 * 1024.0 * 1024.0, "{rendered}");
+    let open = sample(&rendered, "process_open_fds").expect("open descriptors");
+    assert!(open >= 4.0, "{rendered}");
+    assert!(sample(&rendered, "process_threads").expect("threads") >= 1.0);
+    assert!(sample(&rendered, "process_start_time_seconds").expect("start") > 1.6e9);
+    drop((held, file));
 }

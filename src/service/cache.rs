@@ -115,6 +115,11 @@ impl TerminalCache {
         }
     }
 
+    /// False when built with no budget: nothing is ever held.
+    pub fn is_enabled(&self) -> bool {
+        self.entries.is_some()
+    }
+
     fn key(&self, tenant: TenantId, scope: &Scope) -> u64 {
         let mut hasher = self.hasher.build_hasher();
         tenant.hash(&mut hasher);

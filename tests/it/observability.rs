@@ -501,6 +501,27 @@ async fn metrics_count_exactly_what_happened(backend: Backend) {
         "latency per store call: {metrics:#?}"
     );
     assert!(metrics.contains_key("idemd_db_pool_max_connections{}"));
+    // What any SRE's dashboard starts from: the build, readiness, the process.
+    assert_eq!(
+        metrics.get(&format!(
+            "idemd_build_info{{version=\"{}\"}}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        Some(&1.0),
+        "{metrics:#?}"
+    );
+    assert_eq!(metrics.get("idemd_serving{}"), Some(&1.0), "{metrics:#?}");
+    for series in [
+        "process_resident_memory_bytes{}",
+        "process_open_fds{}",
+        "process_threads{}",
+        "process_start_time_seconds{}",
+    ] {
+        assert!(
+            metrics.get(series).is_some_and(|value| *value > 0.0),
+            "{series}: {metrics:#?}"
+        );
+    }
     // The database clock is this machine's: its measured offset is small.
     assert!(
         metrics
@@ -565,7 +586,72 @@ async fn invented_method_names_share_one_unknown_series_and_metrics_stay_bounded
     );
 }
 
+/// A Claim that waits for a pending operation is not a slow Claim: its wait
+/// is measured apart (`idemd_claim_wait_seconds`), its latency sample is
+/// the work alone, and while it waits it counts as a request in flight.
+async fn a_claims_wait_is_measured_apart_from_its_work(backend: Backend) {
+    let world = World::start(backend).await;
+    let metrics = world.server.application.service.metrics().clone();
+    let mut owner = world.client().await;
+    let mut waiter = world.client().await;
+    let request = claim_json("orders.create", "order-wait", "{}");
+    let acquired = owner
+        .claim(authorized(&world.tenant_a, request.clone()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let owned = ownership(&acquired).expect("acquired").clone();
+    let token = world.tenant_a.clone();
+    let waiting = tokio::spawn(async move {
+        let request = proto::ClaimRequest {
+            wait: millis(30_000),
+            ..request
+        };
+        waiter.claim(authorized(&token, request)).await
+    });
+    let held_for = Duration::from_millis(1_200);
+    tokio::time::sleep(held_for).await;
+    let during = samples(&metrics.render());
+    assert_eq!(
+        during.get("idemd_requests_in_flight{}"),
+        Some(&1.0),
+        "the waiting Claim is in flight: {during:#?}"
+    );
+    owner
+        .complete(authorized(
+            &world.tenant_a,
+            proto::CompleteRequest {
+                operation_id: owned.operation_id,
+                fence: owned.fence,
+                result: result("done"),
+            },
+        ))
+        .await
+        .expect("complete");
+    let answer = waiting.await.expect("task").expect("claim").into_inner();
+    assert!(ownership(&answer).is_none(), "the waiter got the result");
+
+    let after = samples(&metrics.render());
+    let get = |series: &str| after.get(series).copied().unwrap_or_default();
+    assert_eq!(get("idemd_claim_wait_seconds_count{}"), 1.0, "{after:#?}");
+    let waited = get("idemd_claim_wait_seconds_sum{}");
+    assert!(waited >= 1.0, "waited {waited} s: {after:#?}");
+    // Both Claims' latencies together are far less than the one wait: the
+    // wait is not in them.
+    assert_eq!(
+        get("idemd_rpc_duration_seconds_count{code=\"Ok\",rpc=\"Claim\"}"),
+        2.0
+    );
+    let worked = get("idemd_rpc_duration_seconds_sum{code=\"Ok\",rpc=\"Claim\"}");
+    assert!(
+        worked < waited / 2.0,
+        "Claims worked {worked} s and waited {waited} s: {after:#?}"
+    );
+    assert_eq!(get("idemd_requests_in_flight{}"), 0.0, "{after:#?}");
+}
+
 store_tests!(
     a_claim_is_traced_from_the_caller_into_the_database_and_logged_without_payloads,
     metrics_count_exactly_what_happened,
+    a_claims_wait_is_measured_apart_from_its_work,
 );
