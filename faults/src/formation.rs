@@ -118,33 +118,9 @@ impl Formation {
             "--no-ssl",
         ]))?;
         formation.run(monitor)?;
-        let monitor_uri = format!(
-            "postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable",
-            monitor.port
-        );
         // One at a time: the first becomes the primary, the others clone it.
         for node in &formation.nodes {
-            formation.checked(&mut formation.autoctl(&[
-                "create",
-                "postgres",
-                "--pgdata",
-                &node.pgdata.to_string_lossy(),
-                "--pgport",
-                &node.port.to_string(),
-                "--hostname",
-                "127.0.0.1",
-                "--listen",
-                "127.0.0.1",
-                "--name",
-                &node.name,
-                "--dbname",
-                DATABASE,
-                "--auth",
-                "trust",
-                "--no-ssl",
-                "--monitor",
-                &monitor_uri,
-            ]))?;
+            formation.create_node(node)?;
             formation.run(node)?;
             formation.wait_until_settled(formation.nodes_running(), Duration::from_secs(90))?;
         }
@@ -162,6 +138,40 @@ impl Formation {
             return Err("the formation's primary names no synchronous standby".into());
         }
         Ok(formation)
+    }
+
+    fn monitor_uri(&self) -> String {
+        format!(
+            "postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable",
+            self.monitor.port
+        )
+    }
+
+    /// `pg_autoctl create postgres` for `node`: the first node created
+    /// becomes the primary, the others clone the primary.
+    fn create_node(&self, node: &Node) -> Result<(), String> {
+        self.checked(&mut self.autoctl(&[
+            "create",
+            "postgres",
+            "--pgdata",
+            &node.pgdata.to_string_lossy(),
+            "--pgport",
+            &node.port.to_string(),
+            "--hostname",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
+            "--name",
+            &node.name,
+            "--dbname",
+            DATABASE,
+            "--auth",
+            "trust",
+            "--no-ssl",
+            "--monitor",
+            &self.monitor_uri(),
+        ]))
+        .map(|_| ())
     }
 
     fn nodes_running(&self) -> usize {
@@ -232,18 +242,24 @@ impl Formation {
 
     /// `pg_autoctl run` for a node, in the background, logging beside it.
     fn run(&self, node: &Node) -> Result<(), String> {
-        let log = std::fs::File::create(self.directory.join(format!("{}.log", node.name)))
-            .map_err(|error| format!("log: {error}"))?;
-        let child = self
-            .autoctl(&["run", "--pgdata", &node.pgdata.to_string_lossy()])
+        let keeper = self.keeper(node)?;
+        if let Ok(mut running) = self.running.lock() {
+            running.push(keeper);
+        }
+        Ok(())
+    }
+
+    fn keeper(&self, node: &Node) -> Result<Child, String> {
+        let log = std::fs::File::create(self.log(node)).map_err(|error| format!("log: {error}"))?;
+        self.autoctl(&["run", "--pgdata", &node.pgdata.to_string_lossy()])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|error| format!("pg_autoctl run: {error}"))?;
-        if let Ok(mut running) = self.running.lock() {
-            running.push(child);
-        }
-        Ok(())
+            .map_err(|error| format!("pg_autoctl run: {error}"))
+    }
+
+    fn log(&self, node: &Node) -> PathBuf {
+        self.directory.join(format!("{}.log", node.name))
     }
 
     /// The formation's URL for idemd: every data node, the primary found by
@@ -325,8 +341,7 @@ impl Formation {
             return Err(format!("{}: no pid", pid_file.display()));
         }
         self.checked(Command::new("kill").args(["-KILL", &pid]))?;
-        self.wait_until_settled(DATA_NODES, Duration::from_secs(90))
-            .map(|_| ())
+        self.settle_after_fault().map(|_| ())
     }
 
     /// A planned switchover (`pg_autoctl perform switchover`): the primary
@@ -343,8 +358,91 @@ impl Formation {
             ])
             .stdout(Stdio::null()),
         )?;
-        self.wait_until_settled(DATA_NODES, Duration::from_secs(90))
-            .map(|_| ())
+        self.settle_after_fault().map(|_| ())
+    }
+
+    /// Waits for the formation to settle after a fault. A former primary
+    /// whose WAL went past the point where the new primary's timeline forked
+    /// (a SIGKILLed postmaster had written, and not yet replicated, records
+    /// that no commit waited for) cannot follow the new primary: its
+    /// Postgres refuses to start ("requested timeline N is not a child of
+    /// this server's history"), and pg_auto_failover 2.0 does not rewind it.
+    /// That node is dropped from the monitor and cloned again, as an
+    /// operator would; nothing acknowledged is on it alone (commits waited
+    /// for a standby's flush). Returns how many nodes were rebuilt.
+    fn settle_after_fault(&self) -> Result<usize, String> {
+        let stuck = match self.wait_until_settled(DATA_NODES, Duration::from_secs(90)) {
+            Ok(_) => return Ok(0),
+            Err(stuck) => stuck,
+        };
+        let roles = self.roles();
+        let primaries = roles.iter().filter(|role| **role == Some(true)).count();
+        let unreachable: Vec<usize> = (0..DATA_NODES).filter(|&i| roles[i].is_none()).collect();
+        if primaries != 1 || unreachable.is_empty() {
+            return Err(stuck);
+        }
+        for &index in &unreachable {
+            let node = &self.nodes[index];
+            let diverged = std::fs::read_to_string(self.log(node))
+                .is_ok_and(|log| log.contains("is not a child of this server's history"));
+            if !diverged {
+                return Err(stuck);
+            }
+            eprintln!(
+                "idemd-faults: {} diverged from the new primary's timeline: dropped and cloned again",
+                node.name
+            );
+            self.rebuild(index)?;
+        }
+        self.wait_until_settled(DATA_NODES, Duration::from_secs(120))?;
+        Ok(unreachable.len())
+    }
+
+    /// Stops the keeper of node `index`, drops the node from the monitor,
+    /// removes its data directory and creates it again (a fresh clone of the
+    /// primary).
+    fn rebuild(&self, index: usize) -> Result<(), String> {
+        let node = &self.nodes[index];
+        let _ = self
+            .autoctl(&[
+                "stop",
+                "--immediate",
+                "--pgdata",
+                &node.pgdata.to_string_lossy(),
+            ])
+            .output();
+        if let Ok(mut running) = self.running.lock()
+            && let Some(keeper) = running.get_mut(index + 1)
+        {
+            let _ = keeper.kill();
+            let _ = keeper.wait();
+        }
+        self.checked(&mut self.autoctl(&[
+            "drop",
+            "node",
+            "--monitor",
+            &self.monitor_uri(),
+            "--formation",
+            "default",
+            "--name",
+            &node.name,
+            "--force",
+        ]))?;
+        std::fs::remove_dir_all(&node.pgdata)
+            .map_err(|error| format!("{}: {error}", node.pgdata.display()))?;
+        self.create_node(node)?;
+        // The diverged keeper's log is kept beside the new one's.
+        let _ = std::fs::rename(
+            self.log(node),
+            self.directory.join(format!("{}.diverged.log", node.name)),
+        );
+        let keeper = self.keeper(node)?;
+        if let Ok(mut running) = self.running.lock()
+            && let Some(slot) = running.get_mut(index + 1)
+        {
+            *slot = keeper;
+        }
+        Ok(())
     }
 
     /// The primary's synchronous_standby_names: non-empty once a commit
