@@ -218,17 +218,20 @@ func TestTheEffectIsCancelledAtTheAttemptDeadlineThenUnknown(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		started := time.Now()
+		// A 5 s attempt leaves a 500 ms margin to report the outcome before the
+		// deadline (a tenth of it): with 1 s (100 ms) the report landed late on a
+		// loaded CI machine and was refused as a late write.
 		_, err := client.ExecuteOnce(context.Background(), chargeOp, idemdtest.Key(), payment, hangs,
-			idemd.WithLease(200*time.Millisecond), idemd.WithAttemptDuration(time.Second))
+			idemd.WithLease(200*time.Millisecond), idemd.WithAttemptDuration(5*time.Second))
 		var unknown *idemd.OutcomeUnknownError
 		if !errors.Is(err, idemd.ErrAttemptTimeout) || !errors.As(err, &unknown) {
 			t.Fatalf("%v", err)
 		}
-		// Cancelled at its cancel point, a margin before the attempt deadline (1 s
+		// Cancelled at its cancel point, a margin before the attempt deadline (5 s
 		// from the Claim's answered send), by the context's deadline.
 		end := <-cancelled
 		if !errors.Is(end.err, context.DeadlineExceeded) || end.at.Before(cancelAt) || end.at.After(cancelAt.Add(500*time.Millisecond)) ||
-			cancelAt.Sub(started) > time.Second+500*time.Millisecond {
+			cancelAt.Sub(started) > 5*time.Second+500*time.Millisecond {
 			t.Fatalf("ended %v at %s, cancel point %s", end.err, end.at.Sub(started), cancelAt.Sub(started))
 		}
 		// Reported in time: UNKNOWN, not a late write refused.

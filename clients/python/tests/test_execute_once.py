@@ -375,7 +375,7 @@ async def test_lease_lost_looks_up_and_never_redoes(
     async def effect(ctx: EffectContext) -> Success:
         provider.effect(ctx.operation_id)
         proxy.cut()  # this owner's renewals fail; its lease lapses
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.8)
         other = await client.claim(OP, k, json_payload='{"amount":1000,"currency":"EUR"}', lease=5)
         owner = other.reconcile_first.ownership
         await client.complete(owner.operation_id, owner.fence, b"reconciled by another owner")
@@ -383,7 +383,8 @@ async def test_lease_lost_looks_up_and_never_redoes(
         proxy.restore()
         return Success(b"mine")
 
-    result = await execute_once(proxied, OP, k, PAYLOAD, effect, lease=0.15, attempt_duration=5)
+    # A 0.5 s lease: 0.15 s could leave too little on a loaded machine (declined).
+    result = await execute_once(proxied, OP, k, PAYLOAD, effect, lease=0.5, attempt_duration=5)
     assert taken_over.is_set()
     assert result.body == b"reconciled by another owner" and result.replayed
     assert len(provider.effects) == 1

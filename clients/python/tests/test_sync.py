@@ -443,14 +443,15 @@ def test_lease_lost_looks_up_and_never_redoes(
     def effect(ctx: EffectContext) -> Success:
         provider.effect(ctx.operation_id)
         sync_proxy.cut()  # this owner's renewals fail; its lease lapses
-        time.sleep(0.3)
+        time.sleep(0.8)
         other = sync_client.claim(OP, k, json_payload=JSON, lease=5).reconcile_first.ownership
         sync_client.complete(other.operation_id, other.fence, b"reconciled by another owner")
         sync_proxy.restore()
         told.append(ctx.cancelled.wait(5))  # the renewal thread learns LEASE_LOST
         return Success(b"mine")
 
-    result = execute_once(sync_proxied, OP, k, PAYLOAD, effect, lease=0.15, attempt_duration=5)
+    # A 0.5 s lease: 0.15 s could leave too little on a loaded machine (declined).
+    result = execute_once(sync_proxied, OP, k, PAYLOAD, effect, lease=0.5, attempt_duration=5)
     assert told == [True]
     assert result.body == b"reconciled by another owner" and result.replayed and len(provider.effects) == 1
     assert "STALE_WRITE_REFUSED" in history(sync_client, result.operation_id)

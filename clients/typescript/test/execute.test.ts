@@ -747,14 +747,14 @@ eachStore("executeOnce", (store) => {
       const result = await executeOnce(proxied, OP, k, PAYLOAD, async (ctx) => {
         provider.effect(ctx.operationId);
         proxy.cut(); // this owner's renewals fail; its lease lapses
-        await sleep(0.3);
+        await sleep(0.8);
         const other = await client.claim(OP, k, { jsonPayload: '{"amount":1000,"currency":"EUR"}', lease: 5 });
         const owner = other.reconcile_first!.ownership!;
         await client.complete(owner.operation_id, owner.fence, Buffer.from("reconciled by another owner"));
         takenOver = true;
         proxy.restore();
         return new Success(Buffer.from("mine"));
-      }, { lease: 0.15, attemptDuration: 5 });
+      }, { lease: 0.5, attemptDuration: 5 }); // 0.15 s left too little on a loaded machine: declined
       assert.ok(takenOver);
       assert.equal(result.body.toString(), "reconciled by another owner");
       assert.ok(result.replayed);

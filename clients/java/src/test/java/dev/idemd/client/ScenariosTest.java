@@ -492,11 +492,12 @@ class ScenariosTest extends ServerTest {
             OP,
             k,
             PAYLOAD,
-            leased(Duration.ofMillis(150), Duration.ofSeconds(5)),
+            // A 0.5 s lease: 0.15 s could leave too little on a loaded machine (declined).
+            leased(Duration.ofMillis(500), Duration.ofSeconds(5)),
             ctx -> {
               provider.effect(ctx.operationId());
               proxy.cut(); // this owner's renewals fail; its lease lapses
-              TestServer.sleep(300);
+              TestServer.sleep(800);
               ClaimResponse other =
                   client.claim(
                       ClientTest.claim(OP, k)
