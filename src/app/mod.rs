@@ -49,6 +49,7 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 )
                 .into());
             }
+            tls::refuse_unasked_plaintext(&args)?;
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,
                 Purpose::Serve(args.migrate_on_start),

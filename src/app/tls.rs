@@ -8,8 +8,35 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use tracing::warn;
+
 use crate::config::ServeArgs;
 use crate::error::BoxError;
+
+/// Refuses to serve the API in plaintext unless asked to: tokens and
+/// results would cross the network readable by anyone on the path. `--dev`
+/// listens on loopback only (checked before this), so it needs no TLS.
+/// Asked for, plaintext is logged as a warning at every start.
+pub(super) fn refuse_unasked_plaintext(args: &ServeArgs) -> Result<(), BoxError> {
+    if args.tls_cert.is_some() || args.dev {
+        return Ok(());
+    }
+    if !args.insecure_plaintext {
+        return Err(
+            "refusing to serve the API in plaintext: give --tls-cert and --tls-key \
+                    (IDEMD_TLS_CERT, IDEMD_TLS_KEY), or --insecure-plaintext \
+                    (IDEMD_INSECURE_PLAINTEXT=true) only behind a mesh or proxy that \
+                    terminates TLS"
+                .into(),
+        );
+    }
+    warn!(
+        listen = %args.listen,
+        "serving the API in plaintext (--insecure-plaintext): bearer tokens and results \
+         cross the network unencrypted; only behind a mesh or proxy that terminates TLS"
+    );
+    Ok(())
+}
 
 /// The API's TLS acceptor, when configured; read at start-up, so a bad file
 /// stops the server before it listens. The handshake itself is the accept

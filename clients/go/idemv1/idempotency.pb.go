@@ -47,6 +47,15 @@
 //   MISSING_SCOPE           PERMISSION_DENIED    the credential lacks the scope the
 //                                                RPC needs (metadata `scope`: the
 //                                                missing one); nothing was written
+//   CERTIFICATE_REQUIRED    UNAUTHENTICATED      the server requires a client
+//                                                certificate and none was sent
+//   CERTIFICATE_UNTRUSTED   UNAUTHENTICATED      a client certificate not issued by
+//                                                the server's client CAs (refused
+//                                                whatever token comes with it)
+//   CERTIFICATE_EXPIRED     UNAUTHENTICATED      a client certificate outside its
+//                                                validity period (likewise)
+//   CERTIFICATE_UNMAPPED    UNAUTHENTICATED      a valid client certificate whose
+//                                                identity maps to no tenant (likewise)
 // The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
 // `operation_id` in its metadata, and where it helps `state` and
 // `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.
