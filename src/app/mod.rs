@@ -34,6 +34,7 @@ use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
+pub use tls::ServerTls;
 pub use transport::ServerSettings;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
