@@ -1,7 +1,7 @@
 //! The TLS files reloaded while the server runs: a new server certificate
 //! reaches new connections while a call already in flight on an old one
 //! finishes; a bad file keeps the identity in force; a new client CA bundle
-//! admits its certificates.
+//! admits its certificates, a new identity mapping its identities.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -142,6 +142,28 @@ async fn tls_files_are_reloaded_under_live_connections(backend: Backend) {
         .claim(claim("newcomer"))
         .await
         .expect("trusted after the bundle's reload");
+
+    // A new identity in the mapping: mapped from the next connection on.
+    const BILLING: &str = "spiffe://prod.example/ns/billing/sa/api";
+    let billing = mtls.client_certificate(BILLING);
+    let refused = mtls
+        .client(Some(&billing))
+        .await
+        .claim(claim("billing"))
+        .await
+        .expect_err("not mapped yet");
+    assert_status(&refused, Code::Unauthenticated, "CERTIFICATE_UNMAPPED");
+    let mapping = format!(
+        "{}  - uri: {BILLING}\n    tenant: payments\n    scopes: [operations]\n",
+        super::IDENTITIES
+    );
+    pki::write(&mtls.directory, "identities.yaml", &mapping);
+    logged(&mtls.server, RELOADED, 4).await;
+    mtls.client(Some(&billing))
+        .await
+        .claim(claim("billing"))
+        .await
+        .expect("mapped after the identities' reload");
 }
 
 store_tests!(tls_files_are_reloaded_under_live_connections);
