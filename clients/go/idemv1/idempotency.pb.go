@@ -1,8 +1,10 @@
 // idemd: at most one business effect per logical request.
 //
 // The contract behind this file is DESIGN.md; README.md walks through a call
-// sequence. Every RPC needs `authorization: Bearer <token>` metadata: the
-// token decides the tenant, which is never read from a request body.
+// sequence. Every RPC needs `authorization: Bearer <token>` metadata, or a
+// client certificate that the server maps to a tenant (mutual TLS; a valid
+// token wins over it): the credential decides the tenant and its scopes,
+// which are never read from a request body.
 //
 // Errors are gRPC statuses with google.rpc details. Every status idemd sends
 // carries an ErrorInfo with domain "idem.v1" (AIP-193), so a client can branch
