@@ -46,6 +46,8 @@ ENV IDEMD_LISTEN=0.0.0.0:50051 \
     IDEMD_METRICS_LISTEN=0.0.0.0:9464 \
     IDEMD_DATA_DIR=/var/lib/idemd
 USER 65532:65532
+# `serve` needs TLS files (IDEMD_TLS_CERT, IDEMD_TLS_KEY) or IDEMD_INSECURE_PLAINTEXT=true
+# (behind a mesh only); without either it refuses to start. The chart gives one or the other.
 # 50051: gRPC API (idem.v1.IdempotencyService, grpc.health.v1.Health, reflection); 9464: /metrics.
 EXPOSE 50051 9464
 ENTRYPOINT ["/idemd"]

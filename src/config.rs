@@ -333,6 +333,40 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
+    /// Serve the API in plaintext (no --tls-cert): only behind a mesh or a
+    /// proxy that terminates TLS on the same host. Without it, and without
+    /// --tls-cert, `serve` refuses to start; `--dev` needs neither (it listens
+    /// on loopback only). No effect when --tls-cert is given.
+    #[arg(long, env = "IDEMD_INSECURE_PLAINTEXT", default_value_t = false)]
+    pub insecure_plaintext: bool,
+
+    /// PEM bundle of the CAs whose client certificates are accepted (mutual
+    /// TLS); a caller's tenant and scopes then come from its certificate
+    /// through --tls-identities. Bearer tokens keep working beside it.
+    #[arg(long, env = "IDEMD_TLS_CLIENT_CA", requires_all = ["tls_cert", "tls_identities"])]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+
+    /// YAML file mapping client certificate identities (SAN URIs such as
+    /// SPIFFE IDs, exact or ending in `/*`, or DNS names) to a tenant and
+    /// scopes (docs/operating.md, "TLS").
+    #[arg(long, env = "IDEMD_TLS_IDENTITIES", requires = "tls_client_ca")]
+    pub tls_identities: Option<std::path::PathBuf>,
+
+    /// Every API call must come with a client certificate of --tls-client-ca
+    /// (a bearer token alone is refused, CERTIFICATE_REQUIRED).
+    #[arg(
+        long,
+        env = "IDEMD_TLS_REQUIRE_CLIENT_CERT",
+        default_value_t = false,
+        requires = "tls_client_ca"
+    )]
+    pub tls_require_client_cert: bool,
+
+    /// How often the TLS files (certificate, key, client CA bundle,
+    /// identities) are read again; a change applies to new connections.
+    #[arg(long, env = "IDEMD_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_interval)]
+    pub tls_reload_interval: Duration,
+
     /// A second, plaintext listener that serves only grpc.health.v1.Health,
     /// for probes that speak neither TLS nor credentials (Kubernetes' gRPC probes).
     #[arg(long, env = "IDEMD_HEALTH_LISTEN")]

@@ -230,6 +230,10 @@ const CONNECTIONS_REFUSED: Family = describe_counter(
     "idemd_connections_refused_total",
     "Connections closed at once because the server had as many open as it keeps.",
 );
+const TLS_RELOAD_FAILURES: Family = describe_counter(
+    "idemd_tls_reload_failures_total",
+    "Changed TLS files (certificate, key, client CA bundle, identities) that could not be used; the previous ones stay in force.",
+);
 const CALLS_REFUSED: Family = describe_counter(
     "idemd_calls_refused_total",
     "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
@@ -322,7 +326,7 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 33] = [
+const FAMILIES: [Family; 34] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -333,6 +337,7 @@ const FAMILIES: [Family; 33] = [
     SWEPT,
     WAITS_REFUSED,
     CONNECTIONS_REFUSED,
+    TLS_RELOAD_FAILURES,
     CALLS_REFUSED,
     IN_PROGRESS_OPERATIONS,
     UNRESOLVED_OPERATIONS,
@@ -634,6 +639,14 @@ impl Metrics {
         self.0
             .recorder
             .register_counter(&CONNECTIONS_REFUSED.key(), &METADATA)
+            .increment(1);
+    }
+
+    /// Changed TLS files that could not be used (the old ones serve on).
+    pub fn tls_reload_failed(&self) {
+        self.0
+            .recorder
+            .register_counter(&TLS_RELOAD_FAILURES.key(), &METADATA)
             .increment(1);
     }
 

@@ -24,12 +24,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, Sleep};
-use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::{debug, warn};
 
+use super::tls::ServerTls;
+use crate::auth::PeerCertificate;
+use crate::grpc::peer::ConnectionInfo;
 use crate::metrics::Metrics;
 
 /// Connections open at once by default.
@@ -68,13 +70,14 @@ impl Default for ConnectionSettings {
     }
 }
 
-/// Accepted connections of `listener`, TLS done when `tls` is given, until
-/// the stream is dropped (tonic drops it when it stops accepting; the
-/// listener closes with it).
+/// Accepted connections of `listener`, TLS done when `tls` is given (with
+/// the configuration in force when each arrives, and its client
+/// certificate judged), until the stream is dropped (tonic drops it when it
+/// stops accepting; the listener closes with it).
 pub fn incoming(
     listener: TcpListener,
     settings: ConnectionSettings,
-    tls: Option<TlsAcceptor>,
+    tls: Option<ServerTls>,
     metrics: Metrics,
 ) -> ReceiverStream<io::Result<Connection>> {
     // Handshaken connections wait here for tonic; their permits bound it.
@@ -146,7 +149,7 @@ impl Drop for SourceSlot {
 async fn accept_loop(
     listener: TcpListener,
     settings: ConnectionSettings,
-    tls: Option<TlsAcceptor>,
+    tls: Option<ServerTls>,
     metrics: Metrics,
     sender: mpsc::Sender<io::Result<Connection>>,
 ) {
@@ -196,7 +199,7 @@ async fn accept_loop(
         };
         // No Nagle delay on replies: each is small and awaited.
         let _ = stream.set_nodelay(true);
-        let info = TcpConnectInfo {
+        let tcp = TcpConnectInfo {
             local_addr: stream.local_addr().ok(),
             remote_addr: stream.peer_addr().ok(),
         };
@@ -204,12 +207,18 @@ async fn accept_loop(
         let tls = tls.clone();
         let sender = sender.clone();
         tokio::spawn(async move {
-            let transport = match tls {
-                None => Transport::Plain(stream),
-                Some(acceptor) => {
-                    let handshake = acceptor.accept(stream);
+            let (transport, certificate) = match tls {
+                None => (Transport::Plain(stream), PeerCertificate::NotAsked),
+                Some(tls) => {
+                    // Taken now: a reload during the handshake applies to
+                    // the next connection, this one is judged as it began.
+                    let config = tls.current();
+                    let handshake = config.acceptor().accept(stream);
                     match tokio::time::timeout(settings.handshake_timeout, handshake).await {
-                        Ok(Ok(stream)) => Transport::Tls(Box::new(stream)),
+                        Ok(Ok(stream)) => {
+                            let certificate = config.judge(stream.get_ref().1);
+                            (Transport::Tls(Box::new(stream)), certificate)
+                        }
                         Ok(Err(error)) => {
                             debug!(%error, "tls handshake failed");
                             return;
@@ -223,7 +232,7 @@ async fn accept_loop(
             };
             let connection = Connection {
                 transport,
-                info,
+                info: ConnectionInfo { tcp, certificate },
                 silence: Box::pin(tokio::time::sleep(settings.handshake_timeout)),
                 idle_timeout: settings.idle_timeout,
                 _permit: permit,
@@ -243,7 +252,7 @@ enum Transport {
 /// long, and counted against the limit until dropped.
 pub struct Connection {
     transport: Transport,
-    info: TcpConnectInfo,
+    info: ConnectionInfo,
     /// When the connection is closed unless something is read before.
     silence: Pin<Box<Sleep>>,
     idle_timeout: Duration,
@@ -252,9 +261,9 @@ pub struct Connection {
 }
 
 impl Connected for Connection {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = ConnectionInfo;
 
-    fn connect_info(&self) -> TcpConnectInfo {
+    fn connect_info(&self) -> ConnectionInfo {
         self.info.clone()
     }
 }

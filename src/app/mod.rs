@@ -34,6 +34,7 @@ use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
 pub use serve::serve;
+pub use tls::ServerTls;
 pub use transport::ServerSettings;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
@@ -49,6 +50,7 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 )
                 .into());
             }
+            tls::refuse_unasked_plaintext(&args)?;
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,
                 Purpose::Serve(args.migrate_on_start),

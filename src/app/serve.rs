@@ -16,7 +16,7 @@ use super::settings::{
     admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
     server_settings_from, sweeper_settings_from, waiter_limits_from,
 };
-use super::tls::tls_acceptor;
+use super::tls::{ServerTls, TlsFiles, reload_every};
 use crate::config::ServeArgs;
 use crate::domain::Limits;
 use crate::error::BoxError;
@@ -41,10 +41,8 @@ pub async fn serve(
     let admission = admission_settings_from(&args.transport, &args.bounds)?;
     let connections = connection_settings_from(&args.transport)?;
     let mut builder = server_settings_from(&args.transport).server();
-    let tls = tls_acceptor(args)?;
-    if tls.is_some() {
-        info!("tls on");
-    }
+    let tls_files = TlsFiles::from_args(args);
+    let tls = tls_files.as_ref().map(ServerTls::load).transpose()?;
     let health_listener = match args.health_listen {
         Some(address) => Some(TcpListener::bind(address).await?),
         None => None,
@@ -68,6 +66,19 @@ pub async fn serve(
     if let (Some(exporter), Some(address)) = (exporter, args.metrics_listen.0) {
         info!(%address, "metrics served at /metrics");
         background.spawn("metrics exporter", export_metrics(exporter, stop.clone()));
+    }
+    if let (Some(files), Some((tls, loaded))) = (tls_files, &tls) {
+        background.spawn(
+            "tls reload",
+            reload_every(
+                tls.clone(),
+                files,
+                loaded.clone(),
+                args.tls_reload_interval,
+                metrics.clone(),
+                stop.clone(),
+            ),
+        );
     }
     if let Some(health_listener) = health_listener {
         info!(listen = %health_listener.local_addr()?, "plaintext health served");
@@ -101,7 +112,7 @@ pub async fn serve(
             incoming(
                 listener,
                 connections,
-                tls,
+                tls.map(|(tls, _)| tls),
                 application.service.metrics().clone(),
             ),
             stop.cancelled_owned(),

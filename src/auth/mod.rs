@@ -24,6 +24,8 @@
 //! replica has seen granted is looked up again (when its cached verdict
 //! expires) in a lane of its own, which tokens never granted cannot enter.
 
+pub mod certificate;
+pub mod identities;
 pub mod principal;
 pub mod scopes;
 
@@ -37,6 +39,8 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+pub use certificate::PeerCertificate;
+pub use identities::{IdentityMap, MappedIdentity};
 pub use principal::{CredentialRef, Principal};
 pub use scopes::{Scope, Scopes};
 

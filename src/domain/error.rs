@@ -109,11 +109,22 @@ pub enum ErrorReason {
     /// PERMISSION_DENIED: the credential lacks the scope the RPC needs
     /// (metadata `scope`).
     MissingScope,
+    /// UNAUTHENTICATED: the listener requires a client certificate and the
+    /// connection brought none.
+    CertificateRequired,
+    /// UNAUTHENTICATED: a client certificate not signed by the configured
+    /// client CAs (or otherwise not a valid chain for client use).
+    CertificateUntrusted,
+    /// UNAUTHENTICATED: a client certificate outside its validity period.
+    CertificateExpired,
+    /// UNAUTHENTICATED: a valid client certificate whose identities the
+    /// mapping does not name, or that names no active tenant.
+    CertificateUnmapped,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 20] = [
+    pub const ALL: [ErrorReason; 24] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -134,6 +145,10 @@ impl ErrorReason {
         ErrorReason::Overloaded,
         ErrorReason::TenantConcurrencyLimit,
         ErrorReason::MissingScope,
+        ErrorReason::CertificateRequired,
+        ErrorReason::CertificateUntrusted,
+        ErrorReason::CertificateExpired,
+        ErrorReason::CertificateUnmapped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -158,6 +173,10 @@ impl ErrorReason {
             ErrorReason::Overloaded => "OVERLOADED",
             ErrorReason::TenantConcurrencyLimit => "TENANT_CONCURRENCY_LIMIT",
             ErrorReason::MissingScope => "MISSING_SCOPE",
+            ErrorReason::CertificateRequired => "CERTIFICATE_REQUIRED",
+            ErrorReason::CertificateUntrusted => "CERTIFICATE_UNTRUSTED",
+            ErrorReason::CertificateExpired => "CERTIFICATE_EXPIRED",
+            ErrorReason::CertificateUnmapped => "CERTIFICATE_UNMAPPED",
         }
     }
 }
@@ -212,8 +231,41 @@ pub enum Error {
     /// The credential is valid but lacks the scope the call needs.
     #[error("permission denied: the credential lacks the scope `{scope}`")]
     MissingScope { scope: &'static str },
+    /// The connection's client certificate does not authenticate the call.
+    #[error("client certificate refused: {}", .0.explanation())]
+    CertificateRefused(CertificateRefusal),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// Why a client certificate authenticates no call: decided once per
+/// connection, after its TLS handshake, and answered on each of its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateRefusal {
+    Required,
+    Untrusted,
+    Expired,
+    Unmapped,
+}
+
+impl CertificateRefusal {
+    pub fn reason(self) -> ErrorReason {
+        match self {
+            CertificateRefusal::Required => ErrorReason::CertificateRequired,
+            CertificateRefusal::Untrusted => ErrorReason::CertificateUntrusted,
+            CertificateRefusal::Expired => ErrorReason::CertificateExpired,
+            CertificateRefusal::Unmapped => ErrorReason::CertificateUnmapped,
+        }
+    }
+
+    fn explanation(self) -> &'static str {
+        match self {
+            CertificateRefusal::Required => "this server requires one, and none was sent",
+            CertificateRefusal::Untrusted => "not issued by a trusted client CA",
+            CertificateRefusal::Expired => "outside its validity period",
+            CertificateRefusal::Unmapped => "its identity maps to no tenant",
+        }
+    }
 }
 
 impl Error {
@@ -238,6 +290,7 @@ impl Error {
             Error::Overloaded { .. } => ErrorReason::Overloaded,
             Error::TenantConcurrencyLimit { .. } => ErrorReason::TenantConcurrencyLimit,
             Error::MissingScope { .. } => ErrorReason::MissingScope,
+            Error::CertificateRefused(refusal) => refusal.reason(),
             Error::Internal(_) => ErrorReason::Internal,
         }
     }

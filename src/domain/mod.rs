@@ -21,7 +21,9 @@ mod transition_tests;
 
 pub use claim_outcome::ClaimOutcome;
 pub use command::*;
-pub use error::{Error, ErrorReason, FieldViolation, Refusal, Result, Violations};
+pub use error::{
+    CertificateRefusal, Error, ErrorReason, FieldViolation, Refusal, Result, Violations,
+};
 pub use limits::Limits;
 pub use model::*;
 pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};

@@ -3,8 +3,9 @@
 //! can, before the request body is read) whether a call is served at all.
 //! Health and reflection are not behind it.
 //!
-//! In order: it authenticates the call from its `authorization` header
-//! before the body is polled (a caller without credentials cannot make the
+//! In order: it authenticates the call from its `authorization` header and
+//! its connection's client certificate (`crate::auth::certificate` says
+//! which wins) before the body is polled (a caller without credentials cannot make the
 //! server read, let alone buffer, a byte of its body) and hands the
 //! [`crate::auth::Principal`] to the handler in the request's extensions; it refuses a
 //! call its credential has no scope for (PERMISSION_DENIED `MISSING_SCOPE`,
@@ -39,7 +40,8 @@ use tonic::codegen::http;
 use tonic::server::NamedService;
 
 use super::observe::ApiMethod;
-use crate::auth::{Authenticator, Scope};
+use super::peer::ConnectionInfo;
+use crate::auth::{Authenticator, PeerCertificate, Scope};
 use crate::domain::{Error, TenantId};
 use crate::metrics::Metrics;
 
@@ -301,7 +303,19 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                     .headers()
                     .get(http::header::AUTHORIZATION)
                     .and_then(|value| value.to_str().ok());
-                let principal = match shared.authenticator.principal(authorization).await {
+                // The connection's client certificate, judged at its
+                // handshake; a request without connection info (none
+                // served by tonic lacks it) had none to judge.
+                let certificate = request
+                    .extensions()
+                    .get::<ConnectionInfo>()
+                    .map(|info| &info.certificate)
+                    .unwrap_or(&PeerCertificate::NotAsked);
+                let authenticated = shared
+                    .authenticator
+                    .authenticate(certificate, authorization)
+                    .await;
+                let principal = match authenticated {
                     Ok(principal) => principal,
                     Err(error) => return Ok(refused(&shared.metrics, error)),
                 };

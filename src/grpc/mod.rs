@@ -5,6 +5,7 @@ pub mod codec;
 pub mod connect;
 pub mod observe;
 pub mod page_token;
+pub mod peer;
 pub mod request;
 pub mod response;
 pub mod server;

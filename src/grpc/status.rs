@@ -173,6 +173,9 @@ impl From<Error> for Status {
                     HashMap::from([("scope".to_owned(), scope.to_owned())]),
                 ),
             ),
+            Error::CertificateRefused(refusal) => {
+                reason_only(Code::Unauthenticated, message, refusal.reason())
+            }
             Error::Internal(detail) => {
                 error!(error = %detail, "internal error");
                 reason_only(
@@ -190,7 +193,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::domain::{FieldViolation, Refusal, State};
+    use crate::domain::{CertificateRefusal, FieldViolation, Refusal, State};
 
     fn reason_and_domain(status: &Status) -> (String, String) {
         let info = status
@@ -306,6 +309,26 @@ mod tests {
                 Error::MissingScope { scope: "reconcile" },
                 Code::PermissionDenied,
                 "MISSING_SCOPE",
+            ),
+            (
+                Error::CertificateRefused(CertificateRefusal::Required),
+                Code::Unauthenticated,
+                "CERTIFICATE_REQUIRED",
+            ),
+            (
+                Error::CertificateRefused(CertificateRefusal::Untrusted),
+                Code::Unauthenticated,
+                "CERTIFICATE_UNTRUSTED",
+            ),
+            (
+                Error::CertificateRefused(CertificateRefusal::Expired),
+                Code::Unauthenticated,
+                "CERTIFICATE_EXPIRED",
+            ),
+            (
+                Error::CertificateRefused(CertificateRefusal::Unmapped),
+                Code::Unauthenticated,
+                "CERTIFICATE_UNMAPPED",
             ),
             (
                 Error::Internal("a cause that stays in the log".into()),

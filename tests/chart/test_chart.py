@@ -64,7 +64,12 @@ def container_port(ctr: dict, name: str) -> int:
 # --- probes ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [{}, POSTGRES], ids=["embedded", "postgres"])
+# TLS off, as it may only be: plaintext asked for explicitly (behind a mesh).
+PLAINTEXT = {"tls.enabled": False, "tls.insecurePlaintext": True}
+
+
+@pytest.mark.parametrize("values", [PLAINTEXT, {**POSTGRES, **PLAINTEXT}],
+                         ids=["embedded", "postgres"])
 def test_probes_are_native_grpc_probes_on_the_grpc_port_without_tls(values):
     ctr = server(render(values))
     grpc_port = container_port(ctr, "grpc")
@@ -88,9 +93,11 @@ def test_probes_use_the_plaintext_health_port_when_tls_is_on(full_render):
     assert config_data(full_render)["IDEMD_HEALTH_LISTEN"].endswith(f":{health_port}")
 
 
-def test_health_listener_is_only_configured_with_tls(postgres_render):
-    assert "IDEMD_HEALTH_LISTEN" not in config_data(postgres_render)
-    ports = {port["name"] for port in server(postgres_render)["ports"]}
+def test_health_listener_is_only_configured_with_tls():
+    plaintext = render({**POSTGRES, **PLAINTEXT})
+    assert "IDEMD_HEALTH_LISTEN" not in config_data(plaintext)
+    assert config_data(plaintext)["IDEMD_INSECURE_PLAINTEXT"] == "true"
+    ports = {port["name"] for port in server(plaintext)["ports"]}
     assert ports == {"grpc", "metrics"}
 
 
@@ -108,9 +115,114 @@ def test_tls_secret_is_mounted_read_only_and_referenced_by_env(full_render, all_
     assert {item["path"] for item in tls_volume["secret"]["items"]} == {"tls.crt", "tls.key"}
 
 
-def test_tls_without_a_secret_is_refused():
-    error = render_error({**POSTGRES, "tls.enabled": True})
-    assert "tls.existingSecret" in error
+def test_tls_is_on_by_default_from_the_releases_tls_secret(default_render, postgres_render):
+    for r in (default_render, postgres_render):
+        ctr = server(r)
+        env = env_map(ctr)
+        assert env["IDEMD_TLS_CERT"]["value"].endswith("/tls.crt")
+        assert "IDEMD_INSECURE_PLAINTEXT" not in config_data(r)
+        assert config_data(r)["IDEMD_TLS_RELOAD_INTERVAL"] == "5s"
+        volumes = {volume["name"]: volume for volume in pod_spec(deployment(r))["volumes"]}
+        assert volumes["tls"]["secret"]["secretName"] == f"{fullname()}-tls"
+        # No cert-manager Certificate unless an issuer is named.
+        assert r.all("Certificate") == []
+        # Probes go to the plaintext health port.
+        health_port = container_port(ctr, "health")
+        assert ctr["readinessProbe"]["grpc"]["port"] == health_port
+
+
+def test_plaintext_is_refused_unless_asked_for_explicitly():
+    error = render_error({**POSTGRES, "tls.enabled": False})
+    assert "tls.insecurePlaintext" in error
+    assert "mesh" in error
+
+
+def test_cert_manager_certificate_from_an_issuer_reference():
+    r = render({**POSTGRES, "tls.certManager.issuerRef.name": "internal-ca",
+                "tls.certManager.issuerRef.kind": "ClusterIssuer",
+                "tls.certManager.dnsNames": ["idemd.example.com"]})
+    certificate = r.one("Certificate")
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    spec = certificate["spec"]
+    assert spec["secretName"] == f"{fullname()}-tls"
+    assert spec["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer",
+                                 "group": "cert-manager.io"}
+    assert f"{fullname()}.{NAMESPACE}.svc" in spec["dnsNames"]
+    assert "idemd.example.com" in spec["dnsNames"]
+    assert spec["usages"] == ["server auth"]
+    volumes = {volume["name"]: volume for volume in pod_spec(deployment(r))["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == spec["secretName"]
+    error = render_error({**POSTGRES, "tls.certManager.issuerRef.name": "internal-ca",
+                          "tls.existingSecret": "mine"})
+    assert "not both" in error
+
+
+def test_mutual_tls_mounts_the_client_ca_and_the_identities(full_render, all_features_values):
+    client_auth = all_features_values["tls"]["clientAuth"]
+    ctr = server(full_render)
+    env = env_map(ctr)
+    mount = next(m for m in ctr["volumeMounts"] if m["name"] == "client-auth")
+    assert mount["readOnly"] is True and "subPath" not in mount
+    assert env["IDEMD_TLS_CLIENT_CA"]["value"] == f"{mount['mountPath']}/ca.crt"
+    assert env["IDEMD_TLS_IDENTITIES"]["value"] == f"{mount['mountPath']}/identities.yaml"
+    assert config_data(full_render)["IDEMD_TLS_REQUIRE_CLIENT_CERT"] == "false"
+    volumes = {volume["name"]: volume for volume in pod_spec(deployment(full_render))["volumes"]}
+    sources = volumes["client-auth"]["projected"]["sources"]
+    secret = next(source["secret"] for source in sources if "secret" in source)
+    assert secret["name"] == client_auth["caSecret"]
+    assert secret["items"] == [{"key": client_auth["caKey"], "path": "ca.crt"}]
+    config_map = next(source["configMap"] for source in sources if "configMap" in source)
+    identities = full_render.one("ConfigMap", config_map["name"])
+    mapping = yaml.safe_load(identities["data"]["identities.yaml"])
+    assert mapping == {"identities": client_auth["identities"]}
+
+
+@pytest.mark.parametrize("values,says", [
+    ({"tls.clientAuth.enabled": True, "tls.clientAuth.identities": [
+        {"uri": "spiffe://a/b", "tenant": "t", "scopes": ["operations"]}]},
+     "tls.clientAuth.caSecret"),
+    ({"tls.clientAuth.enabled": True, "tls.clientAuth.caSecret": "bundle"},
+     "tls.clientAuth.identities"),
+])
+def test_mutual_tls_needs_a_ca_and_identities(values, says):
+    assert says in render_error({**POSTGRES, **values})
+
+
+@pytest.mark.parametrize("identity", [
+    {"uri": "spiffe://a/b", "tenant": "t", "scopes": ["write"]},
+    {"uri": "spiffe://a/b", "tenant": "t", "scopes": []},
+    {"uri": "spiffe://a/b", "dns": "a.example", "tenant": "t", "scopes": ["admin"]},
+    {"tenant": "t", "scopes": ["admin"]},
+])
+def test_schema_refuses_a_malformed_identity(identity):
+    render_error({**POSTGRES, "tls.clientAuth.enabled": True,
+                  "tls.clientAuth.caSecret": "bundle", "tls.clientAuth.identities": [identity]})
+
+
+def test_production_values_example_renders_and_validates():
+    production = yaml.safe_load((CHART / "values-production.yaml").read_text())
+    r = render(_dotted(production))
+    assert r.one("Certificate")["spec"]["issuerRef"]["name"] == \
+        production["tls"]["certManager"]["issuerRef"]["name"]
+    assert env_map(server(r))["DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == \
+        production["database"]["existingSecret"]
+    assert "IDEMD_TLS_IDENTITIES" in env_map(server(r))
+    manifests = [doc for doc in yaml.safe_load_all(r.text)
+                 if doc and doc["kind"] != "Certificate"]
+    for doc in manifests:
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def _dotted(values: dict, prefix: str = "") -> dict:
+    """Nested values as the dotted keys render() takes (lists stay whole)."""
+    flat = {}
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value:
+            flat.update(_dotted(value, path))
+        else:
+            flat[path] = value
+    return flat
 
 
 # --- database URL and secrets ---------------------------------------------------
@@ -590,7 +702,8 @@ def binary_settings() -> dict[str, str | None]:
 
 
 def test_every_setting_of_the_binary_is_a_value(full_render):
-    variants = [full_render, render({**POSTGRES, "migrations.job.enabled": False}), render()]
+    variants = [full_render, render({**POSTGRES, "migrations.job.enabled": False}), render(),
+                render({**POSTGRES, **PLAINTEXT})]
     rendered = set().union(*(_rendered_env_names(r) for r in variants))
     rendered = {name for name in rendered if name.startswith("IDEMD_")}
     missing = set(binary_settings()) - rendered - UNMAPPED_SETTINGS
@@ -797,6 +910,10 @@ def test_ipv6_bind_address():
 def test_notes_explain_access_and_tenant_creation():
     text = notes(POSTGRES)
     assert f"port-forward svc/{fullname()}" in text
-    assert "grpcurl -plaintext" in text
+    assert "grpcurl -cacert" in text
+    assert f'Secret "{fullname()}-tls"' in text
+    plaintext = notes({**POSTGRES, **PLAINTEXT})
+    assert "grpcurl -plaintext" in plaintext
+    assert "only behind a mesh" in plaintext
     assert f"exec deploy/{fullname()} -c idemd -- /idemd tenant create NAME" in text
     assert "DATABASE_URL" in text

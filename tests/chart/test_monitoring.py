@@ -571,12 +571,14 @@ def test_metrics_can_be_switched_off():
     assert r.one("ConfigMap", fullname())["data"]["IDEMD_METRICS_LISTEN"] == "off"
     deployment = r.one("Deployment", fullname())
     ctr = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert {port["name"] for port in ctr["ports"]} == {"grpc"}
+    # TLS is on by default: the plaintext health port stays, for the probes.
+    ports = {port["name"]: port["containerPort"] for port in ctr["ports"]}
+    assert set(ports) == {"grpc", "health"}
     service = r.one("Service", fullname())
     assert {port["name"] for port in service["spec"]["ports"]} == {"grpc"}
     policy = r.one("NetworkPolicy", fullname())
     ingress_ports = {port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]}
-    assert ingress_ports == {ctr["ports"][0]["containerPort"]}
+    assert ingress_ports == {ports["grpc"], ports["health"]}
 
 
 @pytest.mark.parametrize("feature", ["serviceMonitor", "prometheusRule"])

@@ -16,11 +16,12 @@ import kubernetes_validate
 import yaml
 
 # Custom resources that are not part of Kubernetes; their shape is asserted by
-# tests/chart/test_chart.py (test_service_monitor_*, test_prometheus_rule_*) and
-# tests/chart/test_monitoring.py.
+# tests/chart/test_chart.py (test_service_monitor_*, test_prometheus_rule_*,
+# test_cert_manager_*) and tests/chart/test_monitoring.py.
 EXCLUDED = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("cert-manager.io/v1", "Certificate"),
 }
 
 

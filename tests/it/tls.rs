@@ -131,3 +131,33 @@ async fn the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port(bac
 }
 
 store_tests!(the_api_is_served_over_tls_and_probes_use_the_plaintext_health_port);
+
+/// Without TLS files and without the opt-in, `serve` refuses to start, in
+/// one line that names both ways out; with the opt-in it serves and warns.
+#[tokio::test]
+async fn plaintext_is_refused_unless_asked_for() {
+    let data = crate::harness::ProcessData::embedded();
+    let output = data
+        .command(&["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("IDEMD_INSECURE_PLAINTEXT")
+        .output()
+        .expect("idemd runs");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let refusal = stderr
+        .lines()
+        .find(|line| line.starts_with("idemd: "))
+        .unwrap_or_else(|| panic!("no refusal line: {stderr}"));
+    assert!(
+        refusal.contains("refusing to serve the API in plaintext"),
+        "{refusal}"
+    );
+    assert!(refusal.contains("--tls-cert"), "{refusal}");
+    assert!(refusal.contains("--insecure-plaintext"), "{refusal}");
+
+    // Asked for: it serves, and says at start-up that it is plaintext.
+    let server = data.serve(&[]).await;
+    let log = server.log();
+    assert!(log.contains("serving the API in plaintext"), "{log}");
+    server.kill();
+}

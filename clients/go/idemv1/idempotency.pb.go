@@ -1,8 +1,10 @@
 // idemd: at most one business effect per logical request.
 //
 // The contract behind this file is DESIGN.md; README.md walks through a call
-// sequence. Every RPC needs `authorization: Bearer <token>` metadata: the
-// token decides the tenant, which is never read from a request body.
+// sequence. Every RPC needs `authorization: Bearer <token>` metadata, or a
+// client certificate that the server maps to a tenant (mutual TLS; a valid
+// token wins over it): the credential decides the tenant and its scopes,
+// which are never read from a request body.
 //
 // Errors are gRPC statuses with google.rpc details. Every status idemd sends
 // carries an ErrorInfo with domain "idem.v1" (AIP-193), so a client can branch
@@ -47,6 +49,15 @@
 //   MISSING_SCOPE           PERMISSION_DENIED    the credential lacks the scope the
 //                                                RPC needs (metadata `scope`: the
 //                                                missing one); nothing was written
+//   CERTIFICATE_REQUIRED    UNAUTHENTICATED      the server requires a client
+//                                                certificate and none was sent
+//   CERTIFICATE_UNTRUSTED   UNAUTHENTICATED      a client certificate not issued by
+//                                                the server's client CAs (refused
+//                                                whatever token comes with it)
+//   CERTIFICATE_EXPIRED     UNAUTHENTICATED      a client certificate outside its
+//                                                validity period (likewise)
+//   CERTIFICATE_UNMAPPED    UNAUTHENTICATED      a valid client certificate whose
+//                                                identity maps to no tenant (likewise)
 // The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
 // `operation_id` in its metadata, and where it helps `state` and
 // `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.

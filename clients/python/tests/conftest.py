@@ -54,6 +54,8 @@ class Server:
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "IDEMD_METRICS_LISTEN": "off",
+            # The tests talk plaintext on loopback; serve refuses that unless asked.
+            "IDEMD_INSECURE_PLAINTEXT": "true",
             "IDEMD_MIN_LEASE": "10ms",
             # The server adds its clock margin to previous_attempt_deadline; these tests
             # time the doubt to the earlier deadline itself (the margin has the server's

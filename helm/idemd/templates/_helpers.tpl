@@ -108,6 +108,21 @@ Port the kubelet's gRPC probes use: the plaintext health port when the API speak
 {{- if .Values.tls.enabled }}{{ .Values.containerPorts.health }}{{ else }}{{ .Values.containerPorts.grpc }}{{ end }}
 {{- end }}
 
+{{/*
+The kubernetes.io/tls Secret the API's key pair comes from: tls.existingSecret, or the one
+the chart's cert-manager Certificate writes.
+*/}}
+{{- define "idemd.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "idemd.fullname" .)) .Values.tls.existingSecret }}
+{{- end }}
+
+{{/*
+Mutual TLS is on: TLS with clientAuth.enabled.
+*/}}
+{{- define "idemd.clientAuth" -}}
+{{- if and .Values.tls.enabled .Values.tls.clientAuth.enabled }}true{{- end }}
+{{- end }}
+
 {{- define "idemd.otelServiceName" -}}
 {{- default (include "idemd.fullname" .) .Values.otel.serviceName }}
 {{- end }}
@@ -174,6 +189,12 @@ IDEMD_METRICS_LISTEN: "off"
 {{- end }}
 {{- if .Values.tls.enabled }}
 IDEMD_HEALTH_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.health) | quote }}
+IDEMD_TLS_RELOAD_INTERVAL: {{ .Values.tls.reloadInterval | quote }}
+{{- else }}
+IDEMD_INSECURE_PLAINTEXT: {{ .Values.tls.insecurePlaintext | toString | quote }}
+{{- end }}
+{{- if include "idemd.clientAuth" . }}
+IDEMD_TLS_REQUIRE_CLIENT_CERT: {{ .Values.tls.clientAuth.required | toString | quote }}
 {{- end }}
 IDEMD_LOG_FORMAT: {{ $config.logFormat | quote }}
 RUST_LOG: {{ $config.logLevel | quote }}
@@ -279,8 +300,17 @@ Refuse configurations that would deploy something broken. Included by the Deploy
 {{- if le $grace (add $drain $preStop) }}
 {{- fail (printf "\n\nidemd: terminationGracePeriodSeconds (%d) must be greater than config.drainTimeoutSeconds (%d) + lifecycle.preStopSleepSeconds (%d), or Kubernetes kills pods before they finish draining." $grace $drain $preStop) }}
 {{- end }}
-{{- if and .Values.tls.enabled (not .Values.tls.existingSecret) }}
-{{- fail "\n\nidemd: tls.enabled requires tls.existingSecret, the name of a kubernetes.io/tls Secret with tls.crt and tls.key." }}
+{{- if and (not .Values.tls.enabled) (not .Values.tls.insecurePlaintext) }}
+{{- fail "\n\nidemd: tls.enabled is false, so the API would be plaintext. Keep TLS on (tls.existingSecret, or tls.certManager.issuerRef.name), or set tls.insecurePlaintext: true, only behind a mesh whose sidecar terminates mutual TLS." }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.tls.existingSecret .Values.tls.certManager.issuerRef.name }}
+{{- fail "\n\nidemd: give tls.existingSecret or tls.certManager.issuerRef.name, not both (the Certificate writes its own Secret)." }}
+{{- end }}
+{{- if and (include "idemd.clientAuth" .) (not .Values.tls.clientAuth.caSecret) }}
+{{- fail "\n\nidemd: tls.clientAuth.enabled requires tls.clientAuth.caSecret, a Secret holding the client CA bundle." }}
+{{- end }}
+{{- if and (include "idemd.clientAuth" .) (not .Values.tls.clientAuth.identities) }}
+{{- fail "\n\nidemd: tls.clientAuth.enabled requires tls.clientAuth.identities, the mapping of certificate identities to tenants and scopes." }}
 {{- end }}
 {{- $ports := .Values.containerPorts }}
 {{- if or (eq (int $ports.grpc) (int $ports.metrics)) (and .Values.tls.enabled (or (eq (int $ports.health) (int $ports.grpc)) (eq (int $ports.health) (int $ports.metrics)))) }}

@@ -108,6 +108,8 @@ impl ProcessData {
             .env("IDEMD_CLOCK_MARGIN", "0s")
             // Several servers run at once: no fixed ports besides the API's.
             .env("IDEMD_METRICS_LISTEN", "off")
+            // Plaintext on loopback unless a test gives TLS files (which win).
+            .env("IDEMD_INSECURE_PLAINTEXT", "true")
             .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(std::process::Stdio::null());
         command

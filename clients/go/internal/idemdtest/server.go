@@ -138,6 +138,8 @@ func Start(t testing.TB, store Store, extra ...string) *Server {
 	s.env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"IDEMD_METRICS_LISTEN=off",
+		// The tests talk plaintext on loopback; serve refuses that unless asked.
+		"IDEMD_INSECURE_PLAINTEXT=true",
 		"IDEMD_MIN_LEASE=10ms",
 		"IDEMD_CLOCK_MARGIN=0s",
 		"IDEMD_LOG_FORMAT=json",

@@ -156,6 +156,8 @@ impl World {
             // the server's own tests).
             .env("IDEMD_CLOCK_MARGIN", "0s")
             .env("IDEMD_METRICS_LISTEN", "off")
+            // Plaintext on loopback: serve refuses it unless asked.
+            .env("IDEMD_INSECURE_PLAINTEXT", "true")
             .stdin(Stdio::null());
         if let Some((url, _)) = &self.database {
             command.env("DATABASE_URL", url);

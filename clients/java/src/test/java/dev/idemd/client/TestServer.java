@@ -42,6 +42,8 @@ final class TestServer implements AutoCloseable {
     this.dir = Files.createTempDirectory("idemd-java-test");
     env.put("PATH", System.getenv().getOrDefault("PATH", "/usr/bin:/bin"));
     env.put("IDEMD_METRICS_LISTEN", "off");
+    // The tests talk plaintext on loopback; serve refuses that unless asked.
+    env.put("IDEMD_INSECURE_PLAINTEXT", "true");
     env.put("IDEMD_MIN_LEASE", "10ms");
     env.put("IDEMD_CLOCK_MARGIN", "0s");
     env.put("IDEMD_LOG_FORMAT", "json");
