@@ -181,10 +181,20 @@ fn write_in_parts<'a>(pool: &'a PgPool, members: &'a [batched::WriteMember<'a>])
 
 impl PostgresStore {
     pub async fn connect(options: &PostgresOptions) -> Result<Self> {
-        let targets = DatabaseTargets::parse(&options.url).map_err(Error::Internal)?;
+        let mut targets = DatabaseTargets::parse(&options.url).map_err(Error::Internal)?;
+        // Every host's options carry the session settings: the pool gets a
+        // host's options as they are when the primary moves to it.
+        targets.hosts = targets
+            .hosts
+            .into_iter()
+            .map(|host| session_settings(host, &options.timeouts, options.keepalive))
+            .collect();
+        // Keepalive on the sockets to every host of the URL, not only the
+        // one the pool starts on: it follows the primary.
+        let sockets = DatabaseSockets::of(&targets.hosts, options.keepalive);
         let tracker = match targets.needs_tracking() {
             true => Some(
-                PrimaryTracker::start(targets.clone())
+                PrimaryTracker::start(targets.clone(), sockets.clone())
                     .await
                     .map_err(|reason| Error::Unavailable {
                         reason,
@@ -197,7 +207,6 @@ impl PostgresStore {
             Some(tracker) => tracker.current(),
             None => targets.hosts[0].clone(),
         };
-        let sockets = DatabaseSockets::of(&connect_options, options.keepalive);
         let mut pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -211,11 +220,7 @@ impl PostgresStore {
             pool = pool.before_acquire(topology::close_if_opened_before_a_switch(tracker));
         }
         let pool = keepalive::configure_on_connect(pool, sockets.as_ref())
-            .connect_with(session_settings(
-                connect_options,
-                &options.timeouts,
-                options.keepalive,
-            ))
+            .connect_with(connect_options)
             .await
             .map_err(|error| match topology::explain_connect_error(&error) {
                 Some(explained) => Error::Internal(explained),
@@ -244,7 +249,7 @@ impl PostgresStore {
     }
 
     fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
-        let notifier = Notifier::new(pool.connect_options().as_ref().clone(), sockets.clone());
+        let notifier = Notifier::new(pool.clone(), sockets.clone());
         let (claims, writes) = Self::batchers(&pool, DEFAULT_CALL_BOUND);
         Self {
             pool,
@@ -588,11 +593,12 @@ impl Dialect for PostgresStore {
         if self.notifier.is_none() {
             std::future::pending::<()>().await;
         }
-        let connect = self.pool.connect_options();
         let mut backoff = Backoff::new(LISTEN_FIRST_PAUSE, LISTEN_MAX_PAUSE);
         loop {
+            // Each time to the pool's current target: after a failover, the
+            // new primary.
             let listened =
-                notifier::listen(&connect, self.sockets.as_ref(), changed, &mut backoff).await;
+                notifier::listen(&self.pool, self.sockets.as_ref(), changed, &mut backoff).await;
             if let Err(error) = listened {
                 warn!(%error, "not listening for other replicas' changes; waiters poll meanwhile");
             }
