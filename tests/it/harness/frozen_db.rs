@@ -168,10 +168,7 @@ impl FreezingOnPing {
                         let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
                     });
                     let mut buffer = vec![0u8; 16 * 1024];
-                    loop {
-                        let Ok(read) = client_read.read(&mut buffer).await else {
-                            break;
-                        };
+                    while let Ok(read) = client_read.read(&mut buffer).await {
                         if read == 0 {
                             break;
                         }
