@@ -32,6 +32,9 @@ pub(crate) enum Workload {
     Mixed,
     /// grpc.health.v1.Health/Check: the gRPC floor of the same server.
     Floor,
+    /// Lookups (no history) of operations completed before the run
+    /// (preloaded): the store's plain read path.
+    Lookup,
 }
 
 impl Workload {
@@ -42,6 +45,7 @@ impl Workload {
             Workload::Hot => "hot",
             Workload::Mixed => "mixed",
             Workload::Floor => "floor",
+            Workload::Lookup => "lookup",
         }
     }
 }

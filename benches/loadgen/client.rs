@@ -160,6 +160,34 @@ impl Client {
         }
     }
 
+    /// Lookup by scope, without history: whether it answered the stored
+    /// result of a succeeded operation.
+    pub(crate) async fn lookup(&mut self, tally: &mut Tally, key: &str) -> bool {
+        let request = self.authorized(proto::LookupRequest {
+            target: Some(proto::lookup_request::Target::Scope(proto::Scope {
+                operation: OPERATION.into(),
+                key: key.into(),
+            })),
+            ..Default::default()
+        });
+        match self.idempotency.lookup(request).await {
+            Ok(response) => {
+                tally.status(tonic::Code::Ok);
+                let operation = response.into_inner().operation;
+                let body = operation
+                    .as_ref()
+                    .and_then(|operation| operation.result.as_ref())
+                    .map(|result| result.body.as_slice());
+                tally.outcome("found");
+                body == Some(RESULT_BODY)
+            }
+            Err(status) => {
+                tally.status(status.code());
+                false
+            }
+        }
+    }
+
     /// Claim, and on ownership execute and Complete.
     pub(crate) async fn claim_and_execute(
         &mut self,

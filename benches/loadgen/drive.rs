@@ -162,6 +162,17 @@ pub(crate) async fn drive_client(
             }
         }
         Workload::Mixed => drive_mixed(&mut client, &mut tally, &plan, &mut random).await?,
+        Workload::Lookup => {
+            while stop.another() {
+                let key = replay_key(&plan.replay_prefix, 1 + random.below(plan.replay_keys));
+                let started = Instant::now();
+                let stored_result = client.lookup(&mut tally, &key).await;
+                tally.record_latency(started);
+                if !stored_result {
+                    tally.wrong_replays += 1;
+                }
+            }
+        }
         Workload::Floor => {
             while stop.another() {
                 let started = Instant::now();

@@ -16,8 +16,10 @@ pub(crate) async fn run_grpc(args: GrpcArgs) -> Result<Value, BoxError> {
     if token.is_empty() && args.workload != Workload::Floor {
         return Err("set IDEMD_BENCH_TOKEN to a tenant's bearer token".into());
     }
-    if args.workload == Workload::Replay && args.replay_keys == 0 {
-        return Err("replay needs --replay-keys (operations completed before the run)".into());
+    if matches!(args.workload, Workload::Replay | Workload::Lookup) && args.replay_keys == 0 {
+        return Err(
+            "replay and lookup need --replay-keys (operations completed before the run)".into(),
+        );
     }
     let concurrency = args.limits.concurrency.max(1);
     if args.workload == Workload::Mixed && args.limits.operations.is_none() {

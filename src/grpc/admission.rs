@@ -20,7 +20,10 @@
 //! bodies in flight, by the length its gRPC prefix declares, before the
 //! message is read (UNAVAILABLE `OVERLOADED` when spent: counts alone let
 //! one tenant's 256 calls of 1 MiB results take a replica past its memory
-//! limit), and holds them until the call ends;
+//! limit), and holds them until the call ends; a Connect JSON call is
+//! charged the same way by its body's `Content-Length` ([`JsonBodyBytes`])
+//! before the body is read and translated, and holds the larger of that
+//! and the message it became;
 //! it bounds each call's time
 //! ([`AdmissionSettings::request_timeout`]: a request body that stalls
 //! halfway is cut off, not held); and it answers the codec's refusal of an
@@ -67,6 +70,15 @@ const MESSAGE_PREFIX_BYTES: usize = 5;
 /// bound itself by the bytes its members brought).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestBytes(pub usize);
+
+/// The bytes a Connect call's JSON body may bring, put in its request's
+/// extensions by [`super::connect`]: its `Content-Length` (to which its
+/// reading is held) or, without one, the most a JSON body may be. Admission
+/// charges them to the budget before the body is read, as it charges a
+/// gRPC message from its length prefix: reading and translating the JSON
+/// is what costs the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonBodyBytes(pub usize);
 
 /// What tonic's codec says when a message's length prefix exceeds the
 /// decode limit (the body is not buffered by then).
@@ -121,6 +133,9 @@ struct Shared {
     in_flight: Arc<Semaphore>,
     /// One permit per byte of request messages in flight.
     request_bytes: Arc<Semaphore>,
+    /// How many permits `request_bytes` has in all: no call is charged
+    /// more (it would never be admitted).
+    request_bytes_total: usize,
     /// Calls in flight per tenant; a tenant with none has no entry, so the
     /// map holds at most as many entries as there are calls in flight.
     tenants_in_flight: Mutex<HashMap<TenantId, usize>>,
@@ -143,15 +158,15 @@ impl<S> Admitted<S> {
         metrics: Metrics,
         max_request_bytes: usize,
     ) -> Self {
+        let request_bytes_total = settings
+            .max_request_bytes_in_flight
+            .clamp(max_request_bytes.max(1), Semaphore::MAX_PERMITS);
         Self {
             inner,
             shared: Arc::new(Shared {
                 in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
-                request_bytes: Arc::new(Semaphore::new(
-                    settings
-                        .max_request_bytes_in_flight
-                        .clamp(max_request_bytes.max(1), Semaphore::MAX_PERMITS),
-                )),
+                request_bytes: Arc::new(Semaphore::new(request_bytes_total)),
+                request_bytes_total,
                 tenants_in_flight: Mutex::default(),
                 settings,
                 authenticator,
@@ -282,6 +297,17 @@ async fn declared_length(mut body: tonic::body::Body) -> (usize, tonic::body::Bo
     )
 }
 
+/// `bytes` of the replica's budget, held until dropped; `None` when the
+/// budget has not that much left (the call is shed, not queued).
+fn charge(shared: &Shared, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let permits = u32::try_from(bytes).unwrap_or(u32::MAX);
+    shared
+        .request_bytes
+        .clone()
+        .try_acquire_many_owned(permits)
+        .ok()
+}
+
 impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitted<S> {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
@@ -340,16 +366,25 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Admitte
                     ));
                 };
                 request.extensions_mut().insert(principal);
+                // A Connect call's JSON body, before it is read (reading
+                // the prefix below reads and translates all of it).
+                let json_bytes = request
+                    .extensions()
+                    .get::<JsonBodyBytes>()
+                    .map_or(0, |bytes| bytes.0.min(shared.request_bytes_total));
+                let Some(_json_bytes) = charge(&shared, json_bytes) else {
+                    let retry_after = SHED_RETRY_AFTER;
+                    return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));
+                };
                 let (parts, body) = request.into_parts();
                 let (declared, body) = declared_length(body).await;
                 // A message over the decode limit is refused by the codec
                 // from this very prefix; it costs no more than the limit.
                 let charged = declared.min(shared.max_request_bytes);
-                let charged_permits = u32::try_from(charged).unwrap_or(u32::MAX);
-                let Ok(_request_bytes) = shared
-                    .request_bytes
-                    .clone()
-                    .try_acquire_many_owned(charged_permits)
+                // A Connect call holds the larger of its JSON body and the
+                // message it became, not their sum: the JSON is gone once
+                // translated.
+                let Some(_request_bytes) = charge(&shared, charged.saturating_sub(json_bytes))
                 else {
                     let retry_after = SHED_RETRY_AFTER;
                     return Ok(refused(&shared.metrics, Error::Overloaded { retry_after }));

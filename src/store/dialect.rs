@@ -5,7 +5,7 @@ use std::future::Future;
 use std::ops::DerefMut;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Database, Pool};
+use sqlx::Database;
 
 use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
 use super::{Applied, ClaimStart, PauseHook, PoolUsage};
@@ -63,24 +63,33 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
             _ => ErrorClass::Internal,
         }
     }
-    /// The pool reads and read transactions use.
-    fn readers(&self) -> &Pool<Self::Db>;
+    /// A connection for reads outside a transaction; it derefs to the
+    /// connection.
+    type Read: DerefMut<Target = <Self::Db as Database>::Connection> + Send;
+
+    /// A connection of the readers for statements outside a transaction.
+    fn acquire_read(&self) -> impl Future<Output = StoreResult<Self::Read>> + Send;
+
+    /// Hands a read's connection back once its statements ended, whatever
+    /// they answered. Dropped instead (with its call, a statement perhaps on
+    /// the wire), the dialect decides what becomes of it.
+    fn release_read(read: Self::Read);
+
+    /// A read transaction; it derefs to the connection it runs on.
+    type ReadTransaction: DerefMut<Target = <Self::Db as Database>::Connection> + Send;
 
     /// A transaction for reads that must agree with each other (a page and
     /// the clock it was read at).
-    fn begin_read(
-        &self,
-    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
-        async { Ok(self.readers().begin().await?) }
-    }
+    fn begin_read(&self) -> impl Future<Output = StoreResult<Self::ReadTransaction>> + Send;
 
     /// A read-only transaction whose statements all read one snapshot, so
     /// that a record and its history agree.
-    fn begin_snapshot(
-        &self,
-    ) -> impl Future<Output = StoreResult<sqlx::Transaction<'static, Self::Db>>> + Send {
-        async { Ok(self.readers().begin().await?) }
-    }
+    fn begin_snapshot(&self) -> impl Future<Output = StoreResult<Self::ReadTransaction>> + Send;
+
+    /// Ends a read transaction (it wrote nothing: rolled back).
+    fn end_read(&self, read: Self::ReadTransaction)
+    -> impl Future<Output = StoreResult<()>> + Send;
+
     fn pause_before_write(&self) -> Option<&PauseHook>;
 
     /// A write transaction; it derefs to the connection it runs on.

@@ -81,9 +81,10 @@ impl<D: Sql> Store for D {
     ) -> Result<Option<Found>> {
         let found = async {
             let Some(page) = history else {
-                let mut connection = self.readers().acquire().await?;
-                let found = D::read_with_clock_in(&mut connection, tenant, target).await?;
-                return Ok(found.map(|(record, now)| Found {
+                let mut connection = self.acquire_read().await?;
+                let found = D::read_with_clock_in(&mut connection, tenant, target).await;
+                D::release_read(connection);
+                return Ok(found?.map(|(record, now)| Found {
                     record,
                     history: Vec::new(),
                     more_history: false,
@@ -94,11 +95,11 @@ impl<D: Sql> Store for D {
             let Some((record, now)) =
                 D::read_with_clock_in(&mut transaction, tenant, target).await?
             else {
-                transaction.rollback().await?;
+                self.end_read(transaction).await?;
                 return Ok(None);
             };
             let mut history = D::history_page(&mut transaction, record.operation_id, page).await?;
-            transaction.rollback().await?;
+            self.end_read(transaction).await?;
             // The page holds one entry more: whether another page follows.
             let limit = usize::try_from(page.limit).unwrap_or(usize::MAX);
             let more_history = history.len() > limit;
@@ -122,7 +123,7 @@ impl<D: Sql> Store for D {
         let page = async {
             let (mut transaction, now) = self.begin_read_at_clock().await?;
             let records = D::unresolved(&mut transaction, tenant, query, now).await?;
-            transaction.rollback().await?;
+            self.end_read(transaction).await?;
             Ok::<_, StoreError>(UnresolvedPage { records, now })
         };
         page.await.map_err(D::translate)
@@ -168,7 +169,7 @@ impl<D: Sql> Store for D {
         let counts = async {
             let (mut transaction, now) = self.begin_read_at_clock().await?;
             let counts = D::count_operations(&mut transaction, now).await?;
-            transaction.rollback().await?;
+            self.end_read(transaction).await?;
             Ok::<_, StoreError>(counts)
         };
         counts.await.map_err(D::translate)
@@ -181,9 +182,14 @@ impl<D: Sql> Store for D {
     /// By the database's clock, on the readers.
     async fn authenticate(&self, token_sha256: &[u8; 32]) -> Result<Option<TokenGrant>> {
         let found = async {
-            let mut connection = self.readers().acquire().await?;
-            let now = D::database_now(&mut connection).await?;
-            let grant = D::grant(&mut connection, token_sha256, now).await?;
+            let mut connection = self.acquire_read().await?;
+            let read = async {
+                let now = D::database_now(&mut connection).await?;
+                Ok::<_, StoreError>((D::grant(&mut connection, token_sha256, now).await?, now))
+            }
+            .await;
+            D::release_read(connection);
+            let (grant, now) = read?;
             Ok::<_, StoreError>(grant.map(|row| {
                 TokenGrant {
                     tenant: TenantId(row.tenant_id),
@@ -200,8 +206,10 @@ impl<D: Sql> Store for D {
 
     async fn tenant_by_name(&self, name: &str) -> Result<Option<TenantId>> {
         let found = async {
-            let mut connection = self.readers().acquire().await?;
-            D::active_tenant(&mut connection, name).await
+            let mut connection = self.acquire_read().await?;
+            let found = D::active_tenant(&mut connection, name).await;
+            D::release_read(connection);
+            found
         };
         found.await.map_err(D::translate)
     }
@@ -234,8 +242,10 @@ impl<D: Sql> Store for D {
 
     async fn check_ready(&self) -> Result<()> {
         let ready = async {
-            let mut connection = self.readers().acquire().await?;
-            D::ping(&mut connection).await
+            let mut connection = self.acquire_read().await?;
+            let pinged = D::ping(&mut connection).await;
+            D::release_read(connection);
+            pinged
         };
         ready.await.map_err(D::translate)
     }

@@ -329,6 +329,105 @@ async fn request_bytes_in_flight_are_bounded_by_the_replicas_budget() {
     .await;
 }
 
+/// A Connect call of `method` whose JSON body declares `length` bytes
+/// (`Content-Length`) and sends only its first kilobyte, its stream left
+/// open.
+async fn half_sent_json(
+    sender: &RawSender,
+    addr: SocketAddr,
+    method: &str,
+    token: &str,
+    length: usize,
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let mut sender = sender.clone().ready().await.expect("a stream");
+    let headers = tonic::codegen::http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/idem.v1.IdempotencyService/{method}"))
+        .header("content-type", "application/json")
+        .header("content-length", length.to_string())
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .expect("a request");
+    let (response, mut body) = sender.send_request(headers, false).expect("send");
+    let mut data = b"{\"operationId\":\"".to_vec();
+    data.resize(1024, b'x');
+    body.send_data(Bytes::from(data), false).expect("data");
+    (response, body)
+}
+
+/// A Connect call's JSON body is charged to the same budget as a gRPC
+/// message, by its Content-Length, before it is read: two JSON bodies on
+/// their way take the whole budget, and the next call is shed. (Before,
+/// a JSON body was read and translated uncharged: the third call was
+/// admitted.)
+#[tokio::test]
+async fn connect_json_bodies_in_flight_are_charged_to_the_budget() {
+    let limit = test_limits().max_request_bytes();
+    let config = ServerConfig {
+        admission: AdmissionSettings {
+            max_request_bytes_in_flight: 3 * limit,
+            ..AdmissionSettings::default()
+        },
+        ..ServerConfig::default()
+    };
+    let world = World::start_configured(Backend::sqlite().await, test_limits(), config).await;
+    let addr = world.server.addr;
+    let sender = raw_client(addr).await;
+
+    // Within the JSON limit (twice the decode limit), half the budget each.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(half_sent_json(&sender, addr, "Complete", &world.tenant_a, 3 * limit / 2).await);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let shed = answer_to(
+        &sender,
+        call_headers(addr, "Complete", Some(&world.tenant_b)),
+        message_prefix(limit / 2),
+        false,
+    )
+    .await;
+    assert_status(&shed, Code::Unavailable, "OVERLOADED");
+    assert!(retry_delay(&shed).is_some(), "RetryInfo: {shed:?}");
+
+    // The bytes come back when the calls end.
+    for (response, mut body) in held {
+        body.send_reset(h2::Reason::CANCEL);
+        drop(response);
+    }
+    let mut client = world.client().await;
+    claim_once_admitted(
+        &mut client,
+        &world.tenant_b,
+        "after-json",
+        (Code::Unavailable, "OVERLOADED"),
+        "the budget",
+    )
+    .await;
+}
+
+/// Over Connect, a map past its bound is refused naming the field before
+/// the body is decoded: a field after the map that does not decode is not
+/// what the answer is about.
+#[tokio::test]
+async fn a_json_map_past_its_bound_is_refused_before_decoding() {
+    let world = World::start(Backend::sqlite().await).await;
+    let metadata: serde_json::Map<String, serde_json::Value> = (0..110_000)
+        .map(|index| (short_key(index), serde_json::Value::String(String::new())))
+        .collect();
+    let body = serde_json::json!({
+        "operationId": uuid::Uuid::new_v4().to_string(),
+        "fence": "1",
+        "result": {"metadata": metadata, "body": 12345},
+    });
+    let answer =
+        crate::connect::call(world.server.addr, "Complete", Some(&world.tenant_a), body).await;
+    let text = answer.body.to_string();
+    assert_eq!(answer.status, 400, "{text}");
+    assert!(text.contains("invalid_argument"), "{text}");
+    assert!(text.contains("result.metadata"), "{text}");
+}
+
 fn retry_delay(status: &Status) -> Option<Duration> {
     use tonic_types::StatusExt;
     status.get_details_retry_info()?.retry_delay

@@ -551,3 +551,52 @@ async fn a_batch_of_large_results_is_no_members_fault(
         daemon.log()
     );
 }
+
+/// A database that freezes in the instant a read's connection goes back to
+/// the pool (after the read answered, during sqlx's ping of the returned
+/// connection) frees that connection's pool slot within the release bound
+/// (2 s): plain reads (readiness) and read transactions (the gauges'
+/// counts) alike. With a pool of two and every return frozen, six reads one
+/// after another each find a slot within the acquire timeout; before, the
+/// third waited for good (`pool timed out while waiting for an open
+/// connection`), since sqlx pings a returned connection without a timeout.
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_freeze_while_a_reads_connection_goes_back_frees_its_slot(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    use idemd::store::postgres::{DatabaseKeepalive, PostgresOptions, PostgresStore};
+
+    let proxy = FreezingOnPing::start(([127, 0, 0, 1], connect.get_port()).into()).await;
+    let store = PostgresStore::connect(&PostgresOptions {
+        url: format!(
+            "postgres://{}@127.0.0.1:{}/{}",
+            connect.get_username(),
+            proxy.addr.port(),
+            connect.get_database().expect("the test's database")
+        ),
+        max_connections: 2,
+        acquire_timeout: Duration::from_secs(5),
+        timeouts: idemd::store::postgres::SessionTimeouts::default(),
+        keepalive: DatabaseKeepalive::OFF,
+    })
+    .await
+    .expect("the store opens");
+    let started = Instant::now();
+    for read in 0..6 {
+        if read % 2 == 0 {
+            store.check_ready().await.expect("a plain read");
+        } else {
+            store.count_operations().await.expect("a read transaction");
+        }
+    }
+    assert!(
+        proxy.frozen() >= 5,
+        "the returns froze: {} of them",
+        proxy.frozen()
+    );
+    eprintln!(
+        "six reads, every return frozen, pool of 2: {:?}",
+        started.elapsed()
+    );
+}

@@ -285,3 +285,154 @@ async fn with_keepalive_off_neither_end_gets_anything(_: PgPoolOptions, connect:
     drop(pooled);
     store.close().await;
 }
+
+// ---- after a failover ---------------------------------------------------------
+
+/// When the pool follows the primary to another host of a multi-host URL,
+/// every connection follows it: the pool's (with the session settings,
+/// the server's end of the keepalive included), LISTEN (a change announced
+/// on the new primary is heard) and NOTIFY (a change made through the store
+/// is announced there), and every socket to the new host keeps alive as
+/// configured.
+///
+/// The two hosts are one Postgres reached two ways: first through a proxy,
+/// which then freezes (a primary gone silent), and directly. The sessions
+/// the proxy carried are ended on the server once the pool has moved, so
+/// that every session left is one opened since.
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn after_the_primary_moves_every_connection_follows_it_and_keeps_alive(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    use crate::harness::FrozenPath;
+
+    let _turn = ONE_STORE_AT_A_TIME.lock().await;
+    let database_port = connect.get_port();
+    let direct: std::net::SocketAddr = ([127, 0, 0, 1], database_port).into();
+    let proxy = FrozenPath::start(direct).await;
+    let url = format!(
+        "postgres://{}@127.0.0.1:{},127.0.0.1:{database_port}/{}?target_session_attrs=read-write",
+        connect.get_username(),
+        proxy.addr.port(),
+        connect.get_database().expect("the test's database")
+    );
+    let store = PostgresStore::connect(&PostgresOptions {
+        url,
+        max_connections: 8,
+        acquire_timeout: Duration::from_secs(5),
+        timeouts: SessionTimeouts::default(),
+        keepalive: configured(),
+    })
+    .await
+    .expect("the store opens");
+    assert_eq!(
+        store.pool().connect_options().get_port(),
+        proxy.addr.port(),
+        "the first host of the URL, while it takes writes"
+    );
+
+    let (heard, mut hear) = tokio::sync::mpsc::unbounded_channel();
+    let listening = store.clone();
+    let listener = tokio::spawn(async move {
+        let relay = move |operation_id: OperationId| {
+            let _ = heard.send(operation_id);
+        };
+        listening.listen_for_changes(&relay).await
+    });
+    // LISTEN and NOTIFY both open on the first host.
+    wait_for_session(&store, "LISTEN%").await;
+    let token = create_tenant(&store, "follow").await;
+    let tenant = store
+        .authenticate(&idemd::auth::token_sha256(&token))
+        .await
+        .expect("auth")
+        .expect("tenant")
+        .tenant;
+    claim_and_complete(&store, tenant, "before").await;
+    wait_for_session(&store, "%pg_notify%").await;
+
+    let mut admin = PgConnection::connect_with(&connect)
+        .await
+        .expect("a plain connection");
+    let frozen_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut admin)
+        .await
+        .expect("now");
+    proxy.freeze_existing();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while store.pool().connect_options().get_port() != database_port {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool did not follow the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'idemd' \
+           AND backend_start < $1",
+    )
+    .bind(frozen_at)
+    .execute(&mut admin)
+    .await
+    .expect("the sessions through the proxy ended");
+
+    // LISTEN: a change announced on the new primary is heard there.
+    let announced = OperationId::generate();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        sqlx::query("SELECT pg_notify('idemd_operation_changed', $1)")
+            .bind(announced.to_string())
+            .execute(&mut admin)
+            .await
+            .expect("notify");
+        match tokio::time::timeout(Duration::from_millis(200), hear.recv()).await {
+            Ok(Some(operation_id)) if operation_id == announced => break,
+            _ => assert!(
+                tokio::time::Instant::now() < deadline,
+                "LISTEN did not follow the primary"
+            ),
+        }
+    }
+
+    // NOTIFY: a change made through the store is announced on the new
+    // primary (and heard by the listener there).
+    let after = claim_and_complete(&store, tenant, "after").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(remaining, hear.recv()).await {
+            Ok(Some(operation_id)) if operation_id == after.operation_id => break,
+            Ok(Some(_)) => {}
+            _ => panic!("NOTIFY did not follow the primary"),
+        }
+    }
+
+    // The pool's new connections carry the session settings.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(store.pool().acquire().await.expect("a pooled connection"));
+    }
+    assert_eq!(
+        server_keepalive(&mut held[0]).await,
+        ["7", "5", "3", "23000"],
+        "tcp_keepalives_idle, _interval, _count, tcp_user_timeout on the new primary"
+    );
+    drop(held);
+    let configured_socket = SocketKeepalive {
+        keepalive: true,
+        idle: Duration::from_secs(7),
+        interval: DatabaseKeepalive::PROBE_INTERVAL,
+        probes: DatabaseKeepalive::PROBES,
+        user_timeout: Some(Duration::from_secs(23)),
+    };
+    let sessions = assert_session_sockets(&store, database_port, "after the move", &|socket| {
+        socket == &configured_socket
+    })
+    .await;
+    // Four pooled, LISTEN, NOTIFY (and the primary's check).
+    assert!(sessions >= 6, "{sessions} sessions on the new primary");
+    listener.abort();
+    admin.close().await.expect("closed");
+    store.close().await;
+}

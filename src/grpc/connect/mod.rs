@@ -9,8 +9,12 @@
 //! reaches (observed, admitted, decoded with the decode limit, handled,
 //! mapped to a status by status.rs), and the gRPC answer is translated back.
 //! The JSON body is read only when the gRPC service reads its body, so after
-//! authentication and admission, as for gRPC. Requests with a gRPC content
-//! type pass through untouched.
+//! authentication and admission, as for gRPC, and is bounded as a gRPC
+//! message is: admission charges the replica's byte budget
+//! (`--max-request-bytes-in-flight`) with its `Content-Length` (or, without
+//! one, the most a JSON body may be) before reading it, and its map fields
+//! are counted before anything is decoded ([`codec`]). Requests with a gRPC
+//! content type pass through untouched.
 
 mod codec;
 mod json_error;
@@ -28,6 +32,7 @@ use tonic::Status;
 use tonic::codegen::http::{self, HeaderMap, StatusCode, header};
 use tonic::server::NamedService;
 
+use super::admission::JsonBodyBytes;
 use super::observe::ApiMethod;
 use super::{ApiFuture, ApiService};
 use codec::codec_of;
@@ -136,7 +141,18 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
                 Ok(timeout) => timeout.map(Duration::from_millis),
                 Err(status) => return Ok(error_response(&status)),
             };
-            let request = match grpc_request(request, &codec, max_json_bytes, max_request_bytes) {
+            // Read no further than its Content-Length (a body longer than
+            // it says is refused as too large) nor the JSON limit; charged
+            // to the replica's byte budget at admission, before it is read.
+            let json_bytes = request
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|length| length.to_str().ok())
+                .and_then(|length| length.parse::<usize>().ok())
+                .map_or(max_json_bytes, |length| length.min(max_json_bytes));
+            let mut request = request;
+            request.extensions_mut().insert(JsonBodyBytes(json_bytes));
+            let request = match grpc_request(request, &codec, json_bytes, max_request_bytes) {
                 Ok(request) => request,
                 Err(status) => return Ok(error_response(&status)),
             };

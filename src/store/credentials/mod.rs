@@ -133,7 +133,7 @@ impl<D: Sql> Credentials for D {
                 return Ok(None);
             };
             let rows = D::list_tokens(&mut transaction, tenant_id).await?;
-            transaction.rollback().await?;
+            self.end_read(transaction).await?;
             Ok::<_, StoreError>(Some(
                 rows.into_iter()
                     .map(|row| TokenInfo::from_row(row, now))
@@ -145,8 +145,10 @@ impl<D: Sql> Credentials for D {
 
     async fn list_tenants(&self) -> Result<Vec<TenantInfo>> {
         let listed = async {
-            let mut connection = self.readers().acquire().await?;
-            D::list_tenants(&mut connection).await
+            let mut connection = self.acquire_read().await?;
+            let listed = D::list_tenants(&mut connection).await;
+            D::release_read(connection);
+            listed
         };
         let rows = listed.await.map_err(D::translate)?;
         Ok(rows.into_iter().map(TenantInfo::from).collect())
@@ -154,8 +156,10 @@ impl<D: Sql> Credentials for D {
 
     async fn audit_log(&self, tenant: Option<&str>, limit: u32) -> Result<Vec<AuditEntry>> {
         let read = async {
-            let mut connection = self.readers().acquire().await?;
-            D::audit_log(&mut connection, tenant, limit).await
+            let mut connection = self.acquire_read().await?;
+            let read = D::audit_log(&mut connection, tenant, limit).await;
+            D::release_read(connection);
+            read
         };
         let mut rows = read.await.map_err(D::translate)?;
         // Read newest first, so that the limit keeps the last ones.

@@ -10,22 +10,34 @@
 //! gone) left its permit on a socket that never answers, and once all were
 //! taken the replica answered UNAVAILABLE long after the database was back.
 //!
-//! So no store connection is ever returned to the pool unbounded:
+//! So every connection the store uses is a [`Held`] one, and none is ever
+//! returned to the pool unbounded: the batched statements, the locked path
+//! and read transactions ([`HeldTransaction`]), and plain reads (Lookup,
+//! authentication, readiness, the start-up checks) alike.
 //!
-//! - [`Held`] (the batched statements, the locked path): dropped without
-//!   [`Held::release`], its connection is detached at once (the permit
-//!   freed, the pool may open another) and its socket closed on a
-//!   background task without a word to the database: no Terminate, no
-//!   ROLLBACK, no round trip on a socket that may never answer (Postgres
-//!   rolls back a session whose socket closed). Released, it goes back
-//!   through sqlx's ping under [`RELEASE_BOUND`]; past it, the connection
-//!   is dropped and its permit freed.
-//! - Every other connection (reads run on the pool itself, read
-//!   transactions): the pool's `after_release` ([`check_on_release`])
-//!   first reads whether the session is idle outside a transaction, within
-//!   [`RELEASE_BOUND`]; an answer late or inside a transaction closes it.
-//!   (sqlx's own ping follows a prompt answer; a freeze that begins in
-//!   between is the one case left to TCP keepalive.)
+//! - Released by its call ([`Held::release`], once its statements ended,
+//!   whatever they answered), a connection goes back through sqlx's return
+//!   path (`after_release`, then its ping) as a whole under
+//!   [`RELEASE_BOUND`]: past it, the future is dropped with the connection,
+//!   its socket closed and its permit freed. A freeze that begins at any
+//!   moment of the return is covered, the ping included: that ping is sqlx's
+//!   and cannot be given a timeout of its own, so the bound is put around
+//!   the whole return instead.
+//! - Dropped without [`Held::release`] (its call abandoned, a statement
+//!   perhaps on the wire), it is detached at once (the permit freed, the
+//!   pool may open another) and its socket closed on a background task
+//!   without a word to the database: no Terminate, no ROLLBACK, no round
+//!   trip on a socket that may never answer (Postgres rolls back a session
+//!   whose socket closed).
+//!
+//! A released connection pays sqlx's ping and nothing more: the pool's
+//! `after_release` ([`check_on_release`]) lets it through without a
+//! statement. The check runs only on a connection returned some other way
+//! (code outside the store using [`super::PostgresStore::pool`] directly):
+//! it reads, within [`RELEASE_BOUND`], whether the session is idle outside
+//! a transaction, and closes it otherwise. For those, sqlx's ping after a
+//! prompt answer is still unbounded: no store call returns a connection
+//! that way.
 //!
 //! Nothing here depends on a system call a sandbox may refuse: the
 //! client-side keepalive ([`super::keepalive`]) needs `pidfd_getfd(2)`,
@@ -83,7 +95,7 @@ fn in_poll() -> bool {
 
 /// A pool connection a store call holds: released when the call is done
 /// with it, abandoned (closed at once, its permit freed) when dropped.
-pub(super) struct Held {
+pub(crate) struct Held {
     connection: Option<PoolConnection<Postgres>>,
 }
 
@@ -145,8 +157,8 @@ fn abandon(connection: PoolConnection<Postgres>) {
 }
 
 /// The pool's `after_release`: a connection returned by anything but
-/// [`Held::release`] (a read on the pool, a read transaction, either
-/// possibly abandoned mid-statement) goes back only if, within
+/// [`Held::release`] (code outside the store using the pool directly,
+/// perhaps abandoned mid-statement) goes back only if, within
 /// [`RELEASE_BOUND`], it answers as a session idle outside any transaction.
 /// A BEGIN abandoned on its way (transact-rs/sqlx#4393) would otherwise
 /// hand the next caller a session inside a transaction.

@@ -14,8 +14,9 @@
 //! Why the client side takes this roundabout way: sqlx 0.9 opens the
 //! `TcpStream` itself (sqlx-core `net::connect_tcp`) and has no hook to reach
 //! the socket, before or after connecting. So after each new connection to
-//! the database, every socket of this process whose peer is the database's
-//! address is found (`/proc/self/fd`), duplicated with `pidfd_getfd(2)` (a
+//! the database, every socket of this process whose peer is the address of
+//! a host of the database's URL (any of them: the pool follows the primary
+//! from one to another) is found (`/proc/self/fd`), duplicated with `pidfd_getfd(2)` (a
 //! new descriptor for the same open socket, so options set through it apply
 //! to sqlx's) and configured. Configuring a socket again that already is
 //! changes nothing, so "every socket peering the database" needs no record
@@ -138,43 +139,61 @@ fn round_up_to(duration: Duration, unit: Duration) -> Duration {
 /// just resolved it).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The client end: the sockets of this process that peer one database.
+/// The client end: the sockets of this process that peer the database, at
+/// any host of its URL. All of them, not only the one the pool points at
+/// now: after a failover the pool, LISTEN and NOTIFY open their connections
+/// to another host of the URL, and those need keepalive as much (the next
+/// failover may be as silent). Every host of the URL is a database idemd
+/// may use, so a socket peering any of them is one of idemd's to Postgres.
 #[derive(Debug)]
 pub(super) struct DatabaseSockets {
-    host: String,
-    port: u16,
+    /// `(host, port)` of each TCP host of the URL, in its order.
+    hosts: Vec<(String, u16)>,
     keepalive: DatabaseKeepalive,
 }
 
 impl DatabaseSockets {
-    /// None when there is nothing to do: keepalive off, or a Unix socket.
+    /// None when there is nothing to do: keepalive off, or no host reached
+    /// over TCP.
     pub(super) fn of(
-        connect: &PgConnectOptions,
+        hosts: &[PgConnectOptions],
         keepalive: DatabaseKeepalive,
     ) -> Option<Arc<Self>> {
-        // sqlx connects to a Unix socket when one is named or the host is a
-        // directory.
-        if keepalive.is_off()
-            || connect.get_socket().is_some()
-            || connect.get_host().starts_with('/')
-        {
+        if keepalive.is_off() {
             return None;
         }
-        Some(Arc::new(Self {
+        let hosts: Vec<(String, u16)> = hosts
+            .iter()
+            // sqlx connects to a Unix socket when one is named or the host
+            // is a directory.
+            .filter(|connect| {
+                connect.get_socket().is_none() && !connect.get_host().starts_with('/')
+            })
             // IPv6 literals keep their brackets in sqlx's options.
-            host: connect.get_host().trim_matches(['[', ']']).to_owned(),
-            port: connect.get_port(),
-            keepalive,
-        }))
+            .map(|connect| {
+                (
+                    connect.get_host().trim_matches(['[', ']']).to_owned(),
+                    connect.get_port(),
+                )
+            })
+            .collect();
+        if hosts.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Self { hosts, keepalive }))
     }
 
     /// Configures every socket of this process that peers the database.
     /// Best effort: what fails is logged, never returned, since the
     /// connection works without it.
     pub(super) async fn configure(&self) {
-        let Some(peers) = self.resolve().await else {
+        let mut peers = Vec::new();
+        for (host, port) in &self.hosts {
+            peers.extend(resolve(host, *port).await);
+        }
+        if peers.is_empty() {
             return;
-        };
+        }
         let keepalive = self.keepalive;
         let configured =
             tokio::task::spawn_blocking(move || configure_sockets_peering(&peers, keepalive)).await;
@@ -187,22 +206,24 @@ impl DatabaseSockets {
             Err(error) => debug!(%error, "the task configuring database sockets failed"),
         }
     }
+}
 
-    async fn resolve(&self) -> Option<Vec<SocketAddr>> {
-        if let Ok(address) = self.host.parse::<IpAddr>() {
-            return Some(vec![canonical(SocketAddr::new(address, self.port))]);
+/// The addresses of one host of the URL; none when it does not resolve in
+/// time (its sockets keep their settings this time).
+async fn resolve(host: &str, port: u16) -> Vec<SocketAddr> {
+    if let Ok(address) = host.parse::<IpAddr>() {
+        return vec![canonical(SocketAddr::new(address, port))];
+    }
+    let resolving = tokio::net::lookup_host((host, port));
+    match tokio::time::timeout(RESOLVE_TIMEOUT, resolving).await {
+        Ok(Ok(addresses)) => addresses.map(canonical).collect(),
+        Ok(Err(error)) => {
+            debug!(%error, "database host not resolved: its sockets keep their settings");
+            Vec::new()
         }
-        let resolving = tokio::net::lookup_host((self.host.as_str(), self.port));
-        match tokio::time::timeout(RESOLVE_TIMEOUT, resolving).await {
-            Ok(Ok(addresses)) => Some(addresses.map(canonical).collect()),
-            Ok(Err(error)) => {
-                debug!(%error, "database host not resolved: its sockets keep their settings");
-                None
-            }
-            Err(_) => {
-                debug!("database host not resolved in time: its sockets keep their settings");
-                None
-            }
+        Err(_) => {
+            debug!("database host not resolved in time: its sockets keep their settings");
+            Vec::new()
         }
     }
 }
@@ -376,13 +397,33 @@ mod tests {
             "postgres://postgres@localhost/idemd?host=/var/run/postgresql",
         ] {
             let connect: PgConnectOptions = url.parse().expect("a url");
-            assert!(DatabaseSockets::of(&connect, keepalive).is_none(), "{url}");
+            assert!(
+                DatabaseSockets::of(&[connect], keepalive).is_none(),
+                "{url}"
+            );
         }
         let tcp: PgConnectOptions = "postgres://postgres@[::1]:5433/idemd"
             .parse()
             .expect("a url");
-        let sockets = DatabaseSockets::of(&tcp, keepalive).expect("tcp");
-        assert_eq!((sockets.host.as_str(), sockets.port), ("::1", 5433));
-        assert!(DatabaseSockets::of(&tcp, DatabaseKeepalive::OFF).is_none());
+        let sockets = DatabaseSockets::of(std::slice::from_ref(&tcp), keepalive).expect("tcp");
+        assert_eq!(sockets.hosts, [("::1".to_owned(), 5433)]);
+        assert!(DatabaseSockets::of(&[tcp], DatabaseKeepalive::OFF).is_none());
+    }
+
+    #[test]
+    fn every_tcp_host_of_a_multi_host_url_is_matched() {
+        let hosts: Vec<PgConnectOptions> = [
+            "postgres://postgres@db-a:5433/idemd",
+            "postgres://postgres@%2Fvar%2Frun%2Fpostgresql/idemd",
+            "postgres://postgres@10.0.0.2/idemd",
+        ]
+        .iter()
+        .map(|url| url.parse().expect("a url"))
+        .collect();
+        let sockets = DatabaseSockets::of(&hosts, DatabaseKeepalive::default()).expect("tcp");
+        assert_eq!(
+            sockets.hosts,
+            [("db-a".to_owned(), 5433), ("10.0.0.2".to_owned(), 5432)]
+        );
     }
 }

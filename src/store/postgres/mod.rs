@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use sqlx::Postgres;
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
 use tracing::{Instrument, info, warn};
 
 use self::batched::{ClaimRequest, WriteRequest};
 use self::batcher::Batcher;
-use self::held::HeldTransaction;
 pub(crate) use self::held::polled;
+use self::held::{Held, HeldTransaction};
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
@@ -64,7 +64,7 @@ pub struct PostgresStore {
     writes: Batcher<WriteRequest, Option<Applied>>,
     history_cap: HistoryCap,
     /// How long a statement this store runs on a task of its own (a shared
-    /// statement, a BEGIN) may take: past it, it is abandoned with its
+    /// statement) may take: past it, it is abandoned with its
     /// connection, as the caller's own call is by `--db-call-timeout`.
     call_bound: Duration,
 }
@@ -104,48 +104,6 @@ pub struct PostgresOptions {
     pub keepalive: DatabaseKeepalive,
 }
 
-/// Begins a transaction on a task of its own, so that a call cancelled
-/// meanwhile (a client gone, a per-call timeout) cannot leave the connection
-/// inside it.
-///
-/// sqlx 0.9.0 counts a Postgres transaction only once BEGIN's round trip is
-/// over. A future dropped during that round trip leaves the session in a
-/// transaction that nothing ends, and the pool hands the connection to the
-/// next caller, whose autocommit statements then run, acknowledged but
-/// uncommitted, inside it (transact-rs/sqlx#4393, fixed upstream after 0.9.0
-/// by #4394). On its own task BEGIN always completes; a transaction nobody
-/// awaits any more is then dropped there and rolled back as usual.
-///
-/// Bounded by `bound`: a BEGIN on a database that stopped answering is
-/// dropped with its connection, which the pool's release check
-/// ([`held::check_on_release`]) closes instead of handing it on.
-async fn begin_detached(
-    pool: &PgPool,
-    statement: Option<&'static str>,
-    bound: Duration,
-) -> StoreResult<Transaction<'static, Postgres>> {
-    let pool = pool.clone();
-    let begun = tokio::spawn(async move {
-        let begin = async {
-            match statement {
-                Some(statement) => pool.begin_with(statement).await,
-                None => pool.begin().await,
-            }
-        };
-        if bound.is_zero() {
-            return begin.await;
-        }
-        tokio::time::timeout(bound, begin)
-            .await
-            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
-    })
-    .await
-    .map_err(|error| {
-        Error::Internal(format!("the task beginning a transaction failed: {error}"))
-    })?;
-    Ok(begun?)
-}
-
 /// What [`write_in_parts`] answers, each member's write or `None`.
 type Written<'a> =
     std::pin::Pin<Box<dyn Future<Output = StoreResult<Vec<Option<Applied>>>> + Send + 'a>>;
@@ -181,10 +139,20 @@ fn write_in_parts<'a>(pool: &'a PgPool, members: &'a [batched::WriteMember<'a>])
 
 impl PostgresStore {
     pub async fn connect(options: &PostgresOptions) -> Result<Self> {
-        let targets = DatabaseTargets::parse(&options.url).map_err(Error::Internal)?;
+        let mut targets = DatabaseTargets::parse(&options.url).map_err(Error::Internal)?;
+        // Every host's options carry the session settings: the pool gets a
+        // host's options as they are when the primary moves to it.
+        targets.hosts = targets
+            .hosts
+            .into_iter()
+            .map(|host| session_settings(host, &options.timeouts, options.keepalive))
+            .collect();
+        // Keepalive on the sockets to every host of the URL, not only the
+        // one the pool starts on: it follows the primary.
+        let sockets = DatabaseSockets::of(&targets.hosts, options.keepalive);
         let tracker = match targets.needs_tracking() {
             true => Some(
-                PrimaryTracker::start(targets.clone())
+                PrimaryTracker::start(targets.clone(), sockets.clone())
                     .await
                     .map_err(|reason| Error::Unavailable {
                         reason,
@@ -197,7 +165,6 @@ impl PostgresStore {
             Some(tracker) => tracker.current(),
             None => targets.hosts[0].clone(),
         };
-        let sockets = DatabaseSockets::of(&connect_options, options.keepalive);
         let mut pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -211,11 +178,7 @@ impl PostgresStore {
             pool = pool.before_acquire(topology::close_if_opened_before_a_switch(tracker));
         }
         let pool = keepalive::configure_on_connect(pool, sockets.as_ref())
-            .connect_with(session_settings(
-                connect_options,
-                &options.timeouts,
-                options.keepalive,
-            ))
+            .connect_with(connect_options)
             .await
             .map_err(|error| match topology::explain_connect_error(&error) {
                 Some(explained) => Error::Internal(explained),
@@ -244,7 +207,7 @@ impl PostgresStore {
     }
 
     fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
-        let notifier = Notifier::new(pool.connect_options().as_ref().clone(), sockets.clone());
+        let notifier = Notifier::new(pool.clone(), sockets.clone());
         let (claims, writes) = Self::batchers(&pool, DEFAULT_CALL_BOUND);
         Self {
             pool,
@@ -379,14 +342,19 @@ impl PostgresStore {
     /// [`durability_risk`]). `single_node`: the operator says there is no
     /// standby to fail over to.
     pub async fn warn_about_durability(&self, single_node: bool) -> Result<()> {
-        let (synchronous_commit, standby_names): (String, String) = sqlx::query_as(
+        let mut connection = Held::acquire(&self.pool)
+            .await
+            .map_err(|error| Self::translate(error.into()))?;
+        let read: std::result::Result<(String, String), sqlx::Error> = sqlx::query_as(
             "SELECT current_setting('synchronous_commit'), \
                     current_setting('synchronous_standby_names')",
         )
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *connection)
         .instrument(Self::statement("SHOW synchronous_commit"))
-        .await
-        .map_err(|error| Self::translate(error.into()))?;
+        .await;
+        connection.release();
+        let (synchronous_commit, standby_names) =
+            read.map_err(|error| Self::translate(error.into()))?;
         match durability_risk(&synchronous_commit, &standby_names) {
             Some(DurabilityRisk::Crash) => warn!(
                 synchronous_commit = %synchronous_commit,
@@ -501,24 +469,42 @@ impl Dialect for PostgresStore {
         }
     }
 
-    fn readers(&self) -> &PgPool {
-        &self.pool
+    /// A [`Held`] connection: released by the call once its statements
+    /// ended, under [`held::RELEASE_BOUND`]; dropped with its call, closed
+    /// at once without a round trip.
+    type Read = Held;
+
+    async fn acquire_read(&self) -> StoreResult<Held> {
+        Ok(Held::acquire(&self.pool).await?)
+    }
+
+    fn release_read(read: Held) {
+        read.release();
+    }
+
+    /// On a [`Held`] connection too ([`HeldTransaction`]): a BEGIN dropped
+    /// on its way closes the connection instead of handing on a session
+    /// inside a transaction nobody ends (sqlx 0.9.0's `pool.begin()` would,
+    /// transact-rs/sqlx#4393).
+    type ReadTransaction = HeldTransaction;
+
+    async fn begin_read(&self) -> StoreResult<HeldTransaction> {
+        Ok(HeldTransaction::begin(&self.pool, "BEGIN").await?)
     }
 
     /// READ COMMITTED would give each statement a snapshot of its own: a
     /// transition committed between the record's read and the history's
     /// would show in one and not the other.
-    async fn begin_snapshot(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        begin_detached(
+    async fn begin_snapshot(&self) -> StoreResult<HeldTransaction> {
+        Ok(HeldTransaction::begin(
             &self.pool,
-            Some("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-            self.call_bound,
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
         )
-        .await
+        .await?)
     }
 
-    async fn begin_read(&self) -> StoreResult<Transaction<'static, Postgres>> {
-        begin_detached(&self.pool, None, self.call_bound).await
+    async fn end_read(&self, read: HeldTransaction) -> StoreResult<()> {
+        Ok(read.rollback().await?)
     }
 
     fn pause_before_write(&self) -> Option<&PauseHook> {
@@ -588,11 +574,12 @@ impl Dialect for PostgresStore {
         if self.notifier.is_none() {
             std::future::pending::<()>().await;
         }
-        let connect = self.pool.connect_options();
         let mut backoff = Backoff::new(LISTEN_FIRST_PAUSE, LISTEN_MAX_PAUSE);
         loop {
+            // Each time to the pool's current target: after a failover, the
+            // new primary.
             let listened =
-                notifier::listen(&connect, self.sockets.as_ref(), changed, &mut backoff).await;
+                notifier::listen(&self.pool, self.sockets.as_ref(), changed, &mut backoff).await;
             if let Err(error) = listened {
                 warn!(%error, "not listening for other replicas' changes; waiters poll meanwhile");
             }

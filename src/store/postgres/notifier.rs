@@ -13,12 +13,21 @@
 //! share a notification (they wait at most `COALESCE_WINDOW`). Best effort:
 //! waiters poll anyway, so a lost notification costs latency, never
 //! correctness.
+//!
+//! Both connections follow the pool's target: after a failover
+//! ([`super::topology`] points the pool at another host), the NOTIFY
+//! connection is dropped before its next send and opened again to the new
+//! primary, and the LISTEN connection is dropped within
+//! [`TARGET_CHECK_INTERVAL`] and listened on again there. Dropped, not
+//! closed: the old primary may not answer a goodbye. Meanwhile a waiting
+//! Claim misses nothing: it polls the record (every 500 ms at most) whether
+//! or not a notification wakes it first.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, warn};
@@ -52,18 +61,20 @@ pub(super) struct Notifier {
     /// Taken by the first change, which starts the sending task (stores are
     /// built outside a runtime too).
     receiver: Arc<Mutex<Option<mpsc::Receiver<OperationId>>>>,
-    connect: Arc<PgConnectOptions>,
+    /// The store's pool, for the options it connects with now: the current
+    /// primary's.
+    pool: PgPool,
     sockets: Option<Arc<DatabaseSockets>>,
     closed: CancellationToken,
 }
 
 impl Notifier {
-    pub(super) fn new(connect: PgConnectOptions, sockets: Option<Arc<DatabaseSockets>>) -> Self {
+    pub(super) fn new(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
         let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
         Self {
             sender,
             receiver: Arc::new(Mutex::new(Some(receiver))),
-            connect: Arc::new(connect),
+            pool,
             sockets,
             closed: CancellationToken::new(),
         }
@@ -97,7 +108,7 @@ impl Notifier {
         };
         runtime.spawn(send_changes(
             receiver,
-            Arc::clone(&self.connect),
+            self.pool.clone(),
             self.sockets.clone(),
             self.closed.clone(),
         ));
@@ -106,11 +117,12 @@ impl Notifier {
 
 async fn send_changes(
     mut receiver: mpsc::Receiver<OperationId>,
-    connect: Arc<PgConnectOptions>,
+    pool: PgPool,
     sockets: Option<Arc<DatabaseSockets>>,
     closed: CancellationToken,
 ) {
-    let mut connection: Option<PgConnection> = None;
+    // The connection, and the pool options it was opened with.
+    let mut connection: Option<(PgConnection, Arc<PgConnectOptions>)> = None;
     let mut backoff = Backoff::new(RECONNECT_FIRST_PAUSE, RECONNECT_MAX_PAUSE);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
@@ -136,6 +148,15 @@ async fn send_changes(
         }
         let payloads = payloads(&batch);
         batch.clear();
+        let connect = pool.connect_options();
+        if connection
+            .as_ref()
+            .is_some_and(|(_, opened_with)| !Arc::ptr_eq(opened_with, &connect))
+        {
+            // The primary moved: dropped, not closed (the old one may not
+            // answer), and opened again to the new one.
+            connection = None;
+        }
         if connection.is_none() {
             let options = connect
                 .as_ref()
@@ -152,7 +173,7 @@ async fn send_changes(
                 .await
                 .unwrap_or_else(|_| Err(timed_out("connecting to NOTIFY")));
             match opened {
-                Ok(opened) => connection = Some(opened),
+                Ok(opened) => connection = Some((opened, connect)),
                 Err(error) => {
                     warn!(%error, "cannot connect to send change notifications; waiters poll");
                     tokio::time::sleep(backoff.pause()).await;
@@ -160,7 +181,7 @@ async fn send_changes(
                 }
             }
         }
-        let Some(open) = connection.as_mut() else {
+        let Some((open, _)) = connection.as_mut() else {
             continue;
         };
         let sending =
@@ -183,7 +204,7 @@ async fn send_changes(
             }
         }
     }
-    if let Some(open) = connection {
+    if let Some((open, _)) = connection {
         let _ = open.close().await;
     }
 }
@@ -191,6 +212,9 @@ async fn send_changes(
 /// How long the LISTEN connection may stay silent before it is checked: a
 /// database gone without closing the socket sends nothing either.
 const LISTEN_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the LISTEN connection looks whether the pool's target moved
+/// (a failover followed): it then listens again on the new primary.
+const TARGET_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// How long connecting, LISTEN, each check and each NOTIFY may take before
 /// the connection counts as lost.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -203,17 +227,20 @@ fn timed_out(what: &str) -> sqlx::Error {
 }
 
 /// Listens for other replicas' changes on a connection of its own, outside
-/// the store's pool (so a pool of one connection still serves calls), and
-/// calls `changed` for each operation heard of. Resets `backoff` once
-/// listening; returns when the connection is lost or fails its check (a
-/// `SELECT 1` after each silent [`LISTEN_CHECK_INTERVAL`], answered within
-/// [`CONNECTION_TIMEOUT`]), for the caller to pause and listen again.
+/// the store's pool (so a pool of one connection still serves calls), to
+/// the host `target` (the store's pool) connects to now, and calls
+/// `changed` for each operation heard of. Resets `backoff` once listening;
+/// returns when the connection is lost or fails its check (a `SELECT 1`
+/// after each silent [`LISTEN_CHECK_INTERVAL`], answered within
+/// [`CONNECTION_TIMEOUT`]), or when `target` moved to another host, for the
+/// caller to pause and listen again.
 pub(super) async fn listen(
-    connect: &PgConnectOptions,
+    target: &PgPool,
     sockets: Option<&Arc<DatabaseSockets>>,
     changed: &(dyn Fn(OperationId) + Send + Sync),
     backoff: &mut Backoff,
 ) -> Result<(), sqlx::Error> {
+    let connect = target.connect_options();
     // PgListener reconnects through a pool: this one holds its one
     // connection and nothing else.
     let pool = PgPoolOptions::new()
@@ -221,7 +248,8 @@ pub(super) async fn listen(
         .acquire_timeout(CONNECTION_TIMEOUT)
         .max_lifetime(None)
         .idle_timeout(None);
-    let pool = keepalive::configure_on_connect(pool, sockets).connect_lazy_with(connect.clone());
+    let pool =
+        keepalive::configure_on_connect(pool, sockets).connect_lazy_with(connect.as_ref().clone());
     let listening = async {
         let mut listener = tokio::time::timeout(CONNECTION_TIMEOUT, async {
             let mut listener = PgListener::connect_with(&pool).await?;
@@ -234,9 +262,17 @@ pub(super) async fn listen(
         .await
         .map_err(|_| timed_out("connecting to LISTEN"))??;
         backoff.reset();
+        let mut silent_since = tokio::time::Instant::now();
         loop {
-            match tokio::time::timeout(LISTEN_CHECK_INTERVAL, listener.try_recv()).await {
+            if !Arc::ptr_eq(&target.connect_options(), &connect) {
+                return Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the database's primary moved: listening there",
+                )));
+            }
+            match tokio::time::timeout(TARGET_CHECK_INTERVAL, listener.try_recv()).await {
                 Ok(Ok(Some(notification))) => {
+                    silent_since = tokio::time::Instant::now();
                     changed_operations(notification.payload()).for_each(changed);
                 }
                 Ok(Ok(None)) => {
@@ -246,6 +282,7 @@ pub(super) async fn listen(
                     )));
                 }
                 Ok(Err(error)) => return Err(error),
+                Err(_) if silent_since.elapsed() < LISTEN_CHECK_INTERVAL => {}
                 Err(_) => {
                     tokio::time::timeout(
                         CONNECTION_TIMEOUT,
@@ -254,6 +291,7 @@ pub(super) async fn listen(
                     .instrument(statement_span("postgresql", "SELECT 1 (LISTEN check)"))
                     .await
                     .map_err(|_| timed_out("checking the LISTEN connection"))??;
+                    silent_since = tokio::time::Instant::now();
                 }
             }
         }

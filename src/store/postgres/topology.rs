@@ -29,6 +29,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
 use sqlx::{Connection, Row};
 use tracing::{info, warn};
 
+use super::keepalive::DatabaseSockets;
+
 /// Which sessions a DATABASE_URL accepts, libpq's `target_session_attrs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SessionAttrs {
@@ -187,7 +189,12 @@ async fn find_target(targets: &DatabaseTargets) -> Result<usize, String> {
 
 /// The host the pool connects to now, and when it last changed.
 pub(crate) struct PrimaryTracker {
+    /// Each host's options as the pool connects with them (the session
+    /// settings included): what [`PrimaryTracker::current`] hands the pool.
     targets: DatabaseTargets,
+    /// The client end of the keepalive, for the connection that checks
+    /// the primary.
+    sockets: Option<Arc<DatabaseSockets>>,
     state: Mutex<Current>,
 }
 
@@ -200,7 +207,12 @@ struct Current {
 
 impl PrimaryTracker {
     /// Finds the host to start on; fails when none takes the session.
-    pub(crate) async fn start(targets: DatabaseTargets) -> Result<Arc<Self>, String> {
+    /// `targets` carry the session settings: the pool gets them as they are
+    /// after every move.
+    pub(crate) async fn start(
+        targets: DatabaseTargets,
+        sockets: Option<Arc<DatabaseSockets>>,
+    ) -> Result<Arc<Self>, String> {
         let index = find_target(&targets)
             .await
             .map_err(|seen| format!("no host in DATABASE_URL accepts idemd's sessions: {seen}"))?;
@@ -211,6 +223,7 @@ impl PrimaryTracker {
         );
         Ok(Arc::new(Self {
             targets,
+            sockets,
             state: Mutex::new(Current {
                 index,
                 switched_at: Instant::now(),
@@ -243,6 +256,9 @@ impl PrimaryTracker {
             let healthy = tokio::time::timeout(CHECK_TIMEOUT, async {
                 if checking.is_none() {
                     checking = Some(PgConnection::connect_with(&current).await?);
+                    if let Some(sockets) = &self.sockets {
+                        sockets.configure().await;
+                    }
                 }
                 let connection = checking.as_mut().expect("connected above");
                 accepts(connection, self.targets.attrs).await

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::Sqlite;
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
@@ -326,8 +327,31 @@ impl Dialect for SqliteStore {
         }
     }
 
-    fn readers(&self) -> &SqlitePool {
-        &self.readers
+    /// A file on this machine: no connection to lose on the way, so a read
+    /// dropped with its call goes back to the pool as sqlx returns it.
+    type Read = PoolConnection<Sqlite>;
+
+    async fn acquire_read(&self) -> StoreResult<PoolConnection<Sqlite>> {
+        Ok(self.readers.acquire().await?)
+    }
+
+    fn release_read(read: PoolConnection<Sqlite>) {
+        drop(read);
+    }
+
+    type ReadTransaction = sqlx::Transaction<'static, Sqlite>;
+
+    async fn begin_read(&self) -> StoreResult<sqlx::Transaction<'static, Sqlite>> {
+        Ok(self.readers.begin().await?)
+    }
+
+    /// A SQLite transaction reads one snapshot from its first read on.
+    async fn begin_snapshot(&self) -> StoreResult<sqlx::Transaction<'static, Sqlite>> {
+        Ok(self.readers.begin().await?)
+    }
+
+    async fn end_read(&self, read: sqlx::Transaction<'static, Sqlite>) -> StoreResult<()> {
+        Ok(read.rollback().await?)
     }
 
     fn pause_before_write(&self) -> Option<&PauseHook> {

@@ -57,8 +57,7 @@ pub(crate) trait Sql: Dialect {
     /// A read transaction ([`Dialect::begin_read`]) and its clock.
     fn begin_read_at_clock(
         &self,
-    ) -> impl Future<Output = StoreResult<(sqlx::Transaction<'static, Self::Db>, DateTime<Utc>)>> + Send
-    {
+    ) -> impl Future<Output = StoreResult<(Self::ReadTransaction, DateTime<Utc>)>> + Send {
         async {
             let mut transaction = self.begin_read().await?;
             let now = Self::database_now(&mut transaction).await?;

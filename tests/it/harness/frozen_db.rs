@@ -132,6 +132,75 @@ async fn forward(
     }
 }
 
+/// A TCP proxy in front of a database that freezes a connection for good
+/// the moment its client sends a Sync message alone: sqlx's ping of a
+/// connection going back to the pool (`PgConnection::ping` writes nothing
+/// else; a statement's Sync travels with its Parse, Bind and Execute, and
+/// a simple query has none). What a database that freezes in the instant a
+/// read's connection goes back to the pool does, every time.
+pub struct FreezingOnPing {
+    pub addr: SocketAddr,
+    frozen: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FreezingOnPing {
+    pub async fn start(upstream: SocketAddr) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const LONE_SYNC: [u8; 5] = [b'S', 0, 0, 0, 4];
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let frozen = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&frozen);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let counted = Arc::clone(&counted);
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let _answers = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    });
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    while let Ok(read) = client_read.read(&mut buffer).await {
+                        if read == 0 {
+                            break;
+                        }
+                        if buffer[..read] == LONE_SYNC {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            // Frozen: nothing more either way, the sockets
+                            // kept open (the kernel keeps acknowledging)
+                            // by this task, which never ends.
+                            std::future::pending::<()>().await;
+                        }
+                        if server_write.write_all(&buffer[..read]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, frozen, task }
+    }
+
+    /// How many connections froze so far.
+    pub fn frozen(&self) -> usize {
+        self.frozen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for FreezingOnPing {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A Postgres cluster of the test's own: initdb in a temporary directory,
 /// 127.0.0.1 on a free port, trust auth; as root, run as the `postgres`
 /// user. Stopped and removed when dropped. `None` (with the reason printed)
