@@ -102,21 +102,7 @@ impl Formation {
             )?;
         }
         let monitor = &formation.monitor;
-        formation.checked(&mut formation.autoctl(&[
-            "create",
-            "monitor",
-            "--pgdata",
-            &monitor.pgdata.to_string_lossy(),
-            "--pgport",
-            &monitor.port.to_string(),
-            "--hostname",
-            "127.0.0.1",
-            "--listen",
-            "127.0.0.1",
-            "--auth",
-            "trust",
-            "--no-ssl",
-        ]))?;
+        formation.autoctl_create("monitor", monitor, &[])?;
         formation.run(monitor)?;
         // One at a time: the first becomes the primary, the others clone it.
         for node in &formation.nodes {
@@ -150,28 +136,39 @@ impl Formation {
     /// `pg_autoctl create postgres` for `node`: the first node created
     /// becomes the primary, the others clone the primary.
     fn create_node(&self, node: &Node) -> Result<(), String> {
-        self.checked(&mut self.autoctl(&[
-            "create",
-            "postgres",
-            "--pgdata",
-            &node.pgdata.to_string_lossy(),
-            "--pgport",
-            &node.port.to_string(),
-            "--hostname",
-            "127.0.0.1",
-            "--listen",
-            "127.0.0.1",
+        let monitor = self.monitor_uri();
+        let extra = [
             "--name",
             &node.name,
             "--dbname",
             DATABASE,
+            "--monitor",
+            &monitor,
+        ];
+        self.autoctl_create("postgres", node, &extra)
+    }
+
+    /// `pg_autoctl create KIND` for `node` on loopback, trusting local
+    /// connections, with `extra` arguments.
+    fn autoctl_create(&self, kind: &str, node: &Node, extra: &[&str]) -> Result<(), String> {
+        let (pgdata, port) = (node.pgdata.to_string_lossy(), node.port.to_string());
+        let mut args = vec![
+            "create",
+            kind,
+            "--pgdata",
+            &pgdata,
+            "--pgport",
+            &port,
+            "--hostname",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
             "--auth",
             "trust",
             "--no-ssl",
-            "--monitor",
-            &self.monitor_uri(),
-        ]))
-        .map(|_| ())
+        ];
+        args.extend_from_slice(extra);
+        self.checked(&mut self.autoctl(&args)).map(|_| ())
     }
 
     fn nodes_running(&self) -> usize {

@@ -154,9 +154,19 @@ fn malformed(error: &prost::DecodeError) -> Error {
 
 /// Refuses a message whose map fields have more than `limit` entries.
 fn check_map_fields<U: MapFields>(message: &[u8], limit: usize) -> Result<(), Error> {
+    refuse_maps_past::<U>(limit, |field| entries_at(message, field.path) > limit)
+}
+
+/// The refusal naming each map field of `U` that `past` says holds more
+/// than `limit` entries (counted on the wire, protobuf or JSON, before
+/// anything is decoded), if any does.
+pub(super) fn refuse_maps_past<U: MapFields>(
+    limit: usize,
+    past: impl Fn(&MapField) -> bool,
+) -> Result<(), Error> {
     let violations: Vec<FieldViolation> = U::MAP_FIELDS
         .iter()
-        .filter(|field| entries_at(message, field.path) > limit)
+        .filter(|field| past(field))
         .map(|field| FieldViolation {
             field: field.name.to_owned(),
             description: format!("at most {limit} entries"),

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use tonic::Status;
 
 use crate::domain::{Error, FieldViolation, Limits};
-use crate::grpc::codec::MapFields;
+use crate::grpc::codec::{MapFields, refuse_maps_past};
 use crate::grpc::observe::ApiMethod;
 use crate::proto;
 
@@ -83,22 +83,10 @@ fn message_to_json<M: Message + Default + Serialize>(bytes: &[u8]) -> Result<Vec
 /// body that is not JSON is left to the decoding that follows, which says
 /// so in its own words.
 fn check_map_fields<M: MapFields>(json: &[u8], limit: usize) -> Result<(), Error> {
-    let violations: Vec<FieldViolation> = M::MAP_FIELDS
-        .iter()
-        .filter(|field| {
-            let path: Vec<&str> = field.name.split('.').collect();
-            json_entries_past(json, &path, limit)
-        })
-        .map(|field| FieldViolation {
-            field: field.name.to_owned(),
-            description: format!("at most {limit} entries"),
-        })
-        .collect();
-    if violations.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::InvalidArgument(violations))
-    }
+    refuse_maps_past::<M>(limit, |field| {
+        let path: Vec<&str> = field.name.split('.').collect();
+        json_entries_past(json, &path, limit)
+    })
 }
 
 /// Whether the object at `path` (field names from the top) holds more than
