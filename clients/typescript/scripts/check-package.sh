@@ -40,6 +40,7 @@ fi
 # setting of the caller's must not point it at another store.
 idemd() {
   exec env -i PATH="$PATH" IDEMD_DATA_DIR="$work/data" IDEMD_METRICS_LISTEN=off IDEMD_LOG_FORMAT=json RUST_LOG=info \
+    IDEMD_INSECURE_PLAINTEXT=true \
     "$IDEMD_BIN" "$@"
 }
 token="$(idemd tenant create package-check 2>"$work/tenant.log")" || fail "tenant create: $(cat "$work/tenant.log")"
