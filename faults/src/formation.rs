@@ -427,6 +427,15 @@ impl Formation {
         ]))?;
         std::fs::remove_dir_all(&node.pgdata)
             .map_err(|error| format!("{}: {error}", node.pgdata.display()))?;
+        // pg_autoctl keeps a node's configuration and state under XDG_*,
+        // named by its data directory: left there, `create` resumes the
+        // dropped node instead of making a new one.
+        let relative = node.pgdata.strip_prefix("/").unwrap_or(&node.pgdata);
+        for kept in ["config", "share"] {
+            let _ = std::fs::remove_dir_all(
+                self.directory.join(kept).join("pg_autoctl").join(relative),
+            );
+        }
         self.create_node(node)?;
         // The diverged keeper's log is kept beside the new one's.
         let _ = std::fs::rename(
