@@ -250,8 +250,10 @@ func TestRenewalsStopOnceTheLeaseReachesTheAttemptDeadline(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
+		// Seconds, not tenths: on a loaded machine a Renew due 0.2 s in could arrive
+		// past a 0.8 s deadline.
 		_, err := client.ExecuteOnce(context.Background(), chargeOp, idemdtest.Key(), payment, hangs,
-			idemd.WithLease(600*time.Millisecond), idemd.WithAttemptDuration(800*time.Millisecond))
+			idemd.WithLease(3*time.Second), idemd.WithAttemptDuration(4*time.Second))
 		var unknown *idemd.OutcomeUnknownError
 		if !errors.As(err, &unknown) {
 			t.Fatal(err)

@@ -428,7 +428,9 @@ async def test_renewals_stop_once_the_lease_reaches_the_attempt_deadline(client:
         return Success(b"never")
 
     with pytest.raises(idemd.AttemptTimeoutError) as timeout:
-        await execute_once(client, OP, key(), PAYLOAD, hangs, lease=0.6, attempt_duration=0.8)
+        # Seconds, not tenths: on a loaded machine a Renew due 0.2 s in could arrive past
+        # a 0.8 s deadline.
+        await execute_once(client, OP, key(), PAYLOAD, hangs, lease=3, attempt_duration=4)
     # The first Renew (a third into the lease) is granted up to the deadline; renewing
     # again could only shrink towards it, call after call.
     events = await history(client, timeout.value.operation_id)

@@ -790,8 +790,10 @@ eachStore("executeOnce", (store) => {
   test("renewals stop once the lease reaches the attempt deadline", async () => {
     const timeout = await rejection(executeOnce(client, OP, key(), PAYLOAD, (ctx) =>
       new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(new Error("aborted")))),
-    { lease: 0.6, attemptDuration: 0.8 }));
+    { lease: 3, attemptDuration: 4 }));
     assert.ok(timeout instanceof AttemptTimeoutError);
+    // Seconds, not tenths: on a loaded machine a Renew due 0.2 s in could arrive past a
+    // 0.8 s deadline.
     // The first Renew (a third into the lease) is granted up to the deadline; renewing
     // again could only shrink towards it, call after call.
     const found = await client.lookup({ operationId: timeout.operationId }, { includeHistory: true });

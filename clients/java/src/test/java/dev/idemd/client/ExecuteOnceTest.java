@@ -545,7 +545,9 @@ class ExecuteOnceTest extends ServerTest {
                     OP,
                     key(),
                     PAYLOAD,
-                    options().lease(ms(600)).attemptDuration(ms(800)).build(),
+                    // Seconds, not tenths: on a loaded machine a Renew due 0.2 s in could
+                    // arrive past a 0.8 s deadline.
+                    options().lease(ms(3000)).attemptDuration(ms(4000)).build(),
                     ctx -> {
                       Thread.sleep(60_000);
                       return Outcome.success(new byte[0], "");
