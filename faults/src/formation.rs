@@ -346,15 +346,35 @@ impl Formation {
     /// formation is settled again.
     pub(crate) fn switchover(&self) -> Result<(), String> {
         self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
-        self.checked(
-            self.autoctl(&[
-                "perform",
-                "switchover",
-                "--pgdata",
-                &self.nodes[0].pgdata.to_string_lossy(),
-            ])
-            .stdout(Stdio::null()),
-        )?;
+        // Every node answering in its role is not yet the monitor's view: right
+        // after a failover it may still hold the new primary in a transition
+        // state and refuse a switchover ("couldn't find the primary node").
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let switched = self.checked(
+                self.autoctl(&[
+                    "perform",
+                    "switchover",
+                    "--pgdata",
+                    &self.nodes[0].pgdata.to_string_lossy(),
+                ])
+                .stdout(Stdio::null()),
+            );
+            match switched {
+                Ok(_) => break,
+                Err(error)
+                    if error.contains("couldn't find the primary node")
+                        && Instant::now() < deadline =>
+                {
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "the campaign calls this on a blocking thread (spawn_blocking)"
+                    )]
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(error) => return Err(error),
+            }
+        }
         self.settle_after_fault().map(|_| ())
     }
 
