@@ -428,12 +428,29 @@ impl Formation {
                 &node.pgdata.to_string_lossy(),
             ])
             .output();
+        // The keeper takes seconds to stop its services; `create` refuses to
+        // run beside it ("pg_autoctl is already running").
         if let Ok(mut running) = self.running.lock()
             && let Some(keeper) = running.get_mut(index + 1)
         {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while matches!(keeper.try_wait(), Ok(None)) && Instant::now() < deadline {
+                #[allow(
+                    clippy::disallowed_methods,
+                    reason = "the campaign calls this on a blocking thread (spawn_blocking)"
+                )]
+                std::thread::sleep(Duration::from_millis(100));
+            }
             let _ = keeper.kill();
             let _ = keeper.wait();
         }
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f"])
+            .arg(format!(
+                "pg_autoctl run --pgdata {}$",
+                node.pgdata.display()
+            ))
+            .output();
         self.checked(&mut self.autoctl(&[
             "drop",
             "node",
