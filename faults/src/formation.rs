@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::process::free_port;
@@ -31,9 +32,16 @@ pub(crate) struct Formation {
     monitor: Node,
     nodes: Vec<Node>,
     as_postgres_user: bool,
-    /// The `pg_autoctl run` processes this formation started.
+    /// The `pg_autoctl run` processes this formation started: the
+    /// monitor's first, then one per data node, in `nodes`' order.
     running: Mutex<Vec<Child>>,
+    /// Former primaries (or standbys) rewound after their timeline diverged.
+    rewinds: AtomicU64,
 }
+
+/// What a standby's Postgres says, and then stops, when its WAL went past
+/// the point where the primary it must follow forked its timeline.
+const DIVERGED: &str = "is not a child of this server's history";
 
 fn running_as_root() -> bool {
     Command::new("id")
@@ -89,6 +97,7 @@ impl Formation {
                 .collect::<Result<_, _>>()?,
             as_postgres_user,
             running: Mutex::new(Vec::new()),
+            rewinds: AtomicU64::new(0),
         };
         for state in ["config", "share", "run"] {
             std::fs::create_dir_all(directory.join(state))
@@ -378,19 +387,139 @@ impl Formation {
         self.settle_after_fault()
     }
 
-    /// Waits for the formation to settle after a fault.
-    ///
-    /// Known limit: a former primary whose WAL went past the point where the
-    /// new primary's timeline forked (a SIGKILLed postmaster had written, and
-    /// not yet replicated, records no commit waited for) cannot follow the
-    /// new primary ("requested timeline N is not a child of this server's
-    /// history"; pg_auto_failover 2.0 does not rewind it), and the formation
-    /// never settles: the campaign then stops with this error, which says
-    /// nothing of idemd. Seen in long runs, after several SIGKILLs; an
-    /// automatic drop-and-clone of that node was tried and did not yet work.
+    /// Waits for the formation to settle after a fault. A node that cannot
+    /// follow the new primary because its timeline diverged is rewound.
     fn settle_after_fault(&self) -> Result<(), String> {
-        self.wait_until_settled(DATA_NODES, Duration::from_secs(90))
-            .map(|_| ())
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let settled = self.wait_until_settled(DATA_NODES, Duration::from_secs(30));
+            let error = match settled {
+                Ok(_) => return Ok(()),
+                Err(error) => error,
+            };
+            match self.diverged_node() {
+                Some(index) if Instant::now() < deadline => self.rewind(index)?,
+                _ if Instant::now() < deadline => {}
+                _ => return Err(error),
+            }
+        }
+    }
+
+    /// How many nodes were rewound after their timeline diverged.
+    pub(crate) fn rewinds(&self) -> u64 {
+        self.rewinds.load(Ordering::Relaxed)
+    }
+
+    /// A data node that does not answer while its log says its timeline
+    /// diverged from the one it must follow.
+    ///
+    /// pg_auto_failover 2.0 leaves such a node down for good: a SIGKILLed
+    /// primary's postmaster is restarted by its keeper and may write WAL
+    /// (records no commit waited for) that never reached the standby
+    /// promoted in its place; its Postgres then refuses to follow ("requested
+    /// timeline N is not a child of this server's history") and the keeper
+    /// retries forever. Upstream fixed it after 2.0 (timeline-fork detection,
+    /// hapostgres/pg_auto_failover#1161) by rewinding such a node, as an
+    /// operator does here.
+    fn diverged_node(&self) -> Option<usize> {
+        let roles = self.roles();
+        (0..DATA_NODES).find(|&index| {
+            roles[index].is_none() && newest_postgres_log(&self.nodes[index]).contains(DIVERGED)
+        })
+    }
+
+    /// The operator's step for a diverged node: its keeper stopped, its data
+    /// directory rewound onto the primary's timeline and set up as a standby
+    /// by pg_autoctl's own `do standby rewind` (pg_rewind; the formation runs
+    /// with `wal_log_hints`), its Postgres stopped, its keeper started again
+    /// (with a new log).
+    fn rewind(&self, index: usize) -> Result<(), String> {
+        let node = &self.nodes[index];
+        let pgdata = node.pgdata.to_string_lossy().into_owned();
+        let roles = self.roles();
+        let primary = (0..DATA_NODES)
+            .find(|&i| roles[i] == Some(true))
+            .ok_or_else(|| format!("{} diverged and no node is the primary", node.name))?;
+        eprintln!(
+            "formation: {} diverged from the primary's timeline; rewinding it onto {}",
+            node.name, self.nodes[primary].name
+        );
+        self.stop_keeper(index)?;
+        let primary_port = self.nodes[primary].port.to_string();
+        self.checked(&mut self.autoctl(&[
+            "do",
+            "standby",
+            "rewind",
+            "--pgdata",
+            &pgdata,
+            "127.0.0.1",
+            &primary_port,
+        ]))?;
+        // `do standby rewind` leaves Postgres running outside any keeper.
+        self.pg_ctl_stop(node)?;
+        let keeper = self.keeper(node)?;
+        if let Ok(mut running) = self.running.lock()
+            && let Some(slot) = running.get_mut(index + 1)
+        {
+            *slot = keeper;
+        }
+        self.rewinds.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stops one data node's keeper (`pg_autoctl stop`) and reaps it; a
+    /// keeper that does not exit within 30 s is killed, its Postgres stopped
+    /// immediately.
+    fn stop_keeper(&self, index: usize) -> Result<(), String> {
+        let node = &self.nodes[index];
+        let pgdata = node.pgdata.to_string_lossy().into_owned();
+        let _ = self.autoctl(&["stop", "--pgdata", &pgdata]).output();
+        let mut running = self
+            .running
+            .lock()
+            .map_err(|_| "the formation's process list is poisoned".to_owned())?;
+        let keeper = running
+            .get_mut(index + 1)
+            .ok_or_else(|| format!("{}: no keeper", node.name))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(keeper.try_wait(), Ok(None)) && Instant::now() < deadline {
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the campaign calls this on a blocking thread (spawn_blocking)"
+            )]
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if matches!(keeper.try_wait(), Ok(None)) {
+            let _ = keeper.kill();
+        }
+        let _ = keeper.wait();
+        drop(running);
+        self.pg_ctl_stop(node)
+    }
+
+    /// `pg_ctl stop -m fast` of a node's Postgres when it runs.
+    fn pg_ctl_stop(&self, node: &Node) -> Result<(), String> {
+        if !node.pgdata.join("postmaster.pid").exists() {
+            return Ok(());
+        }
+        let pg_ctl = self.binaries.join("pg_ctl");
+        let pgdata = node.pgdata.to_string_lossy().into_owned();
+        let mut command = if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(pg_ctl);
+            command
+        } else {
+            Command::new(pg_ctl)
+        };
+        command
+            .args(["stop", "-m", "fast", "-w", "-t", "60", "-D", &pgdata])
+            .stdin(Stdio::null());
+        match self.checked(&mut command) {
+            Ok(_) => Ok(()),
+            // Not running after all (a stale pid file).
+            Err(_) if !node.pgdata.join("postmaster.pid").exists() => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     /// The primary's synchronous_standby_names: non-empty once a commit
@@ -407,6 +536,23 @@ impl Formation {
         )?;
         Ok(output.trim().to_owned())
     }
+}
+
+/// The last lines of a node's newest Postgres log (pg_autoctl runs Postgres
+/// with `logging_collector`, its logs under `PGDATA/log`); empty if none.
+fn newest_postgres_log(node: &Node) -> String {
+    let newest = std::fs::read_dir(node.pgdata.join("log"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .max();
+    let Some((_, path)) = newest else {
+        return String::new();
+    };
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 /// Stops every node it started (`pg_autoctl stop --immediate`, by the

@@ -232,6 +232,10 @@ fn fault_rows(injected: &Injected) -> Rows {
         ),
         ("failover: planned switchovers", fault_counts.switchovers),
         (
+            "failover: nodes rewound after their timeline diverged",
+            fault_counts.rewinds,
+        ),
+        (
             "failover: outages seen by the write probes",
             injected.outages.len() as u64,
         ),

@@ -26,6 +26,8 @@ pub(super) struct FaultCounts {
     pub(super) statement_failure_windows: u64,
     pub(super) primary_kills: u64,
     pub(super) switchovers: u64,
+    /// (Failover) Nodes rewound after their timeline diverged.
+    pub(super) rewinds: u64,
 }
 
 /// What the faults did, counted once they stopped.
@@ -258,6 +260,9 @@ async fn inject_faults(
             break Err(error);
         }
     };
+    if let Some(formation) = &processes.formation {
+        counts.rewinds = formation.rewinds();
+    }
     (processes, counts, outcome)
 }
 
