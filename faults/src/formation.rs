@@ -190,6 +190,11 @@ impl Formation {
 
     /// `pg_autoctl ARGS` as the cluster's owner, with its state here.
     fn autoctl(&self, args: &[&str]) -> Command {
+        self.autoctl_with(&[], args)
+    }
+
+    /// The same with `environment` (`NAME=value`) besides.
+    fn autoctl_with(&self, environment: &[&str], args: &[&str]) -> Command {
         let mut command = if self.as_postgres_user {
             let mut command = Command::new("runuser");
             command.args(["-u", "postgres", "--", "env"]);
@@ -220,6 +225,7 @@ impl Formation {
                 "XDG_RUNTIME_DIR={}",
                 self.directory.join("run").display()
             ))
+            .args(environment)
             .arg("pg_autoctl")
             .args(args)
             .stdin(Stdio::null());
@@ -255,9 +261,16 @@ impl Formation {
         Ok(())
     }
 
+    /// A node's `pg_autoctl run`, in a process group of its own: its
+    /// supervisor, stopping, signals its whole process group (killpg of its
+    /// own group, assuming it leads one), which without this would be the
+    /// campaign's and every other node's (one node stopped for a rewind
+    /// stopped the whole formation).
     fn keeper(&self, node: &Node) -> Result<Child, String> {
+        use std::os::unix::process::CommandExt;
         let log = std::fs::File::create(self.log(node)).map_err(|error| format!("log: {error}"))?;
         self.autoctl(&["run", "--pgdata", &node.pgdata.to_string_lossy()])
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -446,16 +459,37 @@ impl Formation {
         );
         self.stop_keeper(index)?;
         let primary_port = self.nodes[primary].port.to_string();
-        self.checked(&mut self.autoctl(&[
-            "do",
-            "standby",
-            "rewind",
-            "--pgdata",
-            &pgdata,
-            "127.0.0.1",
-            &primary_port,
-        ]))?;
-        // `do standby rewind` leaves Postgres running outside any keeper.
+        // `do` commands exist only with PG_AUTOCTL_DEBUG set. Outside a
+        // running keeper, its last step (waiting for the keeper's supervisor
+        // to start Postgres) fails: what counts is that pg_rewind finished
+        // and the node was set up as a standby; its keeper starts it below.
+        let rewound = self
+            .autoctl_with(
+                &["PG_AUTOCTL_DEBUG=1"],
+                &[
+                    "do",
+                    "standby",
+                    "rewind",
+                    "--pgdata",
+                    &pgdata,
+                    "127.0.0.1",
+                    &primary_port,
+                ],
+            )
+            .output()
+            .map_err(|error| format!("pg_autoctl do standby rewind: {error}"))?;
+        let said = String::from_utf8_lossy(&rewound.stderr);
+        let set_up_as_standby =
+            said.contains("pg_rewind: Done!") && node.pgdata.join("standby.signal").exists();
+        if !(rewound.status.success() || set_up_as_standby) {
+            return Err(format!(
+                "{}: pg_autoctl do standby rewind: {}: {}",
+                node.name,
+                rewound.status,
+                said.lines().rev().take(10).collect::<Vec<_>>().join(" / ")
+            ));
+        }
+        // Should it have started Postgres after all, outside any keeper.
         self.pg_ctl_stop(node)?;
         let keeper = self.keeper(node)?;
         if let Ok(mut running) = self.running.lock()
