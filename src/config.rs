@@ -50,6 +50,26 @@ pub enum Command {
     /// Read the audit trail of tenant and credential changes.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Check an operation policy file (--policy-file) before deploying it.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Check FILE against the server's bounds (the same bound flags as
+    /// `serve`) and print the effective defaults and ceilings for each
+    /// --operation; exits 1 with every problem if the file is invalid.
+    Check {
+        file: std::path::PathBuf,
+        /// An operation name to show the effective policy for (repeatable).
+        #[arg(long)]
+        operation: Vec<String>,
+        #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+        #[command(flatten)]
+        bounds: BoundsArgs,
+    },
 }
 
 /// How a listing is printed.
@@ -366,6 +386,18 @@ pub struct ServeArgs {
     /// identities) are read again; a change applies to new connections.
     #[arg(long, env = "IDEMD_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_interval)]
     pub tls_reload_interval: Duration,
+
+    /// YAML file of operation policies: defaults and ceilings of the Claim
+    /// fields by operation name (docs/operating.md, "Operation policies").
+    /// An invalid file stops start-up; `idemd policy check FILE` checks one.
+    #[arg(long, env = "IDEMD_POLICY_FILE")]
+    pub policy_file: Option<std::path::PathBuf>,
+
+    /// How often --policy-file is read again; a valid change applies to the
+    /// Claims admitted after it, an invalid one is logged and counted
+    /// (idemd_policy_reload_failures_total) and the policies in force stay.
+    #[arg(long, env = "IDEMD_POLICY_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_interval)]
+    pub policy_reload_interval: Duration,
 
     /// A second, plaintext listener that serves only grpc.health.v1.Health,
     /// for probes that speak neither TLS nor credentials (Kubernetes' gRPC probes).

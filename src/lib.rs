@@ -24,7 +24,7 @@ pub mod store;
 pub mod sweeper;
 pub mod telemetry;
 
-pub use crate::app::{Application, run, serve};
+pub use crate::app::{Application, run};
 pub use crate::error::BoxError;
 /// The result cache, at its old path (it lives with the service).
 pub use crate::service::cache;

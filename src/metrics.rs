@@ -234,6 +234,10 @@ const TLS_RELOAD_FAILURES: Family = describe_counter(
     "idemd_tls_reload_failures_total",
     "Changed TLS files (certificate, key, client CA bundle, identities) that could not be used; the previous ones stay in force.",
 );
+const POLICY_RELOAD_FAILURES: Family = describe_counter(
+    "idemd_policy_reload_failures_total",
+    "Changed operation policy files that could not be used (unreadable or invalid); the policies in force stay.",
+);
 const CALLS_REFUSED: Family = describe_counter(
     "idemd_calls_refused_total",
     "Calls refused before a handler ran (credentials, load, size, time), by ErrorInfo reason.",
@@ -326,7 +330,7 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 34] = [
+const FAMILIES: [Family; 35] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -338,6 +342,7 @@ const FAMILIES: [Family; 34] = [
     WAITS_REFUSED,
     CONNECTIONS_REFUSED,
     TLS_RELOAD_FAILURES,
+    POLICY_RELOAD_FAILURES,
     CALLS_REFUSED,
     IN_PROGRESS_OPERATIONS,
     UNRESOLVED_OPERATIONS,
@@ -647,6 +652,15 @@ impl Metrics {
         self.0
             .recorder
             .register_counter(&TLS_RELOAD_FAILURES.key(), &METADATA)
+            .increment(1);
+    }
+
+    /// A changed policy file that could not be used (the old policies
+    /// stay).
+    pub fn policy_reload_failed(&self) {
+        self.0
+            .recorder
+            .register_counter(&POLICY_RELOAD_FAILURES.key(), &METADATA)
             .increment(1);
     }
 

@@ -5,6 +5,7 @@
 mod background;
 mod connections;
 mod dev;
+mod policy;
 mod serve;
 mod settings;
 mod tenant;
@@ -14,12 +15,14 @@ mod transport;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::auth::{AuthSettings, Authenticator};
 use crate::config::{Cli, Command};
 use crate::domain::Limits;
+use crate::domain::policy::Policies;
 use crate::error::BoxError;
 use crate::grpc::admission::AdmissionSettings;
 use crate::grpc::server::{IdempotencyApi, routes};
@@ -33,7 +36,7 @@ use crate::store::open::{Purpose, open_store};
 use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
-pub use serve::serve;
+use serve::serve;
 pub use tls::ServerTls;
 pub use transport::ServerSettings;
 
@@ -51,6 +54,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 .into());
             }
             tls::refuse_unasked_plaintext(&args)?;
+            // Before the store opens: an invalid policy file changes nothing.
+            let policies = policy::LoadedPolicies::start(args.policy_file.as_deref(), &limits)?;
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,
                 Purpose::Serve(args.migrate_on_start),
@@ -69,8 +74,16 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 dev = args.dev,
                 "idemd serving"
             );
-            serve(listener, opened.store, limits, &args, shutdown::signalled()).await
+            serve(
+                listener,
+                opened.store,
+                (limits, policies),
+                &args,
+                shutdown::signalled(),
+            )
+            .await
         }
+        Command::Policy(command) => policy::check(command),
         Command::Migrate => {
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,
@@ -140,6 +153,7 @@ impl Application {
         Self::build(
             store,
             limits,
+            watch::channel(Arc::new(Policies::default())).1,
             auth,
             AdmissionSettings::default(),
             WaiterLimits::default(),
@@ -149,9 +163,14 @@ impl Application {
         .await
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site builds the server from its settings; a struct would only rename them"
+    )]
     pub async fn build(
         store: Arc<dyn Store>,
         limits: Limits,
+        policies: watch::Receiver<Arc<Policies>>,
         auth: AuthSettings,
         admission: AdmissionSettings,
         waiters: WaiterLimits,
@@ -164,7 +183,7 @@ impl Application {
                 .with_result_cache(results)
                 .with_waiter_limits(waiters);
         let authenticator = Authenticator::new(store, auth, metrics.clone());
-        let api = IdempotencyApi::new(service.clone(), Arc::new(limits));
+        let api = IdempotencyApi::new(service.clone(), Arc::new(limits), policies);
         let (health, health_service) = tonic_health::server::health_reporter();
         health
             .set_serving::<IdempotencyServiceServer<IdempotencyApi>>()

@@ -12,6 +12,7 @@ use super::background::{
     BackgroundTasks, HealthListener, TaskDeaths, export_metrics, report_readiness, serve_health,
 };
 use super::connections::incoming;
+use super::policy::{self, LoadedPolicies};
 use super::settings::{
     admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
     server_settings_from, sweeper_settings_from, waiter_limits_from,
@@ -27,10 +28,10 @@ use crate::sweeper::{self, SweeperSettings};
 /// Serves until `shutdown` resolves, then drains: health goes NOT_SERVING,
 /// no new connections are accepted, in-flight calls and the background
 /// tasks' current rounds get `drain_timeout`, the store closes.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     store: Arc<dyn Store>,
-    limits: Limits,
+    (limits, policies): (Limits, LoadedPolicies),
     args: &ServeArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), BoxError> {
@@ -50,7 +51,8 @@ pub async fn serve(
     let (metrics, exporter) = Metrics::new(label_policy_from(args), args.metrics_listen.0)?;
     let application = Application::build(
         store.clone(),
-        limits,
+        limits.clone(),
+        policies.in_force.subscribe(),
         auth_settings_from(args),
         admission,
         waiter_limits_from(&args.transport),
@@ -75,6 +77,20 @@ pub async fn serve(
                 files,
                 loaded.clone(),
                 args.tls_reload_interval,
+                metrics.clone(),
+                stop.clone(),
+            ),
+        );
+    }
+    if let Some((path, read)) = policies.file {
+        background.spawn(
+            "policy reload",
+            policy::reload_every(
+                path,
+                read,
+                limits,
+                policies.in_force,
+                args.policy_reload_interval,
                 metrics.clone(),
                 stop.clone(),
             ),

@@ -26,6 +26,10 @@ pub struct Limits {
     pub default_retention: TimeDelta,
     pub max_retention: TimeDelta,
     pub max_operation_deadline: TimeDelta,
+    /// What a first Claim that gives no operation deadline gets: none by
+    /// default (the operation may take as many attempts as its budget
+    /// allows); an operation policy may set one.
+    pub default_operation_deadline: Option<TimeDelta>,
     pub default_retry_after: TimeDelta,
     pub max_retry_after: TimeDelta,
     pub max_result_bytes: usize,
@@ -61,6 +65,7 @@ impl Default for Limits {
             default_retention: TimeDelta::hours(24),
             max_retention: TimeDelta::days(30),
             max_operation_deadline: TimeDelta::days(30),
+            default_operation_deadline: None,
             default_retry_after: TimeDelta::seconds(1),
             max_retry_after: TimeDelta::hours(1),
             max_result_bytes: 1024 * 1024,

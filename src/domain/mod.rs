@@ -10,6 +10,7 @@ pub mod guarded;
 mod identity;
 pub mod limits;
 pub mod model;
+pub mod policy;
 pub mod query;
 pub mod requested;
 pub mod transition;

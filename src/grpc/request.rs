@@ -8,6 +8,7 @@ use chrono::TimeDelta;
 use uuid::Uuid;
 
 use super::page_token;
+use crate::domain::policy::Policies;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, ErrorReport, FailCommand,
     FailDisposition, FailRequested, HistoryPage, Limits, Metadata, OperationId, ReconcileCommand,
@@ -78,6 +79,7 @@ fn error_report(error: proto::OperationError) -> ErrorReport {
 pub fn claim_command(
     request: proto::ClaimRequest,
     limits: &Limits,
+    policies: &Policies,
 ) -> Result<(ClaimCommand, TimeDelta)> {
     use proto::claim_request::RequestIdentity as ProtoIdentity;
     let mut violations = Violations::default();
@@ -104,7 +106,7 @@ pub fn claim_command(
         ),
         wait: duration("wait", request.wait, &mut violations),
     };
-    limits.claim(requested, violations)
+    policies.claim(requested, violations, limits)
 }
 
 pub fn renew_command(request: proto::RenewRequest, limits: &Limits) -> Result<RenewCommand> {

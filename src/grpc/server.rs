@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 use tonic::service::Routes;
 use tonic::{Extensions, Request, Response, Status};
@@ -21,6 +22,7 @@ use super::response::{
     renew_response, unresolved_response,
 };
 use crate::auth::{Authenticator, Principal};
+use crate::domain::policy::Policies;
 use crate::domain::{Error, Limits, TenantId};
 use crate::metrics::Metrics;
 use crate::proto;
@@ -37,11 +39,21 @@ const MIN_DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 pub struct IdempotencyApi {
     service: IdempotencyService,
     limits: Arc<Limits>,
+    /// The operation policies in force (reloaded from their file).
+    policies: watch::Receiver<Arc<Policies>>,
 }
 
 impl IdempotencyApi {
-    pub fn new(service: IdempotencyService, limits: Arc<Limits>) -> Self {
-        Self { service, limits }
+    pub fn new(
+        service: IdempotencyService,
+        limits: Arc<Limits>,
+        policies: watch::Receiver<Arc<Policies>>,
+    ) -> Self {
+        Self {
+            service,
+            limits,
+            policies,
+        }
     }
 }
 
@@ -104,7 +116,8 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::ClaimResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let (command, wait) = claim_command(message, &self.limits)?;
+        let policies = Arc::clone(&self.policies.borrow());
+        let (command, wait) = claim_command(message, &self.limits, &policies)?;
         let span = tracing::Span::current();
         span.record("idem.operation", command.scope.operation.as_str());
         let wait = wait_within_deadline(wait, &metadata);

@@ -83,6 +83,7 @@ fn every_family_is_exposed_with_its_help_text() {
     metrics.waiter_refused();
     metrics.connection_refused();
     metrics.tls_reload_failed();
+    metrics.policy_reload_failed();
     metrics.call_refused("OVERLOADED");
     metrics.operation_counts(&OperationCounts {
         in_progress: 1,

@@ -177,6 +177,34 @@ def test_mutual_tls_mounts_the_client_ca_and_the_identities(full_render, all_fea
     assert mapping == {"identities": client_auth["identities"]}
 
 
+def test_operation_policies_are_a_mounted_config_map_read_again_on_change(
+        full_render, all_features_values):
+    policy = all_features_values["policy"]
+    ctr = server(full_render)
+    mount = next(m for m in ctr["volumeMounts"] if m["name"] == "policy")
+    assert mount["readOnly"] is True and "subPath" not in mount
+    assert env_map(ctr)["IDEMD_POLICY_FILE"]["value"] == f"{mount['mountPath']}/policies.yaml"
+    assert config_data(full_render)["IDEMD_POLICY_RELOAD_INTERVAL"] == policy["reloadInterval"]
+    volumes = {volume["name"]: volume for volume in pod_spec(deployment(full_render))["volumes"]}
+    config_map = full_render.one("ConfigMap", volumes["policy"]["configMap"]["name"])
+    assert yaml.safe_load(config_map["data"]["policies.yaml"]) == {"policies": policy["operations"]}
+    # None by default: no file, no mount, the server's bounds.
+    plain = render(POSTGRES)
+    assert "IDEMD_POLICY_FILE" not in env_map(server(plain))
+    assert all(m["name"] != "policy" for m in server(plain)["volumeMounts"])
+
+
+@pytest.mark.parametrize("entry", [
+    {"lease": {"max": "1m"}},
+    {"operation": "pay ments"},
+    {"operation": "a.*", "lease": {"max": "soon"}},
+    {"operation": "a.*", "leese": {"max": "1m"}},
+    {"operation": "a.*", "max_attempts": {"max": 0}},
+])
+def test_schema_refuses_a_malformed_policy(entry):
+    render_error({**POSTGRES, "policy.operations": [entry]})
+
+
 @pytest.mark.parametrize("values,says", [
     ({"tls.clientAuth.enabled": True, "tls.clientAuth.identities": [
         {"uri": "spiffe://a/b", "tenant": "t", "scopes": ["operations"]}]},

@@ -34,6 +34,7 @@ mod leases;
 mod mtls;
 mod notify;
 mod observability;
+mod policy;
 mod restart;
 mod retention;
 mod scenarios;

@@ -193,6 +193,9 @@ IDEMD_TLS_RELOAD_INTERVAL: {{ .Values.tls.reloadInterval | quote }}
 {{- else }}
 IDEMD_INSECURE_PLAINTEXT: {{ .Values.tls.insecurePlaintext | toString | quote }}
 {{- end }}
+{{- if .Values.policy.operations }}
+IDEMD_POLICY_RELOAD_INTERVAL: {{ .Values.policy.reloadInterval | quote }}
+{{- end }}
 {{- if include "idemd.clientAuth" . }}
 IDEMD_TLS_REQUIRE_CLIENT_CERT: {{ .Values.tls.clientAuth.required | toString | quote }}
 {{- end }}

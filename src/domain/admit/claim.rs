@@ -66,6 +66,9 @@ impl Limits {
             (TimeDelta::zero(), self.max_retention),
             &mut violations,
         );
+        let operation_deadline = requested
+            .operation_deadline
+            .or(self.default_operation_deadline);
         if let Some(deadline) = requested.operation_deadline {
             check_between(
                 "operation_deadline",
@@ -96,7 +99,7 @@ impl Limits {
                 max_attempt_duration,
                 max_attempts,
                 retention,
-                operation_deadline: requested.operation_deadline,
+                operation_deadline,
                 clock_margin: self.clock_margin,
             },
             wait,

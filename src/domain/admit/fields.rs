@@ -198,7 +198,7 @@ fn check_text(field: &str, value: &str, max: usize, violations: &mut Violations)
 }
 
 /// `1500ms`, `30s`, `5m`, `24h`: how bounds read in error messages.
-pub(super) fn describe(duration: TimeDelta) -> String {
+pub(in crate::domain) fn describe(duration: TimeDelta) -> String {
     let millis = duration.num_milliseconds();
     match millis {
         m if m % 3_600_000 == 0 && m > 0 => format!("{}h", m / 3_600_000),

@@ -18,5 +18,7 @@ mod reconcile;
 mod renew;
 mod unresolved;
 
+pub(super) use fields::describe;
+
 #[cfg(test)]
 pub(super) mod testing;

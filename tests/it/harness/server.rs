@@ -74,6 +74,10 @@ impl TestServer {
             Application::build(
                 store,
                 limits,
+                tokio::sync::watch::channel(std::sync::Arc::new(
+                    idemd::domain::policy::Policies::default(),
+                ))
+                .1,
                 config.auth,
                 config.admission,
                 config.waiters,
