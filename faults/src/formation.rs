@@ -460,7 +460,7 @@ impl Formation {
         self.stop_keeper(index)?;
         let primary_port = self.nodes[primary].port.to_string();
         // `do` commands exist only with PG_AUTOCTL_DEBUG set. Outside a
-        // running keeper, its last step (waiting for the keeper's supervisor
+        // running keeper its last step (waiting for the keeper's supervisor
         // to start Postgres) fails: what counts is that pg_rewind finished
         // and the node was set up as a standby; its keeper starts it below.
         let rewound = self
@@ -479,9 +479,7 @@ impl Formation {
             .output()
             .map_err(|error| format!("pg_autoctl do standby rewind: {error}"))?;
         let said = String::from_utf8_lossy(&rewound.stderr);
-        let set_up_as_standby =
-            said.contains("pg_rewind: Done!") && node.pgdata.join("standby.signal").exists();
-        if !(rewound.status.success() || set_up_as_standby) {
+        if !(rewound.status.success() || self.rewound_as_standby(node)) {
             return Err(format!(
                 "{}: pg_autoctl do standby rewind: {}: {}",
                 node.name,
@@ -499,6 +497,27 @@ impl Formation {
         }
         self.rewinds.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Whether pg_rewind finished on `node` and it was set up as a standby:
+    /// pg_rewind leaves the control file "in archive recovery" (the state
+    /// of a node that was shut down, or failed to start, is another), and
+    /// pg_autoctl writes standby.signal after it.
+    fn rewound_as_standby(&self, node: &Node) -> bool {
+        let control = Command::new(self.binaries.join("pg_controldata"))
+            .arg("-D")
+            .arg(&node.pgdata)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .output();
+        control.is_ok_and(|control| {
+            String::from_utf8_lossy(&control.stdout)
+                .lines()
+                .any(|line| {
+                    line.starts_with("Database cluster state:")
+                        && line.ends_with("in archive recovery")
+                })
+        }) && node.pgdata.join("standby.signal").exists()
     }
 
     /// Stops one data node's keeper (`pg_autoctl stop`) and reaps it; a
