@@ -4,12 +4,13 @@
 //! stopped (SIGSTOP) and continued.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use super::postgres_server::{ServerBinaries, run};
 use super::process::free_port;
 use super::temp_dir::TempDir;
 
@@ -208,19 +209,17 @@ impl Drop for FreezingOnPing {
 pub struct PrivateCluster {
     pub port: u16,
     directory: TempDir,
-    binaries: PathBuf,
-    as_postgres_user: bool,
+    binaries: ServerBinaries,
 }
 
 impl PrivateCluster {
     pub fn create() -> Option<Self> {
-        let Some(binaries) = postgres_binaries() else {
+        let Some(binaries) = ServerBinaries::find() else {
             eprintln!("SKIPPED: PostgreSQL's server binaries (initdb, pg_ctl) are not installed");
             return None;
         };
         let directory = TempDir::new();
-        let as_postgres_user = rustix::process::getuid().is_root();
-        if as_postgres_user {
+        if binaries.as_postgres_user() {
             run(Command::new("chown")
                 .args(["-R", "postgres"])
                 .arg(directory.path()));
@@ -229,42 +228,24 @@ impl PrivateCluster {
             port: free_port(),
             directory,
             binaries,
-            as_postgres_user,
         };
-        run(cluster
-            .command("initdb")
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
-            .arg(cluster.data()));
+        cluster.binaries.initdb(&cluster.data());
         let options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100",
             cluster.port,
             cluster.directory.path().display()
         );
-        run(cluster
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(cluster.data())
-            .args(["-o", &options, "-l"])
-            .arg(cluster.directory.path().join("postgres.log"))
-            .args(["-w", "-t", "30", "start"]));
+        cluster.binaries.start(
+            &[],
+            &cluster.data(),
+            &options,
+            &cluster.directory.path().join("postgres.log"),
+        );
         Some(cluster)
     }
 
     fn data(&self) -> PathBuf {
         self.directory.path().join("data")
-    }
-
-    fn command(&self, program: &str) -> Command {
-        let program = self.binaries.join(program);
-        let mut command = if self.as_postgres_user {
-            let mut command = Command::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(program);
-            command
-        } else {
-            Command::new(program)
-        };
-        command.stdin(Stdio::null());
-        command
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -328,46 +309,6 @@ impl Drop for PrivateCluster {
             .arg("-CONT")
             .args(self.processes().iter().map(u32::to_string))
             .status();
-        let _ = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(self.data())
-            .args(["-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .status();
+        self.binaries.stop_immediately(&self.data());
     }
-}
-
-/// Debian's newest /usr/lib/postgresql/<version>/bin, else initdb on PATH.
-fn postgres_binaries() -> Option<PathBuf> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    versions.sort();
-    if let Some((_, bin)) = versions.pop() {
-        return Some(bin);
-    }
-    let which = Command::new("sh")
-        .args(["-c", "command -v initdb"])
-        .output()
-        .ok()?;
-    let path = String::from_utf8(which.stdout).ok()?;
-    Path::new(path.trim()).parent().map(Path::to_owned)
-}
-
-fn run(command: &mut Command) {
-    let output = command.output().expect("runs");
-    assert!(
-        output.status.success(),
-        "{command:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }

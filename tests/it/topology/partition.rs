@@ -30,7 +30,7 @@ struct IsolatedPostgres {
     address: Ipv4Addr,
     data: PathBuf,
     log: PathBuf,
-    binaries: PathBuf,
+    binaries: ServerBinaries,
 }
 
 impl IsolatedPostgres {
@@ -68,7 +68,8 @@ impl IsolatedPostgres {
             Ipv4Addr::new(10, 213, subnet, 2),
         );
         let (host_end, inner_end) = (format!("idmh{unique}"), format!("idmn{unique}"));
-        let binaries = postgres_binaries();
+        let binaries =
+            ServerBinaries::find().expect("PostgreSQL's server binaries in /usr/lib/postgresql");
         let cluster = owned_directory(directory, "isolated-postgres");
         let isolated = Self {
             namespace: namespace.clone(),
@@ -92,18 +93,7 @@ impl IsolatedPostgres {
         inside_ip(&["addr", "add", &format!("{inside}/30"), "dev", &inner_end]);
         inside_ip(&["link", "set", &inner_end, "up"]);
         inside_ip(&["link", "set", "lo", "up"]);
-        run(as_postgres(&isolated.binaries.join("initdb"))
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "-E",
-                "UTF8",
-                "--no-locale",
-                "-D",
-            ])
-            .arg(&isolated.data));
+        isolated.binaries.initdb(&isolated.data);
         let hba = isolated.data.join("pg_hba.conf");
         let mut rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
         rules.push_str(&format!("host all all {outside}/32 trust\n"));
@@ -112,18 +102,12 @@ impl IsolatedPostgres {
             "-p 5432 -k {} -c listen_addresses={inside} -c fsync=off",
             cluster.display()
         );
-        let mut start = Command::new("ip");
-        start.args(["netns", "exec", &namespace]);
-        if running_as_root() {
-            start.args(["runuser", "-u", "postgres", "--"]);
-        }
-        run(start
-            .arg(isolated.binaries.join("pg_ctl"))
-            .arg("-D")
-            .arg(&isolated.data)
-            .args(["-o", &options, "-l"])
-            .arg(&isolated.log)
-            .args(["-w", "-t", "30", "start"]));
+        isolated.binaries.start(
+            &["ip", "netns", "exec", &namespace],
+            &isolated.data,
+            &options,
+            &isolated.log,
+        );
         Some(isolated)
     }
 
@@ -184,34 +168,12 @@ impl IsolatedPostgres {
 
 impl Drop for IsolatedPostgres {
     fn drop(&mut self) {
-        let _ = as_postgres(&self.binaries.join("pg_ctl"))
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "-w", "stop"])
-            .output();
+        self.binaries.stop_immediately(&self.data);
         // Deleting the namespace deletes the veth pair with it.
         let _ = Command::new("ip")
             .args(["netns", "del", &self.namespace])
             .status();
     }
-}
-
-/// The newest /usr/lib/postgresql/<version>/bin (Debian's layout).
-fn postgres_binaries() -> PathBuf {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
-            Some((version, entry.path().join("bin")))
-        })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .expect("PostgreSQL's server binaries in /usr/lib/postgresql")
-        .1
 }
 
 #[ignore = "needs root, network namespaces and iptables: tests/topology/run"]
