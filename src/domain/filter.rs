@@ -134,14 +134,6 @@ impl Comparison {
             Comparison::LessOrEqual => "<=",
         }
     }
-
-    /// As SQL writes it.
-    pub fn sql_operator(self) -> &'static str {
-        match self {
-            Comparison::Equal => "=",
-            other => other.as_str(),
-        }
-    }
 }
 
 /// `age>DUR` and its kin: the database's now minus created_at, compared
