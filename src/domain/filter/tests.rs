@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use uuid::Uuid;
 
+use super::parse::{EQUALITY, ORDERING, STATE_VALUES};
 use super::*;
 
 fn states(list: &[StateMatch]) -> BTreeSet<StateMatch> {
