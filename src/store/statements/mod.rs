@@ -26,7 +26,7 @@ use crate::domain::{
 };
 
 mod bind;
-mod listing;
+pub(super) mod listing;
 mod tenants;
 
 #[cfg(test)]
