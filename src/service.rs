@@ -19,8 +19,8 @@ use crate::domain::transition::{
 };
 use crate::domain::{
     Answer, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error, FailCommand, Found,
-    HistoryPage, OperationId, OperationRecord, ReconcileCommand, Refusal, RenewCommand, Result,
-    Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
+    HistoryPage, OperationId, OperationRecord, OperationsPage, OperationsQuery, ReconcileCommand,
+    Refusal, RenewCommand, Result, Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
 use crate::store::{Applied, ClaimStart, Decide, Store};
@@ -417,6 +417,12 @@ impl IdempotencyService {
             ));
         }
         Ok(found)
+    }
+
+    /// One page of ListOperations: the store reads it with its own clock.
+    pub async fn list_operations(&self, query: &OperationsQuery) -> Result<OperationsPage> {
+        self.timed("list_operations", self.store.list_operations(query))
+            .await
     }
 
     pub async fn list_unresolved(

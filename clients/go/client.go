@@ -3,7 +3,7 @@
 // often the caller times out, retries or crashes.
 //
 // Client is a typed wrapper over every RPC (Claim, Renew, Complete, Fail, Lookup,
-// Reconcile, ListUnresolved): it sends the bearer token on every call, re-sends
+// Reconcile, ListUnresolved, ListOperations): it sends the bearer token on every call, re-sends
 // transient failures unchanged (RetryPolicy) and returns *StatusError values
 // decoded from the statuses' google.rpc details. Client.ExecuteOnce runs the whole
 // client protocol around an effect. The idemdhttp package is the Idempotency-Key
@@ -148,6 +148,10 @@ func (t *tokenClient) ListUnresolved(ctx context.Context, in *idemv1.ListUnresol
 	return t.inner.ListUnresolved(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
 }
 
+func (t *tokenClient) ListOperations(ctx context.Context, in *idemv1.ListOperationsRequest, opts ...grpc.CallOption) (*idemv1.ListOperationsResponse, error) {
+	return t.inner.ListOperations(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
 // ---- sending, with re-sends --------------------------------------------------------
 
 type unary[Req, Resp any] func(context.Context, Req, ...grpc.CallOption) (Resp, error)
@@ -281,6 +285,14 @@ func (c *Client) Reconcile(ctx context.Context, request *idemv1.ReconcileRequest
 // first.
 func (c *Client) ListUnresolved(ctx context.Context, request *idemv1.ListUnresolvedRequest) (*idemv1.ListUnresolvedResponse, error) {
 	response, _, err := send(ctx, c, c.rpc.ListUnresolved, request, time.Time{}, 0)
+	return response, err
+}
+
+// ListOperations is one page of the operations that match a filter
+// (docs/api.md#listoperations), oldest or newest first. It needs the reconcile
+// or the admin scope.
+func (c *Client) ListOperations(ctx context.Context, request *idemv1.ListOperationsRequest) (*idemv1.ListOperationsResponse, error) {
+	response, _, err := send(ctx, c, c.rpc.ListOperations, request, time.Time{}, 0)
 	return response, err
 }
 

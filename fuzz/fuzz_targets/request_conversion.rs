@@ -6,7 +6,8 @@
 #![no_main]
 
 use chrono::TimeDelta;
-use idemd::domain::{Error, Limits, Resolution};
+use idemd::auth::{Principal, Scope, Scopes};
+use idemd::domain::{Error, Limits, OperationFilter, Resolution, TenantId, TenantSelection};
 use idemd::grpc::request;
 use idemd::proto;
 use libfuzzer_sys::fuzz_target;
@@ -31,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
             ..Limits::default()
         }
     };
-    let refusal = match selector % 7 {
+    let refusal = match selector % 8 {
         0 => claim(message, &limits),
         1 => decode::<proto::RenewRequest>(message).and_then(|request| {
             let command = request::renew_command(request, &limits);
@@ -73,10 +74,30 @@ fuzz_target!(|data: &[u8]| {
         }),
         5 => decode::<proto::LookupRequest>(message)
             .and_then(|request| request::lookup_request(request, &limits).err()),
-        _ => decode::<proto::ListUnresolvedRequest>(message).and_then(|request| {
+        6 => decode::<proto::ListUnresolvedRequest>(message).and_then(|request| {
             let query = request::unresolved_query(request, &limits);
             if let Ok(query) = &query {
                 assert!(0 < query.limit && query.limit <= limits.max_page_size);
+            }
+            query.err()
+        }),
+        _ => decode::<proto::ListOperationsRequest>(message).and_then(|request| {
+            // An admin credential on one bit, a reconciler's otherwise.
+            let scopes = if selector & 0x40 == 0 {
+                Scopes::of(&[Scope::Reconcile])
+            } else {
+                Scopes::of(&[Scope::Admin])
+            };
+            let principal = Principal::token(TenantId(1), scopes, "fuzz");
+            let query = request::list_operations_query(request, &limits, &principal);
+            if let Ok(query) = &query {
+                assert!(0 < query.limit && query.limit <= limits.max_page_size);
+                // The canonical text reads back to the same filter.
+                let text = query.filter.to_string();
+                assert_eq!(OperationFilter::parse(&text).as_ref(), Ok(&query.filter));
+                if !scopes.contains(Scope::Admin) {
+                    assert_eq!(query.tenants, TenantSelection::Own(TenantId(1)));
+                }
             }
             query.err()
         }),

@@ -5,6 +5,7 @@ mod admit;
 pub mod claim_outcome;
 pub mod command;
 pub mod error;
+pub mod filter;
 pub mod fingerprint;
 pub mod guarded;
 mod identity;
@@ -25,9 +26,13 @@ pub use command::*;
 pub use error::{
     CertificateRefusal, Error, ErrorReason, FieldViolation, Refusal, Result, Violations,
 };
+pub use filter::{FilterError, OperationFilter};
 pub use limits::Limits;
 pub use model::*;
-pub use query::{Found, HistoryPage, Target, UnresolvedPage, UnresolvedQuery};
+pub use query::{
+    Found, HistoryPage, ListOrder, ListedOperation, OperationsPage, OperationsQuery, Target,
+    TenantSelection, UnresolvedPage, UnresolvedQuery,
+};
 pub use requested::*;
 pub use transition::{
     Answer, ClaimAnswer, Decision, Doubt, Effects, FirstClaim, PendingReason, SweepPolicy, Update,

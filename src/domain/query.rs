@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::model::{HistoryEntry, OperationId, OperationRecord, Scope};
+use super::filter::OperationFilter;
+use super::model::{HistoryEntry, OperationId, OperationRecord, Scope, TenantId};
 
 /// Which operation a read or a transition addresses, always within a tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,5 +47,48 @@ pub struct UnresolvedQuery {
 #[derive(Debug, Clone)]
 pub struct UnresolvedPage {
     pub records: Vec<OperationRecord>,
+    pub now: DateTime<Utc>,
+}
+
+/// Whose operations a ListOperations call reads: the caller's own tenant,
+/// or, for an admin credential, one tenant by name or every tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TenantSelection {
+    Own(TenantId),
+    /// Every tenant of that name (revoked ones included: their operations
+    /// are still stored); none: an empty page.
+    Named(String),
+    All,
+}
+
+/// The order of a listing, by (created_at, operation_id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListOrder {
+    OldestFirst,
+    NewestFirst,
+}
+
+/// One page of a ListOperations call, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationsQuery {
+    /// Its `tenant` term, if any, is already in `tenants`.
+    pub filter: OperationFilter,
+    pub tenants: TenantSelection,
+    pub order: ListOrder,
+    pub limit: u32,
+    /// Strictly after this (created_at, operation_id) in `order`.
+    pub after: Option<(DateTime<Utc>, OperationId)>,
+}
+
+/// An operation as listed, with the name of its tenant.
+#[derive(Debug, Clone)]
+pub struct ListedOperation {
+    pub record: OperationRecord,
+    pub tenant_name: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct OperationsPage {
+    pub operations: Vec<ListedOperation>,
     pub now: DateTime<Utc>,
 }

@@ -111,7 +111,7 @@ impl Default for AdmissionSettings {
 
 /// The scopes that admit a call of `method`: any one of them. Lookup reads
 /// what both a caller and a reconciler need to see; `admin` grants none of
-/// these by itself. An unknown method needs none (it is answered
+/// these by itself (ListOperations, the operator's search, excepted). An unknown method needs none (it is answered
 /// UNIMPLEMENTED, having read and written nothing).
 pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
     match method {
@@ -120,6 +120,9 @@ pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
         }
         ApiMethod::Reconcile | ApiMethod::ListUnresolved => &[Scope::Reconcile],
         ApiMethod::Lookup => &[Scope::Operations, Scope::Reconcile],
+        // Support staff's search: a reconciler's, or an operator's, who may
+        // search every tenant (the handler narrows a non-admin to its own).
+        ApiMethod::ListOperations => &[Scope::Reconcile, Scope::Admin],
         ApiMethod::Unknown => &[],
     }
 }
@@ -413,10 +416,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_served_method_needs_a_scope_and_admin_alone_is_none_of_them() {
+    fn every_served_method_needs_a_scope_and_admin_alone_is_none_but_listoperations() {
         for method in ApiMethod::SERVED {
             let needed = scopes_for(*method);
             assert!(!needed.is_empty(), "{method:?}");
+            // The one exception: ListOperations is the operator's search too
+            // (across tenants), and it only reads.
+            if *method == ApiMethod::ListOperations {
+                assert_eq!(needed, [Scope::Reconcile, Scope::Admin]);
+                continue;
+            }
             assert!(!needed.contains(&Scope::Admin), "{method:?}");
         }
     }

@@ -72,6 +72,7 @@ impl MapFields for proto::ClaimRequest {}
 impl MapFields for proto::RenewRequest {}
 impl MapFields for proto::LookupRequest {}
 impl MapFields for proto::ListUnresolvedRequest {}
+impl MapFields for proto::ListOperationsRequest {}
 impl MapFields for proto::ClaimResponse {}
 impl MapFields for proto::RenewResponse {}
 impl MapFields for proto::CompleteResponse {}
@@ -79,6 +80,7 @@ impl MapFields for proto::FailResponse {}
 impl MapFields for proto::LookupResponse {}
 impl MapFields for proto::ReconcileResponse {}
 impl MapFields for proto::ListUnresolvedResponse {}
+impl MapFields for proto::ListOperationsResponse {}
 
 /// The codec the generated service and client use (build.rs names it).
 #[derive(Debug, Clone)]

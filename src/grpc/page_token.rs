@@ -18,6 +18,17 @@
 //!   ‖ check (first 4 bytes of SHA-256 of the history domain and the rest)
 //! ```
 //!
+//! ListOperations' ([`listing_after`]): the keyset position and what the
+//! page was listed with (the canonical filter text, the tenant selection and
+//! the order, hashed: [`listing_binding`]), checked under a domain of its
+//! own, so a token made for another filter, order or tenant is refused:
+//!
+//! ```text
+//! version (1 byte, 1) ‖ created_at (i64 microseconds, big-endian)
+//!   ‖ operation_id (16 bytes) ‖ binding (first 8 bytes of SHA-256)
+//!   ‖ check (first 4 bytes of SHA-256 of the listing domain and the rest)
+//! ```
+//!
 //! A token reaches the database's query only after every part is validated:
 //! the exact length before any decoding, the version, the check value (a
 //! token that was cut, joined or edited by hand is refused), and a created_at
@@ -30,7 +41,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::domain::{OperationId, OperationRecord};
+use crate::domain::{ListOrder, OperationId, OperationRecord, OperationsQuery, TenantSelection};
 
 const VERSION: u8 = 1;
 const CHECK_DOMAIN: &[u8] = b"idem.v1 page token\0";
@@ -159,6 +170,83 @@ pub fn parse_history(token: &str) -> Option<(OperationId, u64)> {
     Some((OperationId(operation_id), sequence))
 }
 
+const LISTING_CHECK_DOMAIN: &[u8] = b"idem.v1 listing page token\0";
+const LISTING_BINDING_BYTES: usize = 8;
+const LISTING_PAYLOAD_BYTES: usize = 1 + 8 + 16 + LISTING_BINDING_BYTES;
+const LISTING_TOKEN_BYTES: usize = LISTING_PAYLOAD_BYTES + CHECK_BYTES;
+const LISTING_TOKEN_CHARS: usize = (LISTING_TOKEN_BYTES * 4).div_ceil(3);
+
+/// What a ListOperations page was listed with, as a token carries it: a
+/// hash of the canonical filter text, the tenant selection and the order,
+/// so that neither a reworded filter (same canonical text) is refused nor
+/// another filter accepted.
+pub type ListingBinding = [u8; LISTING_BINDING_BYTES];
+
+pub fn listing_binding(query: &OperationsQuery) -> ListingBinding {
+    let tenants = match &query.tenants {
+        TenantSelection::Own(tenant) => format!("own:{}", tenant.0),
+        // The name is the filter's `tenant:` term, in the canonical text.
+        TenantSelection::Named(_) => "named".to_owned(),
+        TenantSelection::All => "all".to_owned(),
+    };
+    let order = match query.order {
+        ListOrder::OldestFirst => "oldest",
+        ListOrder::NewestFirst => "newest",
+    };
+    let digest = Sha256::new()
+        .chain_update(query.filter.to_string())
+        .chain_update([0])
+        .chain_update(tenants)
+        .chain_update([0])
+        .chain_update(order)
+        .finalize();
+    let mut binding = [0u8; LISTING_BINDING_BYTES];
+    binding.copy_from_slice(&digest[..LISTING_BINDING_BYTES]);
+    binding
+}
+
+/// The token of the listing page that follows `record`, for a query with
+/// that binding.
+pub fn listing_after(record: &OperationRecord, binding: ListingBinding) -> String {
+    let mut token = [0u8; LISTING_TOKEN_BYTES];
+    let (payload, check) = token.split_at_mut(LISTING_PAYLOAD_BYTES);
+    payload[0] = VERSION;
+    payload[1..9].copy_from_slice(&record.created_at.timestamp_micros().to_be_bytes());
+    payload[9..25].copy_from_slice(record.operation_id.0.as_bytes());
+    payload[25..].copy_from_slice(&binding);
+    check.copy_from_slice(&checked_in(LISTING_CHECK_DOMAIN, payload));
+    URL_SAFE_NO_PAD.encode(token)
+}
+
+/// A listing token read back: the position it continues after and the
+/// binding it was made for; None for anything that is not a listing token
+/// this server wrote.
+pub fn parse_listing(token: &str) -> Option<(DateTime<Utc>, OperationId, ListingBinding)> {
+    if token.len() != LISTING_TOKEN_CHARS {
+        return None;
+    }
+    let mut decoded = [0u8; LISTING_TOKEN_CHARS.div_ceil(4) * 3];
+    let written = URL_SAFE_NO_PAD
+        .decode_slice(token.as_bytes(), &mut decoded)
+        .ok()?;
+    if written != LISTING_TOKEN_BYTES {
+        return None;
+    }
+    let (payload, check) = decoded[..LISTING_TOKEN_BYTES].split_at(LISTING_PAYLOAD_BYTES);
+    if payload[0] != VERSION || check != checked_in(LISTING_CHECK_DOMAIN, payload) {
+        return None;
+    }
+    let micros = i64::from_be_bytes(payload[1..9].try_into().ok()?);
+    let created_at = DateTime::from_timestamp_micros(micros)?;
+    let (earliest, latest) = created_at_range();
+    if created_at < earliest || created_at > latest {
+        return None;
+    }
+    let operation_id = Uuid::from_slice(&payload[9..25]).ok()?;
+    let binding: ListingBinding = payload[25..].try_into().ok()?;
+    Some((created_at, OperationId(operation_id), binding))
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeDelta;
@@ -271,5 +359,74 @@ mod tests {
         ] {
             assert_eq!(parse_history(&refused), None, "{refused:?}");
         }
+    }
+
+    fn listing(filter: &str, tenants: TenantSelection, order: ListOrder) -> OperationsQuery {
+        OperationsQuery {
+            filter: crate::domain::OperationFilter::parse(filter).expect("a valid filter"),
+            tenants,
+            order,
+            limit: 2,
+            after: None,
+        }
+    }
+
+    #[test]
+    fn a_listing_token_is_bound_to_its_filter_tenants_and_order() {
+        use crate::domain::TenantId;
+        let own = TenantSelection::Own(TenantId(7));
+        let base = listing("state:unknown op:pay*", own.clone(), ListOrder::OldestFirst);
+        let binding = listing_binding(&base);
+        // The same filter reworded binds alike: the canonical text is hashed.
+        assert_eq!(
+            listing_binding(&listing(
+                "op:pay*   state:unknown",
+                own.clone(),
+                ListOrder::OldestFirst
+            )),
+            binding
+        );
+        for other in [
+            listing(
+                "state:unknown op:pay.*",
+                own.clone(),
+                ListOrder::OldestFirst,
+            ),
+            listing("state:unknown op:pay*", own, ListOrder::NewestFirst),
+            listing(
+                "state:unknown op:pay*",
+                TenantSelection::Own(TenantId(8)),
+                ListOrder::OldestFirst,
+            ),
+            listing(
+                "state:unknown op:pay*",
+                TenantSelection::All,
+                ListOrder::OldestFirst,
+            ),
+        ] {
+            assert_ne!(listing_binding(&other), binding, "{other:?}");
+        }
+        let record_at = moment("2026-12-01T09:21:00.123456Z");
+        let operation_id = OperationId::generate();
+        let mut token = [0u8; LISTING_TOKEN_BYTES];
+        let (payload, check) = token.split_at_mut(LISTING_PAYLOAD_BYTES);
+        payload[0] = VERSION;
+        payload[1..9].copy_from_slice(&record_at.timestamp_micros().to_be_bytes());
+        payload[9..25].copy_from_slice(operation_id.0.as_bytes());
+        payload[25..].copy_from_slice(&binding);
+        check.copy_from_slice(&checked_in(LISTING_CHECK_DOMAIN, payload));
+        let token = URL_SAFE_NO_PAD.encode(token);
+        assert_eq!(
+            parse_listing(&token),
+            Some((record_at, operation_id, binding))
+        );
+        // Neither other kind passes for a listing token, nor it for them.
+        assert_eq!(parse(&token), None);
+        assert_eq!(parse_history(&token), None);
+        assert_eq!(parse_listing(&encode(record_at, operation_id)), None);
+        let mut edited = token.clone().into_bytes();
+        edited[20] = if edited[20] == b'A' { b'B' } else { b'A' };
+        let edited = String::from_utf8(edited).expect("ascii");
+        assert_eq!(parse_listing(&edited), None);
     }
 }

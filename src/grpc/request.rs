@@ -8,12 +8,14 @@ use chrono::TimeDelta;
 use uuid::Uuid;
 
 use super::page_token;
+use crate::auth::{Principal, Scope as AuthScope};
 use crate::domain::policy::Policies;
 use crate::domain::{
-    ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, ErrorReport, FailCommand,
-    FailDisposition, FailRequested, HistoryPage, Limits, Metadata, OperationId, ReconcileCommand,
-    ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
-    SuccessResult, Target, UnresolvedQuery, UnresolvedRequested, Violations,
+    ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, Error, ErrorReport,
+    FailCommand, FailDisposition, FailRequested, HistoryPage, Limits, ListOrder, Metadata,
+    OperationFilter, OperationId, OperationsQuery, ReconcileCommand, ReconcileRequested,
+    RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope, SuccessResult,
+    Target, TenantSelection, UnresolvedQuery, UnresolvedRequested, Violations,
 };
 use crate::proto;
 
@@ -221,4 +223,65 @@ pub fn unresolved_query(
         after,
     };
     limits.unresolved(requested, violations)
+}
+
+/// A ListOperations request, for the credential that made it: a non-admin
+/// credential reads its own tenant only and may not name one (`tenant:` is
+/// PERMISSION_DENIED `MISSING_SCOPE` admin); an admin reads every tenant,
+/// or the one its filter names. The page token must have been made for the
+/// same filter, tenant selection and order.
+pub fn list_operations_query(
+    request: proto::ListOperationsRequest,
+    limits: &Limits,
+    principal: &Principal,
+) -> Result<OperationsQuery> {
+    use proto::list_operations_request::Order;
+    let mut violations = Violations::default();
+    let filter = match OperationFilter::parse(&request.filter) {
+        Ok(filter) => filter,
+        Err(refused) => {
+            violations.add("filter", refused.to_string());
+            OperationFilter::default()
+        }
+    };
+    let order = match Order::try_from(request.order) {
+        Ok(Order::Unspecified | Order::OldestFirst) => ListOrder::OldestFirst,
+        Ok(Order::NewestFirst) => ListOrder::NewestFirst,
+        Err(_) => {
+            violations.add("order", "must be ORDER_OLDEST_FIRST or ORDER_NEWEST_FIRST");
+            ListOrder::OldestFirst
+        }
+    };
+    let is_admin = principal.scopes.contains(AuthScope::Admin);
+    if filter.tenant.is_some() && !is_admin {
+        return Err(Error::MissingScope {
+            scope: AuthScope::Admin.as_str(),
+        });
+    }
+    let tenants = match (&filter.tenant, is_admin) {
+        (Some(name), _) => TenantSelection::Named(name.clone()),
+        (None, true) => TenantSelection::All,
+        (None, false) => TenantSelection::Own(principal.tenant),
+    };
+    let mut query = OperationsQuery {
+        filter,
+        tenants,
+        order,
+        limit: limits.page_size(request.page_size),
+        after: None,
+    };
+    if !request.page_token.is_empty() {
+        match page_token::parse_listing(&request.page_token) {
+            None => violations.add("page_token", "is not a token from a previous response"),
+            Some((_, _, binding)) if binding != page_token::listing_binding(&query) => {
+                violations.add(
+                    "page_token",
+                    "was made for another filter, order or tenant: list again from the first page",
+                );
+            }
+            Some((created_at, operation_id, _)) => query.after = Some((created_at, operation_id)),
+        }
+    }
+    violations.into_result()?;
+    Ok(query)
 }

@@ -5,8 +5,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::page_token;
 use crate::domain::{
-    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, OperationRecord, Outcome,
-    PendingReason, State, SuccessResult, UnresolvedPage, time_left,
+    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, OperationRecord, OperationsPage,
+    Outcome, PendingReason, State, SuccessResult, UnresolvedPage, time_left,
 };
 use crate::proto;
 use crate::service::{ClaimReply, WriteReply};
@@ -178,6 +178,7 @@ pub fn operation(
         completed_at: record.completed_at.map(timestamp),
         retain_until: record.retain_until.map(timestamp),
         operation_deadline_at: record.operation_deadline_at.map(timestamp),
+        tenant: String::new(),
     }
 }
 
@@ -223,6 +224,35 @@ pub fn unresolved_response(page: &UnresolvedPage, limit: u32) -> proto::ListUnre
             .collect(),
         next_page_token: match page.records.last() {
             Some(last) if full_page => page_token::after(last),
+            _ => String::new(),
+        },
+    }
+}
+
+/// A ListOperations page. `show_tenants`: the caller is an admin, who may
+/// see every tenant's operations and is told whose each one is.
+pub fn operations_response(
+    page: &OperationsPage,
+    limit: u32,
+    binding: page_token::ListingBinding,
+    show_tenants: bool,
+) -> proto::ListOperationsResponse {
+    let full_page = page.operations.len() >= limit as usize;
+    proto::ListOperationsResponse {
+        operations: page
+            .operations
+            .iter()
+            .map(|listed| proto::Operation {
+                tenant: if show_tenants {
+                    listed.tenant_name.clone()
+                } else {
+                    String::new()
+                },
+                ..operation(&listed.record, page.now, false)
+            })
+            .collect(),
+        next_page_token: match page.operations.last() {
+            Some(last) if full_page => page_token::listing_after(&last.record, binding),
             _ => String::new(),
         },
     }

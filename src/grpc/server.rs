@@ -13,15 +13,16 @@ use tonic::{Extensions, Request, Response, Status};
 use super::admission::{AdmissionSettings, Admitted};
 use super::connect::Connect;
 use super::observe::{Observed, Waited};
+use super::page_token;
 use super::request::{
-    claim_command, complete_command, fail_command, lookup_request, reconcile_command,
-    renew_command, unresolved_query,
+    claim_command, complete_command, fail_command, list_operations_query, lookup_request,
+    reconcile_command, renew_command, unresolved_query,
 };
 use super::response::{
-    claim_response, complete_response, fail_response, lookup_response, reconcile_response,
-    renew_response, unresolved_response,
+    claim_response, complete_response, fail_response, lookup_response, operations_response,
+    reconcile_response, renew_response, unresolved_response,
 };
-use crate::auth::{Authenticator, Principal};
+use crate::auth::{Authenticator, Principal, Scope};
 use crate::domain::policy::Policies;
 use crate::domain::{Error, Limits, TenantId};
 use crate::metrics::Metrics;
@@ -59,9 +60,13 @@ impl IdempotencyApi {
 
 /// The tenant admission authenticated the call for, before its body was read.
 fn tenant(extensions: &Extensions) -> Result<TenantId, Status> {
+    principal(extensions).map(|principal| principal.tenant)
+}
+
+/// Who admission authenticated the call as, with the credential's scopes.
+fn principal(extensions: &Extensions) -> Result<&Principal, Status> {
     extensions
         .get::<Principal>()
-        .map(|principal| principal.tenant)
         .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
 }
 
@@ -199,6 +204,24 @@ impl IdempotencyRpcs for IdempotencyApi {
         let query = unresolved_query(message, &self.limits)?;
         let page = self.service.list_unresolved(tenant, &query).await?;
         Ok(Response::new(unresolved_response(&page, query.limit)))
+    }
+
+    async fn list_operations(
+        &self,
+        request: Request<proto::ListOperationsRequest>,
+    ) -> Result<Response<proto::ListOperationsResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        let query = list_operations_query(message, &self.limits, principal)?;
+        let page = self.service.list_operations(&query).await?;
+        let binding = page_token::listing_binding(&query);
+        let show_tenants = principal.scopes.contains(Scope::Admin);
+        Ok(Response::new(operations_response(
+            &page,
+            query.limit,
+            binding,
+            show_tenants,
+        )))
     }
 }
 

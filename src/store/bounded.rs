@@ -19,8 +19,8 @@ use super::{
 };
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, Result, SweepPolicy,
-    Target, TenantId, UnresolvedPage, UnresolvedQuery,
+    ClaimCommand, Error, Found, HistoryPage, OperationId, OperationRecord, OperationsPage,
+    OperationsQuery, Result, SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 static UNFINISHED_LOG: std::sync::LazyLock<crate::telemetry::LogLimiter> =
@@ -160,6 +160,11 @@ impl Store for Bounded {
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage> {
         self.within("list_unresolved", self.inner.list_unresolved(tenant, query))
+            .await
+    }
+
+    async fn list_operations(&self, query: &OperationsQuery) -> Result<OperationsPage> {
+        self.within("list_operations", self.inner.list_operations(query))
             .await
     }
 

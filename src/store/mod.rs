@@ -60,7 +60,7 @@
 //! | first claim of a scope | `transition::decide_first_claim` | `postgres/sql/insert_or_find.sql`; `sqlite/sql/insert_first_claim.sql` | `first_claim::postgres_insert_or_find_is_decide_first_claim`, `first_claim::sqlite_insert_first_claim_is_decide_first_claim` |
 //! | due for the sweep (tombstone, deadline) | `transition::decide_sweep` | `sql.rs` `due_for_tombstone_sql!`, `due_for_deadline_sql!` (both stores) | `due::{postgres,sqlite}_due_for_sweep_is_decide_sweep` |
 //! | tombstone past its retention (no domain spec: stated in the test) | `retain_until <= now` | `sql.rs` `delete_expired_tombstones_sql!` | `due::{postgres,sqlite}_expired_tombstones_are_deleted_past_their_retention` |
-//! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED` | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
+//! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED`, and `unresolved_sql!` in ListOperations' `state:unresolved` (`statements/listing.rs`) | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
 //! | gauges' conditions | `OperationRecord::lease_expired` / `unresolved` / `decide_sweep` | `sql.rs` `COUNT_OPERATIONS` | `due::{postgres,sqlite}_count_operations_is_the_domains_conditions` |
 
 use std::sync::Arc;
@@ -70,8 +70,9 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    Answer, ClaimCommand, Decision, Found, HistoryPage, OperationId, OperationRecord, Result,
-    SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
+    Answer, ClaimCommand, Decision, Found, HistoryPage, OperationId, OperationRecord,
+    OperationsPage, OperationsQuery, Result, SweepPolicy, Target, TenantId, UnresolvedPage,
+    UnresolvedQuery,
 };
 
 mod access;
@@ -265,6 +266,10 @@ pub trait Store: Send + Sync + 'static {
         tenant: TenantId,
         query: &UnresolvedQuery,
     ) -> Result<UnresolvedPage>;
+
+    /// One page of the operations `query` selects (ListOperations), with
+    /// their tenants' names, in its order, at the database clock.
+    async fn list_operations(&self, query: &OperationsQuery) -> Result<OperationsPage>;
 
     /// One batch of retention work, at most `batch` records of each kind.
     /// Safe to run from many replicas at once: rows another sweeper holds are

@@ -16,8 +16,8 @@ use super::{Applied, ClaimStart, Decide, OperationCounts, PoolUsage, Store, Swee
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::transition::decide_sweep;
 use crate::domain::{
-    ClaimCommand, Found, HistoryPage, OperationId, Result, SweepPolicy, Target, TenantId,
-    UnresolvedPage, UnresolvedQuery,
+    ClaimCommand, Found, HistoryPage, OperationId, OperationsPage, OperationsQuery, Result,
+    SweepPolicy, Target, TenantId, UnresolvedPage, UnresolvedQuery,
 };
 
 /// Every store is a dialect running its statements in these flows. Errors
@@ -125,6 +125,19 @@ impl<D: Sql> Store for D {
             let records = D::unresolved(&mut transaction, tenant, query, now).await?;
             self.end_read(transaction).await?;
             Ok::<_, StoreError>(UnresolvedPage { records, now })
+        };
+        page.await.map_err(D::translate)
+    }
+
+    #[instrument(name = "store.list_operations", skip_all, fields(db.system = D::SYSTEM))]
+    async fn list_operations(&self, query: &OperationsQuery) -> Result<OperationsPage> {
+        let page = async {
+            // The clock first, in the same transaction: every time in the
+            // filter (age, leases, deadlines) is compared with it.
+            let (mut transaction, now) = self.begin_read_at_clock().await?;
+            let operations = D::operations(&mut transaction, query, now).await?;
+            self.end_read(transaction).await?;
+            Ok::<_, StoreError>(OperationsPage { operations, now })
         };
         page.await.map_err(D::translate)
     }

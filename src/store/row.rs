@@ -289,6 +289,15 @@ pub(crate) struct RowWithClock {
     pub(crate) db_now: DateTime<Utc>,
 }
 
+/// A row of ListOperations: the operation and its tenant's name.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ListedRow {
+    #[sqlx(flatten)]
+    pub(crate) row: OperationRow,
+    /// NULL only if the tenant row were gone, which its foreign key forbids.
+    pub(crate) tenant_name: Option<String>,
+}
+
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct HistoryRow {
     pub(crate) sequence: i64,

@@ -155,6 +155,25 @@ macro_rules! select_history_sql {
 }
 pub(crate) use select_history_sql;
 
+/// What "unresolved" means in SQL, with `$now` the placeholder of the
+/// database clock: UNKNOWN, or IN_PROGRESS whose lease expired. Mirror of
+/// [`OperationRecord::unresolved`]; tested by `mirror_tests::due` (through
+/// `SELECT_UNRESOLVED`). ListUnresolved and ListOperations' `state:unresolved`
+/// both use it, so the two can never disagree; `(@before_now)` is the text
+/// up to the clock, for statements built at run time, which bind the clock
+/// where the placeholder goes and close the parenthesis.
+///
+/// [`OperationRecord::unresolved`]: crate::domain::OperationRecord::unresolved
+macro_rules! unresolved_sql {
+    (@before_now) => {
+        "state IN ('in_progress', 'unknown') AND (state = 'unknown' OR lease_expires_at <= "
+    };
+    ($now:literal) => {
+        concat!($crate::store::sql::unresolved_sql!(@before_now), $now, ")")
+    };
+}
+pub(crate) use unresolved_sql;
+
 /// Unresolved candidates oldest first, after a page token's position. Mirror
 /// of [`OperationRecord::unresolved`]; tested by `mirror_tests::due`.
 ///
@@ -162,11 +181,10 @@ pub(crate) use select_history_sql;
 pub(crate) const SELECT_UNRESOLVED: &str = concat!(
     "SELECT ",
     operation_columns!(),
-    " FROM operations \
-      WHERE tenant_id = $1 AND state IN ('in_progress', 'unknown') \
-        AND (state = 'unknown' OR lease_expires_at <= $2) \
-        AND ($3 IS NULL OR operation = $3) \
-        AND ($4 IS NULL OR (created_at, operation_id) > ($4, $5)) \
+    " FROM operations WHERE tenant_id = $1 AND ",
+    unresolved_sql!("$2"),
+    " AND ($3 IS NULL OR operation = $3) \
+      AND ($4 IS NULL OR (created_at, operation_id) > ($4, $5)) \
       ORDER BY created_at, operation_id LIMIT $6"
 );
 

@@ -31,6 +31,7 @@ mod inputs;
 #[cfg(target_os = "linux")]
 mod keepalive;
 mod leases;
+mod listing;
 mod mtls;
 mod notify;
 mod observability;

@@ -359,6 +359,59 @@ func (FailDisposition) EnumDescriptor() ([]byte, []int) {
 	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{3}
 }
 
+// The order of a page, by created_at and then operation_id.
+type ListOperationsRequest_Order int32
+
+const (
+	// Oldest first, as ORDER_OLDEST_FIRST.
+	ListOperationsRequest_ORDER_UNSPECIFIED ListOperationsRequest_Order = 0
+	// Oldest created_at first.
+	ListOperationsRequest_ORDER_OLDEST_FIRST ListOperationsRequest_Order = 1
+	// Newest created_at first.
+	ListOperationsRequest_ORDER_NEWEST_FIRST ListOperationsRequest_Order = 2
+)
+
+// Enum value maps for ListOperationsRequest_Order.
+var (
+	ListOperationsRequest_Order_name = map[int32]string{
+		0: "ORDER_UNSPECIFIED",
+		1: "ORDER_OLDEST_FIRST",
+		2: "ORDER_NEWEST_FIRST",
+	}
+	ListOperationsRequest_Order_value = map[string]int32{
+		"ORDER_UNSPECIFIED":  0,
+		"ORDER_OLDEST_FIRST": 1,
+		"ORDER_NEWEST_FIRST": 2,
+	}
+)
+
+func (x ListOperationsRequest_Order) Enum() *ListOperationsRequest_Order {
+	p := new(ListOperationsRequest_Order)
+	*p = x
+	return p
+}
+
+func (x ListOperationsRequest_Order) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ListOperationsRequest_Order) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[4].Descriptor()
+}
+
+func (ListOperationsRequest_Order) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[4]
+}
+
+func (x ListOperationsRequest_Order) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ListOperationsRequest_Order.Descriptor instead.
+func (ListOperationsRequest_Order) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{26, 0}
+}
+
 // The caller's name for one logical operation, within its tenant.
 type Scope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2010,8 +2063,12 @@ type Operation struct {
 	RetainUntil *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
 	// Set when the first Claim gave an operation_deadline.
 	OperationDeadlineAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=operation_deadline_at,json=operationDeadlineAt,proto3" json:"operation_deadline_at,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The name of the tenant the operation belongs to. Set only in
+	// ListOperations answers to an admin credential, which may list every
+	// tenant's operations; empty otherwise (a caller knows its own tenant).
+	Tenant        string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2168,6 +2225,13 @@ func (x *Operation) GetOperationDeadlineAt() *timestamppb.Timestamp {
 		return x.OperationDeadlineAt
 	}
 	return nil
+}
+
+func (x *Operation) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // One transition of an operation, or one run of coalesced events (an owner's
@@ -2689,6 +2753,142 @@ func (x *ListUnresolvedResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Pages through the operations that match a filter, without result bytes.
+type ListOperationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Terms separated by whitespace, all of which an operation must match
+	// (docs/api.md has the language): `state:unknown,failed`, `op:payments.*`,
+	// `key:"a key"`, `id:UUID`, `age>10m`, `attempts>=2`, `is:taken_over`,
+	// `is:deadline_passed`, `tenant:NAME` (admin only). Empty: every
+	// operation. At most 16 terms and 1024 bytes; a filter that does not parse
+	// is INVALID_ARGUMENT with a field violation naming the character
+	// position.
+	Filter string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// At most this many (default 100); more than 1000 is clamped to 1000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// A previous response's next_page_token, unchanged, with the same filter
+	// and order; empty for the first page. Anything else is INVALID_ARGUMENT.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Oldest or newest first; unspecified is oldest first.
+	Order         ListOperationsRequest_Order `protobuf:"varint,4,opt,name=order,proto3,enum=idem.v1.ListOperationsRequest_Order" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsRequest) Reset() {
+	*x = ListOperationsRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsRequest) ProtoMessage() {}
+
+func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
+func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListOperationsRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *ListOperationsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListOperationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListOperationsRequest) GetOrder() ListOperationsRequest_Order {
+	if x != nil {
+		return x.Order
+	}
+	return ListOperationsRequest_ORDER_UNSPECIFIED
+}
+
+// One page of the operations that match a filter.
+type ListOperationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching operations in the order asked for, without result bytes.
+	Operations []*Operation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	// Empty when there are no more. Opaque, URL-safe; pass it back as is, with
+	// the same filter and order.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOperationsResponse) Reset() {
+	*x = ListOperationsResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOperationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOperationsResponse) ProtoMessage() {}
+
+func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
+func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListOperationsResponse) GetOperations() []*Operation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+func (x *ListOperationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
 
 const file_idem_v1_idempotency_proto_rawDesc = "" +
@@ -2801,7 +3001,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
 	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
-	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\x82\a\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\x9a\a\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
 	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
@@ -2823,7 +3023,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\bretry_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x12=\n" +
 	"\fcompleted_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12=\n" +
 	"\fretain_until\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12N\n" +
-	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\"\x8a\x03\n" +
+	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\x12\x16\n" +
+	"\x06tenant\x18\x13 \x01(\tR\x06tenant\"\x8a\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
@@ -2862,6 +3063,21 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x12.idem.v1.OperationR\n" +
 	"operations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf7\x01\n" +
+	"\x15ListOperationsRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12:\n" +
+	"\x05order\x18\x04 \x01(\x0e2$.idem.v1.ListOperationsRequest.OrderR\x05order\"N\n" +
+	"\x05Order\x12\x15\n" +
+	"\x11ORDER_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ORDER_OLDEST_FIRST\x10\x01\x12\x16\n" +
+	"\x12ORDER_NEWEST_FIRST\x10\x02\"t\n" +
+	"\x16ListOperationsResponse\x122\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x12.idem.v1.OperationR\n" +
+	"operations\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*s\n" +
 	"\rPendingReason\x12\x1e\n" +
 	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
@@ -2885,7 +3101,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
 	"\x1aFAIL_DISPOSITION_RETRYABLE\x10\x02\x12\x1c\n" +
 	"\x18FAIL_DISPOSITION_UNKNOWN\x10\x03\x12 \n" +
-	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\xcc\x03\n" +
+	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\x9f\x04\n" +
 	"\x12IdempotencyService\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x126\n" +
 	"\x05Renew\x12\x15.idem.v1.RenewRequest\x1a\x16.idem.v1.RenewResponse\x12?\n" +
@@ -2893,7 +3109,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x04Fail\x12\x14.idem.v1.FailRequest\x1a\x15.idem.v1.FailResponse\x129\n" +
 	"\x06Lookup\x12\x16.idem.v1.LookupRequest\x1a\x17.idem.v1.LookupResponse\x12B\n" +
 	"\tReconcile\x12\x19.idem.v1.ReconcileRequest\x1a\x1a.idem.v1.ReconcileResponse\x12Q\n" +
-	"\x0eListUnresolved\x12\x1e.idem.v1.ListUnresolvedRequest\x1a\x1f.idem.v1.ListUnresolvedResponseBC\n" +
+	"\x0eListUnresolved\x12\x1e.idem.v1.ListUnresolvedRequest\x1a\x1f.idem.v1.ListUnresolvedResponse\x12Q\n" +
+	"\x0eListOperations\x12\x1e.idem.v1.ListOperationsRequest\x1a\x1f.idem.v1.ListOperationsResponseBC\n" +
 	"\x11dev.idemd.idem.v1P\x01Z,github.com/idemd/idemd/gen/go/idem/v1;idemv1b\x06proto3"
 
 var (
@@ -2908,125 +3125,132 @@ func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
 	return file_idem_v1_idempotency_proto_rawDescData
 }
 
-var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_idem_v1_idempotency_proto_goTypes = []any{
-	(PendingReason)(0),             // 0: idem.v1.PendingReason
-	(FailureReason)(0),             // 1: idem.v1.FailureReason
-	(OperationState)(0),            // 2: idem.v1.OperationState
-	(FailDisposition)(0),           // 3: idem.v1.FailDisposition
-	(*Scope)(nil),                  // 4: idem.v1.Scope
-	(*ClaimRequest)(nil),           // 5: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),          // 6: idem.v1.ClaimResponse
-	(*Ownership)(nil),              // 7: idem.v1.Ownership
-	(*Acquired)(nil),               // 8: idem.v1.Acquired
-	(*ReconcileFirst)(nil),         // 9: idem.v1.ReconcileFirst
-	(*Pending)(nil),                // 10: idem.v1.Pending
-	(*Completed)(nil),              // 11: idem.v1.Completed
-	(*NeedsReconciliation)(nil),    // 12: idem.v1.NeedsReconciliation
-	(*Result)(nil),                 // 13: idem.v1.Result
-	(*OperationError)(nil),         // 14: idem.v1.OperationError
-	(*RenewRequest)(nil),           // 15: idem.v1.RenewRequest
-	(*RenewResponse)(nil),          // 16: idem.v1.RenewResponse
-	(*CompleteRequest)(nil),        // 17: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),       // 18: idem.v1.CompleteResponse
-	(*FailRequest)(nil),            // 19: idem.v1.FailRequest
-	(*FailResponse)(nil),           // 20: idem.v1.FailResponse
-	(*LookupRequest)(nil),          // 21: idem.v1.LookupRequest
-	(*LookupResponse)(nil),         // 22: idem.v1.LookupResponse
-	(*Operation)(nil),              // 23: idem.v1.Operation
-	(*HistoryEntry)(nil),           // 24: idem.v1.HistoryEntry
-	(*ReconcileRequest)(nil),       // 25: idem.v1.ReconcileRequest
-	(*NotApplied)(nil),             // 26: idem.v1.NotApplied
-	(*ReconcileResponse)(nil),      // 27: idem.v1.ReconcileResponse
-	(*ListUnresolvedRequest)(nil),  // 28: idem.v1.ListUnresolvedRequest
-	(*ListUnresolvedResponse)(nil), // 29: idem.v1.ListUnresolvedResponse
-	nil,                            // 30: idem.v1.Result.MetadataEntry
-	nil,                            // 31: idem.v1.OperationError.MetadataEntry
-	(*durationpb.Duration)(nil),    // 32: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(PendingReason)(0),               // 0: idem.v1.PendingReason
+	(FailureReason)(0),               // 1: idem.v1.FailureReason
+	(OperationState)(0),              // 2: idem.v1.OperationState
+	(FailDisposition)(0),             // 3: idem.v1.FailDisposition
+	(ListOperationsRequest_Order)(0), // 4: idem.v1.ListOperationsRequest.Order
+	(*Scope)(nil),                    // 5: idem.v1.Scope
+	(*ClaimRequest)(nil),             // 6: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),            // 7: idem.v1.ClaimResponse
+	(*Ownership)(nil),                // 8: idem.v1.Ownership
+	(*Acquired)(nil),                 // 9: idem.v1.Acquired
+	(*ReconcileFirst)(nil),           // 10: idem.v1.ReconcileFirst
+	(*Pending)(nil),                  // 11: idem.v1.Pending
+	(*Completed)(nil),                // 12: idem.v1.Completed
+	(*NeedsReconciliation)(nil),      // 13: idem.v1.NeedsReconciliation
+	(*Result)(nil),                   // 14: idem.v1.Result
+	(*OperationError)(nil),           // 15: idem.v1.OperationError
+	(*RenewRequest)(nil),             // 16: idem.v1.RenewRequest
+	(*RenewResponse)(nil),            // 17: idem.v1.RenewResponse
+	(*CompleteRequest)(nil),          // 18: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 19: idem.v1.CompleteResponse
+	(*FailRequest)(nil),              // 20: idem.v1.FailRequest
+	(*FailResponse)(nil),             // 21: idem.v1.FailResponse
+	(*LookupRequest)(nil),            // 22: idem.v1.LookupRequest
+	(*LookupResponse)(nil),           // 23: idem.v1.LookupResponse
+	(*Operation)(nil),                // 24: idem.v1.Operation
+	(*HistoryEntry)(nil),             // 25: idem.v1.HistoryEntry
+	(*ReconcileRequest)(nil),         // 26: idem.v1.ReconcileRequest
+	(*NotApplied)(nil),               // 27: idem.v1.NotApplied
+	(*ReconcileResponse)(nil),        // 28: idem.v1.ReconcileResponse
+	(*ListUnresolvedRequest)(nil),    // 29: idem.v1.ListUnresolvedRequest
+	(*ListUnresolvedResponse)(nil),   // 30: idem.v1.ListUnresolvedResponse
+	(*ListOperationsRequest)(nil),    // 31: idem.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 32: idem.v1.ListOperationsResponse
+	nil,                              // 33: idem.v1.Result.MetadataEntry
+	nil,                              // 34: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),      // 35: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
 }
 var file_idem_v1_idempotency_proto_depIdxs = []int32{
-	4,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
-	32, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	32, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
-	32, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	32, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
-	32, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	8,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
-	9,  // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
-	10, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
-	11, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
-	12, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
-	32, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
-	32, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
-	7,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
-	7,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
+	5,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
+	35, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	35, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	35, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	35, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	35, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	9,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
+	10, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
+	11, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
+	12, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
+	13, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
+	35, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	35, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	8,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
+	8,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
 	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
-	32, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	35, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
 	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
-	32, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	35, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
 	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
-	13, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
-	14, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
-	33, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	30, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	14, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
+	15, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
+	36, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	33, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
 	1,  // 24: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	31, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	32, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	32, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	32, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
-	13, // 29: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
+	34, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	35, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	35, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	35, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	14, // 29: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
 	2,  // 30: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
 	3,  // 31: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
-	14, // 32: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	32, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	15, // 32: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
+	35, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
 	2,  // 34: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
 	1,  // 35: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	32, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
-	4,  // 37: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
-	23, // 38: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
-	24, // 39: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
-	4,  // 40: idem.v1.Operation.scope:type_name -> idem.v1.Scope
+	35, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	5,  // 37: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
+	24, // 38: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
+	25, // 39: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
+	5,  // 40: idem.v1.Operation.scope:type_name -> idem.v1.Scope
 	2,  // 41: idem.v1.Operation.state:type_name -> idem.v1.OperationState
-	13, // 42: idem.v1.Operation.result:type_name -> idem.v1.Result
-	14, // 43: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	33, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	33, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	33, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	33, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	33, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	33, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	33, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	14, // 42: idem.v1.Operation.result:type_name -> idem.v1.Result
+	15, // 43: idem.v1.Operation.error:type_name -> idem.v1.OperationError
+	36, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	36, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	36, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	36, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	36, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	36, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	36, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
 	2,  // 52: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
 	2,  // 53: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	33, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	33, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	13, // 56: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	14, // 57: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	26, // 58: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	36, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	36, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	14, // 56: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	15, // 57: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	27, // 58: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
 	2,  // 59: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	23, // 60: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	5,  // 61: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	15, // 62: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	17, // 63: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	19, // 64: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	21, // 65: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	25, // 66: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	28, // 67: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	6,  // 68: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	16, // 69: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	18, // 70: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	20, // 71: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	22, // 72: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	27, // 73: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	29, // 74: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	68, // [68:75] is the sub-list for method output_type
-	61, // [61:68] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	24, // 60: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	4,  // 61: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	24, // 62: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	6,  // 63: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	16, // 64: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	18, // 65: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	20, // 66: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	22, // 67: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	26, // 68: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	29, // 69: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	31, // 70: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	7,  // 71: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	17, // 72: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	19, // 73: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	21, // 74: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	23, // 75: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	28, // 76: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	30, // 77: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	32, // 78: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	71, // [71:79] is the sub-list for method output_type
+	63, // [63:71] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }
@@ -3064,8 +3288,8 @@ func file_idem_v1_idempotency_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   28,
+			NumEnums:      5,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

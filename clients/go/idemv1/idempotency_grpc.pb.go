@@ -110,6 +110,7 @@ const (
 	IdempotencyService_Lookup_FullMethodName         = "/idem.v1.IdempotencyService/Lookup"
 	IdempotencyService_Reconcile_FullMethodName      = "/idem.v1.IdempotencyService/Reconcile"
 	IdempotencyService_ListUnresolved_FullMethodName = "/idem.v1.IdempotencyService/ListUnresolved"
+	IdempotencyService_ListOperations_FullMethodName = "/idem.v1.IdempotencyService/ListOperations"
 )
 
 // IdempotencyServiceClient is the client API for IdempotencyService service.
@@ -135,6 +136,11 @@ type IdempotencyServiceClient interface {
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 	// Page through the operations that need reconciliation, oldest first.
 	ListUnresolved(ctx context.Context, in *ListUnresolvedRequest, opts ...grpc.CallOption) (*ListUnresolvedResponse, error)
+	// Page through a tenant's operations that match a filter (state, name, key,
+	// id, age, attempts, takeovers, deadlines), oldest or newest first. Needs
+	// the reconcile or the admin scope; an admin credential may list every
+	// tenant's.
+	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 }
 
 type idempotencyServiceClient struct {
@@ -215,6 +221,16 @@ func (c *idempotencyServiceClient) ListUnresolved(ctx context.Context, in *ListU
 	return out, nil
 }
 
+func (c *idempotencyServiceClient) ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOperationsResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_ListOperations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServiceServer is the server API for IdempotencyService service.
 // All implementations must embed UnimplementedIdempotencyServiceServer
 // for forward compatibility.
@@ -238,6 +254,11 @@ type IdempotencyServiceServer interface {
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	// Page through the operations that need reconciliation, oldest first.
 	ListUnresolved(context.Context, *ListUnresolvedRequest) (*ListUnresolvedResponse, error)
+	// Page through a tenant's operations that match a filter (state, name, key,
+	// id, age, attempts, takeovers, deadlines), oldest or newest first. Needs
+	// the reconcile or the admin scope; an admin credential may list every
+	// tenant's.
+	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	mustEmbedUnimplementedIdempotencyServiceServer()
 }
 
@@ -268,6 +289,9 @@ func (UnimplementedIdempotencyServiceServer) Reconcile(context.Context, *Reconci
 }
 func (UnimplementedIdempotencyServiceServer) ListUnresolved(context.Context, *ListUnresolvedRequest) (*ListUnresolvedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListUnresolved not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOperations not implemented")
 }
 func (UnimplementedIdempotencyServiceServer) mustEmbedUnimplementedIdempotencyServiceServer() {}
 func (UnimplementedIdempotencyServiceServer) testEmbeddedByValue()                            {}
@@ -416,6 +440,24 @@ func _IdempotencyService_ListUnresolved_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdempotencyService_ListOperations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOperationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).ListOperations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_ListOperations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).ListOperations(ctx, req.(*ListOperationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdempotencyService_ServiceDesc is the grpc.ServiceDesc for IdempotencyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -450,6 +492,10 @@ var IdempotencyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListUnresolved",
 			Handler:    _IdempotencyService_ListUnresolved_Handler,
+		},
+		{
+			MethodName: "ListOperations",
+			Handler:    _IdempotencyService_ListOperations_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -7,6 +7,16 @@ use crate::domain::query::UnresolvedQuery;
 use crate::domain::requested::UnresolvedRequested;
 
 impl Limits {
+    /// A listing's page size (ListUnresolved, ListOperations): 0 is the
+    /// default; clamped, never refused (AIP-158): a larger page only asks
+    /// for more.
+    pub fn page_size(&self, requested: u32) -> u32 {
+        match requested {
+            0 => self.default_page_size,
+            size => size.min(self.max_page_size),
+        }
+    }
+
     pub fn unresolved(
         &self,
         requested: UnresolvedRequested,
@@ -15,11 +25,7 @@ impl Limits {
         if let Some(operation) = &requested.operation {
             self.check_operation("operation", operation, &mut violations);
         }
-        // Clamped, never refused (AIP-158): a larger page only asks for more.
-        let limit = match requested.page_size {
-            0 => self.default_page_size,
-            size => size.min(self.max_page_size),
-        };
+        let limit = self.page_size(requested.page_size);
         violations.into_result()?;
         Ok(UnresolvedQuery {
             operation: requested.operation,

@@ -49,6 +49,9 @@ pub(super) fn codec_of(method: ApiMethod) -> Option<Codec> {
         ApiMethod::ListUnresolved => {
             codec::<proto::ListUnresolvedRequest, proto::ListUnresolvedResponse>()
         }
+        ApiMethod::ListOperations => {
+            codec::<proto::ListOperationsRequest, proto::ListOperationsResponse>()
+        }
         ApiMethod::Unknown => return None,
     })
 }

@@ -4,15 +4,18 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, QueryBuilder, Type};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::super::OperationCounts;
 use super::super::dialect::Dialect;
 use super::super::error::StoreResult;
-use super::super::row::{HistoryRow, OperationRow, OperationWrite, RowWithClock, signed};
+use super::super::row::{
+    HistoryRow, ListedRow, OperationRow, OperationWrite, RowWithClock, signed,
+};
 use super::super::sql;
+use super::listing::{self, Piece};
 use super::tenants::{
     ACTIVE_TENANT, ACTIVE_TOKEN_NAMED, ACTIVE_TOKENS, AUDIT_LOG, AUTHENTICATE, AuditRow, GrantRow,
     HashOwner, INSERT_AUDIT, INSERT_TENANT, INSERT_TOKEN, LIST_TENANTS, LIST_TOKENS, MARK_USED,
@@ -22,8 +25,9 @@ use super::tenants::{
 };
 use super::{Connection, Sql};
 use crate::domain::{
-    Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage, Metadata, NewHistoryEntry,
-    OperationId, OperationRecord, Result, Target, TenantId, UnresolvedQuery,
+    Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage, ListedOperation, Metadata,
+    NewHistoryEntry, OperationId, OperationRecord, OperationsQuery, Result, Target, TenantId,
+    UnresolvedQuery,
 };
 
 impl<D> Sql for D
@@ -47,6 +51,7 @@ where
     for<'q> Option<D::Stamp>: Encode<'q, D::Db> + Type<D::Db>,
     OperationRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     RowWithClock: for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    ListedRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     HistoryRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     GrantRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     TokenRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
@@ -317,6 +322,37 @@ where
         Ok(rows
             .into_iter()
             .map(OperationRecord::try_from)
+            .collect::<Result<_>>()?)
+    }
+
+    async fn operations(
+        connection: &mut Connection<D>,
+        query: &OperationsQuery,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<ListedOperation>> {
+        let mut builder = QueryBuilder::<D::Db>::new("");
+        for piece in listing::operations_statement(query, now) {
+            match piece {
+                Piece::Sql(text) => builder.push(text),
+                Piece::Text(value) => builder.push_bind(value.as_str()),
+                Piece::Integer(value) => builder.push_bind(value),
+                Piece::Id(value) => builder.push_bind(value),
+                Piece::Moment(value) => builder.push_bind(D::stamp(value)),
+            };
+        }
+        let rows: Vec<ListedRow> = builder
+            .build_query_as()
+            .fetch_all(&mut *connection)
+            .instrument(D::statement("SELECT operations"))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|listed| {
+                Ok(ListedOperation {
+                    record: OperationRecord::try_from(listed.row)?,
+                    tenant_name: listed.tenant_name.unwrap_or_default(),
+                })
+            })
             .collect::<Result<_>>()?)
     }
 

@@ -21,11 +21,12 @@ use super::OperationCounts;
 use super::dialect::Dialect;
 use super::error::StoreResult;
 use crate::domain::{
-    Effects, HistoryCap, HistoryEntry, HistoryPage, NewHistoryEntry, OperationId, OperationRecord,
-    Target, TenantId, UnresolvedQuery,
+    Effects, HistoryCap, HistoryEntry, HistoryPage, ListedOperation, NewHistoryEntry, OperationId,
+    OperationRecord, OperationsQuery, Target, TenantId, UnresolvedQuery,
 };
 
 mod bind;
+pub(super) mod listing;
 mod tenants;
 
 #[cfg(test)]
@@ -152,6 +153,15 @@ pub(crate) trait Sql: Dialect {
         query: &UnresolvedQuery,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<Vec<OperationRecord>>> + Send;
+
+    /// One page of ListOperations at `now`, with each operation's tenant
+    /// name: the statement is built from the filter's terms
+    /// ([`listing`]), every value bound.
+    fn operations(
+        connection: &mut Connection<Self>,
+        query: &OperationsQuery,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = StoreResult<Vec<ListedOperation>>> + Send;
 
     /// The gauges' counts at `now`.
     fn count_operations(

@@ -90,6 +90,13 @@ impl Store for CountingStore {
         self.inner.list_unresolved(tenant, query).await
     }
 
+    async fn list_operations(
+        &self,
+        query: &idemd::domain::OperationsQuery,
+    ) -> idemd::domain::Result<idemd::domain::OperationsPage> {
+        self.inner.list_operations(query).await
+    }
+
     async fn sweep(
         &self,
         batch: u32,

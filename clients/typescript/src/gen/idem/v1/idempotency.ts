@@ -864,7 +864,15 @@ export interface Operation {
     | Timestamp
     | null;
   /** Set when the first Claim gave an operation_deadline. */
-  operation_deadline_at: Timestamp | null;
+  operation_deadline_at:
+    | Timestamp
+    | null;
+  /**
+   * The name of the tenant the operation belongs to. Set only in
+   * ListOperations answers to an admin credential, which may list every
+   * tenant's operations; empty otherwise (a caller knows its own tenant).
+   */
+  tenant: string;
 }
 
 /**
@@ -1011,6 +1019,92 @@ export interface ListUnresolvedResponse {
    */
   operations: Operation[];
   /** Empty when there are no more. Opaque, URL-safe; pass it back as is. */
+  next_page_token: string;
+}
+
+/** Pages through the operations that match a filter, without result bytes. */
+export interface ListOperationsRequest {
+  /**
+   * Terms separated by whitespace, all of which an operation must match
+   * (docs/api.md has the language): `state:unknown,failed`, `op:payments.*`,
+   * `key:"a key"`, `id:UUID`, `age>10m`, `attempts>=2`, `is:taken_over`,
+   * `is:deadline_passed`, `tenant:NAME` (admin only). Empty: every
+   * operation. At most 16 terms and 1024 bytes; a filter that does not parse
+   * is INVALID_ARGUMENT with a field violation naming the character
+   * position.
+   */
+  filter: string;
+  /** At most this many (default 100); more than 1000 is clamped to 1000. */
+  page_size: number;
+  /**
+   * A previous response's next_page_token, unchanged, with the same filter
+   * and order; empty for the first page. Anything else is INVALID_ARGUMENT.
+   */
+  page_token: string;
+  /** Oldest or newest first; unspecified is oldest first. */
+  order: ListOperationsRequest_Order;
+}
+
+/** The order of a page, by created_at and then operation_id. */
+export const ListOperationsRequest_Order = {
+  /** ORDER_UNSPECIFIED - Oldest first, as ORDER_OLDEST_FIRST. */
+  ORDER_UNSPECIFIED: "ORDER_UNSPECIFIED",
+  /** ORDER_OLDEST_FIRST - Oldest created_at first. */
+  ORDER_OLDEST_FIRST: "ORDER_OLDEST_FIRST",
+  /** ORDER_NEWEST_FIRST - Newest created_at first. */
+  ORDER_NEWEST_FIRST: "ORDER_NEWEST_FIRST",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type ListOperationsRequest_Order = typeof ListOperationsRequest_Order[keyof typeof ListOperationsRequest_Order];
+
+export namespace ListOperationsRequest_Order {
+  export type ORDER_UNSPECIFIED = typeof ListOperationsRequest_Order.ORDER_UNSPECIFIED;
+  export type ORDER_OLDEST_FIRST = typeof ListOperationsRequest_Order.ORDER_OLDEST_FIRST;
+  export type ORDER_NEWEST_FIRST = typeof ListOperationsRequest_Order.ORDER_NEWEST_FIRST;
+  export type UNRECOGNIZED = typeof ListOperationsRequest_Order.UNRECOGNIZED;
+}
+
+export function listOperationsRequest_OrderFromJSON(object: any): ListOperationsRequest_Order {
+  switch (object) {
+    case 0:
+    case "ORDER_UNSPECIFIED":
+      return ListOperationsRequest_Order.ORDER_UNSPECIFIED;
+    case 1:
+    case "ORDER_OLDEST_FIRST":
+      return ListOperationsRequest_Order.ORDER_OLDEST_FIRST;
+    case 2:
+    case "ORDER_NEWEST_FIRST":
+      return ListOperationsRequest_Order.ORDER_NEWEST_FIRST;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ListOperationsRequest_Order.UNRECOGNIZED;
+  }
+}
+
+export function listOperationsRequest_OrderToNumber(object: ListOperationsRequest_Order): number {
+  switch (object) {
+    case ListOperationsRequest_Order.ORDER_UNSPECIFIED:
+      return 0;
+    case ListOperationsRequest_Order.ORDER_OLDEST_FIRST:
+      return 1;
+    case ListOperationsRequest_Order.ORDER_NEWEST_FIRST:
+      return 2;
+    case ListOperationsRequest_Order.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** One page of the operations that match a filter. */
+export interface ListOperationsResponse {
+  /** The matching operations in the order asked for, without result bytes. */
+  operations: Operation[];
+  /**
+   * Empty when there are no more. Opaque, URL-safe; pass it back as is, with
+   * the same filter and order.
+   */
   next_page_token: string;
 }
 
@@ -2667,6 +2761,7 @@ function createBaseOperation(): Operation {
     completed_at: null,
     retain_until: null,
     operation_deadline_at: null,
+    tenant: "",
   };
 }
 
@@ -2725,6 +2820,9 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.operation_deadline_at !== undefined && message.operation_deadline_at !== null) {
       Timestamp.encode(message.operation_deadline_at, writer.uint32(146).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(154).string(message.tenant);
     }
     return writer;
   },
@@ -2884,6 +2982,14 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.operation_deadline_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.tenant = reader.string();
             continue;
           }
         }
@@ -3342,6 +3448,142 @@ export const ListUnresolvedResponse: MessageFns<ListUnresolvedResponse> = {
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
       const message = createBaseListUnresolvedResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operations.push(Operation.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.next_page_token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListOperationsRequest(): ListOperationsRequest {
+  return { filter: "", page_size: 0, page_token: "", order: ListOperationsRequest_Order.ORDER_UNSPECIFIED };
+}
+
+export const ListOperationsRequest: MessageFns<ListOperationsRequest> = {
+  encode(message: ListOperationsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== "") {
+      writer.uint32(10).string(message.filter);
+    }
+    if (message.page_size !== 0) {
+      writer.uint32(16).uint32(message.page_size);
+    }
+    if (message.page_token !== "") {
+      writer.uint32(26).string(message.page_token);
+    }
+    if (message.order !== ListOperationsRequest_Order.ORDER_UNSPECIFIED) {
+      writer.uint32(32).int32(listOperationsRequest_OrderToNumber(message.order));
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListOperationsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListOperationsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.page_size = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.page_token = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.order = listOperationsRequest_OrderFromJSON(reader.int32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListOperationsResponse(): ListOperationsResponse {
+  return { operations: [], next_page_token: "" };
+}
+
+export const ListOperationsResponse: MessageFns<ListOperationsResponse> = {
+  encode(message: ListOperationsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.operations) {
+      Operation.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.next_page_token !== "") {
+      writer.uint32(18).string(message.next_page_token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListOperationsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListOperationsResponse();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
