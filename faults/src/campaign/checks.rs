@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use idemd_client::{OperationState, proto};
 
@@ -15,6 +16,10 @@ use crate::database;
 use crate::lock::locked;
 use crate::process::Postgres;
 use crate::rng::Rng;
+
+/// How many times the end-of-run checks send one Lookup before counting the
+/// operation's acknowledged results as lost.
+const LOOKUP_TRIES: u32 = 5;
 
 /// What the stored records showed.
 pub(super) struct Verified {
@@ -95,25 +100,42 @@ impl World {
     async fn stored(
         &self,
         intent: &Intent,
-    ) -> Option<(proto::Operation, Vec<proto::HistoryEntry>)> {
-        let operation_id = locked(&intent.operation_id).clone()?;
+    ) -> Result<(proto::Operation, Vec<proto::HistoryEntry>), String> {
+        let operation_id = locked(&intent.operation_id)
+            .clone()
+            .ok_or("no operation_id")?;
         let mut history = Vec::new();
         let mut page_token = String::new();
         loop {
-            let found = self.clients[0]
-                .lookup(proto::LookupRequest {
-                    target: Some(proto::lookup_request::Target::OperationId(
-                        operation_id.clone(),
-                    )),
-                    include_history: true,
-                    history_page_size: 1000,
-                    history_page_token: page_token,
-                })
-                .await
-                .ok()?;
+            let request = proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.clone(),
+                )),
+                include_history: true,
+                history_page_size: 1000,
+                history_page_token: page_token,
+            };
+            // A read, so safe to send again: one failed call (a replica
+            // still following the last primary, a reply the proxy lost) is
+            // no evidence of a lost record; what it answered in the end is.
+            let mut tries = 0;
+            let found = loop {
+                tries += 1;
+                match self.clients[0].lookup(request.clone()).await {
+                    Ok(found) => break found,
+                    Err(error) if tries < LOOKUP_TRIES => {
+                        eprintln!("verify: lookup of {operation_id} failed ({error}); again");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                    Err(error) => return Err(format!("{error} ({tries} tries)")),
+                }
+            };
             history.extend(found.history);
             if found.next_history_page_token.is_empty() {
-                return Some((found.operation?, history));
+                return found
+                    .operation
+                    .map(|operation| (operation, history))
+                    .ok_or_else(|| "an answer without its operation".to_owned());
             }
             page_token = found.next_history_page_token;
         }
@@ -151,10 +173,13 @@ impl World {
                 .violation(format!("key {} never got an operation", intent.key));
             return (false, acknowledged.len() as u64, 0);
         };
-        let Some((stored, history)) = self.stored(intent).await else {
-            self.stats
-                .violation(format!("lookup of {operation_id} failed"));
-            return (false, acknowledged.len() as u64, 0);
+        let (stored, history) = match self.stored(intent).await {
+            Ok(found) => found,
+            Err(error) => {
+                self.stats
+                    .violation(format!("lookup of {operation_id} failed: {error}"));
+                return (false, acknowledged.len() as u64, 0);
+            }
         };
         let declined = history
             .iter()
