@@ -31,3 +31,8 @@ FENCE=$(jq -er .acquired.ownership.fence <<<"$CLAIMED")
 idem_json Complete <<EOF | jq .
 {"operationId": "$OPERATION_ID", "fence": "$FENCE", "result": {"body": "eyJjaGFyZ2UiOiJjaF8xIn0="}}
 EOF
+REFUSAL=$(idem_json Claim <<EOF
+{"scope": {"operation": "payments.charge", "key": "$KEY"}, "jsonPayload": "{\"amount\":2000,\"currency\":\"EUR\"}"}
+EOF
+) || echo "refused, as it should be: curl --fail-with-body exits non-zero on an HTTP error"
+jq -e '.details[].debug | select(.reason == "IDEMPOTENCY_KEY_REUSED")' <<<"$REFUSAL"

@@ -129,6 +129,22 @@ fn assert_connect_error(answer: &Answer, http_status: u16, code: &str, reason: &
     let info = tonic_types::pb::ErrorInfo::decode(info.as_slice()).expect("an ErrorInfo");
     assert_eq!(info.reason, reason);
     assert_eq!(info.domain, "idem.v1");
+    // The same ErrorInfo readable without protobuf (Connect's `debug`).
+    let debug = debug_of(answer, "google.rpc.ErrorInfo");
+    assert_eq!(debug["reason"], reason, "{}", answer.body);
+    assert_eq!(debug["domain"], "idem.v1");
+    for (key, value) in &info.metadata {
+        assert_eq!(debug["metadata"][key], value.as_str(), "{}", answer.body);
+    }
+}
+
+/// The `debug` form of the detail of `type_name` in a Connect error.
+fn debug_of(answer: &Answer, type_name: &str) -> Value {
+    answer.body["details"]
+        .as_array()
+        .and_then(|details| details.iter().find(|detail| detail["type"] == type_name))
+        .map(|detail| detail["debug"].clone())
+        .unwrap_or_else(|| panic!("a {type_name} detail in {}", answer.body))
 }
 
 pub fn claim(key: &str, payload: &str) -> Value {
@@ -274,6 +290,12 @@ async fn an_invalid_field_is_invalid_argument_with_bad_request(backend: Backend)
         .map(|violation| violation.field.as_str())
         .collect();
     assert_eq!(fields, ["scope.operation"]);
+    let debug = debug_of(&refused, "google.rpc.BadRequest");
+    assert_eq!(debug["fieldViolations"][0]["field"], "scope.operation");
+    assert_eq!(
+        debug["fieldViolations"][0]["description"],
+        bad_request.field_violations[0].description.as_str()
+    );
 
     // A body that is not the message at all names no field, same reason.
     let garbage = curl(addr, "Claim", token, &[], b"{\"scope\": 7}".to_vec()).await;

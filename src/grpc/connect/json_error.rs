@@ -57,6 +57,12 @@ struct ErrorDetail {
     #[serde(rename = "type")]
     type_name: String,
     value: String,
+    /// Connect's optional human-readable form of the detail, the message in
+    /// proto3 JSON: a curl user can branch on `debug.reason` without
+    /// decoding protobuf. Clients read `value`; this is for people and
+    /// scripts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debug: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -77,15 +83,62 @@ fn error_details(status: &Status) -> Vec<ErrorDetail> {
     carried
         .details
         .into_iter()
-        .map(|any| ErrorDetail {
-            type_name: any
+        .map(|any| {
+            let type_name = any
                 .type_url
                 .rsplit_once('/')
                 .map_or(any.type_url.as_str(), |(_, name)| name)
-                .to_owned(),
-            value: STANDARD_NO_PAD.encode(&any.value),
+                .to_owned();
+            ErrorDetail {
+                debug: debug_form(&type_name, &any.value),
+                value: STANDARD_NO_PAD.encode(&any.value),
+                type_name,
+            }
         })
         .collect()
+}
+
+/// The proto3 JSON of the details idemd sends (ErrorInfo, BadRequest,
+/// RetryInfo); `None` for any other type or undecodable bytes.
+fn debug_form(type_name: &str, value: &[u8]) -> Option<serde_json::Value> {
+    use serde_json::json;
+    use tonic_types::pb;
+    match type_name {
+        "google.rpc.ErrorInfo" => {
+            let info = pb::ErrorInfo::decode(value).ok()?;
+            let metadata: serde_json::Map<String, serde_json::Value> = info
+                .metadata
+                .into_iter()
+                .map(|(key, value)| (key, value.into()))
+                .collect();
+            Some(json!({"reason": info.reason, "domain": info.domain, "metadata": metadata}))
+        }
+        "google.rpc.BadRequest" => {
+            let request = pb::BadRequest::decode(value).ok()?;
+            let violations: Vec<serde_json::Value> = request
+                .field_violations
+                .into_iter()
+                .map(|violation| {
+                    json!({"field": violation.field, "description": violation.description})
+                })
+                .collect();
+            Some(json!({ "fieldViolations": violations }))
+        }
+        "google.rpc.RetryInfo" => {
+            let info = pb::RetryInfo::decode(value).ok()?;
+            let delay = info.retry_delay.unwrap_or_default();
+            // proto3 JSON's Duration: seconds with up to nine decimals, "s".
+            let seconds = delay.seconds as f64 + f64::from(delay.nanos) / 1e9;
+            Some(json!({ "retryDelay": format!("{}s", trim_decimals(seconds)) }))
+        }
+        _ => None,
+    }
+}
+
+/// `1.5`, `2`, `0.25`: a duration's seconds without trailing zeros.
+fn trim_decimals(seconds: f64) -> String {
+    let fixed = format!("{seconds:.9}");
+    fixed.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 pub(super) fn json_response(
@@ -130,4 +183,44 @@ pub(super) fn form_refusal(
             .insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debug_form_is_the_details_proto3_json() {
+        let info = tonic_types::pb::ErrorInfo {
+            reason: "LEASE_LOST".into(),
+            domain: "idem.v1".into(),
+            metadata: [("operation_id".to_owned(), "0190".to_owned())].into(),
+        };
+        assert_eq!(
+            debug_form("google.rpc.ErrorInfo", &info.encode_to_vec()),
+            Some(serde_json::json!({
+                "reason": "LEASE_LOST",
+                "domain": "idem.v1",
+                "metadata": {"operation_id": "0190"}
+            }))
+        );
+        let retry = |seconds, nanos| tonic_types::pb::RetryInfo {
+            retry_delay: Some(prost_types::Duration { seconds, nanos }),
+        };
+        for (seconds, nanos, expected) in [
+            (1, 500_000_000, "1.5s"),
+            (2, 0, "2s"),
+            (0, 250_000_000, "0.25s"),
+        ] {
+            assert_eq!(
+                debug_form(
+                    "google.rpc.RetryInfo",
+                    &retry(seconds, nanos).encode_to_vec()
+                ),
+                Some(serde_json::json!({ "retryDelay": expected }))
+            );
+        }
+        assert_eq!(debug_form("google.rpc.Help", b""), None);
+        assert_eq!(debug_form("google.rpc.ErrorInfo", b"\xff"), None);
+    }
 }
