@@ -159,12 +159,13 @@ async fn lookup_by_id_and_by_scope_shows_a_completed_operation_and_what_a_retry_
         .collect();
     assert_eq!(events, ["CLAIMED", "COMPLETED"]);
 
-    // Exit code 4: no such operation (the server cannot say whose it is).
+    // Exit code 4: no such operation (the server cannot say whose it is);
+    // a well-formed id that no fresh store holds.
     let missing = ops(
         &data,
         &server,
         &token,
-        &["lookup", &uuid::Uuid::now_v7().to_string()],
+        &["lookup", "0190f0e4-0000-7000-8000-000000000000"],
     );
     assert_eq!(missing.status.code(), Some(4), "{}", stdout(&missing));
     assert!(

@@ -197,7 +197,11 @@ fn print_history(history: &[HistoryEntry]) {
                 vec![
                     entry.sequence.to_string(),
                     entry.event.clone(),
-                    render::state_name(render::state(entry.from_state)).to_owned(),
+                    // The first entry comes from no state at all.
+                    match render::state(entry.from_state) {
+                        proto::OperationState::Unspecified => "-".to_owned(),
+                        from => render::state_name(from).to_owned(),
+                    },
                     render::state_name(render::state(entry.to_state)).to_owned(),
                     entry.fence.to_string(),
                     entry.attempt.to_string(),
