@@ -410,3 +410,96 @@ fn a_closed_port_exits_3_and_an_empty_token_is_refused_before_connecting() {
     assert_eq!(empty.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the token is empty"), "{stderr}");
 }
+
+async fn reconcile_succeeded_stores_the_result_the_next_claim_replays(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("support");
+    let server = data.serve(&[]).await;
+    let mut client = server.client().await;
+    let request = claim_json("payments.charge", "order-10", r#"{"amount":7}"#);
+    let owned = claim_owned(&mut client, &token, request.clone()).await;
+    fail_unknown(&mut client, &token, &owned).await;
+    // The provider says it happened: evidence, allowed once no lease is live.
+    let result_file = data.directory().join("charge.json");
+    std::fs::write(&result_file, r#"{"charge":"ch_10"}"#).expect("result file");
+    let result_path = result_file.display().to_string();
+    let reconciled = json(&ops(
+        &data,
+        &server,
+        &token,
+        &[
+            "reconcile",
+            &owned.operation_id,
+            "--succeeded",
+            "--result-file",
+            &result_path,
+            "--expected-fence",
+            &owned.fence.to_string(),
+            "--yes",
+            "-o",
+            "json",
+        ],
+    ));
+    assert_eq!(reconciled["state"], "SUCCEEDED", "{reconciled}");
+
+    let replay = client
+        .claim(authorized(&token, request))
+        .await
+        .expect("claim")
+        .into_inner();
+    let Some(Outcome::Completed(completed)) = &replay.outcome else {
+        panic!("expected the reconciled result, got {replay:?}");
+    };
+    let Some(proto::completed::Outcome::Result(stored)) = &completed.outcome else {
+        panic!("expected a success result, got {completed:?}");
+    };
+    assert_eq!(stored.body, br#"{"charge":"ch_10"}"#);
+    assert_eq!(stored.content_type, "application/json");
+    server.kill();
+}
+
+store_tests!(reconcile_succeeded_stores_the_result_the_next_claim_replays);
+
+#[tokio::test]
+async fn lookup_over_tls_verifies_the_server_with_the_ca_given() {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("a self-signed certificate");
+    let data = ProcessData::embedded();
+    let cert_path = data.directory().join("tls.crt");
+    let key_path = data.directory().join("tls.key");
+    std::fs::write(&cert_path, certified.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).expect("write key");
+    let token = data.create_tenant("tls");
+    let health_port = free_port();
+    let server = data
+        .serve_with(
+            &[],
+            &[
+                ("IDEMD_TLS_CERT", cert_path.display().to_string()),
+                ("IDEMD_TLS_KEY", key_path.display().to_string()),
+                ("IDEMD_HEALTH_LISTEN", format!("127.0.0.1:{health_port}")),
+            ],
+        )
+        .await;
+    let https = format!("https://{}", server.addr);
+    let lookup = |extra: &[&str]| {
+        data.command(&[&["ops", "lookup", "--operation", "a", "--key", "b"], extra].concat())
+            .env("IDEMD_ADDR", &https)
+            .env("IDEMD_TOKEN", &token)
+            .output()
+            .expect("idemd runs")
+    };
+    // Through TLS to the server, which answers: no such operation.
+    let verified = lookup(&["--ca-cert", &cert_path.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&verified.stderr);
+    assert_eq!(verified.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("OPERATION_NOT_FOUND"), "{stderr}");
+    // Without a CA there is nothing to verify the server with: refused before
+    // any connection.
+    let unverified = lookup(&[]);
+    let stderr = String::from_utf8_lossy(&unverified.stderr);
+    assert_eq!(unverified.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--ca-cert"), "{stderr}");
+    server.kill();
+}

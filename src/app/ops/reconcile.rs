@@ -147,6 +147,10 @@ async fn confirm() -> Result<bool, BoxError> {
         std::io::stdin().read_line(&mut line).map(|_| line)
     })
     .await??;
+    // No answer at all (end of input): end the prompt's line ourselves.
+    if !answer.ends_with('\n') {
+        eprintln!();
+    }
     let answer = answer.trim().to_ascii_lowercase();
     Ok(answer == "y" || answer == "yes")
 }
