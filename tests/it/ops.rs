@@ -229,6 +229,13 @@ async fn list_with_a_filter_finds_exactly_the_matching_operations(backend: Backe
     assert!(rows[0].contains(&in_doubt.operation_id), "{table}");
     assert!(rows[0].contains("UNKNOWN"), "{table}");
 
+    // A filter the server cannot parse: refused (exit 1), the violation shown.
+    let refused = ops(&data, &server, &token, &["list", "--filter", "state:"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("InvalidArgument"), "{stderr}");
+    assert!(stderr.contains("field filter"), "{stderr}");
+
     // One page at a time: the token printed leads to the rest.
     let first = json(&ops(
         &data,
