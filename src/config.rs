@@ -53,6 +53,161 @@ pub enum Command {
     /// Check an operation policy file (--policy-file) before deploying it.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Support tools against a running server over gRPC: did it happen, and
+    /// is it safe to retry? Exit codes: 0 done, 1 refused by the server,
+    /// 2 usage, 3 server unreachable, 4 not found, 5 declined at the prompt.
+    #[command(subcommand)]
+    Ops(OpsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OpsCommand {
+    /// One operation, by id or by `--operation NAME --key KEY`: its state,
+    /// a plain answer to "is it safe to retry?", and its whole history.
+    Lookup {
+        /// The server's id of the operation.
+        #[arg(required_unless_present = "operation", conflicts_with_all = ["operation", "key"])]
+        operation_id: Option<String>,
+        /// The caller's operation name (with --key).
+        #[arg(long, requires = "key")]
+        operation: Option<String>,
+        /// The caller's idempotency key (with --operation).
+        #[arg(long, requires = "operation")]
+        key: Option<String>,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Operations matching a filter (docs/api.md, ListOperations), one page
+    /// or, with --all, every page.
+    List {
+        /// E.g. `state:unknown op:payments.*`; empty: every operation.
+        #[arg(long, default_value = "")]
+        filter: String,
+        #[arg(long, value_enum, default_value_t = OpsOrder::Oldest)]
+        order: OpsOrder,
+        /// Operations per page (the server clamps it to 1000).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// A previous listing's next page token.
+        #[arg(long, default_value = "")]
+        page_token: String,
+        /// Follow the page tokens to the last page.
+        #[arg(long, conflicts_with = "page_token")]
+        all: bool,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Operations that need reconciliation (ListUnresolved), oldest first.
+    Unresolved {
+        /// Only this operation name.
+        #[arg(long)]
+        operation: Option<String>,
+        /// Operations per page (the server clamps it to 1000).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// A previous listing's next page token.
+        #[arg(long, default_value = "")]
+        page_token: String,
+        /// Follow the page tokens to the last page.
+        #[arg(long, conflicts_with = "page_token")]
+        all: bool,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Resolve an operation from outside evidence (Reconcile); says what
+    /// will happen and asks before acting, unless --yes.
+    #[command(group(
+        clap::ArgGroup::new("resolution")
+            .required(true)
+            .args(["succeeded", "failed", "not_applied"])
+    ))]
+    Reconcile {
+        operation_id: String,
+        /// The effect happened: store the result in --result-file.
+        #[arg(long, requires = "result_file")]
+        succeeded: bool,
+        /// The effect did not happen and never will: store this failure.
+        #[arg(long, requires_all = ["code", "message"])]
+        failed: bool,
+        /// The effect did not happen: grant one more attempt.
+        #[arg(long)]
+        not_applied: bool,
+        /// The result body, with --succeeded.
+        #[arg(long, requires = "succeeded")]
+        result_file: Option<PathBuf>,
+        /// The result's content type, with --succeeded.
+        #[arg(long, requires = "succeeded", default_value = "application/json")]
+        content_type: String,
+        /// The failure code, with --failed.
+        #[arg(long, requires = "failed")]
+        code: Option<String>,
+        /// The failure message, with --failed.
+        #[arg(long, requires = "failed")]
+        message: Option<String>,
+        /// The fence to reconcile at; default: the fence a Lookup reads now.
+        #[arg(long)]
+        expected_fence: Option<u64>,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+}
+
+/// How `idemd ops` reaches a running server.
+#[derive(Clone, Args)]
+pub struct OpsConnectionArgs {
+    /// The server: `host:port` (plaintext) or `http(s)://host:port`.
+    #[arg(long, env = "IDEMD_ADDR", default_value = "http://127.0.0.1:50051")]
+    pub addr: String,
+    /// A bearer token with the scopes the command needs (lookup:
+    /// operations; list, unresolved, reconcile: reconcile). Required; an
+    /// Option so that a missing and an empty one get the same clear refusal.
+    #[arg(long, env = "IDEMD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// PEM CA bundle that verifies an `https://` server.
+    #[arg(long, env = "IDEMD_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// PEM client certificate, for mutual TLS (with --client-key).
+    #[arg(long, env = "IDEMD_CLIENT_CERT", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, env = "IDEMD_CLIENT_KEY", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// Each call's deadline (`10s`, `500ms`).
+    #[arg(long, env = "IDEMD_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+}
+
+/// Never prints the token: `Cli` is Debug, and a token in a log is a leak.
+impl std::fmt::Debug for OpsConnectionArgs {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("OpsConnectionArgs")
+            .field("addr", &self.addr)
+            .field("token", &"<redacted>")
+            .field("ca_cert", &self.ca_cert)
+            .field("client_cert", &self.client_cert)
+            .field("client_key", &self.client_key)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// The order of `idemd ops list`, by creation time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OpsOrder {
+    Oldest,
+    Newest,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,10 +17,18 @@ async fn main() -> std::process::ExitCode {
     telemetry.shutdown().await;
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(%error, "idemd failed");
-            eprintln!("idemd: {error}");
-            std::process::ExitCode::FAILURE
-        }
+        // `idemd ops` exit codes are API for scripts (docs/operating.md);
+        // the message is for the person at the terminal, not the log.
+        Err(error) => match error.downcast_ref::<idemd::app::OpsFailure>() {
+            Some(failure) => {
+                eprintln!("idemd: {failure}");
+                std::process::ExitCode::from(failure.exit_code)
+            }
+            None => {
+                tracing::error!(%error, "idemd failed");
+                eprintln!("idemd: {error}");
+                std::process::ExitCode::FAILURE
+            }
+        },
     }
 }

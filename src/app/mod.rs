@@ -5,6 +5,7 @@
 mod background;
 mod connections;
 mod dev;
+mod ops;
 mod policy;
 mod serve;
 mod settings;
@@ -36,6 +37,7 @@ use crate::store::open::{Purpose, open_store};
 use tenant::{manage_tenant, read_audit};
 
 pub use connections::{ConnectionSettings, incoming};
+pub use ops::OpsFailure;
 use serve::serve;
 pub use tls::ServerTls;
 pub use transport::ServerSettings;
@@ -84,6 +86,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             .await
         }
         Command::Policy(command) => policy::check(command),
+        // A client of a running server: no store, no database flags.
+        Command::Ops(command) => ops::run_ops(command).await,
         Command::Migrate => {
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,

@@ -7,6 +7,8 @@
 mod apply;
 mod listing;
 
+pub(crate) use listing::print_table;
+
 use std::time::Duration;
 
 use chrono::TimeDelta;

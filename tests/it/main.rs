@@ -35,6 +35,7 @@ mod listing;
 mod mtls;
 mod notify;
 mod observability;
+mod ops;
 mod policy;
 mod restart;
 mod retention;

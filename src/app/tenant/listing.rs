@@ -150,7 +150,8 @@ fn print_json(rows: Vec<Value>) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
+/// Also the table of `idemd ops` listings: one look for every listing.
+pub(crate) fn print_table(header: &[&str], rows: Vec<Vec<String>>) {
     let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {

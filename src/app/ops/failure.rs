@@ -1,0 +1,77 @@
+//! How `idemd ops` ends when it does not succeed: a message and an exit code
+//! that scripts can rely on (docs/operating.md lists them; they are stable).
+
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+/// The server refused the call (any status but the ones below).
+pub(super) const EXIT_REFUSED: u8 = 1;
+/// A usage error: clap's own, an empty token, an unreadable file.
+pub(super) const EXIT_USAGE: u8 = 2;
+/// The server cannot be reached: no connection, or UNAVAILABLE.
+pub(super) const EXIT_UNREACHABLE: u8 = 3;
+/// The operation does not exist (or belongs to another tenant: the server
+/// does not tell them apart).
+pub(super) const EXIT_NOT_FOUND: u8 = 4;
+/// The operator did not confirm at the prompt; nothing was changed.
+pub(super) const EXIT_DECLINED: u8 = 5;
+
+/// An `idemd ops` command that ends with a specific exit code.
+#[derive(Debug)]
+pub struct OpsFailure {
+    pub exit_code: u8,
+    pub message: String,
+}
+
+impl OpsFailure {
+    pub(super) fn new(exit_code: u8, message: impl Into<String>) -> Self {
+        Self {
+            exit_code,
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn usage(message: impl Into<String>) -> Self {
+        Self::new(EXIT_USAGE, message)
+    }
+
+    /// A status the server (or the channel) answered `rpc` with: its code,
+    /// and the details a support person acts on (ErrorInfo's reason and
+    /// metadata, BadRequest's field violations).
+    pub(super) fn from_status(rpc: &str, status: &Status) -> Self {
+        let exit_code = match status.code() {
+            Code::Unavailable => EXIT_UNREACHABLE,
+            Code::NotFound => EXIT_NOT_FOUND,
+            _ => EXIT_REFUSED,
+        };
+        let mut message = format!("{rpc} refused: {:?}: {}", status.code(), status.message());
+        if let Some(info) = status.get_details_error_info() {
+            message.push_str(&format!("\n  reason: {}", info.reason));
+            let mut metadata: Vec<_> = info.metadata.into_iter().collect();
+            metadata.sort();
+            for (name, value) in metadata {
+                message.push_str(&format!("\n  {name}: {value}"));
+            }
+        }
+        if let Some(bad_request) = status.get_details_bad_request() {
+            for violation in bad_request.field_violations {
+                message.push_str(&format!(
+                    "\n  field {}: {}",
+                    violation.field, violation.description
+                ));
+            }
+        }
+        if exit_code == EXIT_UNREACHABLE {
+            message = format!("cannot reach the server: {message}");
+        }
+        Self::new(exit_code, message)
+    }
+}
+
+impl std::fmt::Display for OpsFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OpsFailure {}

@@ -1,0 +1,97 @@
+//! `idemd ops …`: support tools that talk to a running server over gRPC, as
+//! any client does, with a bearer token. Thin on purpose: the server decides
+//! everything (scopes, filters, whether a reconciliation is allowed); these
+//! commands only call the RPCs, ask before a write, and print.
+
+mod answer;
+mod connect;
+mod failure;
+mod list;
+mod lookup;
+mod reconcile;
+mod render;
+
+use crate::config::OpsCommand;
+use crate::error::BoxError;
+
+pub use failure::OpsFailure;
+
+pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
+    match command {
+        OpsCommand::Lookup {
+            operation_id,
+            operation,
+            key,
+            connection,
+            output,
+        } => {
+            let target = lookup::target(operation_id, operation, key)?;
+            let mut server = connect::Server::connect(&connection).await?;
+            lookup::run(&mut server, target, output).await
+        }
+        OpsCommand::List {
+            filter,
+            order,
+            limit,
+            page_token,
+            all,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            let pages = list::Pages {
+                page_size: limit,
+                page_token,
+                all,
+            };
+            list::list_operations(&mut server, filter, order, pages, output).await
+        }
+        OpsCommand::Unresolved {
+            operation,
+            limit,
+            page_token,
+            all,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            let pages = list::Pages {
+                page_size: limit,
+                page_token,
+                all,
+            };
+            list::list_unresolved(&mut server, operation.unwrap_or_default(), pages, output).await
+        }
+        OpsCommand::Reconcile {
+            operation_id,
+            succeeded,
+            failed,
+            not_applied,
+            result_file,
+            content_type,
+            code,
+            message,
+            expected_fence,
+            yes,
+            connection,
+            output,
+        } => {
+            // Read the evidence before connecting: a typo in a path fails at once.
+            let resolution = reconcile::resolution(
+                (succeeded, failed, not_applied),
+                result_file,
+                content_type,
+                code,
+                message,
+            )?;
+            let mut server = connect::Server::connect(&connection).await?;
+            let plan = reconcile::Plan {
+                operation_id,
+                resolution,
+                expected_fence,
+                confirmed: yes,
+            };
+            reconcile::run(&mut server, plan, output).await
+        }
+    }
+}
