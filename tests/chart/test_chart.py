@@ -712,7 +712,13 @@ def _rendered_env_names(r: Render) -> set[str]:
 
 
 # Settings of the binary the chart deliberately does not set.
-UNMAPPED_SETTINGS = {"IDEMD_DEV"}  # local development only: loopback listeners, a dev tenant
+UNMAPPED_SETTINGS = {
+    "IDEMD_DEV",  # local development only: loopback listeners, a dev tenant
+    # `idemd ops`, a client of a running server: where it calls and as whom, not the
+    # server's settings.
+    "IDEMD_ADDR", "IDEMD_TOKEN", "IDEMD_CA_CERT", "IDEMD_CLIENT_CERT", "IDEMD_CLIENT_KEY",
+    "IDEMD_TIMEOUT",
+}
 
 
 def binary_settings() -> dict[str, str | None]:
