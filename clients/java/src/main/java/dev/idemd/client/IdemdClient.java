@@ -7,6 +7,8 @@ import dev.idemd.idem.v1.CompleteRequest;
 import dev.idemd.idem.v1.CompleteResponse;
 import dev.idemd.idem.v1.FailRequest;
 import dev.idemd.idem.v1.FailResponse;
+import dev.idemd.idem.v1.ListOperationsRequest;
+import dev.idemd.idem.v1.ListOperationsResponse;
 import dev.idemd.idem.v1.ListUnresolvedRequest;
 import dev.idemd.idem.v1.ListUnresolvedResponse;
 import dev.idemd.idem.v1.LookupRequest;
@@ -145,6 +147,14 @@ public final class IdemdClient implements AutoCloseable {
     return await(listUnresolvedAsync(request));
   }
 
+  /**
+   * One page of the operations a filter such as {@code state:unknown op:payments.*} finds (needs
+   * the {@code reconcile} or {@code admin} scope; docs/api.md, "Finding operations").
+   */
+  public ListOperationsResponse listOperations(ListOperationsRequest request) {
+    return await(listOperationsAsync(request));
+  }
+
   // ---- the RPCs, asynchronous ------------------------------------------------------------
 
   /** {@link #claim}, completing with the answer or a typed {@link IdemdStatusException}. */
@@ -181,6 +191,12 @@ public final class IdemdClient implements AutoCloseable {
   public CompletableFuture<ListUnresolvedResponse> listUnresolvedAsync(
       ListUnresolvedRequest request) {
     return send(Rpc.LIST_UNRESOLVED, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #listOperations}, asynchronously. */
+  public CompletableFuture<ListOperationsResponse> listOperationsAsync(
+      ListOperationsRequest request) {
+    return send(Rpc.LIST_OPERATIONS, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
   }
 
   // ---- executeOnce -----------------------------------------------------------------------

@@ -9,6 +9,8 @@ import dev.idemd.idem.v1.CompleteResponse;
 import dev.idemd.idem.v1.FailRequest;
 import dev.idemd.idem.v1.FailResponse;
 import dev.idemd.idem.v1.Idempotency;
+import dev.idemd.idem.v1.ListOperationsRequest;
+import dev.idemd.idem.v1.ListOperationsResponse;
 import dev.idemd.idem.v1.ListUnresolvedRequest;
 import dev.idemd.idem.v1.ListUnresolvedResponse;
 import dev.idemd.idem.v1.LookupRequest;
@@ -52,9 +54,14 @@ final class Rpc<Req extends Message, Resp extends Message> {
           "ListUnresolved",
           ListUnresolvedRequest.getDefaultInstance(),
           ListUnresolvedResponse.getDefaultInstance());
+  static final Rpc<ListOperationsRequest, ListOperationsResponse> LIST_OPERATIONS =
+      new Rpc<>(
+          "ListOperations",
+          ListOperationsRequest.getDefaultInstance(),
+          ListOperationsResponse.getDefaultInstance());
 
   static final List<Rpc<?, ?>> ALL =
-      List.of(CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED);
+      List.of(CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED, LIST_OPERATIONS);
 
   final String name;
   final MethodDescriptor<Req, Resp> method;
