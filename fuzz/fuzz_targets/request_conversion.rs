@@ -7,6 +7,7 @@
 
 use chrono::TimeDelta;
 use idemd::auth::{Principal, Scope, Scopes};
+use idemd::domain::policy::{OperationPattern, OperationPolicy, Policies};
 use idemd::domain::{Error, Limits, OperationFilter, Resolution, TenantId, TenantSelection};
 use idemd::grpc::request;
 use idemd::proto;
@@ -119,8 +120,18 @@ fn claim(message: &[u8], limits: &Limits) -> Option<Error> {
         Some(RequestIdentity::BytesPayload(bytes)) => Some(bytes.len()),
         _ => None,
     };
-    match request::claim_command(request, limits) {
+    // An operation policy narrows `payments.*`: a Claim of it never gets
+    // past the policy's ceilings, and every other bound holds as before.
+    let mut payments = OperationPolicy::new(OperationPattern::Prefix("payments.".into()));
+    payments.lease.max = Some(TimeDelta::minutes(1));
+    payments.max_attempts.max = Some(3);
+    let policies = Policies::new(vec![payments], limits).expect("a valid policy");
+    match request::claim_command(request, limits, &policies) {
         Ok((command, wait)) => {
+            if command.scope.operation.starts_with("payments.") {
+                assert!(command.lease <= TimeDelta::minutes(1));
+                assert!(command.max_attempts <= 3);
+            }
             assert!(payload_bytes.is_none_or(|bytes| bytes <= limits.max_payload_bytes));
             assert!(TimeDelta::zero() <= wait && wait <= limits.max_wait);
             assert!(limits.min_lease <= command.lease && command.lease <= limits.max_lease);
