@@ -136,29 +136,41 @@ impl OperationPolicy {
     /// The server's limits with this policy's defaults and ceilings in
     /// their place.
     pub fn applied_to(&self, server: &Limits) -> Limits {
+        // A default the policy leaves out is the server's, pulled down to
+        // the policy's ceiling when that is lower: a Claim leaving the field
+        // out never gets more than a Claim may ask for.
+        fn bounded<T: Copy + Ord>(bound: &Bound<T>, server_default: T, server_max: T) -> (T, T) {
+            let max = bound.max.unwrap_or(server_max);
+            (bound.default.unwrap_or(server_default.min(max)), max)
+        }
         let mut limits = server.clone();
-        let pick = |bound: Option<TimeDelta>, server: TimeDelta| bound.unwrap_or(server);
-        limits.default_lease = pick(self.lease.default, server.default_lease);
-        limits.max_lease = pick(self.lease.max, server.max_lease);
-        limits.default_max_attempt_duration = pick(
-            self.max_attempt_duration.default,
+        (limits.default_lease, limits.max_lease) =
+            bounded(&self.lease, server.default_lease, server.max_lease);
+        (
+            limits.default_max_attempt_duration,
+            limits.max_attempt_duration,
+        ) = bounded(
+            &self.max_attempt_duration,
             server.default_max_attempt_duration,
+            server.max_attempt_duration,
         );
-        limits.max_attempt_duration =
-            pick(self.max_attempt_duration.max, server.max_attempt_duration);
-        limits.default_max_attempts = self
-            .max_attempts
-            .default
-            .unwrap_or(server.default_max_attempts);
-        limits.max_attempts = self.max_attempts.max.unwrap_or(server.max_attempts);
-        limits.default_retention = pick(self.retention.default, server.default_retention);
-        limits.max_retention = pick(self.retention.max, server.max_retention);
-        limits.default_operation_deadline = self
+        (limits.default_max_attempts, limits.max_attempts) = bounded(
+            &self.max_attempts,
+            server.default_max_attempts,
+            server.max_attempts,
+        );
+        (limits.default_retention, limits.max_retention) = bounded(
+            &self.retention,
+            server.default_retention,
+            server.max_retention,
+        );
+        limits.max_operation_deadline = self
             .operation_deadline
-            .default
-            .or(server.default_operation_deadline);
-        limits.max_operation_deadline =
-            pick(self.operation_deadline.max, server.max_operation_deadline);
+            .max
+            .unwrap_or(server.max_operation_deadline);
+        limits.default_operation_deadline = self.operation_deadline.default.or(server
+            .default_operation_deadline
+            .map(|deadline| deadline.min(limits.max_operation_deadline)));
         limits
     }
 
@@ -546,12 +558,32 @@ mod tests {
         assert!(problems[1].contains("max_attempts.default 5 exceeds its max 3"));
         assert!(problems[2].contains("max_attempts.max 0 must be between 1 and 100"));
         assert!(
-            problems[3].contains("would get 5m (its default, at least the default lease), past max_attempt_duration.max 10s"),
+            problems[3].contains(
+                "would get 30s (its default, at least the default lease), past max_attempt_duration.max 10s"
+            ),
             "{problems:?}"
         );
         let twice =
             Policies::new(vec![policy("a.*"), policy("a.*")], &server).expect_err("duplicate");
         assert_eq!(twice, ["a.*: given twice"]);
+    }
+
+    #[test]
+    fn a_ceiling_below_the_servers_default_pulls_the_default_down() {
+        let server = Limits::default();
+        let mut tight = policy("payments.*");
+        tight.lease.max = Some(TimeDelta::seconds(10));
+        tight.max_attempt_duration.max = Some(TimeDelta::minutes(1));
+        tight.max_attempts.max = Some(3);
+        tight.retention.max = Some(TimeDelta::hours(1));
+        let policies = Policies::new(vec![tight], &server).expect("valid");
+        let (command, _) = policies
+            .claim(claim_requested(), Violations::default(), &server)
+            .expect("a Claim leaving everything out is admitted");
+        assert_eq!(command.lease, TimeDelta::seconds(10));
+        assert_eq!(command.max_attempt_duration, TimeDelta::minutes(1));
+        assert_eq!(command.max_attempts, 3);
+        assert_eq!(command.retention, TimeDelta::hours(1));
     }
 
     #[test]
