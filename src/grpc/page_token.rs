@@ -47,8 +47,10 @@ const VERSION: u8 = 1;
 const CHECK_DOMAIN: &[u8] = b"idem.v1 page token\0";
 const CHECK_BYTES: usize = 4;
 const PAYLOAD_BYTES: usize = 1 + 8 + 16;
+#[cfg(test)]
 const TOKEN_BYTES: usize = PAYLOAD_BYTES + CHECK_BYTES;
 /// base64 without padding: four characters per three bytes, rounded up.
+#[cfg(test)]
 const TOKEN_CHARS: usize = (TOKEN_BYTES * 4).div_ceil(3);
 
 /// The earliest and latest created_at a token may carry: wider than any
@@ -75,46 +77,65 @@ pub fn after(record: &OperationRecord) -> String {
 /// The token that continues strictly after (created_at, operation_id).
 /// Sub-microsecond precision is dropped, as the stores keep microseconds.
 pub fn encode(created_at: DateTime<Utc>, operation_id: OperationId) -> String {
-    let mut token = [0u8; TOKEN_BYTES];
-    let (payload, check) = token.split_at_mut(PAYLOAD_BYTES);
+    let mut payload = [0u8; PAYLOAD_BYTES];
     payload[0] = VERSION;
-    payload[1..9].copy_from_slice(&created_at.timestamp_micros().to_be_bytes());
-    payload[9..].copy_from_slice(operation_id.0.as_bytes());
-    check.copy_from_slice(&check_value(payload));
-    URL_SAFE_NO_PAD.encode(token)
+    payload[1..].copy_from_slice(&position_bytes(created_at, operation_id));
+    seal(CHECK_DOMAIN, &payload)
 }
 
 /// The (created_at, operation_id) a token continues after; None for anything
 /// that is not a token this server wrote.
 pub fn parse(token: &str) -> Option<(DateTime<Utc>, OperationId)> {
-    if token.len() != TOKEN_CHARS {
-        return None;
-    }
-    // Room for the decoder's estimate (whole groups of three), not only the
-    // bytes a token holds.
-    let mut decoded = [0u8; TOKEN_CHARS.div_ceil(4) * 3];
-    let written = URL_SAFE_NO_PAD
-        .decode_slice(token.as_bytes(), &mut decoded)
-        .ok()?;
-    if written != TOKEN_BYTES {
-        return None;
-    }
-    let (payload, check) = decoded[..TOKEN_BYTES].split_at(PAYLOAD_BYTES);
-    if payload[0] != VERSION || check != check_value(payload) {
-        return None;
-    }
-    let micros = i64::from_be_bytes(payload[1..9].try_into().ok()?);
+    let payload = unseal(token, CHECK_DOMAIN, PAYLOAD_BYTES)?;
+    read_position(&payload[1..])
+}
+
+/// (created_at, operation_id) as the ListUnresolved and ListOperations
+/// tokens carry them: microseconds since 1970 (big-endian), then the id.
+fn position_bytes(created_at: DateTime<Utc>, operation_id: OperationId) -> [u8; 24] {
+    let mut bytes = [0u8; 24];
+    bytes[..8].copy_from_slice(&created_at.timestamp_micros().to_be_bytes());
+    bytes[8..].copy_from_slice(operation_id.0.as_bytes());
+    bytes
+}
+
+/// [`position_bytes`] read back; None for a created_at outside
+/// [`created_at_range`].
+fn read_position(bytes: &[u8]) -> Option<(DateTime<Utc>, OperationId)> {
+    let micros = i64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
     let created_at = DateTime::from_timestamp_micros(micros)?;
     let (earliest, latest) = created_at_range();
     if created_at < earliest || created_at > latest {
         return None;
     }
-    let operation_id = Uuid::from_slice(&payload[9..]).ok()?;
+    let operation_id = Uuid::from_slice(bytes.get(8..24)?).ok()?;
     Some((created_at, OperationId(operation_id)))
 }
 
-fn check_value(payload: &[u8]) -> [u8; CHECK_BYTES] {
-    checked_in(CHECK_DOMAIN, payload)
+/// `payload` (its version byte first) and its check value under `domain`,
+/// in base64url without padding.
+fn seal(domain: &[u8], payload: &[u8]) -> String {
+    let mut token = Vec::with_capacity(payload.len() + CHECK_BYTES);
+    token.extend_from_slice(payload);
+    token.extend_from_slice(&checked_in(domain, payload));
+    URL_SAFE_NO_PAD.encode(token)
+}
+
+/// The payload of a token [`seal`]ed under `domain` with `payload_bytes` of
+/// payload; None for anything else. The exact length is checked before any
+/// decoding, then the version and the check value (a token cut, joined or
+/// edited by hand is refused).
+fn unseal(token: &str, domain: &[u8], payload_bytes: usize) -> Option<Vec<u8>> {
+    let token_bytes = payload_bytes + CHECK_BYTES;
+    if token.len() != (token_bytes * 4).div_ceil(3) {
+        return None;
+    }
+    let mut payload = URL_SAFE_NO_PAD.decode(token).ok()?;
+    if payload.len() != token_bytes {
+        return None;
+    }
+    let check = payload.split_off(payload_bytes);
+    (payload[0] == VERSION && check == checked_in(domain, &payload)).then_some(payload)
 }
 
 fn checked_in(domain: &[u8], payload: &[u8]) -> [u8; CHECK_BYTES] {
@@ -129,39 +150,22 @@ fn checked_in(domain: &[u8], payload: &[u8]) -> [u8; CHECK_BYTES] {
 
 const HISTORY_CHECK_DOMAIN: &[u8] = b"idem.v1 history page token\0";
 const HISTORY_PAYLOAD_BYTES: usize = 1 + 16 + 8;
-const HISTORY_TOKEN_BYTES: usize = HISTORY_PAYLOAD_BYTES + CHECK_BYTES;
-const HISTORY_TOKEN_CHARS: usize = (HISTORY_TOKEN_BYTES * 4).div_ceil(3);
 
 /// The token of the history page that follows entry `sequence` of
 /// `operation_id`.
 pub fn history_after(operation_id: OperationId, sequence: u64) -> String {
-    let mut token = [0u8; HISTORY_TOKEN_BYTES];
-    let (payload, check) = token.split_at_mut(HISTORY_PAYLOAD_BYTES);
+    let mut payload = [0u8; HISTORY_PAYLOAD_BYTES];
     payload[0] = VERSION;
     payload[1..17].copy_from_slice(operation_id.0.as_bytes());
     payload[17..].copy_from_slice(&sequence.to_be_bytes());
-    check.copy_from_slice(&checked_in(HISTORY_CHECK_DOMAIN, payload));
-    URL_SAFE_NO_PAD.encode(token)
+    seal(HISTORY_CHECK_DOMAIN, &payload)
 }
 
 /// The operation and the sequence a history token continues after; None for
 /// anything that is not a history token this server wrote. The sequence is
 /// at least 1 and fits the stores' signed 64-bit binding.
 pub fn parse_history(token: &str) -> Option<(OperationId, u64)> {
-    if token.len() != HISTORY_TOKEN_CHARS {
-        return None;
-    }
-    let mut decoded = [0u8; HISTORY_TOKEN_CHARS.div_ceil(4) * 3];
-    let written = URL_SAFE_NO_PAD
-        .decode_slice(token.as_bytes(), &mut decoded)
-        .ok()?;
-    if written != HISTORY_TOKEN_BYTES {
-        return None;
-    }
-    let (payload, check) = decoded[..HISTORY_TOKEN_BYTES].split_at(HISTORY_PAYLOAD_BYTES);
-    if payload[0] != VERSION || check != checked_in(HISTORY_CHECK_DOMAIN, payload) {
-        return None;
-    }
+    let payload = unseal(token, HISTORY_CHECK_DOMAIN, HISTORY_PAYLOAD_BYTES)?;
     let operation_id = Uuid::from_slice(&payload[1..17]).ok()?;
     let sequence = u64::from_be_bytes(payload[17..].try_into().ok()?);
     if sequence == 0 || i64::try_from(sequence).is_err() {
@@ -173,8 +177,8 @@ pub fn parse_history(token: &str) -> Option<(OperationId, u64)> {
 const LISTING_CHECK_DOMAIN: &[u8] = b"idem.v1 listing page token\0";
 const LISTING_BINDING_BYTES: usize = 8;
 const LISTING_PAYLOAD_BYTES: usize = 1 + 8 + 16 + LISTING_BINDING_BYTES;
+#[cfg(test)]
 const LISTING_TOKEN_BYTES: usize = LISTING_PAYLOAD_BYTES + CHECK_BYTES;
-const LISTING_TOKEN_CHARS: usize = (LISTING_TOKEN_BYTES * 4).div_ceil(3);
 
 /// What a ListOperations page was listed with, as a token carries it: a
 /// hash of the canonical filter text, the tenant selection and the order,
@@ -208,43 +212,21 @@ pub fn listing_binding(query: &OperationsQuery) -> ListingBinding {
 /// The token of the listing page that follows `record`, for a query with
 /// that binding.
 pub fn listing_after(record: &OperationRecord, binding: ListingBinding) -> String {
-    let mut token = [0u8; LISTING_TOKEN_BYTES];
-    let (payload, check) = token.split_at_mut(LISTING_PAYLOAD_BYTES);
+    let mut payload = [0u8; LISTING_PAYLOAD_BYTES];
     payload[0] = VERSION;
-    payload[1..9].copy_from_slice(&record.created_at.timestamp_micros().to_be_bytes());
-    payload[9..25].copy_from_slice(record.operation_id.0.as_bytes());
+    payload[1..25].copy_from_slice(&position_bytes(record.created_at, record.operation_id));
     payload[25..].copy_from_slice(&binding);
-    check.copy_from_slice(&checked_in(LISTING_CHECK_DOMAIN, payload));
-    URL_SAFE_NO_PAD.encode(token)
+    seal(LISTING_CHECK_DOMAIN, &payload)
 }
 
 /// A listing token read back: the position it continues after and the
 /// binding it was made for; None for anything that is not a listing token
 /// this server wrote.
 pub fn parse_listing(token: &str) -> Option<(DateTime<Utc>, OperationId, ListingBinding)> {
-    if token.len() != LISTING_TOKEN_CHARS {
-        return None;
-    }
-    let mut decoded = [0u8; LISTING_TOKEN_CHARS.div_ceil(4) * 3];
-    let written = URL_SAFE_NO_PAD
-        .decode_slice(token.as_bytes(), &mut decoded)
-        .ok()?;
-    if written != LISTING_TOKEN_BYTES {
-        return None;
-    }
-    let (payload, check) = decoded[..LISTING_TOKEN_BYTES].split_at(LISTING_PAYLOAD_BYTES);
-    if payload[0] != VERSION || check != checked_in(LISTING_CHECK_DOMAIN, payload) {
-        return None;
-    }
-    let micros = i64::from_be_bytes(payload[1..9].try_into().ok()?);
-    let created_at = DateTime::from_timestamp_micros(micros)?;
-    let (earliest, latest) = created_at_range();
-    if created_at < earliest || created_at > latest {
-        return None;
-    }
-    let operation_id = Uuid::from_slice(&payload[9..25]).ok()?;
+    let payload = unseal(token, LISTING_CHECK_DOMAIN, LISTING_PAYLOAD_BYTES)?;
+    let (created_at, operation_id) = read_position(&payload[1..25])?;
     let binding: ListingBinding = payload[25..].try_into().ok()?;
-    Some((created_at, OperationId(operation_id), binding))
+    Some((created_at, operation_id, binding))
 }
 
 #[cfg(test)]
