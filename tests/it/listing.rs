@@ -71,21 +71,6 @@ async fn add_token(store: &dyn Store, tenant: &str, name: &str, scopes: &str) ->
     token
 }
 
-async fn claim_owned(
-    client: &mut Client,
-    token: &str,
-    request: proto::ClaimRequest,
-) -> proto::Ownership {
-    let response = client
-        .claim(authorized(token, request))
-        .await
-        .expect("claim")
-        .into_inner();
-    ownership(&response)
-        .unwrap_or_else(|| panic!("owned: {response:?}"))
-        .clone()
-}
-
 fn fail(owned: &proto::Ownership, disposition: proto::FailDisposition) -> proto::FailRequest {
     proto::FailRequest {
         operation_id: owned.operation_id.clone(),

@@ -13,21 +13,6 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-async fn claim_owned(
-    client: &mut Client,
-    token: &str,
-    request: proto::ClaimRequest,
-) -> proto::Ownership {
-    let response = client
-        .claim(authorized(token, request))
-        .await
-        .expect("claim")
-        .into_inner();
-    ownership(&response)
-        .unwrap_or_else(|| panic!("owned: {response:?}"))
-        .clone()
-}
-
 async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, body: &str) {
     client
         .complete(authorized(

@@ -165,3 +165,19 @@ pub async fn history(
 pub fn events(history: &[proto::HistoryEntry]) -> Vec<String> {
     history.iter().map(|entry| entry.event.clone()).collect()
 }
+
+/// Claims as `token` and returns the ownership it must have been given.
+pub async fn claim_owned(
+    client: &mut Client,
+    token: &str,
+    request: proto::ClaimRequest,
+) -> proto::Ownership {
+    let response = client
+        .claim(authorized(token, request))
+        .await
+        .expect("claim")
+        .into_inner();
+    ownership(&response)
+        .unwrap_or_else(|| panic!("owned: {response:?}"))
+        .clone()
+}
