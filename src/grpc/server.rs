@@ -121,8 +121,8 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::ClaimResponse>, Status> {
         let (metadata, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let policies = Arc::clone(&self.policies.borrow());
-        let (command, wait) = claim_command(message, &self.limits, &policies)?;
+        // The read guard lives for this statement only (admission is synchronous).
+        let (command, wait) = claim_command(message, &self.limits, &self.policies.borrow())?;
         let span = tracing::Span::current();
         span.record("idem.operation", command.scope.operation.as_str());
         let wait = wait_within_deadline(wait, &metadata);
