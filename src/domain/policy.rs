@@ -271,10 +271,11 @@ impl OperationPolicy {
     }
 }
 
-/// Every policy in force, the most specific first.
+/// Every policy in force, the most specific first, each with the bounds it
+/// makes of the server's (computed once, not per Claim).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policies {
-    rules: Vec<OperationPolicy>,
+    rules: Vec<(OperationPolicy, Limits)>,
 }
 
 impl Policies {
@@ -295,6 +296,13 @@ impl Policies {
             }
         }
         if problems.is_empty() {
+            let rules = rules
+                .into_iter()
+                .map(|rule| {
+                    let limits = rule.applied_to(server);
+                    (rule, limits)
+                })
+                .collect();
             Ok(Self { rules })
         } else {
             Err(problems)
@@ -311,16 +319,20 @@ impl Policies {
 
     /// The policy that decides for `operation`, if any.
     pub fn for_operation(&self, operation: &str) -> Option<&OperationPolicy> {
+        self.deciding(operation).map(|(policy, _)| policy)
+    }
+
+    fn deciding(&self, operation: &str) -> Option<&(OperationPolicy, Limits)> {
         self.rules
             .iter()
-            .find(|rule| rule.pattern.matches(operation))
+            .find(|(policy, _)| policy.pattern.matches(operation))
     }
 
     /// The effective bounds for `operation`: the server's, with the
     /// deciding policy's in their place.
     pub fn limits_for(&self, operation: &str, server: &Limits) -> Limits {
-        match self.for_operation(operation) {
-            Some(policy) => policy.applied_to(server),
+        match self.deciding(operation) {
+            Some((_, limits)) => limits.clone(),
             None => server.clone(),
         }
     }
@@ -328,21 +340,23 @@ impl Policies {
     /// Admits a Claim under the policy of its operation: the server's
     /// [`Limits::claim`] with that policy's defaults and ceilings; a field
     /// refused for passing a policy's ceiling names the policy.
+    ///
+    /// `server` is the bounds these policies were made from ([`Policies::new`]),
+    /// for operations no policy decides.
     pub fn claim(
         &self,
         requested: ClaimRequested,
         violations: Violations,
         server: &Limits,
     ) -> Result<(ClaimCommand, TimeDelta)> {
-        let policy = requested
+        let deciding = requested
             .scope
             .as_ref()
-            .and_then(|scope| self.for_operation(&scope.operation));
-        let Some(policy) = policy else {
+            .and_then(|scope| self.deciding(&scope.operation));
+        let Some((policy, limits)) = deciding else {
             return server.claim(requested, violations);
         };
-        policy
-            .applied_to(server)
+        limits
             .claim(requested, violations)
             .map_err(|error| match error {
                 Error::InvalidArgument(violations) => {
