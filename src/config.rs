@@ -559,6 +559,12 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_HEALTH_LISTEN")]
     pub health_listen: Option<SocketAddr>,
 
+    /// The web console's address (support staff: find, read and reconcile
+    /// operations in a browser). Off unless given; loopback addresses only
+    /// (reach it through `kubectl port-forward` or an SSH tunnel).
+    #[arg(long, env = "IDEMD_CONSOLE_LISTEN")]
+    pub console_listen: Option<SocketAddr>,
+
     /// Prometheus metrics address (served at /metrics); `off` disables it.
     #[arg(long, env = "IDEMD_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_address)]
     pub metrics_listen: OptionalAddress,

@@ -4,15 +4,18 @@
 //! Modules from the bottom up; each uses only those below it: `domain` (pure
 //! rules), `store` (the records), `auth` and `metrics`, `service` (the
 //! operations, with their result cache) and `sweeper`, `grpc` (the API
-//! surface), `app` (the commands and the server, with opening the store from
-//! the flags, the dev tenant and the tenant commands), then main.rs. `config`
-//! (flags only), `error`, `proto`, `shutdown`, `backoff` and `telemetry` sit
-//! at the bottom and import none of the others but each other.
+//! surface), `console` (the web console: a client of the API in process),
+//! `app` (the commands and the server, with opening the store from the
+//! flags, the dev tenant and the tenant commands), then main.rs. `config`
+//! (flags only), `error`, `proto`, `support` (what support staff read, over
+//! the proto's messages), `shutdown`, `backoff` and `telemetry` sit at the
+//! bottom and import none of the others but each other.
 
 pub mod app;
 pub mod auth;
 pub mod backoff;
 pub mod config;
+pub mod console;
 pub mod domain;
 pub mod error;
 pub mod grpc;
@@ -21,6 +24,7 @@ pub mod proto;
 pub mod service;
 pub mod shutdown;
 pub mod store;
+pub mod support;
 pub mod sweeper;
 pub mod telemetry;
 

@@ -435,6 +435,11 @@ impl Metrics {
         Ok((metrics, exporter))
     }
 
+    /// Whether series carry the tenant label (`--metrics-tenant-label`).
+    pub fn labels_tenants(&self) -> bool {
+        self.0.tenant_label
+    }
+
     /// The Prometheus text exposition, as `/metrics` serves it.
     pub fn render(&self) -> String {
         self.0.handle.render()

@@ -124,6 +124,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
 /// Everything a server serves, built once for production and for tests.
 pub struct Application {
     pub routes: tonic::service::Routes,
+    /// The API's handlers, which the web console calls in process.
+    pub api: IdempotencyApi,
     pub health: tonic_health::server::HealthReporter,
     pub service: IdempotencyService,
     /// The API's authenticator (its caches, and the tokens it saw used).
@@ -194,6 +196,7 @@ impl Application {
             .await;
         metrics.serving(true);
         Ok(Self {
+            api: api.clone(),
             routes: routes(
                 api,
                 authenticator.clone(),

@@ -19,6 +19,7 @@ use super::settings::{
 };
 use super::tls::{ServerTls, TlsFiles, reload_every};
 use crate::config::ServeArgs;
+use crate::console::Console;
 use crate::domain::Limits;
 use crate::error::BoxError;
 use crate::metrics::{self, Metrics};
@@ -44,6 +45,18 @@ pub(super) async fn serve(
     let mut builder = server_settings_from(&args.transport).server();
     let tls_files = TlsFiles::from_args(args);
     let tls = tls_files.as_ref().map(ServerTls::load).transpose()?;
+    let console_listener = match args.console_listen {
+        Some(address) if !address.ip().is_loopback() => {
+            return Err(format!(
+                "--console-listen takes a loopback address, not {address}: the console serves \
+                 plain HTTP and its session cookie must not cross a network; reach it through \
+                 `kubectl port-forward` or an SSH tunnel"
+            )
+            .into());
+        }
+        Some(address) => Some(TcpListener::bind(address).await?),
+        None => None,
+    };
     let health_listener = match args.health_listen {
         Some(address) => Some(TcpListener::bind(address).await?),
         None => None,
@@ -95,6 +108,24 @@ pub(super) async fn serve(
                 stop.clone(),
             ),
         );
+    }
+    if let Some(listener) = console_listener {
+        info!(listen = %listener.local_addr()?, "web console served");
+        let console = Console::new(
+            application.api.clone(),
+            application.authenticator.clone(),
+            metrics.clone(),
+        );
+        background.spawn(
+            "console conflict samples",
+            console.clone().sample_conflicts(stop.clone()),
+        );
+        let stopped = stop.clone();
+        background.spawn("console", async move {
+            if let Err(error) = crate::console::serve(listener, console, stopped).await {
+                warn!(%error, "the web console stopped");
+            }
+        });
     }
     if let Some(health_listener) = health_listener {
         info!(listen = %health_listener.local_addr()?, "plaintext health served");

@@ -8,10 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use chrono::TimeDelta;
 use idemd::proto;
 use idemd::proto::list_operations_request::Order;
-use idemd::store::{Actor, NewToken, Store, TokenCreated};
 use serde_json::json;
 use tonic::Code;
 
@@ -47,29 +45,6 @@ const TENANT_A_KEYS: [&str; 6] = [
     "expired attempt",
     "taken-over",
 ];
-
-async fn add_token(store: &dyn Store, tenant: &str, name: &str, scopes: &str) -> String {
-    let token = idemd::auth::generate_token().expect("a token");
-    let created = store
-        .credentials()
-        .create_token(
-            tenant,
-            &NewToken {
-                name: name.into(),
-                token_sha256: idemd::auth::token_sha256(&token),
-                scopes: scopes.into(),
-                expires_in: None::<TimeDelta>,
-            },
-            &Actor {
-                name: "cli:tester@test-host".into(),
-                reason: Some("issue 20 test".into()),
-            },
-        )
-        .await
-        .expect("token stored");
-    assert_eq!(created, TokenCreated::Created);
-    token
-}
 
 fn fail(owned: &proto::Ownership, disposition: proto::FailDisposition) -> proto::FailRequest {
     proto::FailRequest {

@@ -17,6 +17,7 @@ mod cli;
 mod concurrency;
 mod conformance;
 mod connect;
+mod console;
 mod credentials;
 mod dbfaults;
 mod durability;

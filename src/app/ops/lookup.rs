@@ -3,13 +3,13 @@
 
 use serde_json::{Value, json};
 
-use super::answer::support_answer;
 use super::connect::Server;
 use super::failure::OpsFailure;
 use super::render;
 use crate::config::OutputFormat;
 use crate::error::BoxError;
 use crate::proto::{self, HistoryEntry, LookupRequest, Operation, lookup_request::Target};
+use crate::support::verdict::{Facts, verdict};
 
 /// The most history entries a page may hold; fewer round trips.
 const HISTORY_PAGE_SIZE: u32 = 1000;
@@ -95,7 +95,12 @@ async fn read_with_history(
 }
 
 fn answer(operation: &Operation) -> &'static str {
-    support_answer(render::state(operation.state), operation.lease_expired)
+    verdict(Facts {
+        state: render::state(operation.state),
+        lease_expired: operation.lease_expired,
+        attempts_left: operation.attempt < operation.max_attempts,
+    })
+    .headline
 }
 
 fn json_document(operation: &Operation, history: &[HistoryEntry]) -> Result<Value, BoxError> {

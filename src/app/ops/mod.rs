@@ -3,7 +3,6 @@
 //! everything (scopes, filters, whether a reconciliation is allowed); these
 //! commands only call the RPCs, ask before a write, and print.
 
-mod answer;
 mod connect;
 mod failure;
 mod list;

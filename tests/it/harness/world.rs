@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use idemd::auth;
 use idemd::domain::Limits;
-use idemd::store::Store;
+use chrono::TimeDelta;
+use idemd::store::{Actor, NewToken, Store, TokenCreated};
 
 use super::backend::Backend;
 use super::commands::test_limits;
@@ -55,5 +56,29 @@ pub async fn create_tenant(store: &dyn Store, name: &str) -> String {
         .create_tenant(name, &auth::token_sha256(&token))
         .await
         .expect("tenant created");
+    token
+}
+
+/// A token of `tenant` named `name` with the comma-separated `scopes`.
+pub async fn add_token(store: &dyn Store, tenant: &str, name: &str, scopes: &str) -> String {
+    let token = idemd::auth::generate_token().expect("a token");
+    let created = store
+        .credentials()
+        .create_token(
+            tenant,
+            &NewToken {
+                name: name.into(),
+                token_sha256: idemd::auth::token_sha256(&token),
+                scopes: scopes.into(),
+                expires_in: None::<TimeDelta>,
+            },
+            &Actor {
+                name: "cli:tester@test-host".into(),
+                reason: Some("a test's credential".into()),
+            },
+        )
+        .await
+        .expect("token stored");
+    assert_eq!(created, TokenCreated::Created);
     token
 }

@@ -1,0 +1,102 @@
+//! The web console: support staff find an operation by id, scope, key or
+//! filter, read what happened attempt by attempt, and work the queue of
+//! operations whose outcome is unknown. Served by idemd on a listener of its
+//! own (off by default, loopback only), as server-rendered HTML with a little
+//! JavaScript, every asset embedded in the binary.
+//!
+//! It is one more client of the API, in process ([`calls`]): the same
+//! handlers, scope rules and errors as a gRPC caller's, as the credential
+//! that signed in ([`session`]). What makes it safe in a browser (CSP,
+//! cookies, CSRF, same-origin checks) is in [`security`]; the pure parts
+//! (reading the search box, the timeline, the counters) have their own
+//! modules and tests.
+
+pub mod calls;
+pub mod conflicts;
+pub mod counters;
+mod handlers;
+pub mod pages;
+pub mod search;
+pub mod security;
+pub mod session;
+pub mod timeline;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Authenticator;
+use crate::grpc::server::IdempotencyApi;
+use crate::metrics::Metrics;
+
+/// How often the conflicts page's counters are sampled.
+const CONFLICT_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What every console page shares.
+pub struct Console {
+    api: calls::Api,
+    sessions: session::Sessions,
+    metrics: Metrics,
+    conflicts: conflicts::History,
+}
+
+impl Console {
+    pub fn new(api: IdempotencyApi, authenticator: Authenticator, metrics: Metrics) -> Arc<Self> {
+        Arc::new(Self {
+            api: calls::Api::new(api, authenticator),
+            sessions: session::Sessions::default(),
+            metrics,
+            conflicts: conflicts::History::default(),
+        })
+    }
+
+    /// Samples the conflict counters once a minute until `stop`.
+    pub async fn sample_conflicts(self: Arc<Self>, stop: CancellationToken) {
+        let mut ticks = tokio::time::interval(CONFLICT_SAMPLE_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => self.conflicts.record(conflicts::sample(&self.metrics.render())),
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+}
+
+pub fn router(console: Arc<Console>) -> Router {
+    Router::new()
+        .route("/", get(handlers::dashboard))
+        .route("/login", get(handlers::login_form).post(handlers::login))
+        .route("/logout", post(handlers::logout))
+        .route("/search", get(handlers::search))
+        .route("/operations", get(handlers::operations))
+        .route("/operations/{id}", get(handlers::operation))
+        .route(
+            "/operations/{id}/reconcile",
+            get(handlers::reconcile_form).post(handlers::reconcile),
+        )
+        .route("/unresolved", get(handlers::unresolved))
+        .route("/conflicts", get(handlers::conflicts))
+        .route("/assets/console.css", get(handlers::stylesheet))
+        .route("/assets/console.js", get(handlers::script))
+        .fallback(handlers::not_found)
+        .layer(axum::middleware::map_response(security::headers))
+        .with_state(console)
+}
+
+/// Serves the console on `listener` until `stop`, then lets the requests in
+/// flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    console: Arc<Console>,
+    stop: CancellationToken,
+) -> io::Result<()> {
+    axum::serve(listener, router(console))
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}

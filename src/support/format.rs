@@ -1,0 +1,65 @@
+//! Times, states and ages as support staff read them.
+
+use chrono::{DateTime, Utc};
+
+use crate::proto::OperationState;
+
+/// UTC to the second; `-` when absent.
+pub fn time(at: Option<&pbjson_types::Timestamp>) -> String {
+    timestamp(at).map_or_else(
+        || "-".to_owned(),
+        |at| at.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
+pub fn timestamp(at: Option<&pbjson_types::Timestamp>) -> Option<DateTime<Utc>> {
+    at.and_then(|at| DateTime::<Utc>::from_timestamp(at.seconds, at.nanos.max(0) as u32))
+}
+
+pub fn state(state: i32) -> OperationState {
+    OperationState::try_from(state).unwrap_or(OperationState::Unspecified)
+}
+
+/// The state's name without its enum prefix: `SUCCEEDED`.
+pub fn state_name(state: OperationState) -> &'static str {
+    let name = state.as_str_name();
+    name.strip_prefix("OPERATION_STATE_").unwrap_or(name)
+}
+
+/// How long ago, by this machine's clock: `45s`, `12m05s`, `3h07m`, `2d04h`.
+pub fn age(created_at: Option<&pbjson_types::Timestamp>, now: DateTime<Utc>) -> String {
+    let Some(created_at) = created_at else {
+        return "-".to_owned();
+    };
+    duration((now.timestamp() - created_at.seconds).max(0))
+}
+
+/// Whole seconds as `45s`, `12m05s`, `3h07m`, `2d04h`.
+pub fn duration(seconds: i64) -> String {
+    let (days, hours, minutes) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60);
+    match seconds {
+        ..60 => format!("{seconds}s"),
+        60..3600 => format!("{minutes}m{:02}s", seconds % 60),
+        3600..86_400 => format!("{}h{minutes:02}m", seconds / 3600),
+        _ => format!("{days}d{hours:02}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        for (seconds, text) in [
+            (0, "0s"),
+            (59, "59s"),
+            (60, "1m00s"),
+            (725, "12m05s"),
+            (11_220, "3h07m"),
+            (187_200, "2d04h"),
+        ] {
+            assert_eq!(duration(seconds), text);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The web console in a real headless Chromium (tests/console/console.mjs,
+//! playwright-core driving Debian's /usr/bin/chromium): this side starts a
+//! server with its console, seeds what the browser looks at, runs the
+//! browser, and then checks what the server holds — the reconciliation the
+//! browser confirmed is what the caller's next Claim replays, and the forged
+//! request changed nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use idemd::console::Console;
+use idemd::proto;
+use idemd::proto::claim_response::Outcome;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::harness::*;
+
+const OPERATION: &str = "payments.charge";
+
+fn payload(key: &str) -> proto::ClaimRequest {
+    claim_json(OPERATION, key, &format!("{{\"order\":\"{key}\",\"amount\":1200}}"))
+}
+
+async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
+    client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                disposition: proto::FailDisposition::Unknown.into(),
+                error: Some(proto::OperationError {
+                    code: "provider_timeout".into(),
+                    ..Default::default()
+                }),
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail unknown");
+}
+
+fn browser_test_directory() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console")
+}
+
+/// Where the screenshots go: CI keeps target/ of a run.
+fn screenshots(store: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/console-screenshots")
+        .join(store)
+}
+
+fn run(directory: &Path, program: &str, args: &[&str], env: &[(&str, String)]) {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(directory)
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("`{program}` does not run ({error}): the console test needs node and npm")
+        });
+    assert!(
+        output.status.success(),
+        "`{program} {}` failed:\n{}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
+    let store_name = match &backend {
+        Backend::Postgres { .. } => "postgres",
+        Backend::Sqlite { .. } => "sqlite",
+    };
+    let world = World::start(backend).await;
+    let reconciler = world.tenant_a.clone();
+    let operations_only =
+        add_token(world.store.as_ref(), "tenant-a", "checkout-service", "operations").await;
+    let admin = add_token(world.store.as_ref(), "tenant-a", "support-lead", "reconcile,admin").await;
+    let mut client = world.client().await;
+
+    // order-1 succeeded; the caller then reused its key with another payload.
+    let succeeded = claim_owned(&mut client, &reconciler, payload("order-1")).await;
+    client
+        .complete(authorized(
+            &reconciler,
+            proto::CompleteRequest {
+                operation_id: succeeded.operation_id.clone(),
+                fence: succeeded.fence,
+                result: result("{\"charge\":\"ch_seeded\"}"),
+            },
+        ))
+        .await
+        .expect("complete");
+    let conflict = client
+        .claim(authorized(
+            &reconciler,
+            claim_json(OPERATION, "order-1", "{\"order\":\"order-1\",\"amount\":9999}"),
+        ))
+        .await
+        .expect_err("the key reused with another payload");
+    assert_status(&conflict, tonic::Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
+
+    // order-2 and order-3: the provider timed out, the outcome is unknown.
+    let unresolved = claim_owned(&mut client, &reconciler, payload("order-2")).await;
+    fail_unknown(&mut client, &reconciler, &unresolved).await;
+    let untouched = claim_owned(&mut client, &reconciler, payload("order-3")).await;
+    fail_unknown(&mut client, &reconciler, &untouched).await;
+    // Tenant B's operation, which tenant A's credential must not see.
+    let other = claim_owned(&mut client, &world.tenant_b, payload("b-order")).await;
+
+    let console = Console::new(
+        world.server.application.api.clone(),
+        world.server.application.authenticator.clone(),
+        world.server.application.service.metrics().clone(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(idemd::console::serve(listener, console, stop.clone()));
+
+    let directory = browser_test_directory();
+    let env = vec![
+        ("CONSOLE_URL", format!("http://{address}")),
+        ("TOKEN_RECONCILER", reconciler.clone()),
+        ("TOKEN_OPERATIONS_ONLY", operations_only),
+        ("TOKEN_ADMIN", admin),
+        ("OP_SUCCEEDED_ID", succeeded.operation_id.clone()),
+        ("OP_UNRESOLVED_ID", unresolved.operation_id.clone()),
+        ("OP_UNTOUCHED_ID", untouched.operation_id.clone()),
+        ("OP_OTHER_TENANT_ID", other.operation_id.clone()),
+        (
+            "IDEMD_CONSOLE_SCREENSHOTS",
+            screenshots(store_name).display().to_string(),
+        ),
+    ];
+    tokio::task::spawn_blocking(move || {
+        if !directory.join("node_modules").is_dir() {
+            // The committed package-lock.json, exactly.
+            run(&directory, "npm", &["ci", "--no-audit", "--no-fund"], &[]);
+        }
+        run(&directory, "npm", &["test", "--silent"], &env);
+    })
+    .await
+    .expect("the browser run");
+    stop.cancel();
+    served.await.expect("console task").expect("console served");
+
+    // The caller's next Claim replays what the browser reconciled, and
+    // executes nothing.
+    let replay = client
+        .claim(authorized(&reconciler, payload("order-2")))
+        .await
+        .expect("claim")
+        .into_inner();
+    let Some(Outcome::Completed(completed)) = replay.outcome else {
+        panic!("a replay of the reconciled result: {replay:?}");
+    };
+    let Some(proto::completed::Outcome::Result(stored)) = completed.outcome else {
+        panic!("a success result: {completed:?}");
+    };
+    assert_eq!(stored.body, br#"{"charge":"ch_from_console"}"#);
+    // The forged request changed nothing: still unknown, at its fence.
+    let found = client
+        .lookup(authorized(
+            &reconciler,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    untouched.operation_id.clone(),
+                )),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner()
+        .operation
+        .expect("operation");
+    assert_eq!(found.state(), proto::OperationState::Unknown);
+    assert_eq!(found.fence, untouched.fence);
+    // History says who reconciled: the console's credential, as the API's.
+    let entries = history(&mut client, &reconciler, &unresolved.operation_id).await;
+    assert!(
+        events(&entries).contains(&"RECONCILED".to_owned()),
+        "{entries:?}"
+    );
+}
+
+store_tests!(support_staff_work_the_console_in_a_real_browser);
