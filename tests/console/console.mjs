@@ -82,7 +82,7 @@ try {
   assert.equal(await page.evaluate(() => document.cookie), "", "no script can read the session");
   const dashboard = await main();
   assert.match(dashboard, /Unresolved, by age/);
-  assert.match(dashboard, /2 operations of tenant/);
+  assert.match(dashboard, /waiting for reconciliation: 2\./);
   await shot("03-dashboard");
 
   // By operation_id: the header answers the support question.

@@ -19,7 +19,11 @@ use crate::harness::*;
 const OPERATION: &str = "payments.charge";
 
 fn payload(key: &str) -> proto::ClaimRequest {
-    claim_json(OPERATION, key, &format!("{{\"order\":\"{key}\",\"amount\":1200}}"))
+    claim_json(
+        OPERATION,
+        key,
+        &format!("{{\"order\":\"{key}\",\"amount\":1200}}"),
+    )
 }
 
 async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
@@ -77,9 +81,20 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     };
     let world = World::start(backend).await;
     let reconciler = world.tenant_a.clone();
-    let operations_only =
-        add_token(world.store.as_ref(), "tenant-a", "checkout-service", "operations").await;
-    let admin = add_token(world.store.as_ref(), "tenant-a", "support-lead", "reconcile,admin").await;
+    let operations_only = add_token(
+        world.store.as_ref(),
+        "tenant-a",
+        "checkout-service",
+        "operations",
+    )
+    .await;
+    let admin = add_token(
+        world.store.as_ref(),
+        "tenant-a",
+        "support-lead",
+        "reconcile,admin",
+    )
+    .await;
     let mut client = world.client().await;
 
     // order-1 succeeded; the caller then reused its key with another payload.
@@ -98,11 +113,19 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     let conflict = client
         .claim(authorized(
             &reconciler,
-            claim_json(OPERATION, "order-1", "{\"order\":\"order-1\",\"amount\":9999}"),
+            claim_json(
+                OPERATION,
+                "order-1",
+                "{\"order\":\"order-1\",\"amount\":9999}",
+            ),
         ))
         .await
         .expect_err("the key reused with another payload");
-    assert_status(&conflict, tonic::Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
+    assert_status(
+        &conflict,
+        tonic::Code::FailedPrecondition,
+        "IDEMPOTENCY_KEY_REUSED",
+    );
 
     // order-2 and order-3: the provider timed out, the outcome is unknown.
     let unresolved = claim_owned(&mut client, &reconciler, payload("order-2")).await;

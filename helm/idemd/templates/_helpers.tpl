@@ -187,6 +187,9 @@ IDEMD_METRICS_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.metric
 {{- else }}
 IDEMD_METRICS_LISTEN: "off"
 {{- end }}
+{{- if .Values.console.enabled }}
+IDEMD_CONSOLE_LISTEN: {{ printf "127.0.0.1:%d" (int .Values.console.port) | quote }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 IDEMD_HEALTH_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.health) | quote }}
 IDEMD_TLS_RELOAD_INTERVAL: {{ .Values.tls.reloadInterval | quote }}

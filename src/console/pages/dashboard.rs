@@ -32,8 +32,9 @@ pub fn dashboard_page(viewer: &Viewer, dashboard: &Dashboard) -> Markup {
     let body = html! {
         section {
             h2 { "Unresolved, by age" }
-            p { (total) @if dashboard.unresolved_truncated { "+" } " operations of tenant " (viewer.tenant)
-                " wait for reconciliation. " a href="/unresolved" { "Work the queue →" } }
+            p { "Operations of tenant " (viewer.tenant) " waiting for reconciliation: "
+                strong.unresolved-total { (total) @if dashboard.unresolved_truncated { "+" } } ". "
+                a href="/unresolved" { "Work the queue →" } }
             table.bands {
                 thead { tr { @for band in &dashboard.unresolved { th { (band.label) } } } }
                 tbody { tr { @for band in &dashboard.unresolved {

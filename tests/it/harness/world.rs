@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use chrono::TimeDelta;
 use idemd::auth;
 use idemd::domain::Limits;
-use chrono::TimeDelta;
 use idemd::store::{Actor, NewToken, Store, TokenCreated};
 
 use super::backend::Backend;
