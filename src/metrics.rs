@@ -251,6 +251,10 @@ const UNRESOLVED_OPERATIONS: Family = describe_gauge(
     "idemd_unresolved_operations",
     "Operations needing reconciliation: UNKNOWN or lease expired (database count).",
 );
+const OLDEST_UNRESOLVED_AGE: Family = describe_gauge(
+    "idemd_unresolved_oldest_age_seconds",
+    "Age of the oldest operation needing reconciliation, by the database clock; 0 when none does.",
+);
 const RETRY_WAIT_OPERATIONS: Family = describe_gauge(
     "idemd_retry_wait_operations",
     "Operations waiting for a retry (database count).",
@@ -330,7 +334,7 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 35] = [
+const FAMILIES: [Family; 36] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -346,6 +350,7 @@ const FAMILIES: [Family; 35] = [
     CALLS_REFUSED,
     IN_PROGRESS_OPERATIONS,
     UNRESOLVED_OPERATIONS,
+    OLDEST_UNRESOLVED_AGE,
     RETRY_WAIT_OPERATIONS,
     SWEEP_BACKLOG,
     POOL_CONNECTIONS,
@@ -562,6 +567,11 @@ impl Metrics {
             .set(counts.in_progress as f64);
         self.gauge(&UNRESOLVED_OPERATIONS.key())
             .set(counts.unresolved as f64);
+        // Both times are the database's: no replica clock in the age.
+        let oldest_age = counts.oldest_unresolved.map_or(0.0, |created| {
+            (counts.database_now - created).as_seconds_f64().max(0.0)
+        });
+        self.gauge(&OLDEST_UNRESOLVED_AGE.key()).set(oldest_age);
         self.gauge(&RETRY_WAIT_OPERATIONS.key())
             .set(counts.retry_wait as f64);
         self.gauge(&SWEEP_BACKLOG.key())

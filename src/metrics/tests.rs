@@ -90,6 +90,7 @@ fn every_family_is_exposed_with_its_help_text() {
         unresolved: 1,
         retry_wait: 1,
         sweep_backlog: 1,
+        oldest_unresolved: Some(replica_clock()),
         database_now: replica_clock(),
     });
     metrics.pool_usage(&PoolUsage {

@@ -167,6 +167,8 @@ pub struct OperationCounts {
     /// Due for the sweeper: results past retention, retries past their
     /// deadline, tombstones past theirs.
     pub sweep_backlog: u64,
+    /// When the oldest unresolved operation was created; None: there is none.
+    pub oldest_unresolved: Option<DateTime<Utc>>,
     /// The database clock the counts were read at.
     pub database_now: DateTime<Utc>,
 }

@@ -206,4 +206,6 @@ pub(crate) const COUNT_OPERATIONS: &str = "SELECT \
      (SELECT count(*) FROM operations WHERE state IN ('succeeded', 'failed', 'expired') \
          AND retain_until <= $1) \
      + (SELECT count(*) FROM operations WHERE state = 'retry_wait' \
-         AND operation_deadline_at IS NOT NULL AND operation_deadline_at <= $1)";
+         AND operation_deadline_at IS NOT NULL AND operation_deadline_at <= $1), \
+     (SELECT min(created_at) FROM operations WHERE state IN ('in_progress', 'unknown') \
+         AND (state = 'unknown' OR lease_expires_at <= $1))";

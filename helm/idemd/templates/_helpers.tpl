@@ -429,6 +429,17 @@ helm.sh/hook-delete-policy: {{ $root.Values.migrations.job.hookDeletePolicy }}
 {{/*
 Labels and annotations of one alert. Call with (list $ RULE_VALUES ALERTNAME SUMMARY DESCRIPTION).
 */}}
+{{/*
+Whole seconds as an alert reads them: 7200 -> 2h, 900 -> 15m, 45 -> 45s.
+*/}}
+{{- define "idemd.seconds" -}}
+{{- $seconds := int . -}}
+{{- if and (gt $seconds 0) (eq (mod $seconds 3600) 0) -}}{{ div $seconds 3600 }}h
+{{- else if and (gt $seconds 0) (eq (mod $seconds 60) 0) -}}{{ div $seconds 60 }}m
+{{- else -}}{{ $seconds }}s
+{{- end -}}
+{{- end }}
+
 {{- define "idemd.alertMeta" -}}
 {{- $root := index . 0 }}
 {{- $rule := index . 1 }}

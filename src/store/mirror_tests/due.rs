@@ -78,7 +78,7 @@ where
     for<'q> Option<&'q str>: Encode<'q, D::Db> + Type<D::Db>,
     for<'q> Option<Uuid>: Encode<'q, D::Db> + Type<D::Db>,
     OperationRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
-    (i64, i64, i64, i64): for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    (i64, i64, i64, i64, Option<DateTime<Utc>>): for<'r> FromRow<'r, <D::Db as Database>::Row>,
 {
     async fn clear(&self) -> Result<(), TestCaseError> {
         sqlx::query("DELETE FROM operations")
@@ -121,7 +121,7 @@ where
         Ok(sorted(rows.into_iter().map(|row| row.operation_id)))
     }
 
-    async fn counts(&self, now: DateTime<Utc>) -> Result<(i64, i64, i64, i64), TestCaseError> {
+    async fn counts(&self, now: DateTime<Utc>) -> Result<Counts, TestCaseError> {
         sqlx::query_as(COUNT_OPERATIONS)
             .bind(D::stamp(now))
             .fetch_one(&self.pool)
@@ -192,6 +192,11 @@ where
                             count(&|r| r.unresolved(now)),
                             count(&|r| r.state == State::RetryWait),
                             count(&|r| due(r, now, &any_due) || deletable(r, now)),
+                            records
+                                .iter()
+                                .filter(|r| r.unresolved(now))
+                                .map(|r| r.created_at)
+                                .min(),
                         );
                         prop_assert_eq!(statements.counts(now).await?, spec);
                     }
@@ -202,6 +207,10 @@ where
         .await;
     }
 }
+
+/// COUNT_OPERATIONS' row: in progress, unresolved, retry wait, sweep
+/// backlog, and the oldest unresolved operation's creation.
+type Counts = (i64, i64, i64, i64, Option<DateTime<Utc>>);
 
 fn sorted(ids: impl Iterator<Item = Uuid>) -> Vec<Uuid> {
     let mut ids: Vec<Uuid> = ids.collect();

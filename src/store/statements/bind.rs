@@ -60,7 +60,7 @@ where
     TenantRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     AuditRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (i64,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
-    (i64, i64, i64, i64): for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    (i64, i64, i64, i64, Option<DateTime<Utc>>): for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (DateTime<Utc>,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
 {
     async fn database_now(connection: &mut Connection<D>) -> StoreResult<DateTime<Utc>> {
@@ -360,18 +360,24 @@ where
         connection: &mut Connection<D>,
         now: DateTime<Utc>,
     ) -> StoreResult<OperationCounts> {
-        let (in_progress, unresolved, retry_wait, sweep_backlog): (i64, i64, i64, i64) =
-            sqlx::query_as(sql::COUNT_OPERATIONS)
-                .bind(D::stamp(now))
-                .fetch_one(&mut *connection)
-                .instrument(D::statement("SELECT operation counts"))
-                .await?;
+        let (in_progress, unresolved, retry_wait, sweep_backlog, oldest_unresolved): (
+            i64,
+            i64,
+            i64,
+            i64,
+            Option<DateTime<Utc>>,
+        ) = sqlx::query_as(sql::COUNT_OPERATIONS)
+            .bind(D::stamp(now))
+            .fetch_one(&mut *connection)
+            .instrument(D::statement("SELECT operation counts"))
+            .await?;
         let count = |value: i64| u64::try_from(value).unwrap_or(0);
         Ok(OperationCounts {
             in_progress: count(in_progress),
             unresolved: count(unresolved),
             retry_wait: count(retry_wait),
             sweep_backlog: count(sweep_backlog),
+            oldest_unresolved,
             database_now: now,
         })
     }
