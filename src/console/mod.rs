@@ -85,6 +85,7 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/assets/console.css", get(handlers::stylesheet))
         .route("/assets/console.js", get(handlers::script))
         .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(security::refuse_foreign_hosts))
         .layer(axum::middleware::map_response(security::headers))
         .with_state(console)
 }

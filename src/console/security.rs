@@ -52,6 +52,50 @@ pub async fn headers(mut response: Response) -> Response {
     response
 }
 
+/// Whether the request was sent to a loopback name: the console listens on
+/// loopback only, so any other Host means a page of another site reached it
+/// by DNS rebinding (its name resolving to 127.0.0.1), and is refused
+/// before anything runs.
+pub fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+    else {
+        // HTTP/1.0 without Host, or HTTP/2 with :authority only (axum puts
+        // it in the URI); the browser always sends one.
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        // [::1]:8080
+        Some(bracketed) => bracketed
+            .split_once(']')
+            .map_or(bracketed, |(name, _)| name),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
+}
+
+/// Refuses a request whose Host is not a loopback name (see
+/// [`loopback_host`]).
+pub async fn refuse_foreign_hosts(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if loopback_host(request.headers()) {
+        next.run(request).await
+    } else {
+        use axum::response::IntoResponse;
+        (
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            "the console answers only requests sent to a loopback address",
+        )
+            .into_response()
+    }
+}
+
 /// The Set-Cookie value that starts a session: HttpOnly (no script reads
 /// it), Secure, SameSite=Strict (no other site's page sends it), for the
 /// session's absolute lifetime at most.
@@ -153,6 +197,27 @@ mod tests {
         for (pairs, expected) in cases {
             assert_eq!(same_origin(&headers(&pairs)), expected, "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn only_loopback_hosts_are_answered() {
+        let cases = [
+            ("127.0.0.1:8080", true),
+            ("127.0.0.1", true),
+            ("localhost:8080", true),
+            ("LOCALHOST", true),
+            ("[::1]:8080", true),
+            ("127.8.9.10:80", true),
+            ("attacker.example:8080", false),
+            ("10.0.0.1:8080", false),
+            ("[2001:db8::1]:8080", false),
+            ("localhost.attacker.example", false),
+        ];
+        for (host, expected) in cases {
+            let map = headers(&[("host", host)]);
+            assert_eq!(loopback_host(&map), expected, "{host}");
+        }
+        assert!(!loopback_host(&HeaderMap::new()));
     }
 
     #[test]

@@ -213,3 +213,65 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
 }
 
 store_tests!(support_staff_work_the_console_in_a_real_browser);
+
+/// One raw HTTP/1.1 GET with the given Host; the response head and body.
+async fn get_with_host(address: std::net::SocketAddr, path: &str, host: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("request sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("response read");
+    response
+}
+
+/// A page of another site reaching the console by DNS rebinding (its name
+/// resolving to 127.0.0.1) is refused before anything runs, and every answer
+/// carries the console's security headers.
+#[tokio::test]
+async fn the_console_answers_only_loopback_hosts_and_always_with_its_headers() {
+    let world = World::start(Backend::sqlite().await).await;
+    let console = Console::new(
+        world.server.application.api.clone(),
+        world.server.application.authenticator.clone(),
+        world.server.application.service.metrics().clone(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(idemd::console::serve(listener, console, stop.clone()));
+
+    let rebound = get_with_host(address, "/login", "attacker.example").await;
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+    assert!(!rebound.contains("<form"), "{rebound}");
+
+    let login = get_with_host(address, "/login", &address.to_string()).await;
+    assert!(login.starts_with("HTTP/1.1 200"), "{login}");
+    let head = login.to_ascii_lowercase();
+    for header in [
+        "content-security-policy: default-src 'none'; script-src 'self'",
+        "x-frame-options: deny",
+        "x-content-type-options: nosniff",
+        "cache-control: no-store",
+    ] {
+        assert!(head.contains(header), "{header} missing:\n{login}");
+    }
+    // Signed out, a page leads to the sign-in page and shows nothing.
+    let unresolved = get_with_host(address, "/unresolved", &address.to_string()).await;
+    assert!(unresolved.starts_with("HTTP/1.1 303"), "{unresolved}");
+    assert!(
+        unresolved.to_ascii_lowercase().contains("location: /login"),
+        "{unresolved}"
+    );
+
+    stop.cancel();
+    served.await.expect("console task").expect("console served");
+}
