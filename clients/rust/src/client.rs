@@ -237,6 +237,25 @@ impl Client {
         .await
     }
 
+    /// One page of the operations a filter names (support staff's search:
+    /// `state:unknown op:payments.* age>10m`; the filter language is in
+    /// idemd's docs/api.md). Needs the `reconcile` or `admin` scope; an admin
+    /// credential's pages cross tenants and name each operation's tenant. A
+    /// filter that does not parse is [`Error::InvalidArgument`] naming the
+    /// `filter` field and the position of the mistake.
+    pub async fn list_operations(
+        &self,
+        request: proto::ListOperationsRequest,
+    ) -> Result<proto::ListOperationsResponse, Error> {
+        self.send(
+            request,
+            Duration::ZERO,
+            None,
+            |mut client, request| async move { client.list_operations(request).await },
+        )
+        .await
+    }
+
     /// Sends `message` and re-sends it unchanged as the retry policy says,
     /// never starting a send after `until` (if given) or the policy's total
     /// deadline. Each send has a deadline of `call_timeout + extra`.
