@@ -4,12 +4,14 @@
 //! commands only call the RPCs, ask before a write, and print.
 
 mod answer;
+mod bulk;
 mod connect;
 mod failure;
 mod list;
 mod lookup;
 mod reconcile;
 mod render;
+mod show;
 
 use crate::config::OpsCommand;
 use crate::error::BoxError;
@@ -62,8 +64,27 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             };
             list::list_unresolved(&mut server, operation.unwrap_or_default(), pages, output).await
         }
+        OpsCommand::Show {
+            operation_id,
+            follow,
+            interval,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            show::run(
+                &mut server,
+                operation_id,
+                follow.then_some(interval),
+                output,
+            )
+            .await
+        }
         OpsCommand::Reconcile {
             operation_id,
+            filter,
+            dry_run,
+            limit,
             succeeded,
             failed,
             not_applied,
@@ -85,6 +106,16 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
                 message,
             )?;
             let mut server = connect::Server::connect(&connection).await?;
+            let Some(operation_id) = operation_id else {
+                let plan = bulk::BulkPlan {
+                    filter: filter.unwrap_or_default(),
+                    resolution,
+                    limit,
+                    dry_run,
+                    confirmed: yes,
+                };
+                return bulk::run(&mut server, plan, output).await;
+            };
             let plan = reconcile::Plan {
                 operation_id,
                 resolution,
