@@ -152,6 +152,30 @@ async fn bulk_dry_run_changes_nothing_and_yes_reconciles_each_so_the_next_claims
         ],
     ));
     assert_eq!(counted["count"], 4, "{counted}");
+    assert_eq!(counted["limit_reached"], false, "{counted}");
+    // --limit: the oldest N, and a word that more may match.
+    let limited = json(&ops(
+        &data,
+        &server,
+        &token,
+        &[
+            "reconcile",
+            "--filter",
+            filter,
+            "--not-applied",
+            "--dry-run",
+            "--limit",
+            "2",
+            "-o",
+            "json",
+        ],
+    ));
+    assert_eq!(limited["count"], 2, "{limited}");
+    assert_eq!(limited["limit_reached"], true, "{limited}");
+    assert_eq!(
+        limited["operations"][0]["operationId"],
+        over[0].0.operation_id.as_str()
+    );
 
     // Not a terminal to ask on, and no --yes: refused, naming --yes.
     let unasked = ops(

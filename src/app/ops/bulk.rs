@@ -77,10 +77,15 @@ pub(super) async fn run(
     // carries only the summary (one JSON document with -o json), as for a
     // single reconcile.
     let to_stdout = plan.dry_run;
+    // --limit N met: more may match than were listed.
+    let limit_reached = plan
+        .limit
+        .is_some_and(|limit| listed.len() == limit as usize);
     if to_stdout && output == OutputFormat::Json {
         return render::print_json(&json!({
             "filter": filter,
             "count": listed.len(),
+            "limit_reached": limit_reached,
             "operations": serde_json::to_value(&listed)?,
             "consequence": consequence,
         }));
@@ -95,16 +100,21 @@ pub(super) async fn run(
     say(format!("filter: {filter}"));
     if listed.is_empty() {
         say("no unresolved operation matches: nothing to reconcile".to_owned());
+        // A script reading the summary gets one, with nothing in it.
+        if !plan.dry_run && output == OutputFormat::Json {
+            print_summary(&[], 0, output)?;
+        }
         return Ok(());
     }
-    let limited = plan
-        .limit
-        .is_some_and(|limit| listed.len() == limit as usize);
     say(format!(
         "{} unresolved operation{}{} (oldest first{}):",
         listed.len(),
         if listed.len() == 1 { "" } else { "s" },
-        if limited { ", the --limit" } else { "" },
+        if limit_reached {
+            ", as many as --limit allows: more may match"
+        } else {
+            ""
+        },
         if sample.len() < listed.len() {
             format!("; the first {}", sample.len())
         } else {
