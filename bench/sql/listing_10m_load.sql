@@ -10,7 +10,7 @@
 --   psql postgres://postgres@127.0.0.1:55432/idemd_10m -f bench/sql/listing_10m.sql
 --   dropdb -h 127.0.0.1 -p 55432 -U postgres idemd_10m
 --
--- The rows: 50 tenants (tenant-01 .. tenant-50, 200 000 operations each),
+-- The rows: 50 tenants (tenant-01 .. tenant-50, about 200 000 operations each),
 -- 200 operation names (20 prefixes x 10 verbs: `payments.*` is 10 of them, 5%
 -- of the rows), created_at spread evenly over the last 30 days and inserted in
 -- that order with UUIDv7-like ids (as the server writes them, so every index
@@ -21,6 +21,8 @@
 -- unresolved operations, about 600 a tenant. One in seven operations is on its
 -- second attempt after a takeover. No history rows: ListOperations does not
 -- read them. Every index is the migrations' own, present during the load.
+-- On the machine of docs/api.md's table the INSERT took 8 min 49 s and the
+-- table came to 3.9 GB, its indexes to 4.0 GB.
 \set ON_ERROR_STOP on
 \timing on
 
