@@ -42,6 +42,7 @@ const FIRST_RETRY: Duration = Duration::from_millis(200);
 const LONGEST_RETRY: Duration = Duration::from_secs(5);
 
 pub(super) struct BulkPlan {
+    /// The user's filter as [`unresolved_filter`] narrowed it.
     pub(super) filter: String,
     pub(super) resolution: Resolution,
     pub(super) limit: Option<u32>,
@@ -67,7 +68,7 @@ pub(super) async fn run(
     plan: BulkPlan,
     output: OutputFormat,
 ) -> Result<(), BoxError> {
-    let filter = unresolved_filter(&plan.filter)?;
+    let filter = plan.filter;
     let listed = list_all(server, &filter, plan.limit).await?;
     let sample = &listed[..listed.len().min(SAMPLE_ROWS)];
     let deadlines = deadlines_passed(server, sample).await?;
@@ -197,7 +198,7 @@ pub(super) async fn run(
 /// the database clock). State terms add up, so `state:unresolved` is added
 /// only to a filter without any; a filter naming other states is refused
 /// rather than widened.
-fn unresolved_filter(filter: &str) -> Result<String, OpsFailure> {
+pub(super) fn unresolved_filter(filter: &str) -> Result<String, OpsFailure> {
     // The server parses it again and refuses what does not parse, with the
     // position; this reading only looks for state terms.
     let states = OperationFilter::parse(filter)

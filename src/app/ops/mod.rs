@@ -105,17 +105,19 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
                 code,
                 message,
             )?;
-            let mut server = connect::Server::connect(&connection).await?;
             let Some(operation_id) = operation_id else {
+                // And the filter's states: another state fails at once too.
                 let plan = bulk::BulkPlan {
-                    filter: filter.unwrap_or_default(),
+                    filter: bulk::unresolved_filter(&filter.unwrap_or_default())?,
                     resolution,
                     limit,
                     dry_run,
                     confirmed: yes,
                 };
+                let mut server = connect::Server::connect(&connection).await?;
                 return bulk::run(&mut server, plan, output).await;
             };
+            let mut server = connect::Server::connect(&connection).await?;
             let plan = reconcile::Plan {
                 operation_id,
                 resolution,
