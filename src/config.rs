@@ -202,7 +202,7 @@ pub struct OpsConnectionArgs {
     /// The server: `host:port` (plaintext) or `http(s)://host:port`.
     #[arg(long, env = "IDEMD_ADDR", default_value = "http://127.0.0.1:50051")]
     pub addr: String,
-    /// A bearer token with the scopes the command needs (lookup:
+    /// A bearer token with the scopes the command needs (lookup, show:
     /// operations; list, unresolved, reconcile: reconcile). Required; an
     /// Option so that a missing and an empty one get the same clear refusal.
     #[arg(long, env = "IDEMD_TOKEN", hide_env_values = true)]
