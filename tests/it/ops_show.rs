@@ -260,7 +260,64 @@ async fn show_follow_waits_out_a_server_restart_and_says_so(backend: Backend) {
     restarted.kill();
 }
 
+async fn show_follow_ends_on_ctrl_c_with_130_and_whole_lines(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("support");
+    let server = data.serve(&[]).await;
+    let mut client = server.client().await;
+    let owned = claim_owned(
+        &mut client,
+        &token,
+        claim_json("payments.charge", "order-4", r#"{"amount":4}"#),
+    )
+    .await;
+    let mut follower = data
+        .command(&[
+            "ops",
+            "show",
+            &owned.operation_id,
+            "--follow",
+            "--interval",
+            "100ms",
+            "-o",
+            "json",
+        ])
+        .env("IDEMD_ADDR", server.addr.to_string())
+        .env("IDEMD_TOKEN", &token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("idemd runs");
+    let mut stdout = BufReader::new(follower.stdout.take().expect("piped stdout"));
+    // Following: the operation and its first entry are out.
+    for _ in 0..2 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("a line");
+        serde_json::from_str::<Value>(&line).expect("one JSON document a line");
+    }
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &follower.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let output = follower.wait_with_output().expect("idemd ends");
+    assert_eq!(output.status.code(), Some(130));
+    // Whatever else it printed is whole lines of JSON.
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).expect("the rest");
+    for line in rest.lines() {
+        serde_json::from_str::<Value>(line).expect("whole lines");
+    }
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("interrupted"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.kill();
+}
+
 store_tests!(
+    show_follow_ends_on_ctrl_c_with_130_and_whole_lines,
     show_prints_the_operation_and_its_history,
     show_follow_prints_what_happens_after_it_started_and_exits_0_once_terminal,
     show_follow_waits_out_a_server_restart_and_says_so,
