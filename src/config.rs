@@ -55,7 +55,8 @@ pub enum Command {
     Policy(PolicyCommand),
     /// Support tools against a running server over gRPC: did it happen, and
     /// is it safe to retry? Exit codes: 0 done, 1 refused by the server,
-    /// 2 usage, 3 server unreachable, 4 not found, 5 declined at the prompt.
+    /// 2 usage, 3 server unreachable, 4 not found, 5 declined at the prompt,
+    /// 6 not all reconciled (reconcile --filter), 130 interrupted.
     #[command(subcommand)]
     Ops(OpsCommand),
 }
@@ -120,15 +121,47 @@ pub enum OpsCommand {
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// One operation and its history, as lookup prints them; with --follow,
+    /// each new history entry as it comes, until the operation is terminal.
+    Show {
+        /// The server's id of the operation.
+        operation_id: String,
+        /// Keep printing new history entries; exit 0 once the operation is
+        /// SUCCEEDED, FAILED or EXPIRED and every entry is printed.
+        #[arg(long)]
+        follow: bool,
+        /// How often --follow asks the server (`1s`, `500ms`).
+        #[arg(long, requires = "follow", value_parser = humantime::parse_duration, default_value = "1s")]
+        interval: Duration,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        /// `json`: one JSON document a line (the operation, then each entry).
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
     /// Resolve an operation from outside evidence (Reconcile); says what
-    /// will happen and asks before acting, unless --yes.
+    /// will happen and asks before acting, unless --yes. With --filter
+    /// instead of an id: every unresolved operation the filter finds.
     #[command(group(
         clap::ArgGroup::new("resolution")
             .required(true)
             .args(["succeeded", "failed", "not_applied"])
     ))]
     Reconcile {
-        operation_id: String,
+        #[arg(required_unless_present = "filter")]
+        operation_id: Option<String>,
+        /// Every unresolved operation this filter finds (docs/api.md;
+        /// `state:unresolved` is added when it names no state), each at the
+        /// fence it was listed with.
+        #[arg(long, conflicts_with_all = ["operation_id", "expected_fence"])]
+        filter: Option<String>,
+        /// With --filter: list, show the sample and the consequence, change
+        /// nothing.
+        #[arg(long, requires = "filter", conflicts_with = "yes")]
+        dry_run: bool,
+        /// With --filter: at most this many operations, oldest first.
+        #[arg(long, requires = "filter")]
+        limit: Option<u32>,
         /// The effect happened: store the result in --result-file.
         #[arg(long, requires = "result_file")]
         succeeded: bool,
@@ -169,7 +202,7 @@ pub struct OpsConnectionArgs {
     /// The server: `host:port` (plaintext) or `http(s)://host:port`.
     #[arg(long, env = "IDEMD_ADDR", default_value = "http://127.0.0.1:50051")]
     pub addr: String,
-    /// A bearer token with the scopes the command needs (lookup:
+    /// A bearer token with the scopes the command needs (lookup, show:
     /// operations; list, unresolved, reconcile: reconcile). Required; an
     /// Option so that a missing and an empty one get the same clear refusal.
     #[arg(long, env = "IDEMD_TOKEN", hide_env_values = true)]

@@ -37,6 +37,8 @@ mod mtls;
 mod notify;
 mod observability;
 mod ops;
+mod ops_bulk;
+mod ops_show;
 mod policy;
 mod restart;
 mod retention;

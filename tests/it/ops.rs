@@ -13,7 +13,12 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, body: &str) {
+pub(crate) async fn complete(
+    client: &mut Client,
+    token: &str,
+    owned: &proto::Ownership,
+    body: &str,
+) {
     client
         .complete(authorized(
             token,
@@ -27,7 +32,7 @@ async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, bo
         .expect("complete");
 }
 
-async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
+pub(crate) async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
     let answer = client
         .fail(authorized(
             token,
@@ -50,7 +55,7 @@ async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership
 
 /// `idemd ops ARGS` against `daemon`, the address and the token given by
 /// their environment variables (as a support person's shell would).
-fn ops(data: &ProcessData, daemon: &Daemon, token: &str, args: &[&str]) -> Output {
+pub(crate) fn ops(data: &ProcessData, daemon: &Daemon, token: &str, args: &[&str]) -> Output {
     data.command(&[&["ops"], args].concat())
         .env("IDEMD_ADDR", daemon.addr.to_string())
         .env("IDEMD_TOKEN", token)
@@ -58,11 +63,11 @@ fn ops(data: &ProcessData, daemon: &Daemon, token: &str, args: &[&str]) -> Outpu
         .expect("idemd runs")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn succeeded(output: &Output) -> String {
+pub(crate) fn succeeded(output: &Output) -> String {
     assert!(
         output.status.success(),
         "exit {:?}: {}{}",
@@ -73,7 +78,7 @@ fn succeeded(output: &Output) -> String {
     stdout(output)
 }
 
-fn json(output: &Output) -> Value {
+pub(crate) fn json(output: &Output) -> Value {
     serde_json::from_str(&succeeded(output)).expect("one JSON document")
 }
 

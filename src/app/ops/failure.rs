@@ -15,6 +15,12 @@ pub(super) const EXIT_UNREACHABLE: u8 = 3;
 pub(super) const EXIT_NOT_FOUND: u8 = 4;
 /// The operator did not confirm at the prompt; nothing was changed.
 pub(super) const EXIT_DECLINED: u8 = 5;
+/// A bulk reconcile left some operations as they were: changed since they
+/// were listed, or refused by the server (the summary names each).
+pub(super) const EXIT_NOT_ALL_RECONCILED: u8 = 6;
+/// Ended by Ctrl-C (128 + SIGINT, as shells report it): what was printed
+/// is whole, what was not reached was not done.
+pub(super) const EXIT_INTERRUPTED: u8 = 130;
 
 /// An `idemd ops` command that ends with a specific exit code.
 #[derive(Debug)]

@@ -122,6 +122,13 @@ fn print(listed: &Listed, output: OutputFormat) -> Result<(), BoxError> {
 }
 
 fn print_table(operations: &[Operation]) {
+    let (header, rows) = operations_table(operations);
+    render::print_table(&header, rows);
+}
+
+/// The listing's columns and one row per operation (bulk reconcile prints
+/// its sample in the same shape, with a column more).
+pub(super) fn operations_table(operations: &[Operation]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     // The server names the tenant only to an admin credential listing every
     // tenant: a column of blanks would only be noise.
     let with_tenant = operations
@@ -159,5 +166,5 @@ fn print_table(operations: &[Operation]) {
             row
         })
         .collect();
-    render::print_table(&header, rows);
+    (header, rows)
 }

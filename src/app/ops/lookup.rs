@@ -104,6 +104,14 @@ fn answer(operation: &Operation) -> &'static str {
 }
 
 fn json_document(operation: &Operation, history: &[HistoryEntry]) -> Result<Value, BoxError> {
+    let mut document = operation_json(operation)?;
+    document["history"] = serde_json::to_value(history)?;
+    Ok(document)
+}
+
+/// The answer, the operation and its body as text: lookup's JSON document
+/// without the history (`ops show` prints the history one entry a line).
+pub(super) fn operation_json(operation: &Operation) -> Result<Value, BoxError> {
     // The proto's own JSON mapping (what grpcurl prints), plus the body as
     // text when it is text: the mapping gives bytes as base64.
     let body_text = operation.result.as_ref().and_then(render::readable_body);
@@ -111,11 +119,10 @@ fn json_document(operation: &Operation, history: &[HistoryEntry]) -> Result<Valu
         "answer": answer(operation),
         "operation": serde_json::to_value(operation)?,
         "result_body_text": body_text,
-        "history": serde_json::to_value(history)?,
     }))
 }
 
-fn print_operation(operation: &Operation) {
+pub(super) fn print_operation(operation: &Operation) {
     println!("{}", answer(operation));
     println!();
     let state = render::state(operation.state);
@@ -189,32 +196,31 @@ fn metadata(map: &std::collections::HashMap<String, String>) -> String {
     }
 }
 
-fn print_history(history: &[HistoryEntry]) {
+pub(super) fn print_history(history: &[HistoryEntry]) {
     println!();
     println!("history:");
-    render::print_table(
-        &[
-            "SEQ", "EVENT", "FROM", "TO", "FENCE", "ATTEMPT", "COUNT", "AT", "DETAIL",
-        ],
-        history
-            .iter()
-            .map(|entry| {
-                vec![
-                    entry.sequence.to_string(),
-                    entry.event.clone(),
-                    // The first entry comes from no state at all.
-                    match render::state(entry.from_state) {
-                        proto::OperationState::Unspecified => "-".to_owned(),
-                        from => render::state_name(from).to_owned(),
-                    },
-                    render::state_name(render::state(entry.to_state)).to_owned(),
-                    entry.fence.to_string(),
-                    entry.attempt.to_string(),
-                    entry.count.to_string(),
-                    render::time(entry.at.as_ref()),
-                    entry.detail.clone(),
-                ]
-            })
-            .collect(),
-    );
+    render::print_table(&HISTORY_HEADER, history.iter().map(history_row).collect());
+}
+
+pub(super) const HISTORY_HEADER: [&str; 9] = [
+    "SEQ", "EVENT", "FROM", "TO", "FENCE", "ATTEMPT", "COUNT", "AT", "DETAIL",
+];
+
+/// One history entry as a row under [`HISTORY_HEADER`].
+pub(super) fn history_row(entry: &HistoryEntry) -> Vec<String> {
+    vec![
+        entry.sequence.to_string(),
+        entry.event.clone(),
+        // The first entry comes from no state at all.
+        match render::state(entry.from_state) {
+            proto::OperationState::Unspecified => "-".to_owned(),
+            from => render::state_name(from).to_owned(),
+        },
+        render::state_name(render::state(entry.to_state)).to_owned(),
+        entry.fence.to_string(),
+        entry.attempt.to_string(),
+        entry.count.to_string(),
+        render::time(entry.at.as_ref()),
+        entry.detail.clone(),
+    ]
 }

@@ -3,12 +3,14 @@
 //! everything (scopes, filters, whether a reconciliation is allowed); these
 //! commands only call the RPCs, ask before a write, and print.
 
+mod bulk;
 mod connect;
 mod failure;
 mod list;
 mod lookup;
 mod reconcile;
 mod render;
+mod show;
 
 use crate::config::OpsCommand;
 use crate::error::BoxError;
@@ -61,8 +63,27 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             };
             list::list_unresolved(&mut server, operation.unwrap_or_default(), pages, output).await
         }
+        OpsCommand::Show {
+            operation_id,
+            follow,
+            interval,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            show::run(
+                &mut server,
+                operation_id,
+                follow.then_some(interval),
+                output,
+            )
+            .await
+        }
         OpsCommand::Reconcile {
             operation_id,
+            filter,
+            dry_run,
+            limit,
             succeeded,
             failed,
             not_applied,
@@ -83,6 +104,18 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
                 code,
                 message,
             )?;
+            let Some(operation_id) = operation_id else {
+                // And the filter's states: another state fails at once too.
+                let plan = bulk::BulkPlan {
+                    filter: bulk::unresolved_filter(&filter.unwrap_or_default())?,
+                    resolution,
+                    limit,
+                    dry_run,
+                    confirmed: yes,
+                };
+                let mut server = connect::Server::connect(&connection).await?;
+                return bulk::run(&mut server, plan, output).await;
+            };
             let mut server = connect::Server::connect(&connection).await?;
             let plan = reconcile::Plan {
                 operation_id,

@@ -79,6 +79,27 @@ fn consequence(resolution: &Resolution) -> String {
     }
 }
 
+/// [`consequence`] for each of many operations (`reconcile --filter`).
+pub(super) fn consequence_for_each(resolution: &Resolution) -> String {
+    match resolution {
+        Resolution::Succeeded(result) => format!(
+            "SUCCEEDED stores this result ({} bytes, {}) for each: the callers' next Claim replays \
+             this result",
+            result.body.len(),
+            result.content_type
+        ),
+        Resolution::Failed(error) => format!(
+            "FAILED stores this failure (code {:?}) for each: the callers' next Claim replays this \
+             failure",
+            error.code
+        ),
+        Resolution::NotApplied(_) => {
+            "NOT_APPLIED grants one more attempt each: the callers' next Claim executes the effect"
+                .to_owned()
+        }
+    }
+}
+
 pub(super) async fn run(
     server: &mut Server,
     plan: Plan,
@@ -138,7 +159,7 @@ pub(super) async fn run(
 
 /// `Proceed? [y/N]` on the terminal; anything but y or yes (or no answer
 /// at all) is no.
-async fn confirm() -> Result<bool, BoxError> {
+pub(super) async fn confirm() -> Result<bool, BoxError> {
     eprint!("Proceed? [y/N] ");
     std::io::stderr().flush()?;
     // Reading stdin blocks: off the runtime's threads.

@@ -21,3 +21,74 @@ pub(super) fn print_json(document: &Value) -> Result<(), BoxError> {
     println!("{}", serde_json::to_string_pretty(document)?);
     Ok(())
 }
+
+/// A table printed a row at a time, as the rows arrive (`ops show
+/// --follow`): the widths are chosen up front, so a wider cell shifts only
+/// its own line, and every line goes out as soon as it is printed.
+pub(super) struct StreamedTable {
+    widths: Vec<usize>,
+}
+
+impl StreamedTable {
+    /// Prints the header; each column is at least `widths` wide.
+    pub(super) fn start(header: &[&str], widths: &[usize]) -> Self {
+        let table = Self {
+            widths: header
+                .iter()
+                .zip(widths.iter().chain(std::iter::repeat(&0)))
+                .map(|(title, width)| title.len().max(*width))
+                .collect(),
+        };
+        table.row(
+            &header
+                .iter()
+                .map(|title| (*title).to_owned())
+                .collect::<Vec<_>>(),
+        );
+        table
+    }
+
+    pub(super) fn row(&self, cells: &[String]) {
+        println!("{}", self.line(cells));
+    }
+
+    fn line(&self, cells: &[String]) -> String {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&self.widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned()
+    }
+}
+
+/// [`print_table`]'s text, for a table that goes to stderr (beside a
+/// prompt) rather than to stdout.
+pub(super) fn table_text(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let table = StreamedTable { widths };
+    let mut text = table.line(
+        &header
+            .iter()
+            .map(|title| (*title).to_owned())
+            .collect::<Vec<_>>(),
+    );
+    text.push('\n');
+    for row in rows {
+        text.push_str(&table.line(&row));
+        text.push('\n');
+    }
+    text
+}
+
+/// One JSON document on one line (NDJSON), for streams a script reads
+/// line by line.
+pub(super) fn print_json_line(document: &Value) -> Result<(), BoxError> {
+    println!("{}", serde_json::to_string(document)?);
+    Ok(())
+}
