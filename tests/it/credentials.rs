@@ -157,6 +157,7 @@ async fn call(
             .reconcile(authorized(
                 token,
                 proto::ReconcileRequest {
+                    tenant: String::new(),
                     operation_id: id,
                     expected_fence: fence,
                     resolution: Some(proto::reconcile_request::Resolution::NotApplied(
