@@ -816,3 +816,85 @@ async fn ops_forget_policy_and_tenant_flags_against_the_real_binary(backend: Bac
     );
     server.kill();
 }
+
+/// Postgres only (two replicas share one database): a result replayed, and
+/// so cached, by one replica stops being replayed there once another replica
+/// forgets it: the change notification drops the cached entry, and the next
+/// Claim on the first replica gets RESULT_EXPIRED. Without that, the cache
+/// would replay the forgotten result until its retention (a day).
+#[sqlx::test(migrator = "idemd::store::postgres::MIGRATOR")]
+async fn a_result_forgotten_on_one_replica_is_no_longer_replayed_by_another(
+    _: sqlx::postgres::PgPoolOptions,
+    connect: sqlx::postgres::PgConnectOptions,
+) {
+    let watcher = pool(connect.clone()).await;
+    let data = Backend::postgres(connect).await.into_process_data().await;
+    let shop = data.create_tenant("shop");
+    let operator = create_tenant_with_scopes(&data, "operators", "admin");
+    let replica_a = data.serve(&[]).await;
+    let replica_b = data.serve(&[]).await;
+    // Both replicas listen for changes before anything changes.
+    for _ in 0..250 {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE query LIKE 'LISTEN%' AND datname = current_database()",
+        )
+        .fetch_one(&watcher)
+        .await
+        .expect("pg_stat_activity");
+        if listening >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut client_a = replica_a.client().await;
+    let mut client_b = replica_b.client().await;
+    let request = || claim_json("payments.charge", "order-1", "{}");
+    let owned = claim_owned(&mut client_a, &shop, request()).await;
+    complete(&mut client_a, &shop, &owned, r#"{"charge":"ch_1"}"#).await;
+    for _ in 0..3 {
+        let replay = client_a
+            .claim(authorized(&shop, request()))
+            .await
+            .expect("replay")
+            .into_inner();
+        assert_eq!(outcome_name(&replay), "completed");
+    }
+
+    client_b
+        .forget(authorized(
+            &operator,
+            forget(&owned.operation_id, owned.fence, "poisoned result", "shop"),
+        ))
+        .await
+        .expect("forget on replica b");
+
+    // Replica a hears of it within moments (polling the answer, not sleeping
+    // a fixed time), and from then on never replays it.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match client_a.claim(authorized(&shop, request())).await {
+            Err(status) => {
+                assert_status(&status, Code::FailedPrecondition, "RESULT_EXPIRED");
+                break;
+            }
+            Ok(replay) => {
+                assert_eq!(outcome_name(&replay.into_inner()), "completed");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "replica a still replays the forgotten result"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+    for _ in 0..3 {
+        let expired = client_a
+            .claim(authorized(&shop, request()))
+            .await
+            .expect_err("a tombstone");
+        assert_status(&expired, Code::FailedPrecondition, "RESULT_EXPIRED");
+    }
+    replica_a.kill();
+    replica_b.kill();
+}
