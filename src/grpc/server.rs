@@ -70,12 +70,14 @@ fn principal(extensions: &Extensions) -> Result<&Principal, Status> {
         .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
 }
 
-/// Who acts on an operation of the selected tenant: the credential, and
-/// whether it named a tenant (only an admin may: [`tenant_selection`]).
-fn acted_by(principal: &Principal, selection: &TenantSelection) -> ActedBy {
+/// Who acts on an operation of `tenant`: the credential, and whether it is
+/// an admin's acting for another tenant (only an admin may name one:
+/// [`tenant_selection`]; naming its own is not acting on another's behalf).
+fn acted_by(principal: &Principal, selection: &TenantSelection, tenant: TenantId) -> ActedBy {
     ActedBy {
         credential: principal.credential.to_string(),
-        admin_on_behalf: matches!(selection, TenantSelection::Named(_)),
+        admin_on_behalf: matches!(selection, TenantSelection::Named(_))
+            && tenant != principal.tenant,
     }
 }
 
@@ -204,7 +206,7 @@ impl IdempotencyRpcs for IdempotencyApi {
         let selection = tenant_selection(principal, Some(&message.tenant))?;
         let command = reconcile_command(message, &self.limits)?;
         let tenant = self.service.tenant_of(&selection).await?;
-        let acted_by = acted_by(principal, &selection);
+        let acted_by = acted_by(principal, &selection, tenant);
         let reply = self.service.reconcile(tenant, &command, &acted_by).await?;
         record_write(&reply);
         Ok(Response::new(reconcile_response(&reply)))
@@ -219,7 +221,7 @@ impl IdempotencyRpcs for IdempotencyApi {
         let selection = tenant_selection(principal, Some(&message.tenant))?;
         let command = forget_command(message, &self.limits)?;
         let tenant = self.service.tenant_of(&selection).await?;
-        let acted_by = acted_by(principal, &selection);
+        let acted_by = acted_by(principal, &selection, tenant);
         let (reply, dropped_bytes) = self.service.forget(tenant, &command, &acted_by).await?;
         record_write(&reply);
         Ok(Response::new(forget_response(&reply, dropped_bytes)))

@@ -482,14 +482,30 @@ async fn forget_refuses_unresolved_operations_and_tombstones_and_changes_nothing
     }
     // The live owner still owns it: its Complete is accepted.
     complete(&mut client, &token, &in_progress, "{}").await;
-    // Forgotten once; a second Forget finds a tombstone.
+    // Forgotten once (the admin's own tenant, named: not on another's
+    // behalf); a second Forget finds a tombstone.
     client
         .forget(authorized(
             &admin,
-            forget(&in_progress.operation_id, in_progress.fence, "poisoned", ""),
+            forget(
+                &in_progress.operation_id,
+                in_progress.fence,
+                "poisoned",
+                "tenant-b",
+            ),
         ))
         .await
         .expect("forget the ended one");
+    let (_, history) = read(&mut client, &token, &in_progress.operation_id, "").await;
+    let last = history.last().expect("history");
+    assert_eq!(
+        (
+            last.event.as_str(),
+            last.credential.as_str(),
+            last.admin_on_behalf
+        ),
+        ("FORGOTTEN", "token:ops-admin", false)
+    );
     let again = client
         .forget(authorized(
             &admin,
