@@ -75,6 +75,9 @@ pub enum OpsCommand {
         /// The caller's idempotency key (with --operation).
         #[arg(long, requires = "operation")]
         key: Option<String>,
+        /// Another tenant's operation, by the tenant's name (admin scope).
+        #[arg(long)]
+        tenant: Option<String>,
         #[command(flatten)]
         connection: OpsConnectionArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
@@ -186,9 +189,47 @@ pub enum OpsCommand {
         /// The fence to reconcile at; default: the fence a Lookup reads now.
         #[arg(long)]
         expected_fence: Option<u64>,
+        /// Another tenant's operation, by the tenant's name (admin scope
+        /// besides reconcile).
+        #[arg(long)]
+        tenant: Option<String>,
         /// Do not ask for confirmation.
         #[arg(long)]
         yes: bool,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// Turn an ended operation into a tombstone now (Forget, admin scope):
+    /// its result is dropped and the caller's next Claim gets
+    /// RESULT_EXPIRED. Says what will happen and asks, unless --yes.
+    Forget {
+        operation_id: String,
+        /// Why (a deletion request, a poisoned result): kept in the history
+        /// and the audit log.
+        #[arg(long)]
+        reason: String,
+        /// The fence to forget at; default: the fence a Lookup reads now.
+        #[arg(long)]
+        expected_fence: Option<u64>,
+        /// Another tenant's operation, by the tenant's name.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// The effective policy for an operation name (GetPolicy): the defaults
+    /// and ceilings its first Claim gets, and which policy entry decided.
+    Policy {
+        /// The operation name, as a Claim's scope gives it.
+        #[arg(long)]
+        operation: String,
         #[command(flatten)]
         connection: OpsConnectionArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]

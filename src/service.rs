@@ -15,12 +15,13 @@ use tracing::{debug, info};
 use crate::backoff::Backoff;
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::{
-    decide_claim, decide_complete, decide_fail, decide_reconcile, decide_renew,
+    decide_claim, decide_complete, decide_fail, decide_forget, decide_reconcile, decide_renew,
 };
 use crate::domain::{
-    Answer, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error, FailCommand, Found,
-    HistoryPage, OperationId, OperationRecord, OperationsPage, OperationsQuery, ReconcileCommand,
-    Refusal, RenewCommand, Result, Target, TenantId, UnresolvedPage, UnresolvedQuery, WriteAnswer,
+    ActedBy, Answer, AuditNote, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error,
+    FailCommand, ForgetCommand, Found, HistoryPage, OperationId, OperationRecord, OperationsPage,
+    OperationsQuery, ReconcileCommand, Refusal, RenewCommand, Resolution, Result, Target, TenantId,
+    TenantSelection, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
 use crate::store::{Applied, ClaimStart, Decide, Store};
@@ -373,12 +374,28 @@ impl IdempotencyService {
         Ok(reply)
     }
 
+    /// A reconciliation by `acted_by`, recorded in the history entry; one
+    /// made by an admin on the tenant's behalf is audited too, in the same
+    /// transaction.
     pub async fn reconcile(
         &self,
         tenant: TenantId,
         command: &ReconcileCommand,
+        acted_by: &ActedBy,
     ) -> Result<WriteReply> {
-        let decide = |record: &OperationRecord, now| decide_reconcile(record, command, now);
+        let audit = acted_by.admin_on_behalf.then(|| AuditNote {
+            action: "operation.reconcile",
+            detail: match &command.resolution {
+                Resolution::Succeeded(_) => "succeeded",
+                Resolution::Failed(_) => "failed",
+                Resolution::NotApplied => "not_applied",
+            }
+            .to_owned(),
+            reason: None,
+        });
+        let decide = |record: &OperationRecord, now| {
+            decide_reconcile(record, command, now).acted_by(acted_by, audit.clone())
+        };
         let reply = self
             .locked_write(tenant, command.operation_id, "reconcile", &decide)
             .await?;
@@ -394,6 +411,74 @@ impl IdempotencyService {
             );
         }
         Ok(reply)
+    }
+
+    /// An admin's Forget: the ended operation becomes a tombstone now, with
+    /// its history entry and audit row in the same transaction (the locked
+    /// path: the row lock, then an UPDATE guarded by the fence and the state
+    /// decided from). Answers the record as written and how many bytes of
+    /// result or error were dropped. No replica replays the forgotten
+    /// result afterwards: this one drops its cached entry here, the others
+    /// when the change notification reaches them
+    /// ([`Self::relay_changes_from_other_replicas`]).
+    pub async fn forget(
+        &self,
+        tenant: TenantId,
+        command: &ForgetCommand,
+        acted_by: &ActedBy,
+    ) -> Result<(WriteReply, u64)> {
+        // What the decision that committed dropped (the locked path may
+        // decide again after a conflict: the last decision is the one).
+        let dropped = std::sync::atomic::AtomicU64::new(0);
+        let decide = |record: &OperationRecord, now| {
+            let bytes = record
+                .outcome
+                .as_ref()
+                .map_or(0, |outcome| outcome.stored_bytes());
+            let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+            dropped.store(bytes, std::sync::atomic::Ordering::Relaxed);
+            let audit = AuditNote {
+                action: "operation.forget",
+                detail: format!(
+                    "operation={} state={} dropped_bytes={bytes}",
+                    record.scope.operation,
+                    record.state.as_str()
+                ),
+                reason: Some(command.reason.clone()),
+            };
+            decide_forget(record, command, now).acted_by(acted_by, Some(audit))
+        };
+        let reply = self
+            .locked_write(tenant, command.operation_id, "forget", &decide)
+            .await?;
+        if reply.changed {
+            // The record is a tombstone now: a cached replay must not outlive it.
+            self.results.remove(tenant, &reply.record.scope);
+            info!(
+                operation_id = %command.operation_id,
+                credential = %acted_by.credential,
+                admin_on_behalf = acted_by.admin_on_behalf,
+                trace_id = current_trace_id().as_deref(),
+                "operation forgotten"
+            );
+        }
+        let dropped = dropped.load(std::sync::atomic::Ordering::Relaxed);
+        Ok((reply, dropped))
+    }
+
+    /// The tenant a call addresses: the caller's own, or (for an admin) the
+    /// active tenant of the name it gave (TENANT_NOT_FOUND when none is).
+    pub async fn tenant_of(&self, selection: &TenantSelection) -> Result<TenantId> {
+        match selection {
+            TenantSelection::Own(tenant) => Ok(*tenant),
+            TenantSelection::Named(name) => self
+                .timed("tenant_by_name", self.store.tenant_by_name(name))
+                .await?
+                .ok_or(Error::TenantNotFound),
+            TenantSelection::All => Err(Error::Internal(
+                "a call on one operation selected every tenant".into(),
+            )),
+        }
     }
 
     /// One operation, with one page of its history when `history` asks.
@@ -528,10 +613,21 @@ impl IdempotencyService {
     /// latency, never correctness.
     pub async fn relay_changes_from_other_replicas(self, stop: CancellationToken) {
         let mut backoff = Backoff::new(Duration::from_millis(100), RELAY_MAX_PAUSE);
+        let mut listened_before = false;
         loop {
             let started = tokio::time::Instant::now();
             let changes = self.changes.clone();
+            let results = self.results.clone();
+            // Notifications sent while no listener ran are lost: a cached
+            // result forgotten meanwhile must not keep answering.
+            if listened_before {
+                results.clear();
+            }
+            listened_before = true;
             let relay = move |operation_id: OperationId| {
+                // A terminal record changes only by Forget: whatever changed,
+                // a cached copy of it no longer stands.
+                results.remove_operation(operation_id);
                 let _ = changes.send(operation_id);
             };
             // Stopping drops the listener, which gives its connection back

@@ -3,7 +3,7 @@
 // often the caller times out, retries or crashes.
 //
 // Client is a typed wrapper over every RPC (Claim, Renew, Complete, Fail, Lookup,
-// Reconcile, ListUnresolved, ListOperations): it sends the bearer token on every call, re-sends
+// Reconcile, ListUnresolved, ListOperations, Forget, GetPolicy): it sends the bearer token on every call, re-sends
 // transient failures unchanged (RetryPolicy) and returns *StatusError values
 // decoded from the statuses' google.rpc details. Client.ExecuteOnce runs the whole
 // client protocol around an effect. The idemdhttp package is the Idempotency-Key
@@ -152,6 +152,14 @@ func (t *tokenClient) ListOperations(ctx context.Context, in *idemv1.ListOperati
 	return t.inner.ListOperations(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
 }
 
+func (t *tokenClient) Forget(ctx context.Context, in *idemv1.ForgetRequest, opts ...grpc.CallOption) (*idemv1.ForgetResponse, error) {
+	return t.inner.Forget(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
+func (t *tokenClient) GetPolicy(ctx context.Context, in *idemv1.GetPolicyRequest, opts ...grpc.CallOption) (*idemv1.GetPolicyResponse, error) {
+	return t.inner.GetPolicy(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
 // ---- sending, with re-sends --------------------------------------------------------
 
 type unary[Req, Resp any] func(context.Context, Req, ...grpc.CallOption) (Resp, error)
@@ -293,6 +301,23 @@ func (c *Client) ListUnresolved(ctx context.Context, request *idemv1.ListUnresol
 // or the admin scope.
 func (c *Client) ListOperations(ctx context.Context, request *idemv1.ListOperationsRequest) (*idemv1.ListOperationsResponse, error) {
 	response, _, err := send(ctx, c, c.rpc.ListOperations, request, time.Time{}, 0)
+	return response, err
+}
+
+// Forget turns an ended operation into a tombstone before its retention ends (a
+// legal deletion request, a poisoned result): its result is dropped and the next
+// Claim of its scope gets RESULT_EXPIRED. It needs the admin scope. A Forget
+// re-sent after its reply was lost finds the tombstone: ALREADY_FORGOTTEN.
+func (c *Client) Forget(ctx context.Context, request *idemv1.ForgetRequest) (*idemv1.ForgetResponse, error) {
+	response, _, err := send(ctx, c, c.rpc.Forget, request, time.Time{}, 0)
+	return response, err
+}
+
+// GetPolicy is the effective policy for an operation name: the defaults and
+// ceilings its first Claim gets, and which policy entry decided them. It needs
+// the reconcile or the admin scope.
+func (c *Client) GetPolicy(ctx context.Context, request *idemv1.GetPolicyRequest) (*idemv1.GetPolicyResponse, error) {
+	response, _, err := send(ctx, c, c.rpc.GetPolicy, request, time.Time{}, 0)
 	return response, err
 }
 

@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
             ..Limits::default()
         }
     };
-    let refusal = match selector % 8 {
+    let refusal = match selector % 9 {
         0 => claim(message, &limits),
         1 => decode::<proto::RenewRequest>(message).and_then(|request| {
             let command = request::renew_command(request, &limits);
@@ -82,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
             }
             query.err()
         }),
-        _ => decode::<proto::ListOperationsRequest>(message).and_then(|request| {
+        7 => decode::<proto::ListOperationsRequest>(message).and_then(|request| {
             // An admin credential on one bit, a reconciler's otherwise.
             let scopes = if selector & 0x40 == 0 {
                 Scopes::of(&[Scope::Reconcile])
@@ -101,6 +101,30 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             query.err()
+        }),
+        _ => decode::<proto::ForgetRequest>(message).and_then(|request| {
+            // Naming a tenant: only an admin may (the Forget handler's
+            // resolution, shared with Lookup, Reconcile and ListOperations).
+            let scopes = if selector & 0x40 == 0 {
+                Scopes::of(&[Scope::Reconcile])
+            } else {
+                Scopes::of(&[Scope::Admin])
+            };
+            let principal = Principal::token(TenantId(1), scopes, "fuzz");
+            let selection = request::tenant_selection(&principal, Some(&request.tenant));
+            if let Ok(selection) = &selection
+                && !scopes.contains(Scope::Admin)
+            {
+                assert_eq!(selection, &TenantSelection::Own(TenantId(1)));
+            }
+            let command = request::forget_command(request, &limits);
+            if let Ok(command) = &command {
+                assert!(command.expected_fence > 0);
+                assert!(!command.reason.is_empty());
+                assert!(command.reason.len() <= limits.max_forget_reason_bytes);
+                assert!(!command.reason.chars().any(char::is_control));
+            }
+            selection.err().or(command.err())
         }),
     };
     if let Some(error) = refusal {

@@ -45,7 +45,10 @@ pub use transport::ServerSettings;
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command {
         Command::Serve(args) => {
-            let limits = settings::limits_from(&args.bounds)?;
+            let mut limits = settings::limits_from(&args.bounds)?;
+            // A forgotten operation's tombstone is kept as long as the sweeper's.
+            limits.tombstone_retention =
+                settings::sweeper_settings_from(&args)?.tombstone_retention;
             if args.dev && !args.listen.ip().is_loopback() {
                 return Err(format!(
                     "--dev listens on loopback addresses only (its token is printed and kept in \

@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use tonic::Code;
 use tracing::info;
 
-use super::Console;
 use super::calls::Refusal;
 use super::counters::{Whose, sum_by, total};
 use super::pages::dashboard::{AgeBand, Counter, Dashboard, dashboard_page};
@@ -27,6 +26,7 @@ use super::pages::{Viewer, error_page, login_page};
 use super::search::{Search, classify};
 use super::security::{cleared_cookie, csrf_ok, same_origin, session_cookie, session_id};
 use super::session::{ABSOLUTE_TIMEOUT, Session};
+use super::{Console, paths};
 use crate::auth::{Principal, Scope};
 use crate::proto::{
     self, ListOperationsRequest, ListUnresolvedRequest, LookupRequest, ReconcileRequest,
@@ -242,11 +242,6 @@ pub(super) struct SearchQuery {
     q: String,
 }
 
-/// A query string of typed fields.
-fn query_string(fields: &impl Serialize) -> String {
-    serde_urlencoded::to_string(fields).unwrap_or_default()
-}
-
 pub(super) async fn search(
     State(console): Shared,
     headers: HeaderMap,
@@ -258,21 +253,17 @@ pub(super) async fn search(
     };
     match classify(&query.q) {
         Search::Nothing => Redirect::to("/").into_response(),
-        Search::OperationId(id) => Redirect::to(&format!("/operations/{id}")).into_response(),
-        Search::Filter(filter) => Redirect::to(&format!(
-            "/operations?{}",
-            query_string(&[("filter", filter)])
-        ))
-        .into_response(),
+        Search::OperationId(id) => Redirect::to(&paths::operation(&id, "")).into_response(),
+        Search::Filter(filter) => Redirect::to(&paths::filtered(&filter)).into_response(),
         Search::Scope { operation, key } => {
             let request = LookupRequest {
                 target: Some(Target::Scope(proto::Scope { operation, key })),
-                ..Default::default()
+                ..LookupRequest::default()
             };
             match console.api.lookup(&signed_in.principal, request).await {
                 Ok(found) => {
                     let id = found.operation.unwrap_or_default().operation_id;
-                    Redirect::to(&format!("/operations/{id}")).into_response()
+                    Redirect::to(&paths::operation(&id, "")).into_response()
                 }
                 Err(refusal) => refused(&signed_in, &query.q, "Not found", &refusal),
             }
@@ -321,7 +312,7 @@ pub(super) async fn operations(
                     page_token: page.next_page_token.clone(),
                     ..query
                 };
-                format!("/operations?{}", query_string(&next))
+                format!("/operations?{}", paths::encoded(&next))
             });
             html(
                 StatusCode::OK,
@@ -351,12 +342,23 @@ fn next_filter_text(next: &Option<String>) -> String {
 pub(super) struct OperationQuery {
     #[serde(default)]
     done: String,
+    #[serde(default)]
+    tenant: String,
 }
 
+#[derive(Deserialize, Default)]
+pub(super) struct TenantQuery {
+    #[serde(default)]
+    tenant: String,
+}
+
+/// `tenant` empty: the viewer's own; a name: another tenant's (an admin's
+/// view), checked by the API as any caller's tenant name is.
 async fn read_operation(
     console: &Console,
     principal: &Principal,
     id: &str,
+    tenant: &str,
     history: bool,
 ) -> Result<proto::LookupResponse, Refusal> {
     let request = LookupRequest {
@@ -364,6 +366,7 @@ async fn read_operation(
         include_history: history,
         history_page_size: if history { HISTORY_PAGE_SIZE } else { 0 },
         history_page_token: String::new(),
+        tenant: tenant.to_owned(),
     };
     console.api.lookup(principal, request).await
 }
@@ -378,7 +381,7 @@ pub(super) async fn operation(
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    match read_operation(&console, &signed_in.principal, &id, true).await {
+    match read_operation(&console, &signed_in.principal, &id, &query.tenant, true).await {
         Ok(found) => {
             let notice = match query.done.as_str() {
                 "reconciled" => {
@@ -390,6 +393,7 @@ pub(super) async fn operation(
                 StatusCode::OK,
                 operation_page(
                     &signed_in.viewer(),
+                    &query.tenant,
                     &found.operation.unwrap_or_default(),
                     &found.history,
                     !found.next_history_page_token.is_empty(),
@@ -432,7 +436,7 @@ pub(super) async fn unresolved(
                 let next = PageQuery {
                     page_token: page.next_page_token.clone(),
                 };
-                format!("/unresolved?{}", query_string(&next))
+                format!("/unresolved?{}", paths::encoded(&next))
             });
             html(
                 StatusCode::OK,
@@ -452,15 +456,21 @@ pub(super) async fn reconcile_form(
     State(console): Shared,
     headers: HeaderMap,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
 ) -> Response {
     let signed_in = match sign_in(&console, &headers).await {
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    match read_operation(&console, &signed_in.principal, &id, false).await {
+    match read_operation(&console, &signed_in.principal, &id, &query.tenant, false).await {
         Ok(found) => html(
             StatusCode::OK,
-            choose_page(&signed_in.viewer(), &found.operation.unwrap_or_default()),
+            choose_page(
+                &signed_in.viewer(),
+                &query.tenant,
+                &found.operation.unwrap_or_default(),
+                shown_now(),
+            ),
         ),
         Err(refusal) => refused(&signed_in, &id, "Reconcile", &refusal),
     }
@@ -519,6 +529,7 @@ pub(super) async fn reconcile(
     State(console): Shared,
     headers: HeaderMap,
     Path(id): Path<String>,
+    Query(query): Query<TenantQuery>,
     Form(form): Form<ReconcileForm>,
 ) -> Response {
     let signed_in = match sign_in(&console, &headers).await {
@@ -536,7 +547,9 @@ pub(super) async fn reconcile(
         );
         return refused(&signed_in, &id, "Reconcile", &refusal);
     };
-    let operation = match read_operation(&console, &signed_in.principal, &id, false).await {
+    let tenant = query.tenant;
+    let operation = match read_operation(&console, &signed_in.principal, &id, &tenant, false).await
+    {
         Ok(found) => found.operation.unwrap_or_default(),
         Err(refusal) => return refused(&signed_in, &id, "Reconcile", &refusal),
     };
@@ -556,13 +569,14 @@ pub(super) async fn reconcile(
     if form.step != "apply" {
         return html(
             StatusCode::OK,
-            review_page(&signed_in.viewer(), &operation, &choice),
+            review_page(&signed_in.viewer(), &tenant, &operation, &choice),
         );
     }
     let request = ReconcileRequest {
         operation_id: id.clone(),
         expected_fence: form.expected_fence,
         resolution: Some(resolution(choice)),
+        tenant: tenant.clone(),
     };
     match console.api.reconcile(&signed_in.principal, request).await {
         Ok(_) => {
@@ -572,7 +586,7 @@ pub(super) async fn reconcile(
                 resolution = %form.resolution,
                 "reconciled from the console"
             );
-            Redirect::to(&format!("/operations/{id}?done=reconciled")).into_response()
+            Redirect::to(&paths::operation_after(&id, &tenant, "reconciled")).into_response()
         }
         Err(refusal) => refused(&signed_in, &id, "Reconcile", &refusal),
     }

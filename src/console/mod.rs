@@ -16,6 +16,7 @@ pub mod conflicts;
 pub mod counters;
 mod handlers;
 pub mod pages;
+pub mod paths;
 pub mod search;
 pub mod security;
 pub mod session;

@@ -78,6 +78,18 @@ pub enum Resolution {
     NotApplied,
 }
 
+/// An admin's Forget: turn an ended operation into a tombstone now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgetCommand {
+    pub operation_id: OperationId,
+    pub expected_fence: Fence,
+    /// Why, as the history and the audit log keep it (bounded, no control
+    /// characters).
+    pub reason: String,
+    /// How long the tombstone is kept ([`crate::domain::Limits::tombstone_retention`]).
+    pub tombstone_retention: TimeDelta,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReconcileCommand {
     pub operation_id: OperationId,

@@ -54,6 +54,11 @@ pub enum Refusal {
     AttemptDeadlinePassed,
     /// Any other write the state does not allow.
     StateForbids,
+    /// Forget of an operation that has not ended: only an ended one's result
+    /// may be dropped (an unresolved one's effect is still in question).
+    OperationUnresolved,
+    /// Forget of a tombstone: there is nothing left to forget.
+    AlreadyForgotten,
 }
 
 impl Refusal {
@@ -65,6 +70,8 @@ impl Refusal {
             Refusal::AttemptStillRunning => ErrorReason::AttemptStillRunning,
             Refusal::AttemptDeadlinePassed => ErrorReason::AttemptDeadlinePassed,
             Refusal::StateForbids => ErrorReason::StateForbids,
+            Refusal::OperationUnresolved => ErrorReason::OperationUnresolved,
+            Refusal::AlreadyForgotten => ErrorReason::AlreadyForgotten,
         }
     }
 }
@@ -120,11 +127,17 @@ pub enum ErrorReason {
     /// UNAUTHENTICATED: a valid client certificate whose identities the
     /// mapping does not name, or that names no active tenant.
     CertificateUnmapped,
+    /// NOT_FOUND: an admin named a tenant that no active tenant is called.
+    TenantNotFound,
+    /// FAILED_PRECONDITION: Forget of an operation that has not ended.
+    OperationUnresolved,
+    /// FAILED_PRECONDITION: Forget of a tombstone.
+    AlreadyForgotten,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 24] = [
+    pub const ALL: [ErrorReason; 27] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -149,6 +162,9 @@ impl ErrorReason {
         ErrorReason::CertificateUntrusted,
         ErrorReason::CertificateExpired,
         ErrorReason::CertificateUnmapped,
+        ErrorReason::TenantNotFound,
+        ErrorReason::OperationUnresolved,
+        ErrorReason::AlreadyForgotten,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -177,6 +193,9 @@ impl ErrorReason {
             ErrorReason::CertificateUntrusted => "CERTIFICATE_UNTRUSTED",
             ErrorReason::CertificateExpired => "CERTIFICATE_EXPIRED",
             ErrorReason::CertificateUnmapped => "CERTIFICATE_UNMAPPED",
+            ErrorReason::TenantNotFound => "TENANT_NOT_FOUND",
+            ErrorReason::OperationUnresolved => "OPERATION_UNRESOLVED",
+            ErrorReason::AlreadyForgotten => "ALREADY_FORGOTTEN",
         }
     }
 }
@@ -194,6 +213,10 @@ pub enum Error {
     /// Unknown scope or id, or another tenant's: indistinguishable on purpose.
     #[error("operation not found")]
     NotFound,
+    /// An admin named a tenant that no active tenant is called. Only an
+    /// admin may name one, so telling it apart from NotFound leaks nothing.
+    #[error("no active tenant has that name")]
+    TenantNotFound,
     #[error("idempotency key reused with a different request")]
     KeyReused { operation_id: OperationId },
     #[error("the result of this operation has expired")]
@@ -280,6 +303,7 @@ impl Error {
             Error::Unauthenticated => ErrorReason::InvalidCredentials,
             Error::MissingCredentials => ErrorReason::MissingCredentials,
             Error::NotFound => ErrorReason::OperationNotFound,
+            Error::TenantNotFound => ErrorReason::TenantNotFound,
             Error::KeyReused { .. } => ErrorReason::IdempotencyKeyReused,
             Error::ResultExpired { .. } => ErrorReason::ResultExpired,
             Error::LeaseLost { .. } => ErrorReason::LeaseLost,

@@ -46,6 +46,12 @@ pub struct Limits {
     /// Added to the deadlines that decide whether an earlier attempt may
     /// still be in flight ([`crate::domain::ClaimCommand::clock_margin`]).
     pub clock_margin: TimeDelta,
+    /// How long a tombstone refuses new Claims before it is deleted: the
+    /// sweeper's (`--tombstone-retention`), and a forgotten operation's.
+    pub tombstone_retention: TimeDelta,
+    /// The longest reason a Forget may give (it is kept in history and the
+    /// audit log).
+    pub max_forget_reason_bytes: usize,
 }
 
 impl Default for Limits {
@@ -80,6 +86,8 @@ impl Default for Limits {
             max_history_page_size: 1000,
             max_wait: TimeDelta::seconds(30),
             clock_margin: TimeDelta::seconds(3),
+            tombstone_retention: TimeDelta::days(7),
+            max_forget_reason_bytes: 512,
         }
     }
 }

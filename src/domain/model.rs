@@ -137,6 +137,28 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The bytes stored for it: the result (body, content type, metadata)
+    /// or the error (code, message, metadata). What a Forget drops, and
+    /// what a cached entry weighs.
+    pub fn stored_bytes(&self) -> usize {
+        let metadata = |metadata: &Metadata| {
+            metadata
+                .iter()
+                .map(|(name, value)| name.len() + value.len())
+                .sum::<usize>()
+        };
+        match self {
+            Outcome::Succeeded(result) => {
+                result.body.len() + result.content_type.len() + metadata(&result.metadata)
+            }
+            Outcome::Failed { error, .. } => {
+                error.code.len() + error.message.len() + metadata(&error.metadata)
+            }
+        }
+    }
+}
+
 /// Proof of the last owner or reconciler write, so that a re-sent write is
 /// answered like the original instead of being applied twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,6 +381,8 @@ pub enum HistoryEvent {
     StaleWriteRefused,
     LateWriteRefused,
     Expired,
+    /// An admin turned the ended operation into a tombstone (Forget).
+    Forgotten,
     /// Stands for the entries past the operation's history cap.
     HistoryTruncated,
 }
@@ -380,6 +404,7 @@ impl HistoryEvent {
             HistoryEvent::StaleWriteRefused => "STALE_WRITE_REFUSED",
             HistoryEvent::LateWriteRefused => "LATE_WRITE_REFUSED",
             HistoryEvent::Expired => "EXPIRED",
+            HistoryEvent::Forgotten => "FORGOTTEN",
             HistoryEvent::HistoryTruncated => "HISTORY_TRUNCATED",
         }
     }
@@ -531,6 +556,28 @@ pub struct HistoryEntry {
     pub count: u64,
     pub first_at: DateTime<Utc>,
     pub last_at: DateTime<Utc>,
+    /// Who made the change, for reconciliations and Forget.
+    pub acted_by: Option<ActedBy>,
+}
+
+/// The credential behind a reconciliation or a Forget, as history and the
+/// audit log record it: never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActedBy {
+    /// `token:NAME` or `certificate:IDENTITY`.
+    pub credential: String,
+    /// An admin credential of another tenant, acting on this one's behalf.
+    pub admin_on_behalf: bool,
+}
+
+/// The durable audit row an admin action writes in the transaction of its
+/// change: who is [`ActedBy`], the tenant and target are the operation's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditNote {
+    /// `operation.reconcile`, `operation.forget`.
+    pub action: &'static str,
+    pub detail: String,
+    pub reason: Option<String>,
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

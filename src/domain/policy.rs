@@ -328,6 +328,21 @@ impl Policies {
             .find(|(policy, _)| policy.pattern.matches(operation))
     }
 
+    /// What GetPolicy answers for `operation`: the pattern of the policy
+    /// that decides (`None`: the server's bounds apply) and the bounds a
+    /// Claim of that name is admitted with. The same resolution as
+    /// [`Policies::claim`]'s.
+    pub fn effective(
+        &self,
+        operation: &str,
+        server: &Limits,
+    ) -> (Option<&OperationPattern>, Limits) {
+        match self.deciding(operation) {
+            Some((policy, limits)) => (Some(&policy.pattern), limits.clone()),
+            None => (None, server.clone()),
+        }
+    }
+
     /// The effective bounds for `operation`: the server's, with the
     /// deciding policy's in their place.
     pub fn limits_for(&self, operation: &str, server: &Limits) -> Limits {

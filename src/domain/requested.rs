@@ -66,6 +66,13 @@ pub struct ReconcileRequested {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgetRequested {
+    pub operation_id: OperationId,
+    pub expected_fence: Fence,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnresolvedRequested {
     /// None: every operation name.
     pub operation: Option<String>,

@@ -110,8 +110,9 @@ impl Default for AdmissionSettings {
 }
 
 /// The scopes that admit a call of `method`: any one of them. Lookup reads
-/// what both a caller and a reconciler need to see; `admin` grants none of
-/// these by itself (ListOperations, the operator's search, excepted). An unknown method needs none (it is answered
+/// what a caller, a reconciler and an operator need to see; `admin` grants
+/// no write of the others by itself (its reads, Forget and GetPolicy
+/// excepted). An unknown method needs none (it is answered
 /// UNIMPLEMENTED, having read and written nothing).
 pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
     match method {
@@ -119,10 +120,16 @@ pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
             &[Scope::Operations]
         }
         ApiMethod::Reconcile | ApiMethod::ListUnresolved => &[Scope::Reconcile],
-        ApiMethod::Lookup => &[Scope::Operations, Scope::Reconcile],
+        // An operator reads any tenant's operation (the handler lets only
+        // an admin name another tenant).
+        ApiMethod::Lookup => &[Scope::Operations, Scope::Reconcile, Scope::Admin],
         // Support staff's search: a reconciler's, or an operator's, who may
         // search every tenant (the handler narrows a non-admin to its own).
         ApiMethod::ListOperations => &[Scope::Reconcile, Scope::Admin],
+        // Dropping a stored result is the operator's alone.
+        ApiMethod::Forget => &[Scope::Admin],
+        // What bounds a Claim gets: a reconciler's question and an operator's.
+        ApiMethod::GetPolicy => &[Scope::Reconcile, Scope::Admin],
         ApiMethod::Unknown => &[],
     }
 }
@@ -416,17 +423,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_served_method_needs_a_scope_and_admin_alone_is_none_but_listoperations() {
+    fn every_served_method_needs_a_scope_and_admin_alone_admits_only_the_operators() {
         for method in ApiMethod::SERVED {
             let needed = scopes_for(*method);
             assert!(!needed.is_empty(), "{method:?}");
-            // The one exception: ListOperations is the operator's search too
-            // (across tenants), and it only reads.
-            if *method == ApiMethod::ListOperations {
-                assert_eq!(needed, [Scope::Reconcile, Scope::Admin]);
-                continue;
+            // The exceptions: the operator's reads (Lookup, ListOperations,
+            // GetPolicy, across tenants) and Forget, which is admin only.
+            // Reconcile on another tenant's behalf needs reconcile as well.
+            match method {
+                ApiMethod::ListOperations | ApiMethod::GetPolicy => {
+                    assert_eq!(needed, [Scope::Reconcile, Scope::Admin]);
+                }
+                ApiMethod::Lookup => {
+                    assert_eq!(needed, [Scope::Operations, Scope::Reconcile, Scope::Admin]);
+                }
+                ApiMethod::Forget => assert_eq!(needed, [Scope::Admin]),
+                _ => assert!(!needed.contains(&Scope::Admin), "{method:?}"),
             }
-            assert!(!needed.contains(&Scope::Admin), "{method:?}");
         }
     }
 

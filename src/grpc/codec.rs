@@ -81,6 +81,10 @@ impl MapFields for proto::LookupResponse {}
 impl MapFields for proto::ReconcileResponse {}
 impl MapFields for proto::ListUnresolvedResponse {}
 impl MapFields for proto::ListOperationsResponse {}
+impl MapFields for proto::ForgetRequest {}
+impl MapFields for proto::ForgetResponse {}
+impl MapFields for proto::GetPolicyRequest {}
+impl MapFields for proto::GetPolicyResponse {}
 
 /// The codec the generated service and client use (build.rs names it).
 #[derive(Debug, Clone)]

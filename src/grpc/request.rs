@@ -12,10 +12,10 @@ use crate::auth::{Principal, Scope as AuthScope};
 use crate::domain::policy::Policies;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, Error, ErrorReport,
-    FailCommand, FailDisposition, FailRequested, HistoryPage, Limits, ListOrder, Metadata,
-    OperationFilter, OperationId, OperationsQuery, ReconcileCommand, ReconcileRequested,
-    RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope, SuccessResult,
-    Target, TenantSelection, UnresolvedQuery, UnresolvedRequested, Violations,
+    FailCommand, FailDisposition, FailRequested, ForgetCommand, ForgetRequested, HistoryPage,
+    Limits, ListOrder, Metadata, OperationFilter, OperationId, OperationsQuery, ReconcileCommand,
+    ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
+    SuccessResult, Target, TenantSelection, UnresolvedQuery, UnresolvedRequested, Violations,
 };
 use crate::proto;
 
@@ -225,6 +225,31 @@ pub fn unresolved_query(
     limits.unresolved(requested, violations)
 }
 
+/// Whose operations a call addresses: the caller's own tenant, or the one it
+/// names (`None` or empty: its own). Only an admin credential may name one:
+/// anyone else is PERMISSION_DENIED `MISSING_SCOPE` admin, before anything is
+/// read. The one resolution for ListOperations' `tenant:` term and the
+/// `tenant` field of Lookup, Reconcile and Forget.
+pub fn tenant_selection(principal: &Principal, named: Option<&str>) -> Result<TenantSelection> {
+    match named.filter(|name| !name.is_empty()) {
+        None => Ok(TenantSelection::Own(principal.tenant)),
+        Some(_) if !principal.scopes.contains(AuthScope::Admin) => Err(Error::MissingScope {
+            scope: AuthScope::Admin.as_str(),
+        }),
+        Some(name) => Ok(TenantSelection::Named(name.to_owned())),
+    }
+}
+
+pub fn forget_command(request: proto::ForgetRequest, limits: &Limits) -> Result<ForgetCommand> {
+    let mut violations = Violations::default();
+    let requested = ForgetRequested {
+        operation_id: operation_id("operation_id", &request.operation_id, &mut violations),
+        expected_fence: request.expected_fence,
+        reason: request.reason,
+    };
+    limits.forget(requested, violations)
+}
+
 /// A ListOperations request, for the credential that made it: a non-admin
 /// credential reads its own tenant only and may not name one (`tenant:` is
 /// PERMISSION_DENIED `MISSING_SCOPE` admin); an admin reads every tenant,
@@ -252,16 +277,12 @@ pub fn list_operations_query(
             ListOrder::OldestFirst
         }
     };
-    let is_admin = principal.scopes.contains(AuthScope::Admin);
-    if filter.tenant.is_some() && !is_admin {
-        return Err(Error::MissingScope {
-            scope: AuthScope::Admin.as_str(),
-        });
-    }
-    let tenants = match (&filter.tenant, is_admin) {
-        (Some(name), _) => TenantSelection::Named(name.clone()),
-        (None, true) => TenantSelection::All,
-        (None, false) => TenantSelection::Own(principal.tenant),
+    let tenants = match tenant_selection(principal, filter.tenant.as_deref())? {
+        // An admin naming no tenant searches them all.
+        TenantSelection::Own(_) if principal.scopes.contains(AuthScope::Admin) => {
+            TenantSelection::All
+        }
+        selection => selection,
     };
     let mut query = OperationsQuery {
         filter,

@@ -4,9 +4,10 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::page_token;
+use crate::domain::policy::OperationPattern;
 use crate::domain::{
-    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, OperationRecord, OperationsPage,
-    Outcome, PendingReason, State, SuccessResult, UnresolvedPage, time_left,
+    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, Limits, OperationRecord,
+    OperationsPage, Outcome, PendingReason, State, SuccessResult, UnresolvedPage, time_left,
 };
 use crate::proto;
 use crate::service::{ClaimReply, WriteReply};
@@ -198,6 +199,15 @@ fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
         count: entry.count,
         at: Some(timestamp(entry.first_at)),
         last_at: Some(timestamp(entry.last_at)),
+        credential: entry
+            .acted_by
+            .as_ref()
+            .map(|acted_by| acted_by.credential.clone())
+            .unwrap_or_default(),
+        admin_on_behalf: entry
+            .acted_by
+            .as_ref()
+            .is_some_and(|acted_by| acted_by.admin_on_behalf),
     }
 }
 
@@ -287,6 +297,36 @@ pub fn fail_response(reply: &WriteReply) -> proto::FailResponse {
             .into(),
         retry_after: (answer.state == State::RetryWait)
             .then(|| proto_duration(time_left(answer.retry_at, reply.now))),
+    }
+}
+
+pub fn forget_response(reply: &WriteReply, dropped_bytes: u64) -> proto::ForgetResponse {
+    proto::ForgetResponse {
+        state: proto_state(reply.record.state).into(),
+        retain_until: reply.record.retain_until.map(timestamp),
+        dropped_bytes,
+    }
+}
+
+/// The bounds a first Claim of an operation name is admitted with, and the
+/// pattern of the policy that decided them (`None`: the server's own).
+pub fn policy_response(
+    pattern: Option<&OperationPattern>,
+    limits: &Limits,
+) -> proto::GetPolicyResponse {
+    proto::GetPolicyResponse {
+        matched_pattern: pattern.map(ToString::to_string).unwrap_or_default(),
+        server_defaults: pattern.is_none(),
+        default_lease: Some(proto_duration(limits.default_lease)),
+        max_lease: Some(proto_duration(limits.max_lease)),
+        default_max_attempt_duration: Some(proto_duration(limits.default_max_attempt_duration)),
+        max_attempt_duration: Some(proto_duration(limits.max_attempt_duration)),
+        default_max_attempts: limits.default_max_attempts,
+        max_attempts: limits.max_attempts,
+        default_retention: Some(proto_duration(limits.default_retention)),
+        max_retention: Some(proto_duration(limits.max_retention)),
+        default_operation_deadline: limits.default_operation_deadline.map(proto_duration),
+        max_operation_deadline: Some(proto_duration(limits.max_operation_deadline)),
     }
 }
 

@@ -15,16 +15,16 @@ use super::connect::Connect;
 use super::observe::{Observed, Waited};
 use super::page_token;
 use super::request::{
-    claim_command, complete_command, fail_command, list_operations_query, lookup_request,
-    reconcile_command, renew_command, unresolved_query,
+    claim_command, complete_command, fail_command, forget_command, list_operations_query,
+    lookup_request, reconcile_command, renew_command, tenant_selection, unresolved_query,
 };
 use super::response::{
-    claim_response, complete_response, fail_response, lookup_response, operations_response,
-    reconcile_response, renew_response, unresolved_response,
+    claim_response, complete_response, fail_response, forget_response, lookup_response,
+    operations_response, policy_response, reconcile_response, renew_response, unresolved_response,
 };
 use crate::auth::{Authenticator, Principal, Scope};
 use crate::domain::policy::Policies;
-use crate::domain::{Error, Limits, TenantId};
+use crate::domain::{ActedBy, Error, Limits, TenantId, TenantSelection};
 use crate::metrics::Metrics;
 use crate::proto;
 use crate::proto::idempotency_service_server::{
@@ -68,6 +68,17 @@ fn principal(extensions: &Extensions) -> Result<&Principal, Status> {
     extensions
         .get::<Principal>()
         .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
+}
+
+/// Who acts on an operation of `tenant`: the credential, and whether it is
+/// an admin's acting for another tenant (only an admin may name one:
+/// [`tenant_selection`]; naming its own is not acting on another's behalf).
+fn acted_by(principal: &Principal, selection: &TenantSelection, tenant: TenantId) -> ActedBy {
+    ActedBy {
+        credential: principal.credential.to_string(),
+        admin_on_behalf: matches!(selection, TenantSelection::Named(_))
+            && tenant != principal.tenant,
+    }
 }
 
 /// OpenTelemetry integers are signed; fences stay far below 2^63.
@@ -177,8 +188,10 @@ impl IdempotencyRpcs for IdempotencyApi {
         request: Request<proto::LookupRequest>,
     ) -> Result<Response<proto::LookupResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
-        let tenant = tenant(&extensions)?;
+        let principal = principal(&extensions)?;
+        let selection = tenant_selection(principal, Some(&message.tenant))?;
         let (target, history) = lookup_request(message, &self.limits)?;
+        let tenant = self.service.tenant_of(&selection).await?;
         let reply = self.service.lookup(tenant, &target, history).await?;
         Ok(Response::new(lookup_response(&reply)))
     }
@@ -188,11 +201,46 @@ impl IdempotencyRpcs for IdempotencyApi {
         request: Request<proto::ReconcileRequest>,
     ) -> Result<Response<proto::ReconcileResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
-        let tenant = tenant(&extensions)?;
+        let principal = principal(&extensions)?;
+        // Admission asked for reconcile; another tenant's needs admin too.
+        let selection = tenant_selection(principal, Some(&message.tenant))?;
         let command = reconcile_command(message, &self.limits)?;
-        let reply = self.service.reconcile(tenant, &command).await?;
+        let tenant = self.service.tenant_of(&selection).await?;
+        let acted_by = acted_by(principal, &selection, tenant);
+        let reply = self.service.reconcile(tenant, &command, &acted_by).await?;
         record_write(&reply);
         Ok(Response::new(reconcile_response(&reply)))
+    }
+
+    async fn forget(
+        &self,
+        request: Request<proto::ForgetRequest>,
+    ) -> Result<Response<proto::ForgetResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        let selection = tenant_selection(principal, Some(&message.tenant))?;
+        let command = forget_command(message, &self.limits)?;
+        let tenant = self.service.tenant_of(&selection).await?;
+        let acted_by = acted_by(principal, &selection, tenant);
+        let (reply, dropped_bytes) = self.service.forget(tenant, &command, &acted_by).await?;
+        record_write(&reply);
+        Ok(Response::new(forget_response(&reply, dropped_bytes)))
+    }
+
+    async fn get_policy(
+        &self,
+        request: Request<proto::GetPolicyRequest>,
+    ) -> Result<Response<proto::GetPolicyResponse>, Status> {
+        let operation = self
+            .limits
+            .policy_operation(request.into_inner().operation)?;
+        // The read guard lives for this block only, as in Claim.
+        let response = {
+            let policies = self.policies.borrow();
+            let (pattern, limits) = policies.effective(&operation, &self.limits);
+            policy_response(pattern, &limits)
+        };
+        Ok(Response::new(response))
     }
 
     async fn list_unresolved(

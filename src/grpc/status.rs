@@ -95,6 +95,9 @@ impl From<Error> for Status {
                 ErrorReason::InvalidCredentials,
             ),
             Error::NotFound => reason_only(Code::NotFound, message, ErrorReason::OperationNotFound),
+            Error::TenantNotFound => {
+                reason_only(Code::NotFound, message, ErrorReason::TenantNotFound)
+            }
             Error::KeyReused { operation_id } => error_info(
                 Code::FailedPrecondition,
                 message,

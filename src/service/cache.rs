@@ -2,7 +2,12 @@
 //!
 //! Terminal records (SUCCEEDED, FAILED) never change until their retention
 //! ends, so a replica may answer a replay of one without a database round
-//! trip, until `retain_until` less a margin. Time is measured as the
+//! trip, until `retain_until` less a margin. The one exception is an admin's
+//! Forget, which makes the record a tombstone early: the replica that
+//! forgets drops its entry ([`TerminalCache::remove`]), and the others drop
+//! theirs when the change reaches them ([`TerminalCache::remove_operation`],
+//! by operation id, from the store's change notifications; everything, when
+//! notifications may have been missed: [`TerminalCache::clear`]). Time is measured as the
 //! database measured it: an entry keeps the database clock of the read that
 //! filled it and counts on from there with this process's monotonic clock,
 //! so no wall clock of this machine is compared with the database's. The
@@ -19,7 +24,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-use crate::domain::{OperationRecord, Outcome, Scope, TenantId};
+use crate::domain::{OperationId, OperationRecord, Outcome, Scope, TenantId};
 
 /// The budget a server has unless told otherwise (`--result-cache-bytes`).
 pub const DEFAULT_BUDGET_BYTES: u64 = 16 * 1024 * 1024;
@@ -47,27 +52,7 @@ struct EntryWeight;
 impl Weighter<u64, Arc<Entry>> for EntryWeight {
     fn weight(&self, _key: &u64, entry: &Arc<Entry>) -> u64 {
         let record = &entry.record;
-        let outcome = match &record.outcome {
-            Some(Outcome::Succeeded(result)) => {
-                result.body.len()
-                    + result.content_type.len()
-                    + result
-                        .metadata
-                        .iter()
-                        .map(|(name, value)| name.len() + value.len())
-                        .sum::<usize>()
-            }
-            Some(Outcome::Failed { error, .. }) => {
-                error.code.len()
-                    + error.message.len()
-                    + error
-                        .metadata
-                        .iter()
-                        .map(|(name, value)| name.len() + value.len())
-                        .sum::<usize>()
-            }
-            None => 0,
-        };
+        let outcome = record.outcome.as_ref().map_or(0, Outcome::stored_bytes);
         let strings = record.scope.operation.len() + record.scope.key.len();
         u64::try_from(outcome + strings)
             .unwrap_or(u64::MAX)
@@ -78,6 +63,10 @@ impl Weighter<u64, Arc<Entry>> for EntryWeight {
 #[derive(Clone)]
 pub struct TerminalCache {
     entries: Option<Arc<Cache<u64, Arc<Entry>, EntryWeight>>>,
+    /// Which entry holds an operation, so that a change notification (which
+    /// names operations, not scopes) can drop it. Bounded like `entries`; a
+    /// key evicted here leaves its entry to a full clear.
+    by_operation: Option<Arc<Cache<OperationId, u64>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -100,17 +89,23 @@ pub struct Cached {
 impl TerminalCache {
     /// Holds at most `budget_bytes`; zero disables the cache.
     pub fn new(budget_bytes: u64) -> Self {
+        let estimated_items = usize::try_from(budget_bytes / (ENTRY_OVERHEAD_BYTES * 2))
+            .unwrap_or(1024)
+            .max(16);
         let entries = (budget_bytes > 0).then(|| {
-            let estimated_items =
-                usize::try_from(budget_bytes / (ENTRY_OVERHEAD_BYTES * 2)).unwrap_or(1024);
             Arc::new(Cache::with_weighter(
-                estimated_items.max(16),
+                estimated_items,
                 budget_bytes,
                 EntryWeight,
             ))
         });
+        // Twice the entries' estimate: an entry evicted by weight leaves a
+        // stale id behind, which costs a miss, never a wrong answer.
+        let by_operation =
+            (budget_bytes > 0).then(|| Arc::new(Cache::new(estimated_items.saturating_mul(2))));
         Self {
             entries,
+            by_operation,
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }
@@ -171,6 +166,9 @@ impl TerminalCache {
         };
         let filled = Instant::now();
         let key = self.key(record.tenant_id, &record.scope);
+        if let Some(by_operation) = self.by_operation.as_ref() {
+            by_operation.insert(record.operation_id, key);
+        }
         entries.insert(
             key,
             Arc::new(Entry {
@@ -180,5 +178,44 @@ impl TerminalCache {
                 answers_until: filled + left,
             }),
         );
+    }
+
+    /// Drops the scope's entry: its record is no longer what it held (an
+    /// admin forgot it).
+    pub fn remove(&self, tenant: TenantId, scope: &Scope) {
+        if let Some(entries) = self.entries.as_ref() {
+            entries.remove(&self.key(tenant, scope));
+        }
+    }
+
+    /// Drops the entry of the operation, if this replica holds it: another
+    /// replica changed it (a terminal record changes only by Forget).
+    pub fn remove_operation(&self, operation_id: OperationId) {
+        let (Some(entries), Some(by_operation)) =
+            (self.entries.as_ref(), self.by_operation.as_ref())
+        else {
+            return;
+        };
+        let Some(key) = by_operation.get(&operation_id) else {
+            return;
+        };
+        by_operation.remove(&operation_id);
+        let holds_it = entries
+            .get(&key)
+            .is_some_and(|entry| entry.record.operation_id == operation_id);
+        if holds_it {
+            entries.remove(&key);
+        }
+    }
+
+    /// Drops every entry: changes may have been missed (the store's change
+    /// notifications were interrupted), so none is known to stand.
+    pub fn clear(&self) {
+        if let Some(entries) = self.entries.as_ref() {
+            entries.clear();
+        }
+        if let Some(by_operation) = self.by_operation.as_ref() {
+            by_operation.clear();
+        }
     }
 }

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::domain::{
-    Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OperationId,
+    ActedBy, Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OperationId,
     OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State, SuccessResult,
     TenantId, WriteAnswer, WriteReceipt, Writer,
 };
@@ -313,6 +313,10 @@ pub(crate) struct HistoryRow {
     pub(crate) count: i64,
     pub(crate) first_at: DateTime<Utc>,
     pub(crate) last_at: DateTime<Utc>,
+    /// NULL: an owner's or the sweeper's entry (or one from before it was
+    /// recorded).
+    pub(crate) acted_by: Option<String>,
+    pub(crate) admin_on_behalf: bool,
 }
 
 impl TryFrom<HistoryRow> for HistoryEntry {
@@ -331,6 +335,10 @@ impl TryFrom<HistoryRow> for HistoryEntry {
             count: unsigned(row.count, "history count")?,
             first_at: row.first_at,
             last_at: row.last_at,
+            acted_by: row.acted_by.map(|credential| ActedBy {
+                credential,
+                admin_on_behalf: row.admin_on_behalf,
+            }),
         })
     }
 }

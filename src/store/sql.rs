@@ -147,7 +147,7 @@ macro_rules! select_history_sql {
             "SELECT CAST(sequence AS BIGINT) AS sequence, event, from_state, to_state, fence, \
              last_fence, attempt, detail, ",
             $count,
-            " AS count, first_at, last_at \
+            " AS count, first_at, last_at, acted_by, admin_on_behalf \
              FROM operation_history WHERE operation_id = $1 AND sequence > $2 \
              ORDER BY sequence LIMIT $3"
         )

@@ -180,6 +180,31 @@ try {
   await shot("14-conflicts");
   await page.goto(`${base}/`);
   await shot("15-dashboard-admin");
+
+  // An admin reconciles another tenant's operation on its behalf: the row's
+  // link names the tenant, and the API checks it.
+  await page.goto(`${base}/operations?filter=${encodeURIComponent("state:unknown")}`);
+  await Promise.all([
+    page.waitForLoadState("load"),
+    page.click(`a[href="/operations/${otherTenantId}?tenant=tenant-b"]`),
+  ]);
+  text = await main();
+  assert.match(text, /tenant-b/);
+  assert.match(text, /outcome unknown/);
+  await page.click(`a[href="/operations/${otherTenantId}/reconcile?tenant=tenant-b"]`);
+  // FAILED and NOT_APPLIED wait for the last attempt's deadline; the page says so.
+  assert.match(await main(), /only once the last attempt's deadline has passed/);
+  const onBehalf = page.locator("form.choice").filter({ hasText: "It happened" });
+  await onBehalf.locator("textarea[name=body]").fill('{"charge":"ch_on_behalf"}');
+  await Promise.all([page.waitForLoadState("load"), onBehalf.locator("button[type=submit]").click()]);
+  assert.match(await main(), /SUCCEEDED records this result/);
+  await Promise.all([page.waitForLoadState("load"), page.click("section.confirm button[type=submit]")]);
+  text = await main();
+  assert.match(page.url(), /done=reconciled/, text);
+  assert.match(text, /the effect happened; a retry replays the result/);
+  assert.match(text, /ch_on_behalf/);
+  assert.match(text, /token:support-lead \(admin, on behalf\)/);
+  await shot("16-admin-reconciled-on-behalf");
   await Promise.all([page.waitForURL(/\/login$/), page.click(".who form button")]);
 
   // The refusals above log their 403 and 404 as failed loads; anything

@@ -216,6 +216,7 @@ async fn a_resent_write_gets_its_original_answer_after_the_record_moved_on(backe
     let stalled = ownership(&stalled).expect("acquired").clone();
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let reconcile = proto::ReconcileRequest {
+        tenant: String::new(),
         operation_id: stalled.operation_id.clone(),
         expected_fence: stalled.fence,
         resolution: Some(proto::reconcile_request::Resolution::NotApplied(

@@ -134,6 +134,7 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     fail_unknown(&mut client, &reconciler, &untouched).await;
     // Tenant B's operation, which tenant A's credential must not see.
     let other = claim_owned(&mut client, &world.tenant_b, payload("b-order")).await;
+    fail_unknown(&mut client, &world.tenant_b, &other).await;
 
     let console = Console::new(
         world.server.application.api.clone(),
@@ -204,12 +205,23 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
         .expect("operation");
     assert_eq!(found.state(), proto::OperationState::Unknown);
     assert_eq!(found.fence, untouched.fence);
-    // History says who reconciled: the console's credential, as the API's.
+    // History says who reconciled: the signed-in credential, as the API
+    // records it for any caller.
     let entries = history(&mut client, &reconciler, &unresolved.operation_id).await;
-    assert!(
-        events(&entries).contains(&"RECONCILED".to_owned()),
-        "{entries:?}"
-    );
+    let reconciled = entries
+        .iter()
+        .find(|entry| entry.event == "RECONCILED")
+        .unwrap_or_else(|| panic!("reconciled: {entries:?}"));
+    assert_eq!(reconciled.credential, "token:initial");
+    assert!(!reconciled.admin_on_behalf);
+    // The admin's reconciliation of tenant B's operation, on its behalf.
+    let entries = history(&mut client, &world.tenant_b, &other.operation_id).await;
+    let reconciled = entries
+        .iter()
+        .find(|entry| entry.event == "RECONCILED")
+        .unwrap_or_else(|| panic!("reconciled on behalf: {entries:?}"));
+    assert_eq!(reconciled.credential, "token:support-lead");
+    assert!(reconciled.admin_on_behalf);
 }
 
 store_tests!(support_staff_work_the_console_in_a_real_browser);

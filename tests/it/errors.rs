@@ -289,6 +289,7 @@ async fn reconcile_on_a_live_lease_is_refused(backend: Backend) {
         .reconcile(authorized(
             token,
             proto::ReconcileRequest {
+                tenant: String::new(),
                 operation_id: owner.operation_id.clone(),
                 expected_fence: owner.fence,
                 resolution: Some(proto::reconcile_request::Resolution::Succeeded(

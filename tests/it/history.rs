@@ -264,6 +264,7 @@ async fn history_page(
         .lookup(authorized(
             token,
             proto::LookupRequest {
+                tenant: String::new(),
                 target: Some(proto::lookup_request::Target::OperationId(
                     operation_id.into(),
                 )),

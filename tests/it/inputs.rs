@@ -480,7 +480,7 @@ fn every_error_reason_is_documented_in_the_proto_and_the_readme() {
 
 /// Every event the domain writes; the match below stops compiling when one
 /// is added, until it is listed here too.
-const HISTORY_EVENTS: [HistoryEvent; 15] = [
+const HISTORY_EVENTS: [HistoryEvent; 16] = [
     HistoryEvent::Claimed,
     HistoryEvent::TakenOver,
     HistoryEvent::RetryStarted,
@@ -495,6 +495,7 @@ const HISTORY_EVENTS: [HistoryEvent; 15] = [
     HistoryEvent::StaleWriteRefused,
     HistoryEvent::LateWriteRefused,
     HistoryEvent::Expired,
+    HistoryEvent::Forgotten,
     HistoryEvent::HistoryTruncated,
 ];
 
@@ -514,6 +515,7 @@ fn listed(event: HistoryEvent) -> bool {
         | HistoryEvent::StaleWriteRefused
         | HistoryEvent::LateWriteRefused
         | HistoryEvent::Expired
+        | HistoryEvent::Forgotten
         | HistoryEvent::HistoryTruncated => HISTORY_EVENTS.contains(&event),
     }
 }

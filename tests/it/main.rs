@@ -9,6 +9,7 @@
 
 mod harness;
 
+mod admin;
 mod admission;
 mod api_retries;
 mod bounds;

@@ -426,6 +426,7 @@ async fn metrics_count_exactly_what_happened(backend: Backend) {
         .reconcile(authorized(
             &token,
             proto::ReconcileRequest {
+                tenant: String::new(),
                 operation_id: c2.operation_id.clone(),
                 expected_fence: c2.fence,
                 resolution: Some(proto::reconcile_request::Resolution::Succeeded(

@@ -58,7 +58,17 @@
 //                                                validity period (likewise)
 //   CERTIFICATE_UNMAPPED    UNAUTHENTICATED      a valid client certificate whose
 //                                                identity maps to no tenant (likewise)
-// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
+//   TENANT_NOT_FOUND        NOT_FOUND            an admin named a tenant that has no
+//                                                active tenant of that name
+//   OPERATION_UNRESOLVED    FAILED_PRECONDITION  Forget of an operation that has not
+//                                                ended (in progress, retry wait,
+//                                                unknown): only SUCCEEDED or FAILED
+//                                                may be forgotten
+//   ALREADY_FORGOTTEN       FAILED_PRECONDITION  Forget of an operation that is a
+//                                                tombstone already (forgotten, or
+//                                                past retention)
+// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS, and of
+// OPERATION_UNRESOLVED and ALREADY_FORGOTTEN, carries
 // `operation_id` in its metadata, and where it helps `state` and
 // `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.
 //
@@ -1857,8 +1867,13 @@ type LookupRequest struct {
 	// page of the same operation; empty for the first page. Tokens are opaque:
 	// anything else, or a token of another operation, is INVALID_ARGUMENT.
 	HistoryPageToken string `protobuf:"bytes,5,opt,name=history_page_token,json=historyPageToken,proto3" json:"history_page_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Optional: the name of the tenant whose operation to read; empty, the
+	// caller's own. Naming a tenant needs the admin scope (else
+	// PERMISSION_DENIED, MISSING_SCOPE naming admin); a name with no active
+	// tenant is NOT_FOUND (TENANT_NOT_FOUND).
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LookupRequest) Reset() {
@@ -1933,6 +1948,13 @@ func (x *LookupRequest) GetHistoryPageSize() uint32 {
 func (x *LookupRequest) GetHistoryPageToken() string {
 	if x != nil {
 		return x.HistoryPageToken
+	}
+	return ""
+}
+
+func (x *LookupRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
 	}
 	return ""
 }
@@ -2262,6 +2284,9 @@ type HistoryEntry struct {
 	//	STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
 	//	LATE_WRITE_REFUSED   the owner's write after its attempt deadline
 	//	EXPIRED              the result passed retention: now a tombstone
+	//	FORGOTTEN            an admin turned the ended operation into a
+	//	                     tombstone before its retention ended (Forget;
+	//	                     detail: the reason given; credential: who)
 	//	HISTORY_TRUNCATED    stands for the events past the history cap
 	//	                     (the server's history cap, default 100): count
 	//	                     says how many, fence and last_fence the first and
@@ -2295,7 +2320,15 @@ type HistoryEntry struct {
 	// The fence of the last event this entry stands for; equals fence unless
 	// refusals of several fences coalesced (fence is then the first refused
 	// one, last_fence the last).
-	LastFence     uint64 `protobuf:"varint,11,opt,name=last_fence,json=lastFence,proto3" json:"last_fence,omitempty"`
+	LastFence uint64 `protobuf:"varint,11,opt,name=last_fence,json=lastFence,proto3" json:"last_fence,omitempty"`
+	// Which credential made the change, for RECONCILED and FORGOTTEN entries:
+	// `token:NAME` or `certificate:IDENTITY`, never a secret. Empty for the
+	// owners' own writes and the sweeper's, and for entries written before
+	// servers recorded it.
+	Credential string `protobuf:"bytes,12,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The credential was an admin's acting on this tenant's behalf (it belongs
+	// to another tenant and named this one).
+	AdminOnBehalf bool `protobuf:"varint,13,opt,name=admin_on_behalf,json=adminOnBehalf,proto3" json:"admin_on_behalf,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2407,6 +2440,20 @@ func (x *HistoryEntry) GetLastFence() uint64 {
 	return 0
 }
 
+func (x *HistoryEntry) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetAdminOnBehalf() bool {
+	if x != nil {
+		return x.AdminOnBehalf
+	}
+	return false
+}
+
 // Resolves an operation whose outcome is unknown, from outside evidence.
 type ReconcileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2421,7 +2468,14 @@ type ReconcileRequest struct {
 	//	*ReconcileRequest_Succeeded
 	//	*ReconcileRequest_Failed
 	//	*ReconcileRequest_NotApplied
-	Resolution    isReconcileRequest_Resolution `protobuf_oneof:"resolution"`
+	Resolution isReconcileRequest_Resolution `protobuf_oneof:"resolution"`
+	// Optional: the name of the tenant whose operation it is; empty, the
+	// caller's own. Naming a tenant needs the admin scope besides reconcile
+	// (else PERMISSION_DENIED, MISSING_SCOPE naming admin, and nothing is
+	// written); a name with no active tenant is NOT_FOUND (TENANT_NOT_FOUND).
+	// The history entry records the credential and that an admin acted on
+	// the tenant's behalf, and the audit log records it too.
+	Tenant        string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2502,6 +2556,13 @@ func (x *ReconcileRequest) GetNotApplied() *NotApplied {
 		}
 	}
 	return nil
+}
+
+func (x *ReconcileRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 type isReconcileRequest_Resolution interface {
@@ -2889,6 +2950,341 @@ func (x *ListOperationsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// Turns an ended operation into a tombstone before its retention ends.
+type ForgetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, as Lookup or ListOperations gave it.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The current fence, as Lookup gave it: an operation that moved on since
+	// is ABORTED (LEASE_LOST), so an operator acts on what they saw.
+	ExpectedFence uint64 `protobuf:"varint,2,opt,name=expected_fence,json=expectedFence,proto3" json:"expected_fence,omitempty"`
+	// Why (a legal deletion request, a poisoned result): 1-512 bytes of
+	// UTF-8, recorded in the history and the audit log. Required.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Optional: the name of the tenant whose operation it is; empty, the
+	// caller's own. A name with no active tenant is NOT_FOUND
+	// (TENANT_NOT_FOUND).
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetRequest) Reset() {
+	*x = ForgetRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetRequest) ProtoMessage() {}
+
+func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
+func (*ForgetRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ForgetRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ForgetRequest) GetExpectedFence() uint64 {
+	if x != nil {
+		return x.ExpectedFence
+	}
+	return 0
+}
+
+func (x *ForgetRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ForgetRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// The operation after it was forgotten.
+type ForgetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Always EXPIRED: a tombstone.
+	State OperationState `protobuf:"varint,1,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// When the tombstone itself is deleted and the scope is free again.
+	RetainUntil *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
+	// How many bytes of stored result or error were dropped.
+	DroppedBytes  uint64 `protobuf:"varint,3,opt,name=dropped_bytes,json=droppedBytes,proto3" json:"dropped_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetResponse) Reset() {
+	*x = ForgetResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetResponse) ProtoMessage() {}
+
+func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
+func (*ForgetResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ForgetResponse) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *ForgetResponse) GetRetainUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainUntil
+	}
+	return nil
+}
+
+func (x *ForgetResponse) GetDroppedBytes() uint64 {
+	if x != nil {
+		return x.DroppedBytes
+	}
+	return 0
+}
+
+// Asks for the policy a first Claim of an operation name gets.
+type GetPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation name, as a Claim's scope gives it (1-128 characters of
+	// [A-Za-z0-9._/-]).
+	Operation     string `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyRequest) Reset() {
+	*x = GetPolicyRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyRequest) ProtoMessage() {}
+
+func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetPolicyRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+// The defaults and ceilings in force for an operation name.
+type GetPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pattern of the policy entry that decided (an exact name, a prefix
+	// ending in `*`, or `*`); empty when no entry matched and the server's
+	// own bounds apply.
+	MatchedPattern string `protobuf:"bytes,1,opt,name=matched_pattern,json=matchedPattern,proto3" json:"matched_pattern,omitempty"`
+	// True when no policy entry matched: every bound is the server's.
+	ServerDefaults bool `protobuf:"varint,2,opt,name=server_defaults,json=serverDefaults,proto3" json:"server_defaults,omitempty"`
+	// What a Claim leaving lease out gets, and the most it may ask.
+	DefaultLease *durationpb.Duration `protobuf:"bytes,3,opt,name=default_lease,json=defaultLease,proto3" json:"default_lease,omitempty"`
+	// The longest lease a Claim may ask.
+	MaxLease *durationpb.Duration `protobuf:"bytes,4,opt,name=max_lease,json=maxLease,proto3" json:"max_lease,omitempty"`
+	// What a Claim leaving max_attempt_duration out gets.
+	DefaultMaxAttemptDuration *durationpb.Duration `protobuf:"bytes,5,opt,name=default_max_attempt_duration,json=defaultMaxAttemptDuration,proto3" json:"default_max_attempt_duration,omitempty"`
+	// The longest max_attempt_duration a Claim may ask.
+	MaxAttemptDuration *durationpb.Duration `protobuf:"bytes,6,opt,name=max_attempt_duration,json=maxAttemptDuration,proto3" json:"max_attempt_duration,omitempty"`
+	// What a Claim leaving max_attempts out gets.
+	DefaultMaxAttempts uint32 `protobuf:"varint,7,opt,name=default_max_attempts,json=defaultMaxAttempts,proto3" json:"default_max_attempts,omitempty"`
+	// The largest max_attempts a Claim may ask.
+	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// What a Claim leaving retention out gets.
+	DefaultRetention *durationpb.Duration `protobuf:"bytes,9,opt,name=default_retention,json=defaultRetention,proto3" json:"default_retention,omitempty"`
+	// The longest retention a Claim may ask.
+	MaxRetention *durationpb.Duration `protobuf:"bytes,10,opt,name=max_retention,json=maxRetention,proto3" json:"max_retention,omitempty"`
+	// What a Claim leaving operation_deadline out gets; absent: no deadline.
+	DefaultOperationDeadline *durationpb.Duration `protobuf:"bytes,11,opt,name=default_operation_deadline,json=defaultOperationDeadline,proto3" json:"default_operation_deadline,omitempty"`
+	// The longest operation_deadline a Claim may ask.
+	MaxOperationDeadline *durationpb.Duration `protobuf:"bytes,12,opt,name=max_operation_deadline,json=maxOperationDeadline,proto3" json:"max_operation_deadline,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GetPolicyResponse) Reset() {
+	*x = GetPolicyResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyResponse) ProtoMessage() {}
+
+func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetPolicyResponse) GetMatchedPattern() string {
+	if x != nil {
+		return x.MatchedPattern
+	}
+	return ""
+}
+
+func (x *GetPolicyResponse) GetServerDefaults() bool {
+	if x != nil {
+		return x.ServerDefaults
+	}
+	return false
+}
+
+func (x *GetPolicyResponse) GetDefaultLease() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultLease
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetMaxLease() *durationpb.Duration {
+	if x != nil {
+		return x.MaxLease
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetDefaultMaxAttemptDuration() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultMaxAttemptDuration
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetMaxAttemptDuration() *durationpb.Duration {
+	if x != nil {
+		return x.MaxAttemptDuration
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetDefaultMaxAttempts() uint32 {
+	if x != nil {
+		return x.DefaultMaxAttempts
+	}
+	return 0
+}
+
+func (x *GetPolicyResponse) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *GetPolicyResponse) GetDefaultRetention() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultRetention
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetMaxRetention() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRetention
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetDefaultOperationDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultOperationDeadline
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetMaxOperationDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.MaxOperationDeadline
+	}
+	return nil
+}
+
 var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
 
 const file_idem_v1_idempotency_proto_rawDesc = "" +
@@ -2990,13 +3386,14 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x05state\x18\x01 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12.\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x16.idem.v1.FailureReasonR\x06reason\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xe9\x01\n" +
+	"retryAfter\"\x81\x02\n" +
 	"\rLookupRequest\x12&\n" +
 	"\x05scope\x18\x01 \x01(\v2\x0e.idem.v1.ScopeH\x00R\x05scope\x12#\n" +
 	"\foperation_id\x18\x02 \x01(\tH\x00R\voperationId\x12'\n" +
 	"\x0finclude_history\x18\x03 \x01(\bR\x0eincludeHistory\x12*\n" +
 	"\x11history_page_size\x18\x04 \x01(\rR\x0fhistoryPageSize\x12,\n" +
-	"\x12history_page_token\x18\x05 \x01(\tR\x10historyPageTokenB\b\n" +
+	"\x12history_page_token\x18\x05 \x01(\tR\x10historyPageToken\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenantB\b\n" +
 	"\x06target\"\xaa\x01\n" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
@@ -3024,7 +3421,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\fcompleted_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12=\n" +
 	"\fretain_until\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12N\n" +
 	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\x12\x16\n" +
-	"\x06tenant\x18\x13 \x01(\tR\x06tenant\"\x8a\x03\n" +
+	"\x06tenant\x18\x13 \x01(\tR\x06tenant\"\xd2\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
@@ -3039,14 +3436,19 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\alast_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\x06lastAt\x12\x1d\n" +
 	"\n" +
-	"last_fence\x18\v \x01(\x04R\tlastFence\"\x86\x02\n" +
+	"last_fence\x18\v \x01(\x04R\tlastFence\x12\x1e\n" +
+	"\n" +
+	"credential\x18\f \x01(\tR\n" +
+	"credential\x12&\n" +
+	"\x0fadmin_on_behalf\x18\r \x01(\bR\radminOnBehalf\"\x9e\x02\n" +
 	"\x10ReconcileRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12%\n" +
 	"\x0eexpected_fence\x18\x02 \x01(\x04R\rexpectedFence\x12/\n" +
 	"\tsucceeded\x18\x03 \x01(\v2\x0f.idem.v1.ResultH\x00R\tsucceeded\x121\n" +
 	"\x06failed\x18\x04 \x01(\v2\x17.idem.v1.OperationErrorH\x00R\x06failed\x126\n" +
 	"\vnot_applied\x18\x05 \x01(\v2\x13.idem.v1.NotAppliedH\x00R\n" +
-	"notAppliedB\f\n" +
+	"notApplied\x12\x16\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenantB\f\n" +
 	"\n" +
 	"resolution\"\f\n" +
 	"\n" +
@@ -3078,7 +3480,32 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x12.idem.v1.OperationR\n" +
 	"operations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*s\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\rForgetRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12%\n" +
+	"\x0eexpected_fence\x18\x02 \x01(\x04R\rexpectedFence\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"\xa3\x01\n" +
+	"\x0eForgetResponse\x12-\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12=\n" +
+	"\fretain_until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12#\n" +
+	"\rdropped_bytes\x18\x03 \x01(\x04R\fdroppedBytes\"0\n" +
+	"\x10GetPolicyRequest\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\"\x8d\x06\n" +
+	"\x11GetPolicyResponse\x12'\n" +
+	"\x0fmatched_pattern\x18\x01 \x01(\tR\x0ematchedPattern\x12'\n" +
+	"\x0fserver_defaults\x18\x02 \x01(\bR\x0eserverDefaults\x12>\n" +
+	"\rdefault_lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fdefaultLease\x126\n" +
+	"\tmax_lease\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bmaxLease\x12Z\n" +
+	"\x1cdefault_max_attempt_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x19defaultMaxAttemptDuration\x12K\n" +
+	"\x14max_attempt_duration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12maxAttemptDuration\x120\n" +
+	"\x14default_max_attempts\x18\a \x01(\rR\x12defaultMaxAttempts\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\rR\vmaxAttempts\x12F\n" +
+	"\x11default_retention\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10defaultRetention\x12>\n" +
+	"\rmax_retention\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\fmaxRetention\x12W\n" +
+	"\x1adefault_operation_deadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\x18defaultOperationDeadline\x12O\n" +
+	"\x16max_operation_deadline\x18\f \x01(\v2\x19.google.protobuf.DurationR\x14maxOperationDeadline*s\n" +
 	"\rPendingReason\x12\x1e\n" +
 	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPENDING_REASON_IN_PROGRESS\x10\x01\x12\"\n" +
@@ -3101,7 +3528,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
 	"\x1aFAIL_DISPOSITION_RETRYABLE\x10\x02\x12\x1c\n" +
 	"\x18FAIL_DISPOSITION_UNKNOWN\x10\x03\x12 \n" +
-	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\x9f\x04\n" +
+	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\x9e\x05\n" +
 	"\x12IdempotencyService\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x126\n" +
 	"\x05Renew\x12\x15.idem.v1.RenewRequest\x1a\x16.idem.v1.RenewResponse\x12?\n" +
@@ -3110,7 +3537,9 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x06Lookup\x12\x16.idem.v1.LookupRequest\x1a\x17.idem.v1.LookupResponse\x12B\n" +
 	"\tReconcile\x12\x19.idem.v1.ReconcileRequest\x1a\x1a.idem.v1.ReconcileResponse\x12Q\n" +
 	"\x0eListUnresolved\x12\x1e.idem.v1.ListUnresolvedRequest\x1a\x1f.idem.v1.ListUnresolvedResponse\x12Q\n" +
-	"\x0eListOperations\x12\x1e.idem.v1.ListOperationsRequest\x1a\x1f.idem.v1.ListOperationsResponseBC\n" +
+	"\x0eListOperations\x12\x1e.idem.v1.ListOperationsRequest\x1a\x1f.idem.v1.ListOperationsResponse\x129\n" +
+	"\x06Forget\x12\x16.idem.v1.ForgetRequest\x1a\x17.idem.v1.ForgetResponse\x12B\n" +
+	"\tGetPolicy\x12\x19.idem.v1.GetPolicyRequest\x1a\x1a.idem.v1.GetPolicyResponseBC\n" +
 	"\x11dev.idemd.idem.v1P\x01Z,github.com/idemd/idemd/gen/go/idem/v1;idemv1b\x06proto3"
 
 var (
@@ -3126,7 +3555,7 @@ func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
 }
 
 var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_idem_v1_idempotency_proto_goTypes = []any{
 	(PendingReason)(0),               // 0: idem.v1.PendingReason
 	(FailureReason)(0),               // 1: idem.v1.FailureReason
@@ -3161,49 +3590,53 @@ var file_idem_v1_idempotency_proto_goTypes = []any{
 	(*ListUnresolvedResponse)(nil),   // 30: idem.v1.ListUnresolvedResponse
 	(*ListOperationsRequest)(nil),    // 31: idem.v1.ListOperationsRequest
 	(*ListOperationsResponse)(nil),   // 32: idem.v1.ListOperationsResponse
-	nil,                              // 33: idem.v1.Result.MetadataEntry
-	nil,                              // 34: idem.v1.OperationError.MetadataEntry
-	(*durationpb.Duration)(nil),      // 35: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
+	(*ForgetRequest)(nil),            // 33: idem.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 34: idem.v1.ForgetResponse
+	(*GetPolicyRequest)(nil),         // 35: idem.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 36: idem.v1.GetPolicyResponse
+	nil,                              // 37: idem.v1.Result.MetadataEntry
+	nil,                              // 38: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
 }
 var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	5,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
-	35, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	35, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
-	35, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	35, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
-	35, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	39, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	39, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	39, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	39, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	39, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	9,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
 	10, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
 	11, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
 	12, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
 	13, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
-	35, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
-	35, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	39, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	39, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
 	8,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
 	8,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
 	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
-	35, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	39, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
 	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
-	35, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	39, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
 	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
 	14, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
 	15, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
-	36, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	33, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	40, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	37, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
 	1,  // 24: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	34, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	35, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	35, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	35, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	38, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	39, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	39, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	39, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
 	14, // 29: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
 	2,  // 30: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
 	3,  // 31: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
 	15, // 32: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	35, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	39, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
 	2,  // 34: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
 	1,  // 35: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	35, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	39, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
 	5,  // 37: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
 	24, // 38: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
 	25, // 39: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
@@ -3211,18 +3644,18 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	2,  // 41: idem.v1.Operation.state:type_name -> idem.v1.OperationState
 	14, // 42: idem.v1.Operation.result:type_name -> idem.v1.Result
 	15, // 43: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	36, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	36, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	36, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	36, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	36, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	36, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	36, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	40, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	40, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	40, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	40, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	40, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	40, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	40, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	40, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
 	2,  // 52: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
 	2,  // 53: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	36, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	36, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	40, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	40, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
 	14, // 56: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
 	15, // 57: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
 	27, // 58: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
@@ -3230,27 +3663,41 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	24, // 60: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
 	4,  // 61: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
 	24, // 62: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	6,  // 63: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	16, // 64: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	18, // 65: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	20, // 66: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	22, // 67: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	26, // 68: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	29, // 69: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	31, // 70: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	7,  // 71: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	17, // 72: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	19, // 73: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	21, // 74: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	23, // 75: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	28, // 76: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	30, // 77: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	32, // 78: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	71, // [71:79] is the sub-list for method output_type
-	63, // [63:71] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	2,  // 63: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	40, // 64: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	39, // 65: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	39, // 66: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	39, // 67: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	39, // 68: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	39, // 69: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	39, // 70: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	39, // 71: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	39, // 72: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	6,  // 73: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	16, // 74: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	18, // 75: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	20, // 76: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	22, // 77: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	26, // 78: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	29, // 79: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	31, // 80: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	33, // 81: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	35, // 82: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	7,  // 83: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	17, // 84: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	19, // 85: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	21, // 86: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	23, // 87: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	28, // 88: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	30, // 89: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	32, // 90: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	34, // 91: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	36, // 92: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	83, // [83:93] is the sub-list for method output_type
+	73, // [73:83] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }
@@ -3289,7 +3736,7 @@ func file_idem_v1_idempotency_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

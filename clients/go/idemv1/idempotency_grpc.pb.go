@@ -58,7 +58,17 @@
 //                                                validity period (likewise)
 //   CERTIFICATE_UNMAPPED    UNAUTHENTICATED      a valid client certificate whose
 //                                                identity maps to no tenant (likewise)
-// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
+//   TENANT_NOT_FOUND        NOT_FOUND            an admin named a tenant that has no
+//                                                active tenant of that name
+//   OPERATION_UNRESOLVED    FAILED_PRECONDITION  Forget of an operation that has not
+//                                                ended (in progress, retry wait,
+//                                                unknown): only SUCCEEDED or FAILED
+//                                                may be forgotten
+//   ALREADY_FORGOTTEN       FAILED_PRECONDITION  Forget of an operation that is a
+//                                                tombstone already (forgotten, or
+//                                                past retention)
+// The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS, and of
+// OPERATION_UNRESOLVED and ALREADY_FORGOTTEN, carries
 // `operation_id` in its metadata, and where it helps `state` and
 // `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.
 //
@@ -111,6 +121,8 @@ const (
 	IdempotencyService_Reconcile_FullMethodName      = "/idem.v1.IdempotencyService/Reconcile"
 	IdempotencyService_ListUnresolved_FullMethodName = "/idem.v1.IdempotencyService/ListUnresolved"
 	IdempotencyService_ListOperations_FullMethodName = "/idem.v1.IdempotencyService/ListOperations"
+	IdempotencyService_Forget_FullMethodName         = "/idem.v1.IdempotencyService/Forget"
+	IdempotencyService_GetPolicy_FullMethodName      = "/idem.v1.IdempotencyService/GetPolicy"
 )
 
 // IdempotencyServiceClient is the client API for IdempotencyService service.
@@ -141,6 +153,18 @@ type IdempotencyServiceClient interface {
 	// the reconcile or the admin scope; an admin credential may list every
 	// tenant's.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
+	// Turn a completed (SUCCEEDED or FAILED) operation into a tombstone before
+	// its retention ends: a legal deletion request, a poisoned result. Its
+	// stored result or error is dropped; the scope then answers Claims with
+	// RESULT_EXPIRED exactly as after retention. Needs the admin scope; the
+	// history and the audit log record who forgot it and why. Never forgets an
+	// operation that has not ended.
+	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetResponse, error)
+	// The effective policy for an operation name: the defaults and ceilings a
+	// first Claim of that name gets, and which policy entry decided them (or
+	// that the server's own bounds apply). Needs the reconcile or the admin
+	// scope.
+	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
 }
 
 type idempotencyServiceClient struct {
@@ -231,6 +255,26 @@ func (c *idempotencyServiceClient) ListOperations(ctx context.Context, in *ListO
 	return out, nil
 }
 
+func (c *idempotencyServiceClient) Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Forget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPolicyResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_GetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServiceServer is the server API for IdempotencyService service.
 // All implementations must embed UnimplementedIdempotencyServiceServer
 // for forward compatibility.
@@ -259,6 +303,18 @@ type IdempotencyServiceServer interface {
 	// the reconcile or the admin scope; an admin credential may list every
 	// tenant's.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
+	// Turn a completed (SUCCEEDED or FAILED) operation into a tombstone before
+	// its retention ends: a legal deletion request, a poisoned result. Its
+	// stored result or error is dropped; the scope then answers Claims with
+	// RESULT_EXPIRED exactly as after retention. Needs the admin scope; the
+	// history and the audit log record who forgot it and why. Never forgets an
+	// operation that has not ended.
+	Forget(context.Context, *ForgetRequest) (*ForgetResponse, error)
+	// The effective policy for an operation name: the defaults and ceilings a
+	// first Claim of that name gets, and which policy entry decided them (or
+	// that the server's own bounds apply). Needs the reconcile or the admin
+	// scope.
+	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
 	mustEmbedUnimplementedIdempotencyServiceServer()
 }
 
@@ -292,6 +348,12 @@ func (UnimplementedIdempotencyServiceServer) ListUnresolved(context.Context, *Li
 }
 func (UnimplementedIdempotencyServiceServer) ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOperations not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Forget(context.Context, *ForgetRequest) (*ForgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
 }
 func (UnimplementedIdempotencyServiceServer) mustEmbedUnimplementedIdempotencyServiceServer() {}
 func (UnimplementedIdempotencyServiceServer) testEmbeddedByValue()                            {}
@@ -458,6 +520,42 @@ func _IdempotencyService_ListOperations_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdempotencyService_Forget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Forget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Forget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Forget(ctx, req.(*ForgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_GetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).GetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_GetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).GetPolicy(ctx, req.(*GetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdempotencyService_ServiceDesc is the grpc.ServiceDesc for IdempotencyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -496,6 +594,14 @@ var IdempotencyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOperations",
 			Handler:    _IdempotencyService_ListOperations_Handler,
+		},
+		{
+			MethodName: "Forget",
+			Handler:    _IdempotencyService_Forget_Handler,
+		},
+		{
+			MethodName: "GetPolicy",
+			Handler:    _IdempotencyService_GetPolicy_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

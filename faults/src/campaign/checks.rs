@@ -114,6 +114,7 @@ impl World {
                 include_history: true,
                 history_page_size: 1000,
                 history_page_token: page_token,
+                tenant: String::new(),
             };
             // A read, so safe to send again: one failed call (a replica
             // still following the last primary, a reply the proxy lost) is

@@ -108,6 +108,7 @@ impl World {
                         operation_id: operation.operation_id.clone(),
                         expected_fence: operation.fence,
                         resolution: Some(resolution),
+                        tenant: String::new(),
                     })
                     .await;
                 match reconciled {

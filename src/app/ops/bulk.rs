@@ -322,6 +322,10 @@ async fn reconcile_one(
             operation_id: operation.operation_id.clone(),
             expected_fence: operation.fence,
             resolution: Some(resolution.clone()),
+            // An admin's listing names each operation's tenant (empty
+            // otherwise: the caller's own); reconciling another tenant's
+            // needs admin and reconcile, as the server checks.
+            tenant: operation.tenant.clone(),
         });
         let status = match server.client.reconcile(request).await {
             Ok(response) => {

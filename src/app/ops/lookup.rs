@@ -30,10 +30,16 @@ pub(super) fn target(
     }
 }
 
-/// The operation alone, without history (what reconcile reads first).
-pub(super) async fn read(server: &mut Server, target: Target) -> Result<Operation, BoxError> {
+/// The operation alone, without history (what reconcile and forget read
+/// first), of `tenant` (empty: the caller's own).
+pub(super) async fn read(
+    server: &mut Server,
+    target: Target,
+    tenant: &str,
+) -> Result<Operation, BoxError> {
     let request = server.request(LookupRequest {
         target: Some(target),
+        tenant: tenant.to_owned(),
         ..Default::default()
     });
     let response = server
@@ -48,9 +54,10 @@ pub(super) async fn read(server: &mut Server, target: Target) -> Result<Operatio
 pub(super) async fn run(
     server: &mut Server,
     target: Target,
+    tenant: String,
     output: OutputFormat,
 ) -> Result<(), BoxError> {
-    let (operation, history) = read_with_history(server, target).await?;
+    let (operation, history) = read_with_history(server, target, &tenant).await?;
     match output {
         OutputFormat::Json => render::print_json(&json_document(&operation, &history)?),
         OutputFormat::Table => {
@@ -64,6 +71,7 @@ pub(super) async fn run(
 async fn read_with_history(
     server: &mut Server,
     target: Target,
+    tenant: &str,
 ) -> Result<(Operation, Vec<HistoryEntry>), BoxError> {
     let mut history = Vec::new();
     let mut page_token = String::new();
@@ -73,6 +81,7 @@ async fn read_with_history(
             include_history: true,
             history_page_size: HISTORY_PAGE_SIZE,
             history_page_token: page_token.clone(),
+            tenant: tenant.to_owned(),
         });
         let response = server
             .client
@@ -202,8 +211,8 @@ pub(super) fn print_history(history: &[HistoryEntry]) {
     render::print_table(&HISTORY_HEADER, history.iter().map(history_row).collect());
 }
 
-pub(super) const HISTORY_HEADER: [&str; 9] = [
-    "SEQ", "EVENT", "FROM", "TO", "FENCE", "ATTEMPT", "COUNT", "AT", "DETAIL",
+pub(super) const HISTORY_HEADER: [&str; 10] = [
+    "SEQ", "EVENT", "FROM", "TO", "FENCE", "ATTEMPT", "COUNT", "AT", "BY", "DETAIL",
 ];
 
 /// One history entry as a row under [`HISTORY_HEADER`].
@@ -221,6 +230,18 @@ pub(super) fn history_row(entry: &HistoryEntry) -> Vec<String> {
         entry.attempt.to_string(),
         entry.count.to_string(),
         render::time(entry.at.as_ref()),
+        acted_by(entry),
         entry.detail.clone(),
     ]
+}
+
+/// Who made the change: the credential of a reconciliation or a Forget,
+/// marked when an admin acted on the tenant's behalf; `-` for the owners'
+/// own writes and the sweeper's.
+fn acted_by(entry: &HistoryEntry) -> String {
+    match (entry.credential.as_str(), entry.admin_on_behalf) {
+        ("", _) => "-".to_owned(),
+        (credential, true) => format!("{credential} (admin, on behalf)"),
+        (credential, false) => credential.to_owned(),
+    }
 }

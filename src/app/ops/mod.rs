@@ -6,8 +6,10 @@
 mod bulk;
 mod connect;
 mod failure;
+mod forget;
 mod list;
 mod lookup;
+mod policy;
 mod reconcile;
 mod render;
 mod show;
@@ -23,12 +25,13 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             operation_id,
             operation,
             key,
+            tenant,
             connection,
             output,
         } => {
             let target = lookup::target(operation_id, operation, key)?;
             let mut server = connect::Server::connect(&connection).await?;
-            lookup::run(&mut server, target, output).await
+            lookup::run(&mut server, target, tenant.unwrap_or_default(), output).await
         }
         OpsCommand::List {
             filter,
@@ -92,6 +95,7 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             code,
             message,
             expected_fence,
+            tenant,
             yes,
             connection,
             output,
@@ -121,9 +125,37 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
                 operation_id,
                 resolution,
                 expected_fence,
+                tenant: tenant.unwrap_or_default(),
                 confirmed: yes,
             };
             reconcile::run(&mut server, plan, output).await
+        }
+        OpsCommand::Forget {
+            operation_id,
+            reason,
+            expected_fence,
+            tenant,
+            yes,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            let plan = forget::Plan {
+                operation_id,
+                reason,
+                expected_fence,
+                tenant: tenant.unwrap_or_default(),
+                confirmed: yes,
+            };
+            forget::run(&mut server, plan, output).await
+        }
+        OpsCommand::Policy {
+            operation,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            policy::run(&mut server, operation, output).await
         }
     }
 }

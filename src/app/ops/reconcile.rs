@@ -20,6 +20,8 @@ pub(super) struct Plan {
     pub(super) operation_id: String,
     pub(super) resolution: Resolution,
     pub(super) expected_fence: Option<u64>,
+    /// Another tenant's name (admin); empty: the caller's own.
+    pub(super) tenant: String,
     /// --yes: no prompt.
     pub(super) confirmed: bool,
 }
@@ -107,7 +109,12 @@ pub(super) async fn run(
 ) -> Result<(), BoxError> {
     // The fence as it is now, unless the operator read one elsewhere (from
     // ListUnresolved, say) and wants the call refused if it moved since.
-    let current = lookup::read(server, Target::OperationId(plan.operation_id.clone())).await?;
+    let current = lookup::read(
+        server,
+        Target::OperationId(plan.operation_id.clone()),
+        &plan.tenant,
+    )
+    .await?;
     let expected_fence = plan.expected_fence.unwrap_or(current.fence);
     let scope = current.scope.clone().unwrap_or_default();
     // The plan and the prompt go to stderr: stdout carries only the outcome,
@@ -133,6 +140,7 @@ pub(super) async fn run(
         operation_id: plan.operation_id,
         expected_fence,
         resolution: Some(plan.resolution),
+        tenant: plan.tenant,
     });
     let response = server
         .client

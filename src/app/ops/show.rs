@@ -171,6 +171,7 @@ impl History {
                 include_history: true,
                 history_page_size: PAGE_SIZE,
                 history_page_token: token.clone(),
+                tenant: String::new(),
             });
             let response = match server.client.lookup(request).await {
                 Ok(response) => response.into_inner(),

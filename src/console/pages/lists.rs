@@ -6,14 +6,17 @@ use maud::{Markup, html};
 
 use super::layout::{Viewer, page};
 use super::operation::{deadline_passed, unresolved};
+use crate::console::paths;
 use crate::proto::Operation;
 use crate::support::format::{age, state, state_name, time};
 
 /// Where the next page is, as a link's query string.
 pub struct NextPage(pub Option<String>);
 
+/// An admin's rows name their tenant (ListOperations fills it for admins
+/// only), and the link carries it.
 fn operation_link(operation: &Operation) -> String {
-    format!("/operations/{}", operation.operation_id)
+    paths::operation(&operation.operation_id, &operation.tenant)
 }
 
 fn next_link(next: &NextPage) -> Markup {
@@ -109,7 +112,7 @@ pub fn unresolved_page(
                                 Some(false) => "not yet: the attempt may still be running",
                             } }
                             td { @if unresolved(operation) {
-                                a.button href=(format!("{}/reconcile", operation_link(operation))) { "Reconcile…" }
+                                a.button href=(paths::reconcile(&operation.operation_id, &operation.tenant)) { "Reconcile…" }
                             } }
                         }
                     }
@@ -146,7 +149,7 @@ pub fn conflicts_page(viewer: &Viewer, rows: &[ConflictRow], scope_note: &str) -
                     @for row in rows {
                         @let peak = row.per_minute.iter().copied().fold(1.0, f64::max);
                         tr {
-                            td { a href=(format!("/operations?filter=op:{}", row.operation)) { (row.operation) } }
+                            td { a href=(paths::filtered(&format!("op:{}", row.operation))) { (row.operation) } }
                             td {
                                 svg.spark viewBox="0 0 120 20" role="img" aria-label="conflicts per minute" {
                                     @for (minute, count) in row.per_minute.iter().enumerate() {

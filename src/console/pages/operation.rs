@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
 use super::layout::{Viewer, page};
+use crate::console::paths;
 use crate::console::timeline::{SpanEnd, Timeline, timeline};
 use crate::proto::{self, HistoryEntry, Operation, OperationState};
 use crate::support::body::{opaque_body, readable_body};
@@ -37,6 +38,7 @@ pub fn facts(operation: &Operation) -> Facts {
 
 pub fn operation_page(
     viewer: &Viewer,
+    tenant: &str,
     operation: &Operation,
     history: &[HistoryEntry],
     more_history: bool,
@@ -57,14 +59,14 @@ pub fn operation_page(
                 dt { "What should be done next?" } dd { (answer.next) }
             }
             @if unresolved(operation) {
-                a.button href=(format!("/operations/{}/reconcile", operation.operation_id)) { "Reconcile…" }
+                a.button href=(paths::reconcile(&operation.operation_id, tenant)) { "Reconcile…" }
             }
         }
         section {
             h2 { "Record" }
             table.fields {
                 tr { th { "operation_id" } td { code { (operation.operation_id) } } }
-                @if !operation.tenant.is_empty() { tr { th { "tenant" } td { (operation.tenant) } } }
+                @if !tenant.is_empty() { tr { th { "tenant" } td { (tenant) } } }
                 tr { th { "operation" } td { (scope.operation) } }
                 tr { th { "key" } td { code { (scope.key) } } }
                 tr { th { "state" } td.state data-state=(state_name(state)) {
@@ -236,7 +238,7 @@ fn history_table(history: &[HistoryEntry]) -> Markup {
     html! {
         table.history {
             thead { tr { th { "#" } th { "event" } th { "from" } th { "to" } th { "fence" }
-                th { "attempt" } th { "count" } th { "at" } th { "detail" } } }
+                th { "attempt" } th { "count" } th { "at" } th { "by" } th { "detail" } } }
             tbody {
                 @for entry in history {
                     tr {
@@ -249,6 +251,10 @@ fn history_table(history: &[HistoryEntry]) -> Markup {
                         td { (state_name(state(entry.to_state))) }
                         td { (entry.fence) } td { (entry.attempt) } td { (entry.count) }
                         td { (time(entry.at.as_ref())) }
+                        td { @if !entry.credential.is_empty() {
+                            code { (entry.credential) }
+                            @if entry.admin_on_behalf { " (admin, on behalf)" }
+                        } }
                         td { (entry.detail) }
                     }
                 }

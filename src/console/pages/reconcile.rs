@@ -3,9 +3,12 @@
 //! token and the fence the operator saw, so a reconciliation never lands on
 //! an operation that changed since it was read.
 
+use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
 use super::layout::{Viewer, csrf_field, page};
+use super::operation::deadline_passed;
+use crate::console::paths;
 use crate::proto::Operation;
 use crate::support::format::{state, state_name, time};
 
@@ -43,10 +46,11 @@ impl Choice {
     }
 }
 
-fn summary(operation: &Operation) -> Markup {
+fn summary(tenant: &str, operation: &Operation) -> Markup {
     let scope = operation.scope.clone().unwrap_or_default();
     html! {
         table.fields {
+            @if !tenant.is_empty() { tr { th { "tenant" } td { (tenant) } } }
             tr { th { "operation" } td { (scope.operation) } }
             tr { th { "key" } td { code { (scope.key) } } }
             tr { th { "state" } td { (state_name(state(operation.state))) @if operation.lease_expired { " (lease expired)" } } }
@@ -57,22 +61,32 @@ fn summary(operation: &Operation) -> Markup {
     }
 }
 
-fn action(operation: &Operation) -> String {
-    format!("/operations/{}/reconcile", operation.operation_id)
+fn action(operation: &Operation, tenant: &str) -> String {
+    paths::reconcile(&operation.operation_id, tenant)
 }
 
 /// The choice: three forms, each stating its consequence.
-pub fn choose_page(viewer: &Viewer, operation: &Operation) -> Markup {
+pub fn choose_page(
+    viewer: &Viewer,
+    tenant: &str,
+    operation: &Operation,
+    now: DateTime<Utc>,
+) -> Markup {
     let hidden = html! {
         (csrf_field(viewer))
         input type="hidden" name="expected_fence" value=(operation.fence);
         input type="hidden" name="step" value="review";
     };
     let body = html! {
-        (summary(operation))
+        (summary(tenant, operation))
         p { "First look the effect up at the provider by the operation's reference. Then say what happened:" }
+        @if deadline_passed(operation, now) != Some(true) {
+            p.note { "FAILED and NOT_APPLIED are accepted only once the last attempt's deadline has passed ("
+                (time(operation.attempt_deadline_at.as_ref())) "): until then the attempt may still be "
+                "applying the effect, and only SUCCEEDED can be known for sure." }
+        }
         div.choices {
-            form.choice method="post" action=(action(operation)) {
+            form.choice method="post" action=(action(operation, tenant)) {
                 (hidden)
                 input type="hidden" name="resolution" value="succeeded";
                 h2 { "It happened" }
@@ -81,7 +95,7 @@ pub fn choose_page(viewer: &Viewer, operation: &Operation) -> Markup {
                 label { "Result" textarea name="body" rows="4" {} }
                 button type="submit" { "Review SUCCEEDED…" }
             }
-            form.choice method="post" action=(action(operation)) {
+            form.choice method="post" action=(action(operation, tenant)) {
                 (hidden)
                 input type="hidden" name="resolution" value="failed";
                 h2 { "It failed" }
@@ -90,7 +104,7 @@ pub fn choose_page(viewer: &Viewer, operation: &Operation) -> Markup {
                 label { "Message" input type="text" name="message"; }
                 button type="submit" { "Review FAILED…" }
             }
-            form.choice method="post" action=(action(operation)) {
+            form.choice method="post" action=(action(operation, tenant)) {
                 (hidden)
                 input type="hidden" name="resolution" value="not_applied";
                 h2 { "It did not happen" }
@@ -103,9 +117,14 @@ pub fn choose_page(viewer: &Viewer, operation: &Operation) -> Markup {
 }
 
 /// The confirmation: what will happen, and one button that does it.
-pub fn review_page(viewer: &Viewer, operation: &Operation, choice: &Choice) -> Markup {
+pub fn review_page(
+    viewer: &Viewer,
+    tenant: &str,
+    operation: &Operation,
+    choice: &Choice,
+) -> Markup {
     let body = html! {
-        (summary(operation))
+        (summary(tenant, operation))
         section.confirm {
             h2 { "Confirm: " (choice.name().to_uppercase()) }
             p.consequence { (choice.consequence()) }
@@ -118,7 +137,7 @@ pub fn review_page(viewer: &Viewer, operation: &Operation, choice: &Choice) -> M
                 }
                 Choice::NotApplied => {}
             }
-            form method="post" action=(action(operation)) {
+            form method="post" action=(action(operation, tenant)) {
                 (csrf_field(viewer))
                 input type="hidden" name="expected_fence" value=(operation.fence);
                 input type="hidden" name="step" value="apply";
@@ -136,7 +155,7 @@ pub fn review_page(viewer: &Viewer, operation: &Operation, choice: &Choice) -> M
                 }
                 button.danger type="submit" { "Reconcile as " (choice.name().to_uppercase()) }
                 " "
-                a href=(format!("/operations/{}", operation.operation_id)) { "Cancel" }
+                a href=(paths::operation(&operation.operation_id, tenant)) { "Cancel" }
             }
         }
     };

@@ -5,7 +5,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::error::Error;
 use crate::domain::model::{
-    DRAWN_FENCE, Fence, HistoryEvent, NewHistoryEntry, OperationRecord, PreviousAttempt,
+    ActedBy, AuditNote, DRAWN_FENCE, Fence, HistoryEvent, NewHistoryEntry, OperationRecord,
+    PreviousAttempt,
 };
 
 /// What a Claim answers, besides errors. The ownership details (fence,
@@ -69,6 +70,12 @@ pub struct Update {
 pub struct Effects {
     pub update: Option<Update>,
     pub history: Option<NewHistoryEntry>,
+    /// Who made the change, recorded with its history entry (a
+    /// reconciliation, a Forget); `None` for owners and the sweeper.
+    pub acted_by: Option<ActedBy>,
+    /// The audit row an admin action writes with its change, in the same
+    /// transaction (written only when the record changes).
+    pub audit: Option<AuditNote>,
 }
 
 impl Effects {
@@ -111,6 +118,20 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The same decision, made by `acted_by`: its history entry names the
+    /// credential, and a change it makes writes `audit` too. Said after the
+    /// pure decision (who asks never changes what is decided).
+    #[must_use]
+    pub fn acted_by(mut self, acted_by: &ActedBy, audit: Option<AuditNote>) -> Self {
+        if self.effects.history.is_some() {
+            self.effects.acted_by = Some(acted_by.clone());
+        }
+        if self.effects.update.is_some() {
+            self.effects.audit = audit;
+        }
+        self
+    }
+
     pub(super) fn answer(answer: Answer) -> Self {
         Self {
             effects: Effects::default(),
@@ -130,6 +151,7 @@ impl Decision {
             effects: Effects {
                 update: None,
                 history: Some(history),
+                ..Effects::default()
             },
             answer: Err(error),
         }
@@ -158,6 +180,7 @@ impl Decision {
                     takes_new_fence,
                 }),
                 history: Some(history),
+                ..Effects::default()
             },
             answer: Ok(answer),
         }

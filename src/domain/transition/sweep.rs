@@ -36,13 +36,7 @@ pub fn decide_sweep(
     let retention_passed = record.retain_until.is_some_and(|until| until <= now);
     match record.state {
         State::Succeeded | State::Failed if retention_passed => {
-            let next = OperationRecord {
-                state: State::Expired,
-                outcome: None,
-                retain_until: Some(now + tombstone_retention),
-                updated_at: now,
-                ..record.clone()
-            };
+            let next = tombstone(record, now, tombstone_retention);
             Some(Decision::transition(
                 record,
                 next,
@@ -60,5 +54,24 @@ pub fn decide_sweep(
             })
         }
         _ => None,
+    }
+}
+
+/// The tombstone an ended record becomes: scope, fingerprint, operation_id
+/// and fence kept, the result or error dropped, kept itself for
+/// `tombstone_retention` from `now`. One for retention and Forget alike, so a
+/// forgotten scope answers Claims exactly as an expired one
+/// (RESULT_EXPIRED).
+pub(super) fn tombstone(
+    record: &OperationRecord,
+    now: DateTime<Utc>,
+    tombstone_retention: TimeDelta,
+) -> OperationRecord {
+    OperationRecord {
+        state: State::Expired,
+        outcome: None,
+        retain_until: Some(now + tombstone_retention),
+        updated_at: now,
+        ..record.clone()
     }
 }

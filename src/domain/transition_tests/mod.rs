@@ -30,6 +30,7 @@ use super::transition::{
 };
 
 mod claim;
+mod forget;
 mod guarded;
 mod invariants;
 mod owner_writes;

@@ -52,6 +52,8 @@ pub(super) fn codec_of(method: ApiMethod) -> Option<Codec> {
         ApiMethod::ListOperations => {
             codec::<proto::ListOperationsRequest, proto::ListOperationsResponse>()
         }
+        ApiMethod::Forget => codec::<proto::ForgetRequest, proto::ForgetResponse>(),
+        ApiMethod::GetPolicy => codec::<proto::GetPolicyRequest, proto::GetPolicyResponse>(),
         ApiMethod::Unknown => return None,
     })
 }

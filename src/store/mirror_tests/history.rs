@@ -112,8 +112,8 @@ async fn with_history(
         };
         let (_, now) = under
             .transition(record.operation_id, move |_, _| Effects {
-                update: None,
                 history: Some(written.clone()),
+                ..Effects::default()
             })
             .await?;
         model.place(cap(input.cap), &entry, now);

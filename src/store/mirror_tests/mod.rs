@@ -209,7 +209,7 @@ impl Fixture {
                 next: next.clone(),
                 takes_new_fence: false,
             }),
-            history: None,
+            ..Effects::default()
         })
         .await?;
         self.read(operation_id).await.map(|(record, _)| record)
@@ -340,6 +340,7 @@ fn stored(
         count: 1,
         first_at: now,
         last_at: now,
+        acted_by: None,
     }
 }
 

@@ -266,6 +266,7 @@ impl SqliteStore {
             &mut transaction,
             operation_id,
             &history,
+            None,
             self.history_cap,
             now,
         )

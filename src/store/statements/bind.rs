@@ -18,16 +18,16 @@ use super::super::sql;
 use super::listing::{self, Piece};
 use super::tenants::{
     ACTIVE_TENANT, ACTIVE_TOKEN_NAMED, ACTIVE_TOKENS, AUDIT_LOG, AUTHENTICATE, AuditRow, GrantRow,
-    HashOwner, INSERT_AUDIT, INSERT_TENANT, INSERT_TOKEN, LIST_TENANTS, LIST_TOKENS, MARK_USED,
-    NewAuditEntry, PRUNE_AUDIT, REVOKE_TENANT, REVOKE_TENANT_TOKENS, REVOKE_TOKEN,
-    REVOKE_TOKEN_BY_HASH, StoredToken, TOKEN_BY_HASH, TenantRow, TokenRow, TokenWrite,
-    UPDATE_TOKEN,
+    HashOwner, INSERT_AUDIT, INSERT_OPERATION_AUDIT, INSERT_TENANT, INSERT_TOKEN, LIST_TENANTS,
+    LIST_TOKENS, MARK_USED, NewAuditEntry, PRUNE_AUDIT, REVOKE_TENANT, REVOKE_TENANT_TOKENS,
+    REVOKE_TOKEN, REVOKE_TOKEN_BY_HASH, StoredToken, TOKEN_BY_HASH, TenantRow, TokenRow,
+    TokenWrite, UPDATE_TOKEN,
 };
 use super::{Connection, Sql};
 use crate::domain::{
-    Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage, ListedOperation, Metadata,
-    NewHistoryEntry, OperationId, OperationRecord, OperationsQuery, Result, Target, TenantId,
-    UnresolvedQuery,
+    ActedBy, AuditNote, Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
+    ListedOperation, Metadata, NewHistoryEntry, OperationId, OperationRecord, OperationsQuery,
+    Result, Target, TenantId, UnresolvedQuery,
 };
 
 impl<D> Sql for D
@@ -130,6 +130,7 @@ where
         connection: &mut Connection<D>,
         operation_id: OperationId,
         entry: &NewHistoryEntry,
+        acted_by: Option<&ActedBy>,
         cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
@@ -161,6 +162,8 @@ where
             .bind(HistoryEvent::HistoryTruncated.as_str())
             .bind(HistoryCap::TRUNCATED_DETAIL)
             .bind(HistoryCap::TRUNCATED_KEY)
+            .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
+            .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
             .execute(&mut *connection)
             .instrument(D::statement("INSERT operation_history"))
             .await?;
@@ -234,7 +237,22 @@ where
             written_record = written;
         }
         if let Some(history) = &effects.history {
-            D::append_history(&mut *connection, before.operation_id, history, cap, now).await?;
+            D::append_history(
+                &mut *connection,
+                before.operation_id,
+                history,
+                effects.acted_by.as_ref(),
+                cap,
+                now,
+            )
+            .await?;
+        }
+        // An admin action's audit row commits with the change, or neither.
+        // (The update was moved into `written_record` above.)
+        if let (Some(audit), Some(acted_by), Some(_)) =
+            (&effects.audit, &effects.acted_by, &written_record)
+        {
+            D::insert_operation_audit(&mut *connection, before, acted_by, audit, now).await?;
         }
         // Without an update (a refusal recorded in history) the record stands.
         Ok(written_record.unwrap_or_else(|| before.clone()))
@@ -595,6 +613,28 @@ where
             .bind(entry.target)
             .bind(entry.detail)
             .bind(entry.reason)
+            .execute(&mut *connection)
+            .instrument(D::statement("INSERT audit_log"))
+            .await?;
+        Ok(())
+    }
+
+    async fn insert_operation_audit(
+        connection: &mut Connection<D>,
+        record: &OperationRecord,
+        acted_by: &ActedBy,
+        audit: &AuditNote,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let target = record.operation_id.to_string();
+        sqlx::query(INSERT_OPERATION_AUDIT)
+            .bind(D::stamp(now))
+            .bind(acted_by.credential.as_str())
+            .bind(audit.action)
+            .bind(record.tenant_id.0)
+            .bind(target.as_str())
+            .bind(audit.detail.as_str())
+            .bind(audit.reason.as_deref())
             .execute(&mut *connection)
             .instrument(D::statement("INSERT audit_log"))
             .await?;

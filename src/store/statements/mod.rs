@@ -21,8 +21,9 @@ use super::OperationCounts;
 use super::dialect::Dialect;
 use super::error::StoreResult;
 use crate::domain::{
-    Effects, HistoryCap, HistoryEntry, HistoryPage, ListedOperation, NewHistoryEntry, OperationId,
-    OperationRecord, OperationsQuery, Target, TenantId, UnresolvedQuery,
+    ActedBy, AuditNote, Effects, HistoryCap, HistoryEntry, HistoryPage, ListedOperation,
+    NewHistoryEntry, OperationId, OperationRecord, OperationsQuery, Target, TenantId,
+    UnresolvedQuery,
 };
 
 mod bind;
@@ -101,17 +102,20 @@ pub(crate) trait Sql: Dialect {
     /// `$4` to_state, `$5` fence, `$6` attempt, `$7` detail, `$8` now, `$9`
     /// its coalesce key, `$10` whether it is kept past the cap, `$11` the
     /// cap, and the truncation marker's `$12` event, `$13` detail and `$14`
-    /// key.
+    /// key; `$15` the credential that acted and `$16` whether it was an
+    /// admin on the tenant's behalf.
     fn append_history(
         connection: &mut Connection<Self>,
         operation_id: OperationId,
         entry: &NewHistoryEntry,
+        acted_by: Option<&ActedBy>,
         cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Writes the decided record, guarded by the fence and state it was
-    /// decided from, then its history entry. Returns the record as written.
+    /// decided from, then its history entry, and the audit row of an admin
+    /// action that changed it. Returns the record as written.
     fn apply(
         connection: &mut Connection<Self>,
         before: &OperationRecord,
@@ -270,6 +274,16 @@ pub(crate) trait Sql: Dialect {
     fn insert_audit(
         connection: &mut Connection<Self>,
         entry: &NewAuditEntry<'_>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// The audit row of an admin action on `record` (a reconciliation on a
+    /// tenant's behalf, a Forget), in the transaction of the change.
+    fn insert_operation_audit(
+        connection: &mut Connection<Self>,
+        record: &OperationRecord,
+        acted_by: &ActedBy,
+        audit: &AuditNote,
         now: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 

@@ -51,6 +51,12 @@ pub(super) const MARK_USED: &str = "UPDATE tenant_tokens SET last_used_at = $2 \
 pub(super) const INSERT_AUDIT: &str = "INSERT INTO audit_log \
      (at, actor, action, tenant, target, detail, reason) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
+/// An admin action on an operation: the tenant is named from the
+/// operation's tenant id ($4), as every audit row names tenants.
+pub(super) const INSERT_OPERATION_AUDIT: &str = "INSERT INTO audit_log \
+     (at, actor, action, tenant, target, detail, reason) \
+     SELECT $1, $2, $3, name, $5, $6, $7 FROM tenants WHERE tenant_id = $4";
+
 pub(super) const AUDIT_LOG: &str = "SELECT at, actor, action, tenant, target, detail, reason FROM audit_log \
      WHERE ($1 IS NULL OR tenant = $1) ORDER BY audit_id DESC LIMIT $2";
 

@@ -119,7 +119,7 @@ async fn timestamps_keep_microseconds(backend: Backend) {
                     },
                     takes_new_fence: false,
                 }),
-                history: None,
+                ..Effects::default()
             },
             answer: Ok(Answer::Written),
         })

@@ -128,6 +128,7 @@ async fn a_first_claim_is_stored_in_progress_with_lease_deadlines_and_history(ba
             count: 1,
             first_at: created,
             last_at: created,
+            acted_by: None,
         }]
     );
 

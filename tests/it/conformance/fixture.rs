@@ -140,7 +140,13 @@ impl Fixture {
             clock_margin: TimeDelta::zero(),
         };
         self.written(record.operation_id, async {
-            self.service().reconcile(self.tenant, &command).await
+            let acted_by = ActedBy {
+                credential: "token:reconciler".into(),
+                admin_on_behalf: false,
+            };
+            self.service()
+                .reconcile(self.tenant, &command, &acted_by)
+                .await
         })
         .await
     }

@@ -348,6 +348,7 @@ async fn reconcile_failed_waits_for_the_attempt_deadline_as_not_applied_does(bac
         .into_inner();
     let owner = ownership(&first).expect("acquired").clone();
     let failed = proto::ReconcileRequest {
+        tenant: String::new(),
         operation_id: owner.operation_id.clone(),
         expected_fence: owner.fence,
         resolution: Some(proto::reconcile_request::Resolution::Failed(
@@ -413,6 +414,7 @@ async fn the_clock_margin_extends_the_doubt_told_and_the_wait_before_not_applied
     // A reconciler waits for A's (and B's) deadline plus the margin.
     let owner_b = ownership_of(&second);
     let not_applied = proto::ReconcileRequest {
+        tenant: String::new(),
         operation_id: owner_a.operation_id.clone(),
         expected_fence: owner_b.fence,
         resolution: Some(proto::reconcile_request::Resolution::NotApplied(

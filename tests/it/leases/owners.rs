@@ -166,6 +166,7 @@ async fn budget_spent_on_takeovers_needs_reconciliation_then_reconcile_resolves(
         .reconcile(authorized(
             token,
             proto::ReconcileRequest {
+                tenant: String::new(),
                 operation_id: needs.operation_id.clone(),
                 expected_fence: needs.fence,
                 resolution: Some(proto::reconcile_request::Resolution::Succeeded(
@@ -222,6 +223,7 @@ async fn not_applied_waits_for_the_attempt_deadline_then_releases(backend: Backe
         .await
         .expect("fail unknown");
     let not_applied = |fence| proto::ReconcileRequest {
+        tenant: String::new(),
         operation_id: owner.operation_id.clone(),
         expected_fence: fence,
         resolution: Some(proto::reconcile_request::Resolution::NotApplied(

@@ -70,7 +70,17 @@ import { Timestamp } from "../../google/protobuf/timestamp.js";
  *                                                validity period (likewise)
  *   CERTIFICATE_UNMAPPED    UNAUTHENTICATED      a valid client certificate whose
  *                                                identity maps to no tenant (likewise)
- * The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS carries
+ *   TENANT_NOT_FOUND        NOT_FOUND            an admin named a tenant that has no
+ *                                                active tenant of that name
+ *   OPERATION_UNRESOLVED    FAILED_PRECONDITION  Forget of an operation that has not
+ *                                                ended (in progress, retry wait,
+ *                                                unknown): only SUCCEEDED or FAILED
+ *                                                may be forgotten
+ *   ALREADY_FORGOTTEN       FAILED_PRECONDITION  Forget of an operation that is a
+ *                                                tombstone already (forgotten, or
+ *                                                past retention)
+ * The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS, and of
+ * OPERATION_UNRESOLVED and ALREADY_FORGOTTEN, carries
  * `operation_id` in its metadata, and where it helps `state` and
  * `current_fence`; MISSING_SCOPE carries `scope`; the others carry none.
  *
@@ -778,6 +788,13 @@ export interface LookupRequest {
    * anything else, or a token of another operation, is INVALID_ARGUMENT.
    */
   history_page_token: string;
+  /**
+   * Optional: the name of the tenant whose operation to read; empty, the
+   * caller's own. Naming a tenant needs the admin scope (else
+   * PERMISSION_DENIED, MISSING_SCOPE naming admin); a name with no active
+   * tenant is NOT_FOUND (TENANT_NOT_FOUND).
+   */
+  tenant: string;
 }
 
 /** The operation and, if asked for, its history. */
@@ -904,6 +921,9 @@ export interface HistoryEntry {
    *   STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
    *   LATE_WRITE_REFUSED   the owner's write after its attempt deadline
    *   EXPIRED              the result passed retention: now a tombstone
+   *   FORGOTTEN            an admin turned the ended operation into a
+   *                        tombstone before its retention ended (Forget;
+   *                        detail: the reason given; credential: who)
    *   HISTORY_TRUNCATED    stands for the events past the history cap
    *                        (the server's history cap, default 100): count
    *                        says how many, fence and last_fence the first and
@@ -949,6 +969,18 @@ export interface HistoryEntry {
    * one, last_fence the last).
    */
   last_fence: string;
+  /**
+   * Which credential made the change, for RECONCILED and FORGOTTEN entries:
+   * `token:NAME` or `certificate:IDENTITY`, never a secret. Empty for the
+   * owners' own writes and the sweeper's, and for entries written before
+   * servers recorded it.
+   */
+  credential: string;
+  /**
+   * The credential was an admin's acting on this tenant's behalf (it belongs
+   * to another tenant and named this one).
+   */
+  admin_on_behalf: boolean;
 }
 
 /** Resolves an operation whose outcome is unknown, from outside evidence. */
@@ -983,7 +1015,18 @@ export interface ReconcileRequest {
    * It always grants one more attempt, even when the attempt budget was
    * spent (recorded in history as "not_applied; one more attempt granted").
    */
-  not_applied?: NotApplied | null;
+  not_applied?:
+    | NotApplied
+    | null;
+  /**
+   * Optional: the name of the tenant whose operation it is; empty, the
+   * caller's own. Naming a tenant needs the admin scope besides reconcile
+   * (else PERMISSION_DENIED, MISSING_SCOPE naming admin, and nothing is
+   * written); a name with no active tenant is NOT_FOUND (TENANT_NOT_FOUND).
+   * The history entry records the credential and that an admin acted on
+   * the tenant's behalf, and the audit log records it too.
+   */
+  tenant: string;
 }
 
 /** The effect did not happen (no fields). */
@@ -1106,6 +1149,95 @@ export interface ListOperationsResponse {
    * the same filter and order.
    */
   next_page_token: string;
+}
+
+/** Turns an ended operation into a tombstone before its retention ends. */
+export interface ForgetRequest {
+  /** The operation, as Lookup or ListOperations gave it. */
+  operation_id: string;
+  /**
+   * The current fence, as Lookup gave it: an operation that moved on since
+   * is ABORTED (LEASE_LOST), so an operator acts on what they saw.
+   */
+  expected_fence: string;
+  /**
+   * Why (a legal deletion request, a poisoned result): 1-512 bytes of
+   * UTF-8, recorded in the history and the audit log. Required.
+   */
+  reason: string;
+  /**
+   * Optional: the name of the tenant whose operation it is; empty, the
+   * caller's own. A name with no active tenant is NOT_FOUND
+   * (TENANT_NOT_FOUND).
+   */
+  tenant: string;
+}
+
+/** The operation after it was forgotten. */
+export interface ForgetResponse {
+  /** Always EXPIRED: a tombstone. */
+  state: OperationState;
+  /** When the tombstone itself is deleted and the scope is free again. */
+  retain_until:
+    | Timestamp
+    | null;
+  /** How many bytes of stored result or error were dropped. */
+  dropped_bytes: string;
+}
+
+/** Asks for the policy a first Claim of an operation name gets. */
+export interface GetPolicyRequest {
+  /**
+   * The operation name, as a Claim's scope gives it (1-128 characters of
+   * [A-Za-z0-9._/-]).
+   */
+  operation: string;
+}
+
+/** The defaults and ceilings in force for an operation name. */
+export interface GetPolicyResponse {
+  /**
+   * The pattern of the policy entry that decided (an exact name, a prefix
+   * ending in `*`, or `*`); empty when no entry matched and the server's
+   * own bounds apply.
+   */
+  matched_pattern: string;
+  /** True when no policy entry matched: every bound is the server's. */
+  server_defaults: boolean;
+  /** What a Claim leaving lease out gets, and the most it may ask. */
+  default_lease:
+    | Duration
+    | null;
+  /** The longest lease a Claim may ask. */
+  max_lease:
+    | Duration
+    | null;
+  /** What a Claim leaving max_attempt_duration out gets. */
+  default_max_attempt_duration:
+    | Duration
+    | null;
+  /** The longest max_attempt_duration a Claim may ask. */
+  max_attempt_duration:
+    | Duration
+    | null;
+  /** What a Claim leaving max_attempts out gets. */
+  default_max_attempts: number;
+  /** The largest max_attempts a Claim may ask. */
+  max_attempts: number;
+  /** What a Claim leaving retention out gets. */
+  default_retention:
+    | Duration
+    | null;
+  /** The longest retention a Claim may ask. */
+  max_retention:
+    | Duration
+    | null;
+  /** What a Claim leaving operation_deadline out gets; absent: no deadline. */
+  default_operation_deadline:
+    | Duration
+    | null;
+  /** The longest operation_deadline a Claim may ask. */
+  max_operation_deadline: Duration | null;
 }
 
 function createBaseScope(): Scope {
@@ -2584,7 +2716,14 @@ export const FailResponse: MessageFns<FailResponse> = {
 };
 
 function createBaseLookupRequest(): LookupRequest {
-  return { scope: null, operation_id: null, include_history: false, history_page_size: 0, history_page_token: "" };
+  return {
+    scope: null,
+    operation_id: null,
+    include_history: false,
+    history_page_size: 0,
+    history_page_token: "",
+    tenant: "",
+  };
 }
 
 export const LookupRequest: MessageFns<LookupRequest> = {
@@ -2603,6 +2742,9 @@ export const LookupRequest: MessageFns<LookupRequest> = {
     }
     if (message.history_page_token !== "") {
       writer.uint32(42).string(message.history_page_token);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(50).string(message.tenant);
     }
     return writer;
   },
@@ -2658,6 +2800,14 @@ export const LookupRequest: MessageFns<LookupRequest> = {
             }
 
             message.history_page_token = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tenant = reader.string();
             continue;
           }
         }
@@ -3018,6 +3168,8 @@ function createBaseHistoryEntry(): HistoryEntry {
     at: null,
     last_at: null,
     last_fence: "0",
+    credential: "",
+    admin_on_behalf: false,
   };
 }
 
@@ -3055,6 +3207,12 @@ export const HistoryEntry: MessageFns<HistoryEntry> = {
     }
     if (message.last_fence !== "0") {
       writer.uint32(88).uint64(message.last_fence);
+    }
+    if (message.credential !== "") {
+      writer.uint32(98).string(message.credential);
+    }
+    if (message.admin_on_behalf !== false) {
+      writer.uint32(104).bool(message.admin_on_behalf);
     }
     return writer;
   },
@@ -3160,6 +3318,22 @@ export const HistoryEntry: MessageFns<HistoryEntry> = {
             message.last_fence = reader.uint64().toString();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.credential = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.admin_on_behalf = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3174,7 +3348,7 @@ export const HistoryEntry: MessageFns<HistoryEntry> = {
 };
 
 function createBaseReconcileRequest(): ReconcileRequest {
-  return { operation_id: "", expected_fence: "0", succeeded: null, failed: null, not_applied: null };
+  return { operation_id: "", expected_fence: "0", succeeded: null, failed: null, not_applied: null, tenant: "" };
 }
 
 export const ReconcileRequest: MessageFns<ReconcileRequest> = {
@@ -3193,6 +3367,9 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
     }
     if (message.not_applied !== undefined && message.not_applied !== null) {
       NotApplied.encode(message.not_applied, writer.uint32(42).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(50).string(message.tenant);
     }
     return writer;
   },
@@ -3248,6 +3425,14 @@ export const ReconcileRequest: MessageFns<ReconcileRequest> = {
             }
 
             message.not_applied = NotApplied.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tenant = reader.string();
             continue;
           }
         }
@@ -3601,6 +3786,379 @@ export const ListOperationsResponse: MessageFns<ListOperationsResponse> = {
             }
 
             message.next_page_token = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseForgetRequest(): ForgetRequest {
+  return { operation_id: "", expected_fence: "0", reason: "", tenant: "" };
+}
+
+export const ForgetRequest: MessageFns<ForgetRequest> = {
+  encode(message: ForgetRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operation_id !== "") {
+      writer.uint32(10).string(message.operation_id);
+    }
+    if (message.expected_fence !== "0") {
+      writer.uint32(16).uint64(message.expected_fence);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(34).string(message.tenant);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForgetRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForgetRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operation_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expected_fence = reader.uint64().toString();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseForgetResponse(): ForgetResponse {
+  return { state: OperationState.OPERATION_STATE_UNSPECIFIED, retain_until: null, dropped_bytes: "0" };
+}
+
+export const ForgetResponse: MessageFns<ForgetResponse> = {
+  encode(message: ForgetResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.state !== OperationState.OPERATION_STATE_UNSPECIFIED) {
+      writer.uint32(8).int32(operationStateToNumber(message.state));
+    }
+    if (message.retain_until !== undefined && message.retain_until !== null) {
+      Timestamp.encode(message.retain_until, writer.uint32(18).fork()).join();
+    }
+    if (message.dropped_bytes !== "0") {
+      writer.uint32(24).uint64(message.dropped_bytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ForgetResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseForgetResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.state = operationStateFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.retain_until = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.dropped_bytes = reader.uint64().toString();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetPolicyRequest(): GetPolicyRequest {
+  return { operation: "" };
+}
+
+export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
+  encode(message: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operation !== "") {
+      writer.uint32(10).string(message.operation);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operation = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseGetPolicyResponse(): GetPolicyResponse {
+  return {
+    matched_pattern: "",
+    server_defaults: false,
+    default_lease: null,
+    max_lease: null,
+    default_max_attempt_duration: null,
+    max_attempt_duration: null,
+    default_max_attempts: 0,
+    max_attempts: 0,
+    default_retention: null,
+    max_retention: null,
+    default_operation_deadline: null,
+    max_operation_deadline: null,
+  };
+}
+
+export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
+  encode(message: GetPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.matched_pattern !== "") {
+      writer.uint32(10).string(message.matched_pattern);
+    }
+    if (message.server_defaults !== false) {
+      writer.uint32(16).bool(message.server_defaults);
+    }
+    if (message.default_lease !== undefined && message.default_lease !== null) {
+      Duration.encode(message.default_lease, writer.uint32(26).fork()).join();
+    }
+    if (message.max_lease !== undefined && message.max_lease !== null) {
+      Duration.encode(message.max_lease, writer.uint32(34).fork()).join();
+    }
+    if (message.default_max_attempt_duration !== undefined && message.default_max_attempt_duration !== null) {
+      Duration.encode(message.default_max_attempt_duration, writer.uint32(42).fork()).join();
+    }
+    if (message.max_attempt_duration !== undefined && message.max_attempt_duration !== null) {
+      Duration.encode(message.max_attempt_duration, writer.uint32(50).fork()).join();
+    }
+    if (message.default_max_attempts !== 0) {
+      writer.uint32(56).uint32(message.default_max_attempts);
+    }
+    if (message.max_attempts !== 0) {
+      writer.uint32(64).uint32(message.max_attempts);
+    }
+    if (message.default_retention !== undefined && message.default_retention !== null) {
+      Duration.encode(message.default_retention, writer.uint32(74).fork()).join();
+    }
+    if (message.max_retention !== undefined && message.max_retention !== null) {
+      Duration.encode(message.max_retention, writer.uint32(82).fork()).join();
+    }
+    if (message.default_operation_deadline !== undefined && message.default_operation_deadline !== null) {
+      Duration.encode(message.default_operation_deadline, writer.uint32(90).fork()).join();
+    }
+    if (message.max_operation_deadline !== undefined && message.max_operation_deadline !== null) {
+      Duration.encode(message.max_operation_deadline, writer.uint32(98).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.matched_pattern = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.server_defaults = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.default_lease = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.max_lease = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.default_max_attempt_duration = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.max_attempt_duration = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.default_max_attempts = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.max_attempts = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.default_retention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.max_retention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.default_operation_deadline = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.max_operation_deadline = Duration.decode(reader, reader.uint32());
             continue;
           }
         }

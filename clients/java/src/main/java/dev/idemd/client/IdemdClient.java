@@ -7,6 +7,10 @@ import dev.idemd.idem.v1.CompleteRequest;
 import dev.idemd.idem.v1.CompleteResponse;
 import dev.idemd.idem.v1.FailRequest;
 import dev.idemd.idem.v1.FailResponse;
+import dev.idemd.idem.v1.ForgetRequest;
+import dev.idemd.idem.v1.ForgetResponse;
+import dev.idemd.idem.v1.GetPolicyRequest;
+import dev.idemd.idem.v1.GetPolicyResponse;
 import dev.idemd.idem.v1.ListOperationsRequest;
 import dev.idemd.idem.v1.ListOperationsResponse;
 import dev.idemd.idem.v1.ListUnresolvedRequest;
@@ -155,6 +159,22 @@ public final class IdemdClient implements AutoCloseable {
     return await(listOperationsAsync(request));
   }
 
+  /**
+   * Turn an ended operation into a tombstone before its retention ends (needs the {@code admin}
+   * scope): its result is dropped and the next Claim of its scope gets RESULT_EXPIRED.
+   */
+  public ForgetResponse forget(ForgetRequest request) {
+    return await(forgetAsync(request));
+  }
+
+  /**
+   * The effective policy for an operation name (needs the {@code reconcile} or {@code admin}
+   * scope).
+   */
+  public GetPolicyResponse getPolicy(GetPolicyRequest request) {
+    return await(getPolicyAsync(request));
+  }
+
   // ---- the RPCs, asynchronous ------------------------------------------------------------
 
   /** {@link #claim}, completing with the answer or a typed {@link IdemdStatusException}. */
@@ -197,6 +217,16 @@ public final class IdemdClient implements AutoCloseable {
   public CompletableFuture<ListOperationsResponse> listOperationsAsync(
       ListOperationsRequest request) {
     return send(Rpc.LIST_OPERATIONS, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #forget}, asynchronously. */
+  public CompletableFuture<ForgetResponse> forgetAsync(ForgetRequest request) {
+    return send(Rpc.FORGET, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #getPolicy}, asynchronously. */
+  public CompletableFuture<GetPolicyResponse> getPolicyAsync(GetPolicyRequest request) {
+    return send(Rpc.GET_POLICY, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
   }
 
   // ---- executeOnce -----------------------------------------------------------------------

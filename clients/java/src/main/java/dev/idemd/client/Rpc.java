@@ -8,6 +8,10 @@ import dev.idemd.idem.v1.CompleteRequest;
 import dev.idemd.idem.v1.CompleteResponse;
 import dev.idemd.idem.v1.FailRequest;
 import dev.idemd.idem.v1.FailResponse;
+import dev.idemd.idem.v1.ForgetRequest;
+import dev.idemd.idem.v1.ForgetResponse;
+import dev.idemd.idem.v1.GetPolicyRequest;
+import dev.idemd.idem.v1.GetPolicyResponse;
 import dev.idemd.idem.v1.Idempotency;
 import dev.idemd.idem.v1.ListOperationsRequest;
 import dev.idemd.idem.v1.ListOperationsResponse;
@@ -59,9 +63,26 @@ final class Rpc<Req extends Message, Resp extends Message> {
           "ListOperations",
           ListOperationsRequest.getDefaultInstance(),
           ListOperationsResponse.getDefaultInstance());
+  static final Rpc<ForgetRequest, ForgetResponse> FORGET =
+      new Rpc<>("Forget", ForgetRequest.getDefaultInstance(), ForgetResponse.getDefaultInstance());
+  static final Rpc<GetPolicyRequest, GetPolicyResponse> GET_POLICY =
+      new Rpc<>(
+          "GetPolicy",
+          GetPolicyRequest.getDefaultInstance(),
+          GetPolicyResponse.getDefaultInstance());
 
   static final List<Rpc<?, ?>> ALL =
-      List.of(CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED, LIST_OPERATIONS);
+      List.of(
+          CLAIM,
+          RENEW,
+          COMPLETE,
+          FAIL,
+          LOOKUP,
+          RECONCILE,
+          LIST_UNRESOLVED,
+          LIST_OPERATIONS,
+          FORGET,
+          GET_POLICY);
 
   final String name;
   final MethodDescriptor<Req, Resp> method;
