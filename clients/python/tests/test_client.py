@@ -115,6 +115,68 @@ async def test_the_bearer_token_goes_on_every_call(server: Server) -> None:
         assert (await owner.list_unresolved()).operations is not None
 
 
+async def _ledger_and_mail(client: idemd.Client) -> tuple[list[str], str]:
+    """Three ledger.post operations (the last one UNKNOWN) and two mail.send ones: the
+    ledger ones' ids in the order they were created, and the UNKNOWN one's."""
+    ledger = []
+    for n in range(3):
+        owner = (await client.claim("ledger.post", key(), bytes_payload=b"%d" % n, lease=5)).acquired.ownership
+        ledger.append(owner.operation_id)
+    await client.fail(owner.operation_id, owner.fence, pb.FAIL_DISPOSITION_UNKNOWN, code="timeout")
+    for n in range(2):
+        await client.claim("mail.send", key(), bytes_payload=b"%d" % n, lease=5)
+    return ledger, owner.operation_id
+
+
+async def test_list_operations_filters_and_pages(client: idemd.Client) -> None:
+    ledger, unknown = await _ledger_and_mail(client)
+
+    page = await client.list_operations(filter="op:ledger.*")
+    assert [op.operation_id for op in page.operations] == ledger
+    assert page.next_page_token == ""
+    assert all(op.scope.operation == "ledger.post" for op in page.operations)
+    only = await client.list_operations(filter="op:ledger.* state:unknown")
+    assert [op.operation_id for op in only.operations] == [unknown]
+    assert only.operations[0].state == pb.OPERATION_STATE_UNKNOWN
+    everything = await client.list_operations()
+    assert len(everything.operations) == 5
+    newest = await client.list_operations(filter="op:ledger.*", order=pb.ListOperationsRequest.ORDER_NEWEST_FIRST)
+    assert [op.operation_id for op in newest.operations] == ledger[::-1]
+
+    # One at a time: each once, in order, and the last page says there is no more.
+    seen: list[str] = []
+    token = ""
+    for _ in range(10):
+        page = await client.list_operations(filter="op:ledger.*", page_size=1, page_token=token)
+        assert len(page.operations) <= 1
+        seen += [op.operation_id for op in page.operations]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ledger
+
+
+async def test_list_operations_refusals(server: Server, client: idemd.Client) -> None:
+    with pytest.raises(idemd.InvalidArgumentError) as invalid:
+        await client.list_operations(filter="op:ledger.* age:10m")
+    assert invalid.value.reason == "INVALID_REQUEST"
+    assert invalid.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    [violation] = invalid.value.violations
+    assert violation.field == "filter"
+    assert violation.description.startswith("at character 16: `age` takes"), violation.description
+
+    # A token of the operations scope alone may claim, not list.
+    name = f"py-ops-{key()[2:14]}"
+    operations_only = server.run("tenant", "create", name, "--scopes", "operations")
+    async with idemd.Client(server.addr, operations_only) as caller:
+        await caller.claim("ledger.post", key(), bytes_payload=b"x")
+        with pytest.raises(errors.PermissionDeniedError) as denied:
+            await caller.list_operations(filter="op:ledger.*")
+    assert denied.value.reason == "MISSING_SCOPE"
+    assert denied.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert denied.value.metadata.get("scope") == "reconcile", denied.value.metadata
+
+
 @pytest.fixture
 def server_env() -> dict[str, str]:
     return {"IDEMD_SWEEP_INTERVAL": "50ms"}

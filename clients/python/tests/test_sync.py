@@ -110,6 +110,37 @@ def test_refusals_are_the_same_typed_exceptions(server: Server, sync_client: ide
     assert refused.value.reason == "INVALID_CREDENTIALS"
 
 
+def test_list_operations_filters_pages_and_refuses(server: Server, sync_client: idemd.sync.Client) -> None:
+    client = sync_client
+    ledger = [client.claim("ledger.post", key(), bytes_payload=b"%d" % n).acquired.ownership.operation_id
+              for n in range(3)]
+    client.claim("mail.send", key(), bytes_payload=b"m")
+    page = client.list_operations(filter="op:ledger.*")
+    assert [op.operation_id for op in page.operations] == ledger and page.next_page_token == ""
+    newest = client.list_operations(filter="op:ledger.*", order=pb.ListOperationsRequest.ORDER_NEWEST_FIRST)
+    assert [op.operation_id for op in newest.operations] == ledger[::-1]
+    seen: list[str] = []
+    token = ""
+    for _ in range(10):
+        page = client.list_operations(filter="op:ledger.*", page_size=1, page_token=token)
+        assert len(page.operations) <= 1
+        seen += [op.operation_id for op in page.operations]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ledger
+
+    with pytest.raises(idemd.InvalidArgumentError) as invalid:
+        client.list_operations(filter="age:10m")
+    assert invalid.value.reason == "INVALID_REQUEST"
+    assert [v.field for v in invalid.value.violations] == ["filter"]
+    operations_only = server.run("tenant", "create", f"py-ops-{key()[2:14]}", "--scopes", "operations")
+    with idemd.SyncClient(server.addr, operations_only) as caller:
+        with pytest.raises(idemd.errors.PermissionDeniedError) as denied:
+            caller.list_operations()
+    assert denied.value.reason == "MISSING_SCOPE" and denied.value.metadata.get("scope") == "reconcile"
+
+
 def test_a_dead_address_is_re_sent_then_unavailable() -> None:
     policy = idemd.RetryPolicy(max_sends=3, initial_backoff=0.01, call_timeout=2)
     started = time.monotonic()

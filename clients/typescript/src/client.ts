@@ -12,7 +12,7 @@ import type { Effect, Result } from "./outcome.js";
 import { METHODS, type Rpc } from "./proto.js";
 import {
   type ClaimOptions, claimRequest, type CompleteOptions, completeRequest, type FailOptions, failRequest,
-  type ListUnresolvedOptions, listUnresolvedRequest, type LookupOptions, lookupRequest, type LookupTarget,
+  type ListOperationsOptions, listOperationsRequest, type ListUnresolvedOptions, listUnresolvedRequest, type LookupOptions, lookupRequest, type LookupTarget,
   reconcileRequest, type Resolution, renewRequest, seconds, type SendOptions,
 } from "./requests.js";
 import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
@@ -20,7 +20,7 @@ import type * as pb from "./types.js";
 
 // Built in requests.ts since both Client and executeOnce send them; exported here as before.
 export { duration, newClaimToken, seconds } from "./requests.js";
-export type { ClaimOptions, SendOptions } from "./requests.js";
+export type { ClaimOptions, ListOperationsOptions, SendOptions } from "./requests.js";
 
 /**
  * gRPC's own reconnect backoff starts at 1 s and grows to 120 s; a channel in that
@@ -98,7 +98,7 @@ export function checkToken(token: string): string {
   return token;
 }
 
-type RpcName = "Claim" | "Renew" | "Complete" | "Fail" | "Lookup" | "Reconcile" | "ListUnresolved";
+type RpcName = "Claim" | "Renew" | "Complete" | "Fail" | "Lookup" | "Reconcile" | "ListUnresolved" | "ListOperations";
 
 /** An idemd client on one gRPC channel; `close()` it at the end. */
 export class Client {
@@ -275,6 +275,16 @@ export class Client {
   listUnresolved(options: SendOptions & ListUnresolvedOptions = {}): Promise<pb.ListUnresolvedResponse> {
     const request = listUnresolvedRequest(options);
     return this.send<pb.ListUnresolvedRequest, pb.ListUnresolvedResponse>("ListUnresolved", request, options);
+  }
+
+  /**
+   * One page of the operations that match `filter` (docs/api.md has the language),
+   * oldest first unless `order` is "ORDER_NEWEST_FIRST". Needs the reconcile or the
+   * admin scope.
+   */
+  listOperations(options: SendOptions & ListOperationsOptions = {}): Promise<pb.ListOperationsResponse> {
+    const request = listOperationsRequest(options);
+    return this.send<pb.ListOperationsRequest, pb.ListOperationsResponse>("ListOperations", request, options);
   }
 
   /** executeOnce (execute.ts) on this client. */

@@ -67,4 +67,9 @@ export const METHODS = {
     gen.ListUnresolvedRequest,
     gen.ListUnresolvedResponse,
   ),
+  ListOperations: rpc<pb.ListOperationsRequest, pb.ListOperationsResponse>(
+    "ListOperations",
+    gen.ListOperationsRequest,
+    gen.ListOperationsResponse,
+  ),
 };

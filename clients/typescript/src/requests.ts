@@ -53,6 +53,15 @@ export type Resolution =
   | { failed: { code: string; message?: string; metadata?: Record<string, string> } }
   | { notApplied: true };
 export interface ListUnresolvedOptions { operation?: string; pageSize?: number; pageToken?: string }
+export interface ListOperationsOptions {
+  /** Terms all of which an operation matches (docs/api.md), e.g. `state:unknown op:payments.* age>10m`;
+   *  empty: every operation. */
+  filter?: string;
+  pageSize?: number;
+  pageToken?: string;
+  /** Default: oldest first. */
+  order?: pb.ListOperationsOrder;
+}
 
 /** A ClaimRequest; exactly one of jsonPayload, bytesPayload and fingerprint. */
 export function claimRequest(operation: string, key: string, options: ClaimOptions): pb.ClaimRequest {
@@ -139,5 +148,14 @@ export function listUnresolvedRequest(options: ListUnresolvedOptions): pb.ListUn
     operation: options.operation ?? "",
     page_size: options.pageSize ?? 0,
     page_token: options.pageToken ?? "",
+  });
+}
+
+export function listOperationsRequest(options: ListOperationsOptions): pb.ListOperationsRequest {
+  return filled(gen.ListOperationsRequest, {
+    filter: options.filter ?? "",
+    page_size: options.pageSize ?? 0,
+    page_token: options.pageToken ?? "",
+    order: options.order ?? "ORDER_UNSPECIFIED",
   });
 }

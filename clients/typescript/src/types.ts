@@ -53,3 +53,7 @@ export type ReconcileRequest = gen.ReconcileRequest;
 export type ReconcileResponse = gen.ReconcileResponse;
 export type ListUnresolvedRequest = gen.ListUnresolvedRequest;
 export type ListUnresolvedResponse = gen.ListUnresolvedResponse;
+export type ListOperationsRequest = gen.ListOperationsRequest;
+/** ListOperationsRequest's order: "ORDER_OLDEST_FIRST" (also what "ORDER_UNSPECIFIED" means) or "ORDER_NEWEST_FIRST". */
+export type ListOperationsOrder = gen.ListOperationsRequest_Order;
+export type ListOperationsResponse = gen.ListOperationsResponse;

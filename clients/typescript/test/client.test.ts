@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import {
   AttemptDeadlinePassedError, AttemptStillRunningError, Client, Code, ConflictError, fromStatus,
-  InternalError, InvalidArgumentError, LeaseLostError, LeaseStillLiveError, NotFoundError,
+  InternalError, InvalidArgumentError, type ListOperationsOptions, type ListOperationsOrder,
+  type ListOperationsResponse, LeaseLostError, LeaseStillLiveError, NotFoundError,
   OperationTerminalError, PermissionDeniedError, RequestMismatchError, ResourceExhaustedError,
   ResultExpiredError, RetryPolicy, StateForbidsError, UnauthenticatedError, UnavailableError,
 } from "../src/index.js";
@@ -122,6 +123,73 @@ eachStore("client", (store) => {
       stranger.close();
     }
     assert.ok(Array.isArray((await client.listUnresolved()).operations));
+  });
+
+  test("listOperations filters, orders and pages", async () => {
+    // A tenant of its own: the listing counts every operation it has.
+    const own = new Client(server.addr, server.createTenant());
+    try {
+      const ledger: string[] = [];
+      let last: { operation_id: string; fence: string } | undefined;
+      for (let n = 0; n < 3; n++) {
+        last = (await own.claim("ledger.post", key(), { bytesPayload: Buffer.from(String(n)), lease: 5 })).acquired!.ownership!;
+        ledger.push(last.operation_id);
+      }
+      await own.fail(last!.operation_id, last!.fence, "FAIL_DISPOSITION_UNKNOWN", { code: "timeout" });
+      for (let n = 0; n < 2; n++) await own.claim("mail.send", key(), { bytesPayload: Buffer.from(String(n)), lease: 5 });
+
+      const page = await own.listOperations({ filter: "op:ledger.*" });
+      assert.deepEqual(page.operations.map((op) => op.operation_id), ledger);
+      assert.equal(page.next_page_token, "");
+      assert.ok(page.operations.every((op) => op.scope!.operation === "ledger.post"));
+      const unknown = await own.listOperations({ filter: "op:ledger.* state:unknown" });
+      assert.deepEqual(unknown.operations.map((op) => op.operation_id), [last!.operation_id]);
+      assert.equal(unknown.operations[0]!.state, "OPERATION_STATE_UNKNOWN");
+      assert.equal((await own.listOperations()).operations.length, 5);
+      // The option and message types come from the package entry.
+      const order: ListOperationsOrder = "ORDER_NEWEST_FIRST";
+      const options: ListOperationsOptions = { filter: "op:ledger.*", order };
+      const newest: ListOperationsResponse = await own.listOperations(options);
+      assert.deepEqual(newest.operations.map((op) => op.operation_id), [...ledger].reverse());
+
+      // One at a time: each once, in order, and the last page says there is no more.
+      const seen: string[] = [];
+      let pageToken = "";
+      for (let pages = 0; pages < 10; pages++) {
+        const one = await own.listOperations({ filter: "op:ledger.*", pageSize: 1, pageToken });
+        assert.ok(one.operations.length <= 1);
+        seen.push(...one.operations.map((op) => op.operation_id));
+        pageToken = one.next_page_token;
+        if (pageToken === "") break;
+      }
+      assert.deepEqual(seen, ledger);
+    } finally {
+      own.close();
+    }
+  });
+
+  test("listOperations refuses a bad filter and a token without the reconcile scope", async () => {
+    const invalid = await client.listOperations({ filter: "op:ledger.* age:10m" }).then(() => assert.fail(), (e: unknown) => e);
+    assert.ok(invalid instanceof InvalidArgumentError);
+    assert.equal(invalid.reason, "INVALID_REQUEST");
+    assert.equal(invalid.code, Code.INVALID_ARGUMENT);
+    assert.equal(invalid.violations.length, 1);
+    assert.equal(invalid.violations[0]!.field, "filter");
+    assert.ok(invalid.violations[0]!.description.startsWith("at character 16: `age` takes"), invalid.violations[0]!.description);
+
+    // A token of the operations scope alone may claim, not list.
+    const operationsOnly = server.run("tenant", "create", `ts-ops-${key().slice(2, 14)}`, "--scopes", "operations");
+    const caller = new Client(server.addr, operationsOnly);
+    try {
+      await caller.claim("ledger.post", key(), { bytesPayload: Buffer.from("x") });
+      const denied = await caller.listOperations({ filter: "op:ledger.*" }).then(() => assert.fail(), (e: unknown) => e);
+      assert.ok(denied instanceof PermissionDeniedError);
+      assert.equal(denied.reason, "MISSING_SCOPE");
+      assert.equal(denied.code, Code.PERMISSION_DENIED);
+      assert.equal(denied.metadata.scope, "reconcile");
+    } finally {
+      caller.close();
+    }
   });
 
   test("a claim on a tombstone is ResultExpiredError", async () => {

@@ -227,6 +227,21 @@ class Client:
         request = wire.list_unresolved_request(operation, page_size, page_token)
         return await self._send(wire.LIST_UNRESOLVED, request, deadline=deadline)
 
+    async def list_operations(
+        self,
+        *,
+        filter: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        order: pb.ListOperationsRequest.Order = pb.ListOperationsRequest.ORDER_UNSPECIFIED,
+        deadline: float | None = None,
+    ) -> pb.ListOperationsResponse:
+        """One page of the operations that match ``filter`` (docs/api.md has the
+        language), oldest first unless ``order`` is ``pb.ListOperationsRequest.ORDER_NEWEST_FIRST``.
+        Needs the ``reconcile`` or the ``admin`` scope."""
+        request = wire.list_operations_request(filter, page_size, page_token, order)
+        return await self._send(wire.LIST_OPERATIONS, request, deadline=deadline)
+
     async def execute_once(
         self,
         operation: str,

@@ -35,6 +35,7 @@ from idemd.wire import (
     CLAIM,
     COMPLETE,
     FAIL,
+    LIST_OPERATIONS,
     LIST_UNRESOLVED,
     LOOKUP,
     RECONCILE,
@@ -47,6 +48,7 @@ from idemd.wire import (
     claim_wait,
     complete_request,
     fail_request,
+    list_operations_request,
     list_unresolved_request,
     lookup_request,
     reconcile_request,
@@ -229,6 +231,21 @@ class Client:
         """One page of the operations a reconciler must look at, oldest first."""
         request = list_unresolved_request(operation, page_size, page_token)
         return self._send(LIST_UNRESOLVED, request, deadline=deadline)
+
+    def list_operations(
+        self,
+        *,
+        filter: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+        order: pb.ListOperationsRequest.Order = pb.ListOperationsRequest.ORDER_UNSPECIFIED,
+        deadline: float | None = None,
+    ) -> pb.ListOperationsResponse:
+        """One page of the operations that match ``filter`` (docs/api.md has the language),
+        oldest first unless ``order`` is ``pb.ListOperationsRequest.ORDER_NEWEST_FIRST``.
+        Needs the ``reconcile`` or the ``admin`` scope."""
+        request = list_operations_request(filter, page_size, page_token, order)
+        return self._send(LIST_OPERATIONS, request, deadline=deadline)
 
     def execute_once(
         self,

@@ -170,6 +170,12 @@ def list_unresolved_request(operation: str, page_size: int, page_token: str) -> 
     return pb.ListUnresolvedRequest(operation=operation, page_size=page_size, page_token=page_token)
 
 
+def list_operations_request(
+    filter: str, page_size: int, page_token: str, order: pb.ListOperationsRequest.Order
+) -> pb.ListOperationsRequest:
+    return pb.ListOperationsRequest(filter=filter, page_size=page_size, page_token=page_token, order=order)
+
+
 # ---- the RPCs (one table, bound by both clients) -----------------------------------
 
 
@@ -202,7 +208,10 @@ FAIL = Rpc("Fail", pb.FailRequest, pb.FailResponse)
 LOOKUP = Rpc("Lookup", pb.LookupRequest, pb.LookupResponse)
 RECONCILE = Rpc("Reconcile", pb.ReconcileRequest, pb.ReconcileResponse)
 LIST_UNRESOLVED = Rpc("ListUnresolved", pb.ListUnresolvedRequest, pb.ListUnresolvedResponse)
-RPCS: tuple[Rpc[Any, Any], ...] = (CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED)
+LIST_OPERATIONS = Rpc("ListOperations", pb.ListOperationsRequest, pb.ListOperationsResponse)
+RPCS: tuple[Rpc[Any, Any], ...] = (
+    CLAIM, RENEW, COMPLETE, FAIL, LOOKUP, RECONCILE, LIST_UNRESOLVED, LIST_OPERATIONS,
+)
 
 
 def bind_rpcs(channel: grpc.Channel | grpc.aio.Channel) -> dict[Rpc[Any, Any], Any]:
