@@ -33,6 +33,10 @@ pub const DEFAULT_BUDGET_BYTES: u64 = 16 * 1024 * 1024;
 /// time between the database's read and the entry's fill, and any drift of
 /// this process's clock against the database's.
 const RETENTION_MARGIN: Duration = Duration::from_secs(2);
+/// The longest an entry answers, however long its retention: a Forget
+/// whose change notification never reached this replica (notifications are
+/// best effort) stops being replayed here within this long.
+const MAX_ENTRY_AGE: Duration = Duration::from_secs(60);
 /// What an entry costs beside its strings and result: the record's fields
 /// and the cache's own bookkeeping.
 const ENTRY_OVERHEAD_BYTES: u64 = 512;
@@ -175,7 +179,7 @@ impl TerminalCache {
                 record: record.clone(),
                 read_at,
                 filled,
-                answers_until: filled + left,
+                answers_until: filled + left.min(MAX_ENTRY_AGE),
             }),
         );
     }
