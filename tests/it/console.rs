@@ -45,6 +45,27 @@ async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership
         .expect("fail unknown");
 }
 
+/// The Chromium the browser test drives: `CHROMIUM`, else Debian's. None
+/// when it is not installed: the test is then skipped, saying so, unless
+/// `IDEMD_REQUIRE_BROWSER` is set (CI sets it: `.ci/run` installs Chromium).
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("CHROMIUM")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("IDEMD_REQUIRE_BROWSER").is_none(),
+        "no Chromium at {} (IDEMD_REQUIRE_BROWSER is set): `apt-get install chromium`",
+        path.display()
+    );
+    eprintln!(
+        "console browser test SKIPPED: no Chromium at {} (apt-get install chromium)",
+        path.display()
+    );
+    None
+}
+
 fn browser_test_directory() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console")
 }
@@ -75,6 +96,9 @@ fn run(directory: &Path, program: &str, args: &[&str], env: &[(&str, String)]) {
 }
 
 async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
+    let Some(chromium) = chromium() else {
+        return;
+    };
     let store_name = match &backend {
         Backend::Postgres { .. } => "postgres",
         Backend::Sqlite { .. } => "sqlite",
@@ -149,6 +173,7 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     let directory = browser_test_directory();
     let env = vec![
         ("CONSOLE_URL", format!("http://{address}")),
+        ("CHROMIUM", chromium.display().to_string()),
         ("TOKEN_RECONCILER", reconciler.clone()),
         ("TOKEN_OPERATIONS_ONLY", operations_only),
         ("TOKEN_ADMIN", admin),
