@@ -144,6 +144,7 @@ fn completed(record: &OperationRecord) -> proto::Completed {
         },
         attempts: record.attempt,
         completed_at: record.completed_at.map(timestamp),
+        retain_until: record.retain_until.map(timestamp),
     }
 }
 

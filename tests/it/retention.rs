@@ -262,3 +262,58 @@ store_tests!(
     sweepers_on_many_replicas_share_the_work_without_doing_it_twice,
     one_tick_sweeps_a_backlog_of_more_than_twenty_full_batches,
 );
+
+/// A replay says until when its outcome is kept: the retention the first
+/// Claim asked for, from when the operation ended, as Lookup reports it.
+async fn a_replay_says_until_when_its_outcome_is_kept(backend: Backend) {
+    let world = World::start(backend).await;
+    let mut client = world.client().await;
+    let token = world.tenant_a.clone();
+    let request = || proto::ClaimRequest {
+        retention: millis(3_600_000),
+        ..claim_json("invoices.send", "inv-1", r#"{"invoice":1}"#)
+    };
+    let owned = claim_owned(&mut client, &token, request()).await;
+    client
+        .complete(authorized(
+            &token,
+            proto::CompleteRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                result: result("{}"),
+            },
+        ))
+        .await
+        .expect("complete");
+    let replay = client
+        .claim(authorized(&token, request()))
+        .await
+        .expect("claim")
+        .into_inner();
+    let Some(proto::claim_response::Outcome::Completed(completed)) = replay.outcome else {
+        panic!("a replay: {replay:?}");
+    };
+    let (completed_at, retain_until) = (
+        completed.completed_at.expect("completed_at"),
+        completed.retain_until.expect("retain_until"),
+    );
+    assert_eq!(retain_until.seconds - completed_at.seconds, 3600);
+    let looked_up = client
+        .lookup(authorized(
+            &token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    owned.operation_id.clone(),
+                )),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner()
+        .operation
+        .expect("operation");
+    assert_eq!(looked_up.retain_until, Some(retain_until));
+}
+
+store_tests!(a_replay_says_until_when_its_outcome_is_kept);

@@ -1160,7 +1160,12 @@ type Completed struct {
 	// How many attempts the operation took.
 	Attempts uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// When the operation ended (database clock).
-	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// Until when this outcome is kept and replayed (database clock; the
+	// operation's retention). After it the scope answers RESULT_EXPIRED, and
+	// a retry is no longer deduplicated: a caller that may still retry after
+	// this moment needs a longer retention (the Claim's `retention`).
+	RetainUntil   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=retain_until,json=retainUntil,proto3" json:"retain_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1244,6 +1249,13 @@ func (x *Completed) GetAttempts() uint32 {
 func (x *Completed) GetCompletedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *Completed) GetRetainUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetainUntil
 	}
 	return nil
 }
@@ -3334,14 +3346,15 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\x0e2\x16.idem.v1.PendingReasonR\x06reason\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x18\n" +
-	"\aattempt\x18\x04 \x01(\rR\aattempt\"\x9f\x02\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\"\xde\x02\n" +
 	"\tCompleted\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12)\n" +
 	"\x06result\x18\x03 \x01(\v2\x0f.idem.v1.ResultH\x00R\x06result\x12/\n" +
 	"\x05error\x18\x04 \x01(\v2\x17.idem.v1.OperationErrorH\x00R\x05error\x12\x1a\n" +
 	"\battempts\x18\x05 \x01(\rR\battempts\x12=\n" +
-	"\fcompleted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAtB\t\n" +
+	"\fcompleted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12=\n" +
+	"\fretain_until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntilB\t\n" +
 	"\aoutcome\"j\n" +
 	"\x13NeedsReconciliation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
@@ -3623,81 +3636,82 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	14, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
 	15, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
 	40, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	37, // 23: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
-	1,  // 24: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	38, // 25: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	39, // 26: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	39, // 27: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	39, // 28: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
-	14, // 29: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
-	2,  // 30: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
-	3,  // 31: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
-	15, // 32: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	39, // 33: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
-	2,  // 34: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
-	1,  // 35: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	39, // 36: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
-	5,  // 37: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
-	24, // 38: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
-	25, // 39: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
-	5,  // 40: idem.v1.Operation.scope:type_name -> idem.v1.Scope
-	2,  // 41: idem.v1.Operation.state:type_name -> idem.v1.OperationState
-	14, // 42: idem.v1.Operation.result:type_name -> idem.v1.Result
-	15, // 43: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	40, // 44: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	40, // 45: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 46: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	40, // 47: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	40, // 48: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	40, // 49: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	40, // 50: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	40, // 51: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
-	2,  // 52: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
-	2,  // 53: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	40, // 54: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	40, // 55: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	14, // 56: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	15, // 57: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	27, // 58: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
-	2,  // 59: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	24, // 60: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	4,  // 61: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
-	24, // 62: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	2,  // 63: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	40, // 64: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	39, // 65: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	39, // 66: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	39, // 67: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	39, // 68: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	39, // 69: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	39, // 70: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	39, // 71: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	39, // 72: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
-	6,  // 73: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	16, // 74: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	18, // 75: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	20, // 76: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	22, // 77: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	26, // 78: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	29, // 79: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	31, // 80: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	33, // 81: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	35, // 82: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	7,  // 83: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	17, // 84: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	19, // 85: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	21, // 86: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	23, // 87: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	28, // 88: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	30, // 89: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	32, // 90: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	34, // 91: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	36, // 92: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	83, // [83:93] is the sub-list for method output_type
-	73, // [73:83] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	40, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
+	37, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	1,  // 25: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
+	38, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	39, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	39, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	39, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	14, // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
+	2,  // 31: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
+	3,  // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
+	15, // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
+	39, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	2,  // 35: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
+	1,  // 36: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
+	39, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	5,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
+	24, // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
+	25, // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
+	5,  // 41: idem.v1.Operation.scope:type_name -> idem.v1.Scope
+	2,  // 42: idem.v1.Operation.state:type_name -> idem.v1.OperationState
+	14, // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
+	15, // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
+	40, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	40, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	40, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	40, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	40, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	40, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	40, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	40, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	2,  // 53: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,  // 54: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	40, // 55: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	40, // 56: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	14, // 57: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	15, // 58: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	27, // 59: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,  // 60: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	24, // 61: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	4,  // 62: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	24, // 63: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	2,  // 64: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	40, // 65: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	39, // 66: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	39, // 67: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	39, // 68: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	39, // 69: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	39, // 70: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	39, // 71: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	39, // 72: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	39, // 73: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	6,  // 74: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	16, // 75: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	18, // 76: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	20, // 77: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	22, // 78: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	26, // 79: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	29, // 80: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	31, // 81: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	33, // 82: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	35, // 83: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	7,  // 84: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	17, // 85: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	19, // 86: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	21, // 87: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	23, // 88: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	28, // 89: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	30, // 90: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	32, // 91: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	34, // 92: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	36, // 93: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	84, // [84:94] is the sub-list for method output_type
+	74, // [74:84] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }

@@ -642,7 +642,16 @@ export interface Completed {
   /** How many attempts the operation took. */
   attempts: number;
   /** When the operation ended (database clock). */
-  completed_at: Timestamp | null;
+  completed_at:
+    | Timestamp
+    | null;
+  /**
+   * Until when this outcome is kept and replayed (database clock; the
+   * operation's retention). After it the scope answers RESULT_EXPIRED, and
+   * a retry is no longer deduplicated: a caller that may still retry after
+   * this moment needs a longer retention (the Claim's `retention`).
+   */
+  retain_until: Timestamp | null;
 }
 
 /**
@@ -1873,6 +1882,7 @@ function createBaseCompleted(): Completed {
     error: null,
     attempts: 0,
     completed_at: null,
+    retain_until: null,
   };
 }
 
@@ -1895,6 +1905,9 @@ export const Completed: MessageFns<Completed> = {
     }
     if (message.completed_at !== undefined && message.completed_at !== null) {
       Timestamp.encode(message.completed_at, writer.uint32(50).fork()).join();
+    }
+    if (message.retain_until !== undefined && message.retain_until !== null) {
+      Timestamp.encode(message.retain_until, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -1958,6 +1971,14 @@ export const Completed: MessageFns<Completed> = {
             }
 
             message.completed_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.retain_until = Timestamp.decode(reader, reader.uint32());
             continue;
           }
         }
