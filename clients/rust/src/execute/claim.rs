@@ -111,6 +111,7 @@ mod tests {
                 })),
                 attempts: 2,
                 completed_at: None,
+                retain_until: None,
             })),
         };
         let Ok(ClaimStep::Done(execution)) = claim_step(completed) else {
