@@ -76,10 +76,14 @@ pub fn operation_page(
                 tr { th { "lease expires" } td { (time(operation.lease_expires_at.as_ref())) } }
                 tr { th { "attempt deadline" } td {
                     (time(operation.attempt_deadline_at.as_ref()))
-                    @match deadline_passed(operation, now) {
-                        Some(true) => " (passed)",
-                        Some(false) => " (not yet passed)",
-                        None => "",
+                    // Whether it passed matters while the attempt may still
+                    // run: to a reconciler choosing FAILED or NOT_APPLIED.
+                    @if matches!(state, OperationState::InProgress | OperationState::Unknown) {
+                        @match deadline_passed(operation, now) {
+                            Some(true) => " (passed)",
+                            Some(false) => " (not yet passed)",
+                            None => "",
+                        }
                     }
                 } }
                 tr { th { "retry at" } td { (time(operation.retry_at.as_ref())) } }
