@@ -267,6 +267,18 @@ const POOL_CONNECTIONS: Family = describe_gauge(
     "idemd_db_pool_connections",
     "Database pool connections, by state.",
 );
+const POOL_WAITING: Family = describe_gauge(
+    "idemd_db_pool_waiting",
+    "Store calls waiting for a database pool connection now (the embedded store: for a reader).",
+);
+const POOL_ACQUIRES: Family = describe_counter(
+    "idemd_db_pool_acquires_total",
+    "Database pool connections asked for, granted or not (the embedded store: readers).",
+);
+const POOL_ACQUIRE_WAIT: Family = describe_counter(
+    "idemd_db_pool_acquire_wait_microseconds_total",
+    "Time store calls spent waiting for a pool connection, added up, in microseconds: rate() of it over rate(idemd_db_pool_acquires_total) is the mean wait.",
+);
 const POOL_MAX_CONNECTIONS: Family =
     describe_gauge("idemd_db_pool_max_connections", "Database pool size limit.");
 const DB_CLOCK_OFFSET: Family = describe_gauge(
@@ -334,7 +346,7 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 36] = [
+const FAMILIES: [Family; 39] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -355,6 +367,9 @@ const FAMILIES: [Family; 36] = [
     SWEEP_BACKLOG,
     POOL_CONNECTIONS,
     POOL_MAX_CONNECTIONS,
+    POOL_WAITING,
+    POOL_ACQUIRES,
+    POOL_ACQUIRE_WAIT,
     DB_CLOCK_OFFSET,
     WAITING_CLAIMS,
     RESULT_CACHE_LOOKUPS,
@@ -586,6 +601,16 @@ impl Metrics {
             .set(f64::from(in_use));
         self.gauge(&POOL_MAX_CONNECTIONS.key())
             .set(f64::from(usage.max));
+        let waits = usage.waits;
+        self.gauge(&POOL_WAITING.key()).set(waits.waiting as f64);
+        // Totals the store keeps since it opened: set, not added.
+        let recorder = &self.0.recorder;
+        recorder
+            .register_counter(&POOL_ACQUIRES.key(), &METADATA)
+            .absolute(waits.acquires);
+        recorder
+            .register_counter(&POOL_ACQUIRE_WAIT.key(), &METADATA)
+            .absolute(u64::try_from(waits.waited.as_micros()).unwrap_or(u64::MAX));
     }
 
     /// `rpc` and `code` come from fixed sets (`grpc::observe`): each pair is

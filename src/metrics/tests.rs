@@ -97,6 +97,7 @@ fn every_family_is_exposed_with_its_help_text() {
         size: 2,
         idle: 1,
         max: 4,
+        waits: crate::store::acquire::AcquireTotals::default(),
     });
     metrics.gauge(&DB_CLOCK_OFFSET.key()).set(0.0);
     metrics.waiting_claims(1);

@@ -76,6 +76,7 @@ use crate::domain::{
 };
 
 mod access;
+pub mod acquire;
 pub mod bounded;
 pub mod credentials;
 mod dialect;
@@ -179,6 +180,8 @@ pub struct PoolUsage {
     pub size: u32,
     pub idle: u32,
     pub max: u32,
+    /// Waits for a connection ([`acquire::AcquireWaits`]).
+    pub waits: acquire::AcquireTotals,
 }
 
 /// Applies a store's pending migrations. Migrations this binary does not

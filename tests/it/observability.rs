@@ -489,6 +489,19 @@ async fn metrics_count_exactly_what_happened(backend: Backend) {
     expect("idemd_in_progress_operations{}", 2.0);
     expect("idemd_unresolved_operations{}", 0.0);
     expect("idemd_sweep_backlog{}", 0.0);
+    expect("idemd_unresolved_oldest_age_seconds{}", 0.0);
+    // Every call above took a pool connection (a reader, on the embedded
+    // store), each counted with its wait; none is waiting now.
+    expect("idemd_db_pool_waiting{}", 0.0);
+    let acquires = metrics
+        .get("idemd_db_pool_acquires_total{}")
+        .copied()
+        .unwrap_or_default();
+    assert!(acquires >= 5.0, "pool acquires counted: {metrics:#?}");
+    assert!(
+        metrics.contains_key("idemd_db_pool_acquire_wait_microseconds_total{}"),
+        "pool waits: {metrics:#?}"
+    );
     assert!(
         metrics.keys().any(|series| series
             .starts_with("idemd_rpc_duration_seconds_count{code=\"Ok\",rpc=\"Claim\"}")),

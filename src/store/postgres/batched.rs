@@ -6,7 +6,6 @@
 //! qualify is simply absent from the result.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgPool;
 use sqlx::types::Json;
 use tracing::Instrument;
 
@@ -14,7 +13,7 @@ use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
 use super::super::row::OperationRow;
 use super::super::{Applied, ClaimStart};
-use super::held::Held;
+use super::held::{Connections, Held};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
     Answer, ClaimCommand, Found, HistoryCap, HistoryEvent, Metadata, OperationId, OperationRecord,
@@ -177,7 +176,7 @@ const INSERT_OR_FIND: &str = include_str!("sql/insert_or_find.sql");
 /// one inserted concurrently, after the snapshot, is neither (`None`), and
 /// its claim tries again. Members must name distinct scopes.
 pub(super) async fn insert_or_find(
-    pool: &PgPool,
+    pool: &Connections,
     members: &[ClaimMember<'_>],
 ) -> StoreResult<Vec<Option<ClaimStart>>> {
     let firsts: Vec<_> = members
@@ -324,7 +323,7 @@ const WRITE_GUARDED: &str = include_str!("sql/write_guarded.sql");
 /// write one per row: in a micro-benchmark of a 16-member UPDATE it cut
 /// throughput roughly in half).
 pub(super) async fn write_guarded(
-    pool: &PgPool,
+    pool: &Connections,
     members: &[WriteMember<'_>],
 ) -> StoreResult<Vec<Option<Applied>>> {
     let outcomes: Vec<OutcomeColumns<'_>> = members

@@ -46,12 +46,15 @@
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use sqlx::pool::{PoolConnection, PoolConnectionMetadata};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Row};
+
+use crate::store::acquire::AcquireWaits;
 
 /// How long returning a connection to the pool may take (sqlx's ping, or
 /// [`check_on_release`]'s statement): a round trip, or a statement the
@@ -93,6 +96,23 @@ fn in_poll() -> bool {
     IN_POLL.get()
 }
 
+/// The store's pool, and the count of waits for its connections: every
+/// [`Held`] comes from here.
+#[derive(Clone)]
+pub(crate) struct Connections {
+    pub(super) pool: PgPool,
+    pub(super) waits: Arc<AcquireWaits>,
+}
+
+impl Connections {
+    pub(crate) fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            waits: Arc::default(),
+        }
+    }
+}
+
 /// A pool connection a store call holds: released when the call is done
 /// with it, abandoned (closed at once, its permit freed) when dropped.
 pub(crate) struct Held {
@@ -100,9 +120,10 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    pub(super) async fn acquire(pool: &PgPool) -> Result<Self, sqlx::Error> {
+    pub(super) async fn acquire(connections: &Connections) -> Result<Self, sqlx::Error> {
+        let connection = connections.waits.time(connections.pool.acquire()).await?;
         Ok(Self {
-            connection: Some(pool.acquire().await?),
+            connection: Some(connection),
         })
     }
 
@@ -197,8 +218,11 @@ pub(crate) struct HeldTransaction {
 }
 
 impl HeldTransaction {
-    pub(super) async fn begin(pool: &PgPool, statement: &'static str) -> Result<Self, sqlx::Error> {
-        let mut held = Held::acquire(pool).await?;
+    pub(super) async fn begin(
+        connections: &Connections,
+        statement: &'static str,
+    ) -> Result<Self, sqlx::Error> {
+        let mut held = Held::acquire(connections).await?;
         // Dropped during BEGIN, `held` is abandoned: no session is ever
         // handed on inside a transaction nobody ends.
         sqlx::raw_sql(statement).execute(&mut *held).await?;

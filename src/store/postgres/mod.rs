@@ -16,7 +16,7 @@ use tracing::{Instrument, info, warn};
 use self::batched::{ClaimRequest, WriteRequest};
 use self::batcher::Batcher;
 pub(crate) use self::held::polled;
-use self::held::{Held, HeldTransaction};
+use self::held::{Connections, Held, HeldTransaction};
 pub use self::keepalive::DatabaseKeepalive;
 use self::keepalive::DatabaseSockets;
 use self::notifier::Notifier;
@@ -50,6 +50,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgr
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// The same pool, with the waits for its connections counted: every
+    /// store call's connection comes from here.
+    connections: Connections,
     pause_before_write: Option<PauseHook>,
     /// Sends NOTIFY of state changes after they commit, so waiting Claims on
     /// other replicas wake at once. `None` for Postgres-compatible engines
@@ -118,7 +121,10 @@ type Batchers = (
 /// past `statement_timeout` runs again in two halves, down to members
 /// alone, before any member hears UNAVAILABLE: a batch slow as a whole is
 /// no member's fault.
-fn write_in_parts<'a>(pool: &'a PgPool, members: &'a [batched::WriteMember<'a>]) -> Written<'a> {
+fn write_in_parts<'a>(
+    pool: &'a Connections,
+    members: &'a [batched::WriteMember<'a>],
+) -> Written<'a> {
     Box::pin(async move {
         match batched::write_guarded(pool, members).await {
             // A row held elsewhere: each member decides alone, in the
@@ -208,9 +214,11 @@ impl PostgresStore {
 
     fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
         let notifier = Notifier::new(pool.clone(), sockets.clone());
-        let (claims, writes) = Self::batchers(&pool, DEFAULT_CALL_BOUND);
+        let connections = Connections::new(pool.clone());
+        let (claims, writes) = Self::batchers(&connections, DEFAULT_CALL_BOUND);
         Self {
             pool,
+            connections,
             pause_before_write: None,
             notifier: Some(notifier),
             sockets,
@@ -224,7 +232,7 @@ impl PostgresStore {
     /// The same store, abandoning what it runs on tasks of its own past
     /// `bound` (zero: never), as `--db-call-timeout` bounds each call.
     pub fn with_call_bound(&self, bound: Duration) -> Self {
-        let (claims, writes) = Self::batchers(&self.pool, bound);
+        let (claims, writes) = Self::batchers(&self.connections, bound);
         Self {
             claims,
             writes,
@@ -234,7 +242,7 @@ impl PostgresStore {
     }
 
     /// The shared statements of Claims' first steps and of owner writes.
-    fn batchers(pool: &PgPool, bound: Duration) -> Batchers {
+    fn batchers(pool: &Connections, bound: Duration) -> Batchers {
         let in_flight = STATEMENTS_IN_FLIGHT;
         let claims = {
             let pool = pool.clone();
@@ -342,7 +350,7 @@ impl PostgresStore {
     /// [`durability_risk`]). `single_node`: the operator says there is no
     /// standby to fail over to.
     pub async fn warn_about_durability(&self, single_node: bool) -> Result<()> {
-        let mut connection = Held::acquire(&self.pool)
+        let mut connection = Held::acquire(&self.connections)
             .await
             .map_err(|error| Self::translate(error.into()))?;
         let read: std::result::Result<(String, String), sqlx::Error> = sqlx::query_as(
@@ -475,7 +483,7 @@ impl Dialect for PostgresStore {
     type Read = Held;
 
     async fn acquire_read(&self) -> StoreResult<Held> {
-        Ok(Held::acquire(&self.pool).await?)
+        Ok(Held::acquire(&self.connections).await?)
     }
 
     fn release_read(read: Held) {
@@ -489,7 +497,7 @@ impl Dialect for PostgresStore {
     type ReadTransaction = HeldTransaction;
 
     async fn begin_read(&self) -> StoreResult<HeldTransaction> {
-        Ok(HeldTransaction::begin(&self.pool, "BEGIN").await?)
+        Ok(HeldTransaction::begin(&self.connections, "BEGIN").await?)
     }
 
     /// READ COMMITTED would give each statement a snapshot of its own: a
@@ -497,7 +505,7 @@ impl Dialect for PostgresStore {
     /// would show in one and not the other.
     async fn begin_snapshot(&self) -> StoreResult<HeldTransaction> {
         Ok(HeldTransaction::begin(
-            &self.pool,
+            &self.connections,
             "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
         )
         .await?)
@@ -521,7 +529,7 @@ impl Dialect for PostgresStore {
     type Write = HeldTransaction;
 
     async fn begin_write(&self) -> StoreResult<HeldTransaction> {
-        Ok(HeldTransaction::begin(&self.pool, "BEGIN").await?)
+        Ok(HeldTransaction::begin(&self.connections, "BEGIN").await?)
     }
 
     async fn commit(&self, write: HeldTransaction) -> StoreResult<()> {
@@ -554,6 +562,7 @@ impl Dialect for PostgresStore {
             size: self.pool.size(),
             idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
             max: self.pool.options().get_max_connections(),
+            waits: self.connections.waits.totals(),
         }
     }
 

@@ -20,10 +20,14 @@ async fn a_begin_cancelled_mid_flight_leaves_no_transaction_behind(pool: PgPool)
         .connect_with(pool.connect_options().as_ref().clone())
         .await
         .expect("a pool of one");
+    let connections = Connections::new(one.clone());
     for micros in (0..2_000).step_by(50) {
         let cancelled = tokio::time::timeout(
             Duration::from_micros(micros),
-            HeldTransaction::begin(&one, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            HeldTransaction::begin(
+                &connections,
+                "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            ),
         )
         .await;
         drop(cancelled);

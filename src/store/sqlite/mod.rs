@@ -28,6 +28,7 @@ use sqlx::sqlite::{
 };
 use tracing::Instrument;
 
+use super::acquire::AcquireWaits;
 use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreResult};
 use super::row::{OperationRow, signed};
@@ -75,6 +76,9 @@ pub struct SqliteStore {
     group: Arc<GroupWriter>,
     /// Read-only connections for lookups, lists and authentication.
     readers: SqlitePool,
+    /// Waits for a reader. Writes wait for the group writer instead, which
+    /// `idemd_store_duration_seconds` times.
+    reader_waits: Arc<AcquireWaits>,
     /// `None` for a store opened beside the owning process (tenant commands).
     lock: Arc<Mutex<Option<DatabaseLock>>>,
     pause_before_write: Option<PauseHook>,
@@ -160,6 +164,7 @@ impl SqliteStore {
             group: Arc::new(GroupWriter::new(writer.clone(), options.acquire_timeout)),
             writer,
             readers,
+            reader_waits: Arc::default(),
             lock: Arc::new(Mutex::new(lock)),
             pause_before_write: None,
             history_cap: HistoryCap::default(),
@@ -333,7 +338,7 @@ impl Dialect for SqliteStore {
     type Read = PoolConnection<Sqlite>;
 
     async fn acquire_read(&self) -> StoreResult<PoolConnection<Sqlite>> {
-        Ok(self.readers.acquire().await?)
+        Ok(self.reader_waits.time(self.readers.acquire()).await?)
     }
 
     fn release_read(read: PoolConnection<Sqlite>) {
@@ -343,12 +348,12 @@ impl Dialect for SqliteStore {
     type ReadTransaction = sqlx::Transaction<'static, Sqlite>;
 
     async fn begin_read(&self) -> StoreResult<sqlx::Transaction<'static, Sqlite>> {
-        Ok(self.readers.begin().await?)
+        Ok(self.reader_waits.time(self.readers.begin()).await?)
     }
 
     /// A SQLite transaction reads one snapshot from its first read on.
     async fn begin_snapshot(&self) -> StoreResult<sqlx::Transaction<'static, Sqlite>> {
-        Ok(self.readers.begin().await?)
+        Ok(self.reader_waits.time(self.readers.begin()).await?)
     }
 
     async fn end_read(&self, read: sqlx::Transaction<'static, Sqlite>) -> StoreResult<()> {
@@ -424,6 +429,7 @@ impl Dialect for SqliteStore {
             idle: count(self.writer.num_idle()).saturating_add(count(self.readers.num_idle())),
             max: self.writer.options().get_max_connections()
                 + self.readers.options().get_max_connections(),
+            waits: self.reader_waits.totals(),
         }
     }
 
