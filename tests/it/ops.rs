@@ -405,7 +405,7 @@ fn a_closed_port_exits_3_and_an_empty_token_is_refused_before_connecting() {
         .expect("idemd runs");
     let stderr = String::from_utf8_lossy(&empty.stderr);
     assert_eq!(empty.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("the token is empty"), "{stderr}");
+    assert!(stderr.contains("no credential: pass --token"), "{stderr}");
 }
 
 async fn reconcile_succeeded_stores_the_result_the_next_claim_replays(backend: Backend) {

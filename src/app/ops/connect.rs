@@ -1,5 +1,7 @@
 //! The channel to a running server: plaintext or TLS (optionally mutual),
-//! a deadline on every call, and the bearer token on every request.
+//! a deadline on every call, and the credential: a bearer token on every
+//! request, or a client certificate alone (the server maps it to a tenant
+//! and scopes).
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,26 +18,34 @@ use crate::proto::idempotency_service_client::IdempotencyServiceClient;
 /// A connected client and what every request carries.
 pub(super) struct Server {
     pub(super) client: IdempotencyServiceClient<Channel>,
-    authorization: AsciiMetadataValue,
+    /// None: the client certificate is the credential.
+    authorization: Option<AsciiMetadataValue>,
     timeout: Duration,
 }
 
 impl Server {
     pub(super) async fn connect(args: &OpsConnectionArgs) -> Result<Self, BoxError> {
-        // Checked before any connection: an empty token (an unset variable
-        // in a script) would only come back as UNAUTHENTICATED, later and
-        // less clearly.
+        // Checked before any connection: no credential at all (an unset
+        // variable in a script) would only come back as UNAUTHENTICATED,
+        // later and less clearly.
         let token = args.token.as_deref().unwrap_or_default().trim();
-        if token.is_empty() {
-            return Err(OpsFailure::usage(
-                "the token is empty or missing: pass --token or set IDEMD_TOKEN to a token with the scopes \
-                 the command needs",
+        let authorization = if token.is_empty() {
+            if args.client_cert.is_none() {
+                return Err(OpsFailure::usage(
+                    "no credential: pass --token (or set IDEMD_TOKEN) to a token with the scopes \
+                     the command needs, or --client-cert and --client-key for mutual TLS",
+                )
+                .into());
+            }
+            None
+        } else {
+            // The error never quotes the token: it may be a secret with a typo.
+            Some(
+                MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                    OpsFailure::usage("the token has characters a header cannot carry")
+                })?,
             )
-            .into());
-        }
-        // The error never quotes the token: it may be a secret with a typo.
-        let authorization: AsciiMetadataValue = MetadataValue::try_from(format!("Bearer {token}"))
-            .map_err(|_| OpsFailure::usage("the token has characters a header cannot carry"))?;
+        };
         let uri = address_uri(&args.addr);
         let mut endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|error| OpsFailure::usage(format!("--addr {:?}: {error}", args.addr)))?
@@ -63,13 +73,15 @@ impl Server {
         })
     }
 
-    /// `message` with the bearer token and the call's deadline (which the
-    /// server also sees, as grpc-timeout).
+    /// `message` with the bearer token (if the credential is one) and the
+    /// call's deadline (which the server also sees, as grpc-timeout).
     pub(super) fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
-        request
-            .metadata_mut()
-            .insert("authorization", self.authorization.clone());
+        if let Some(authorization) = &self.authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", authorization.clone());
+        }
         request.set_timeout(self.timeout);
         request
     }

@@ -357,9 +357,56 @@ async fn a_required_certificate_refuses_token_only_calls(backend: Backend) {
     assert_eq!(outcome_name(&claimed), "acquired");
 }
 
+/// `idemd ops` over mutual TLS with a client certificate and no token: the
+/// certificate is the credential, with the scopes its mapping grants.
+async fn ops_commands_take_a_client_certificate_as_their_credential(backend: Backend) {
+    let mtls = MtlsServer::start(backend, &[]).await;
+    let server_ca = pki::write(&mtls.directory, "ops-server-ca.crt", &mtls.server_ca.pem());
+    let ops = |certificate: Option<&Pair>, name: &str| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_idemd"));
+        command
+            .args(["ops", "unresolved", "-o", "json"])
+            .args([
+                "--addr",
+                &format!("https://localhost:{}", mtls.server.addr.port()),
+            ])
+            .args(["--ca-cert", &server_ca.display().to_string()])
+            .env_remove("IDEMD_TOKEN");
+        if let Some(certificate) = certificate {
+            let cert = pki::write(&mtls.directory, &format!("{name}.crt"), &certificate.cert);
+            let key = pki::write(&mtls.directory, &format!("{name}.key"), &certificate.key);
+            command
+                .args(["--client-cert", &cert.display().to_string()])
+                .args(["--client-key", &key.display().to_string()]);
+        }
+        command.output().expect("idemd runs")
+    };
+
+    // A reconciler's certificate lists the tenant's unresolved operations.
+    let reconciler = ops(Some(&mtls.client_certificate(RECONCILER)), "reconciler");
+    let stderr = String::from_utf8_lossy(&reconciler.stderr);
+    assert_eq!(reconciler.status.code(), Some(0), "{stderr}");
+    let listed: serde_json::Value =
+        serde_json::from_slice(&reconciler.stdout).expect("a JSON document");
+    assert!(listed.is_object(), "{listed}");
+
+    // The API workload's certificate holds only `operations`: refused, by the server.
+    let api = ops(Some(&mtls.client_certificate(API)), "api");
+    let stderr = String::from_utf8_lossy(&api.stderr);
+    assert_eq!(api.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("MISSING_SCOPE"), "{stderr}");
+
+    // Neither a token nor a certificate: refused before any connection.
+    let nothing = ops(None, "none");
+    let stderr = String::from_utf8_lossy(&nothing.stderr);
+    assert_eq!(nothing.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--client-cert"), "{stderr}");
+}
+
 store_tests!(
     client_certificates_map_to_tenants_and_scopes,
     each_refused_certificate_says_why,
     a_valid_token_wins_over_a_valid_certificate,
     a_required_certificate_refuses_token_only_calls,
+    ops_commands_take_a_client_certificate_as_their_credential,
 );
