@@ -5,9 +5,10 @@
 //
 //   - no Idempotency-Key where one is required: 400;
 //   - a key but no caller to scope it to (no principal), unless keys are shared: 400;
-//   - the same key with another request (method, path, query, content type, body):
-//     422;
-//   - the same key while the first request still runs: 409 with Retry-After;
+//   - the same key with another request (method, path, query, content type, body),
+//     or a key whose response is no longer kept: 422 (WithConflictStatus);
+//   - the same key while the first request still runs: 409 with Retry-After
+//     (WithInProgressStatus);
 //   - the same key again: the stored response replayed (status, the kept headers,
 //     body), with Idempotent-Replayed: true, without calling the handler.
 //
@@ -144,6 +145,8 @@ type config struct {
 	maxRequestBytes  int64
 	maxResponseBytes int64
 	reconcileFirst   bool
+	conflictStatus   int
+	inProgress       int
 }
 
 // WithMethods are the methods that need a key (default POST and PATCH); others
@@ -198,7 +201,7 @@ func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } 
 func WithAttemptDuration(d time.Duration) Option { return func(c *config) { c.attemptDuration = d } }
 
 // WithPendingWait is how long a request for a key that is still running waits for
-// it before the 409 (default 0: at once).
+// it before the in-progress refusal (409 by default; default 0: at once).
 func WithPendingWait(d time.Duration) Option { return func(c *config) { c.pendingWait = d } }
 
 // WithMaxRequestBytes bounds the request body read (default 1 MiB; past it, 413).
@@ -208,6 +211,19 @@ func WithMaxRequestBytes(n int64) Option { return func(c *config) { c.maxRequest
 // result bound; past it the outcome is unknown and the answer 500).
 func WithMaxResponseBytes(n int64) Option { return func(c *config) { c.maxResponseBytes = n } }
 
+// WithConflictStatus is the status of the refusal of a key used with another request
+// (method, path, query, content type, body), and of a key whose response is no longer
+// kept (default 422 Unprocessable Content, as draft-ietf-httpapi-idempotency-key-header
+// says); the problem+json body is the same whatever the status. A code outside
+// 400..599 is a programming error: Middleware panics when it is given one.
+func WithConflictStatus(code int) Option { return func(c *config) { c.conflictStatus = code } }
+
+// WithInProgressStatus is the status of the refusal of a key whose first request still
+// runs (default 409 Conflict, as draft-ietf-httpapi-idempotency-key-header says); it
+// keeps its Retry-After and problem+json body whatever the status. A code outside
+// 400..599 is a programming error: Middleware panics when it is given one.
+func WithInProgressStatus(code int) Option { return func(c *config) { c.inProgress = code } }
+
 // WithReconcileFirstRun declares that the handler's effects deduplicate by the
 // operation id they are given (idemd.AttemptFromContext(r.Context()).OperationID),
 // so after an attempt whose outcome is unknown the handler runs again instead of
@@ -215,6 +231,11 @@ func WithMaxResponseBytes(n int64) Option { return func(c *config) { c.maxRespon
 func WithReconcileFirstRun() Option { return func(c *config) { c.reconcileFirst = true } }
 
 // Middleware wraps a handler with the Idempotency-Key contract, backed by client.
+//
+// It panics, as http.ServeMux.Handle does for a bad pattern, when an option is a
+// programming error: a WithConflictStatus or WithInProgressStatus code outside
+// 400..599. The panic is at this call, while the server is put together, never
+// while it serves.
 func Middleware(client *idemd.Client, options ...Option) func(http.Handler) http.Handler {
 	c := config{
 		required:         true,
@@ -225,14 +246,26 @@ func Middleware(client *idemd.Client, options ...Option) func(http.Handler) http
 		attemptDuration:  5 * time.Minute,
 		maxRequestBytes:  1 << 20,
 		maxResponseBytes: 1 << 20,
+		conflictStatus:   http.StatusUnprocessableEntity,
+		inProgress:       http.StatusConflict,
 	}
 	WithMethods(http.MethodPost, http.MethodPatch)(&c)
 	WithKeepHeaders(DefaultKeepHeaders...)(&c)
 	for _, option := range options {
 		option(&c)
 	}
+	checkStatus("WithConflictStatus", c.conflictStatus)
+	checkStatus("WithInProgressStatus", c.inProgress)
 	return func(next http.Handler) http.Handler {
 		return &middleware{client: client, config: c, next: next}
+	}
+}
+
+// checkStatus panics unless code is a client or server error status (400..599): a
+// refusal answered 2xx or 3xx would tell the client its request was done.
+func checkStatus(option string, code int) {
+	if code < 400 || code > 599 {
+		panic(fmt.Sprintf("idemdhttp: %s(%d): the status must be 400..599", option, code))
 	}
 }
 
@@ -402,11 +435,11 @@ func (m *middleware) answerError(w http.ResponseWriter, err error) {
 	)
 	switch {
 	case errors.Is(err, idemd.ErrIdempotencyKeyReused):
-		writeProblem(w, http.StatusUnprocessableEntity, "Idempotency-Key reused", "this Idempotency-Key was used with a different request", 0)
+		writeProblem(w, m.conflictStatus, "Idempotency-Key reused", "this Idempotency-Key was used with a different request", 0)
 	case errors.Is(err, idemd.ErrResultExpired):
-		writeProblem(w, http.StatusUnprocessableEntity, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key", 0)
+		writeProblem(w, m.conflictStatus, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key", 0)
 	case errors.As(err, &pending):
-		writeProblem(w, http.StatusConflict, "Request in progress", "a request with this Idempotency-Key is still being processed", max(pending.RetryAfter, time.Second))
+		writeProblem(w, m.inProgress, "Request in progress", "a request with this Idempotency-Key is still being processed", max(pending.RetryAfter, time.Second))
 	case errors.As(err, &status) && status.Code == codes.InvalidArgument:
 		writeProblem(w, http.StatusBadRequest, "Invalid request", status.Message, 0)
 	case errors.As(err, &panicked):

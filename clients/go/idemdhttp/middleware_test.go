@@ -241,6 +241,95 @@ func TestAKeyStillInProgressIs409(t *testing.T) {
 	})
 }
 
+func TestAConfiguredConflictStatusIsUsed(t *testing.T) {
+	eachStore(t, func(t *testing.T, client *idemd.Client) {
+		s := newShop()
+		url := s.serve(t, client, idemdhttp.WithConflictStatus(http.StatusConflict))
+		key := newKey()
+		if first := post(t, url+"/orders", alice, key, `{"sku":"a"}`); first.status != 201 {
+			t.Fatalf("%d", first.status)
+		}
+		changed := post(t, url+"/orders", alice, key, `{"sku":"b"}`)
+		problem := changed.json(t)
+		if changed.status != 409 || changed.header.Get("Content-Type") != "application/problem+json" ||
+			problem["title"] != "Idempotency-Key reused" || problem["status"] != 409.0 ||
+			problem["detail"] != "this Idempotency-Key was used with a different request" || s.count() != 1 {
+			t.Fatalf("%d %v %s, %d orders", changed.status, changed.header, changed.body, s.count())
+		}
+		if changed.header.Get("Retry-After") != "" {
+			t.Fatalf("a conflict with Retry-After: %v", changed.header)
+		}
+		// The first request is replayed as ever.
+		if again := post(t, url+"/orders", alice, key, `{"sku":"a"}`); again.status != 201 || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay %d %v", again.status, again.header)
+		}
+	})
+}
+
+func TestAConfiguredInProgressStatusIsUsedWithRetryAfter(t *testing.T) {
+	eachStore(t, func(t *testing.T, client *idemd.Client) {
+		s := newShop()
+		s.hold = make(chan struct{})
+		url := s.serve(t, client, idemdhttp.WithInProgressStatus(http.StatusTooManyRequests))
+		key := newKey()
+		done := make(chan answer, 1)
+		go func() { a, _ := send(url+"/orders", alice, key, `{"sku":"a"}`); done <- a }()
+		<-s.entered
+		busy := post(t, url+"/orders", alice, key, `{"sku":"a"}`)
+		close(s.hold)
+		first := <-done
+		problem := busy.json(t)
+		if retryAfter, _ := strconv.Atoi(busy.header.Get("Retry-After")); busy.status != 429 || retryAfter < 1 {
+			t.Fatalf("%d %v", busy.status, busy.header)
+		}
+		if busy.header.Get("Content-Type") != "application/problem+json" || problem["title"] != "Request in progress" ||
+			problem["status"] != 429.0 || problem["detail"] != "a request with this Idempotency-Key is still being processed" {
+			t.Fatalf("%s", busy.body)
+		}
+		if first.status != 201 || s.count() != 1 {
+			t.Fatalf("%d, %d orders", first.status, s.count())
+		}
+		// The conflict status is its own setting: another body is still 422.
+		if changed := post(t, url+"/orders", alice, key, `{"sku":"b"}`); changed.status != 422 {
+			t.Fatalf("conflict %d %s", changed.status, changed.body)
+		}
+	})
+}
+
+func TestAStatusOutsideTheErrorsIsRefusedWhereTheMiddlewareIsMade(t *testing.T) {
+	t.Parallel()
+	made := func(option idemdhttp.Option) (refusal any) {
+		defer func() { refusal = recover() }()
+		idemdhttp.Middleware(nil, option)
+		return nil
+	}
+	for _, bad := range []struct {
+		option idemdhttp.Option
+		name   string
+	}{
+		{idemdhttp.WithConflictStatus(200), "WithConflictStatus(200)"},
+		{idemdhttp.WithConflictStatus(399), "WithConflictStatus(399)"},
+		{idemdhttp.WithConflictStatus(600), "WithConflictStatus(600)"},
+		{idemdhttp.WithConflictStatus(0), "WithConflictStatus(0)"},
+		{idemdhttp.WithInProgressStatus(302), "WithInProgressStatus(302)"},
+		{idemdhttp.WithInProgressStatus(-409), "WithInProgressStatus(-409)"},
+		{idemdhttp.WithInProgressStatus(4090), "WithInProgressStatus(4090)"},
+	} {
+		refusal, _ := made(bad.option).(string)
+		if !strings.Contains(refusal, bad.name) || !strings.Contains(refusal, "400..599") {
+			t.Errorf("%s: %q", bad.name, refusal)
+		}
+	}
+	for _, good := range []idemdhttp.Option{
+		idemdhttp.WithConflictStatus(400), idemdhttp.WithConflictStatus(599),
+		idemdhttp.WithInProgressStatus(400), idemdhttp.WithInProgressStatus(599),
+	} {
+		if refusal := made(good); refusal != nil {
+			t.Errorf("refused: %v", refusal)
+		}
+	}
+}
+
 func TestOnlyTheConfiguredMethodsNeedAKey(t *testing.T) {
 	eachStore(t, func(t *testing.T, client *idemd.Client) {
 		s := newShop()
