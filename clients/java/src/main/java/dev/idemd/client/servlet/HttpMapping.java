@@ -36,6 +36,18 @@ final class HttpMapping {
   /** What {@link #scopedKey} puts before the header's key: 32 hex digits and a colon. */
   static final int PRINCIPAL_PREFIX_BYTES = 33;
 
+  /**
+   * The status of a key used with another request, or whose response is no longer kept: 422, as
+   * draft-ietf-httpapi-idempotency-key-header says.
+   */
+  static final int DEFAULT_CONFLICT_STATUS = 422;
+
+  /**
+   * The status of a key whose first request still runs: 409, as
+   * draft-ietf-httpapi-idempotency-key-header says.
+   */
+  static final int DEFAULT_IN_PROGRESS_STATUS = 409;
+
   static final List<String> DEFAULT_KEEP_HEADERS =
       List.of("location", "etag", "last-modified", "cache-control", "content-language", "link");
 
@@ -220,26 +232,28 @@ final class HttpMapping {
 
   /**
    * The answer to an {@code executeOnce} that failed with {@code error}; null when the error is no
-   * answer of idemd's (an app's own exception, which the caller re-throws instead).
+   * answer of idemd's (an app's own exception, which the caller re-throws instead). A key used with
+   * another request, or whose response is no longer kept, is answered {@code conflictStatus}; a key
+   * whose first request still runs, {@code inProgressStatus} (with {@code Retry-After}).
    */
-  static Response answerFor(Exception error) {
+  static Response answerFor(Exception error, int conflictStatus, int inProgressStatus) {
     if (error instanceof ConflictException) {
       return problem(
-          422,
+          conflictStatus,
           "Idempotency-Key reused",
           "this Idempotency-Key was used with a different request",
           -1);
     }
     if (error instanceof ResultExpiredException) {
       return problem(
-          422,
+          conflictStatus,
           "Idempotency-Key expired",
           "this Idempotency-Key's response is no longer kept; use a new key",
           -1);
     }
     if (error instanceof PendingException) {
       return problem(
-          409,
+          inProgressStatus,
           "Request in progress",
           "a request with this Idempotency-Key is still being processed",
           ((PendingException) error).retryAfter().toNanos() / 1e9);

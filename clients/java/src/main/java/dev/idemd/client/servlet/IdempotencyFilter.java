@@ -38,8 +38,10 @@ import java.util.stream.Collectors;
  * <ul>
  *   <li>no {@code Idempotency-Key} where one is required: 400;
  *   <li>a key but no caller to scope it to (no principal, keys not shared): 400;
- *   <li>the same key with another request (method, path, query, content type, body): 422;
- *   <li>the same key while the first request still runs: 409 with {@code Retry-After};
+ *   <li>the same key with another request (method, path, query, content type, body), or a key whose
+ *       response is no longer kept: 422 ({@link Builder#conflictStatus});
+ *   <li>the same key while the first request still runs: 409 with {@code Retry-After} ({@link
+ *       Builder#inProgressStatus});
  *   <li>the same key again: the stored response replayed (status, the headers kept, body), with
  *       {@code Idempotent-Replayed: true}, without calling the application.
  * </ul>
@@ -96,6 +98,8 @@ public final class IdempotencyFilter implements Filter {
   private final ExecuteOptions options;
   private final int maxRequestBytes;
   private final int maxResponseBytes;
+  private final int conflictStatus;
+  private final int inProgressStatus;
 
   private IdempotencyFilter(Builder builder) {
     this.clientSupplier = builder.client;
@@ -121,6 +125,8 @@ public final class IdempotencyFilter implements Filter {
             .build();
     this.maxRequestBytes = builder.maxRequestBytes;
     this.maxResponseBytes = builder.maxResponseBytes;
+    this.conflictStatus = builder.conflictStatus;
+    this.inProgressStatus = builder.inProgressStatus;
   }
 
   /** A builder; {@code client} is required. */
@@ -229,7 +235,7 @@ public final class IdempotencyFilter implements Filter {
       if (failed instanceof OutcomeUnknownException && isApplications(cause)) {
         rethrow(cause); // the application's own exception
       }
-      HttpMapping.Response answer = HttpMapping.answerFor(failed);
+      HttpMapping.Response answer = HttpMapping.answerFor(failed, conflictStatus, inProgressStatus);
       if (answer == null) {
         throw new ServletException("idemd: " + failed.getMessage(), failed);
       }
@@ -353,6 +359,8 @@ public final class IdempotencyFilter implements Filter {
     private int maxRequestBytes = 1 << 20;
     private int maxResponseBytes = 1 << 20;
     private ReconcileFirst reconcileFirst = ReconcileFirst.REFUSE;
+    private int conflictStatus = HttpMapping.DEFAULT_CONFLICT_STATUS;
+    private int inProgressStatus = HttpMapping.DEFAULT_IN_PROGRESS_STATUS;
 
     private Builder() {}
 
@@ -433,7 +441,10 @@ public final class IdempotencyFilter implements Filter {
       return this;
     }
 
-    /** How long a request for a key that is still running waits for it before 409. */
+    /**
+     * How long a request for a key that is still running waits for it before the in-progress
+     * refusal (409 by default); default 0, at once.
+     */
     public Builder pendingWait(Duration pendingWait) {
       this.pendingWait = Objects.requireNonNull(pendingWait, "pendingWait");
       return this;
@@ -455,11 +466,48 @@ public final class IdempotencyFilter implements Filter {
       return this;
     }
 
+    /**
+     * The status of the refusal of a key used with another request (method, path, query, content
+     * type, body), and of a key whose response is no longer kept; default 422 (Unprocessable
+     * Content), as draft-ietf-httpapi-idempotency-key-header says. The problem body is the same
+     * whatever the status. {@link #build} refuses a status outside 400..599.
+     */
+    public Builder conflictStatus(int conflictStatus) {
+      this.conflictStatus = conflictStatus;
+      return this;
+    }
+
+    /**
+     * The status of the refusal of a key whose first request still runs; default 409 (Conflict), as
+     * draft-ietf-httpapi-idempotency-key-header says. It keeps its {@code Retry-After} and problem
+     * body whatever the status. {@link #build} refuses a status outside 400..599.
+     */
+    public Builder inProgressStatus(int inProgressStatus) {
+      this.inProgressStatus = inProgressStatus;
+      return this;
+    }
+
+    /**
+     * The filter.
+     *
+     * @throws IllegalArgumentException without a client, or with a {@code conflictStatus} or {@code
+     *     inProgressStatus} outside 400..599 (a refusal answered 2xx or 3xx would tell the client
+     *     its request was done)
+     */
     public IdempotencyFilter build() {
       if (client == null) {
         throw new IllegalArgumentException("the filter needs an idemd client: client(...)");
       }
+      checkStatus("conflictStatus", conflictStatus);
+      checkStatus("inProgressStatus", inProgressStatus);
       return new IdempotencyFilter(this);
+    }
+
+    private static void checkStatus(String setting, int status) {
+      if (status < 400 || status > 599) {
+        throw new IllegalArgumentException(
+            setting + " must be a client or server error status (400..599), not " + status);
+      }
     }
   }
 }

@@ -327,6 +327,76 @@ class FilterTest {
   }
 
   @Test
+  void aConfiguredConflictStatusIsUsed() throws Exception {
+    Shop shop = new Shop();
+    URI base = serve(shop, filter().conflictStatus(409).build());
+    String key = idemKey();
+    assertEquals(
+        201,
+        post(base, "/orders", "{\"sku\":\"a\"}", "Idempotency-Key", key, "Authorization", ALICE)
+            .statusCode());
+    var changed =
+        post(base, "/orders", "{\"sku\":\"b\"}", "Idempotency-Key", key, "Authorization", ALICE);
+    assertEquals(409, changed.statusCode());
+    assertEquals(
+        "application/problem+json", changed.headers().firstValue("content-type").orElseThrow());
+    assertEquals(
+        "{\"type\": \"about:blank\", \"title\": \"Idempotency-Key reused\", \"status\": 409,"
+            + " \"detail\": \"this Idempotency-Key was used with a different request\"}",
+        changed.body());
+    assertFalse(changed.headers().firstValue("retry-after").isPresent());
+    assertEquals(1, shop.orders.size());
+    var again =
+        post(base, "/orders", "{\"sku\":\"a\"}", "Idempotency-Key", key, "Authorization", ALICE);
+    assertEquals(201, again.statusCode()); // the first request is replayed as ever
+    assertEquals("true", again.headers().firstValue("idempotent-replayed").orElseThrow());
+  }
+
+  @Test
+  void aConfiguredInProgressStatusIsUsedWithRetryAfter() throws Exception {
+    Shop shop = new Shop();
+    shop.hold = new CountDownLatch(1);
+    URI base = serve(shop, filter().inProgressStatus(429).build());
+    String key = idemKey();
+    CompletableFuture<HttpResponse<String>> first =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return post(
+                    base,
+                    "/orders",
+                    "{\"sku\":\"a\"}",
+                    "Idempotency-Key",
+                    key,
+                    "Authorization",
+                    ALICE);
+              } catch (Exception failed) {
+                throw new IllegalStateException(failed);
+              }
+            });
+    assertTrue(shop.entered.await(10, TimeUnit.SECONDS));
+    var busy =
+        post(base, "/orders", "{\"sku\":\"a\"}", "Idempotency-Key", key, "Authorization", ALICE);
+    shop.hold.countDown();
+    var done = first.get(10, TimeUnit.SECONDS);
+    assertEquals(429, busy.statusCode());
+    assertTrue(Integer.parseInt(busy.headers().firstValue("retry-after").orElseThrow()) >= 1);
+    assertEquals(
+        "application/problem+json", busy.headers().firstValue("content-type").orElseThrow());
+    assertEquals(
+        "{\"type\": \"about:blank\", \"title\": \"Request in progress\", \"status\": 429,"
+            + " \"detail\": \"a request with this Idempotency-Key is still being processed\"}",
+        busy.body());
+    assertEquals(201, done.statusCode());
+    assertEquals(1, shop.orders.size());
+    // The conflict status is its own setting: another body is still 422.
+    assertEquals(
+        422,
+        post(base, "/orders", "{\"sku\":\"b\"}", "Idempotency-Key", key, "Authorization", ALICE)
+            .statusCode());
+  }
+
+  @Test
   void onlyTheConfiguredMethodsAreGuarded() throws Exception {
     Shop shop = new Shop();
     URI base = serve(shop, filter().build());

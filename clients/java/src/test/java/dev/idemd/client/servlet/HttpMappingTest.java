@@ -1,6 +1,7 @@
 package dev.idemd.client.servlet;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
@@ -46,6 +47,28 @@ class HttpMappingTest {
     HttpMapping.Response busy = HttpMapping.problem(409, "t", "d", 0.2);
     assertTrue(busy.headers().contains(java.util.Map.entry("retry-after", "1")));
     assertEquals("\"caf\\u00e9 \\\"x\\\"\"", HttpMapping.jsonString("café \"x\""));
+  }
+
+  @Test
+  void aRefusalStatusOutsideTheErrorsIsRefusedWhenTheFilterIsBuilt() {
+    // The client supplier is only called at the first request: no idemd is needed here.
+    java.util.function.Supplier<IdempotencyFilter.Builder> builder =
+        () -> IdempotencyFilter.builder().client(() -> null);
+    for (int bad : new int[] {0, 200, 302, 399, 600, 4220, -409}) {
+      IllegalArgumentException conflict =
+          assertThrows(
+              IllegalArgumentException.class, () -> builder.get().conflictStatus(bad).build());
+      assertTrue(conflict.getMessage().contains("conflictStatus"), conflict.getMessage());
+      assertTrue(conflict.getMessage().contains("400..599"), conflict.getMessage());
+      IllegalArgumentException inProgress =
+          assertThrows(
+              IllegalArgumentException.class, () -> builder.get().inProgressStatus(bad).build());
+      assertTrue(inProgress.getMessage().contains("inProgressStatus"), inProgress.getMessage());
+      assertTrue(inProgress.getMessage().contains("400..599"), inProgress.getMessage());
+    }
+    for (int good : new int[] {400, 409, 422, 429, 599}) {
+      builder.get().conflictStatus(good).inProgressStatus(good).build();
+    }
   }
 
   @Test
