@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -14,11 +15,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	idemd "github.com/idemd/idemd/clients/go"
 	"github.com/idemd/idemd/clients/go/idemdhttp"
 	"github.com/idemd/idemd/clients/go/idemv1"
 	"github.com/idemd/idemd/clients/go/internal/idemdtest"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // The Idempotency-Key middleware in front of a small shop, against a real idemd on
@@ -26,13 +29,13 @@ import (
 
 func TestMain(m *testing.M) { idemdtest.Main(m) }
 
-func eachStore(t *testing.T, test func(t *testing.T, client *idemd.Client)) {
+func eachStore(t *testing.T, test func(t *testing.T, client *idemd.Client), serverEnv ...string) {
 	t.Helper()
 	t.Parallel()
 	for _, store := range idemdtest.Stores {
 		t.Run(string(store), func(t *testing.T) {
 			t.Parallel()
-			srv := idemdtest.Start(t, store)
+			srv := idemdtest.Start(t, store, serverEnv...)
 			client, err := idemd.New(idemd.WithAddress(srv.Addr), idemd.WithToken(srv.Token))
 			if err != nil {
 				t.Fatal(err)
@@ -294,6 +297,46 @@ func TestAConfiguredInProgressStatusIsUsedWithRetryAfter(t *testing.T) {
 			t.Fatalf("conflict %d %s", changed.status, changed.body)
 		}
 	})
+}
+
+func TestAKeyWhoseResponseExpiredIsTheConflictStatus(t *testing.T) {
+	eachStore(t, func(t *testing.T, client *idemd.Client) {
+		// The first request's result, kept for no time: claimed and completed as the
+		// middleware would have, then swept into a tombstone.
+		ctx := context.Background()
+		key := idemdtest.Key()
+		scope := &idemv1.Scope{Operation: "http.post/orders", Key: idemdhttp.ScopedKey(alice, key)}
+		identity := &idemv1.ClaimRequest_BytesPayload{BytesPayload: []byte(`["POST","/orders","","application/json"]` + "\n" + `{"sku":"a"}`)}
+		claimed, err := client.Claim(ctx, &idemv1.ClaimRequest{Scope: scope, RequestIdentity: identity, Retention: durationpb.New(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := claimed.GetAcquired().GetOwnership()
+		if _, err := client.Complete(ctx, &idemv1.CompleteRequest{OperationId: owner.GetOperationId(), Fence: owner.GetFence(), Result: &idemv1.Result{Body: []byte("{}")}}); err != nil {
+			t.Fatal(err)
+		}
+		if !idemdtest.Eventually(10*time.Second, func() bool {
+			_, err := client.Claim(ctx, &idemv1.ClaimRequest{Scope: scope, RequestIdentity: identity})
+			return errors.Is(err, idemd.ErrResultExpired)
+		}) {
+			t.Fatal("the sweeper never made a tombstone")
+		}
+		s := newShop()
+		for _, c := range []struct {
+			options []idemdhttp.Option
+			status  int
+		}{{nil, 422}, {[]idemdhttp.Option{idemdhttp.WithConflictStatus(http.StatusGone)}, 410}} {
+			expired := post(t, s.serve(t, client, c.options...)+"/orders", alice, key, `{"sku":"a"}`)
+			problem := expired.json(t)
+			if expired.status != c.status || problem["status"] != float64(c.status) || problem["title"] != "Idempotency-Key expired" ||
+				expired.header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("want %d: %d %v %s", c.status, expired.status, expired.header, expired.body)
+			}
+		}
+		if s.count() != 0 {
+			t.Fatalf("%d orders", s.count())
+		}
+	}, "IDEMD_SWEEP_INTERVAL=50ms")
 }
 
 func TestAStatusOutsideTheErrorsIsRefusedWhereTheMiddlewareIsMade(t *testing.T) {
