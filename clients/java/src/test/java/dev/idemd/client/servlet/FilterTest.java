@@ -5,12 +5,18 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.protobuf.ByteString;
 import dev.idemd.client.EffectContext;
 import dev.idemd.client.IdemdClient;
+import dev.idemd.client.ResultExpiredException;
 import dev.idemd.client.TestSupport;
+import dev.idemd.idem.v1.ClaimRequest;
+import dev.idemd.idem.v1.CompleteRequest;
 import dev.idemd.idem.v1.HistoryEntry;
 import dev.idemd.idem.v1.LookupRequest;
 import dev.idemd.idem.v1.OperationState;
+import dev.idemd.idem.v1.Ownership;
+import dev.idemd.idem.v1.Result;
 import dev.idemd.idem.v1.Scope;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
@@ -27,6 +33,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -394,6 +401,77 @@ class FilterTest {
         422,
         post(base, "/orders", "{\"sku\":\"b\"}", "Idempotency-Key", key, "Authorization", ALICE)
             .statusCode());
+  }
+
+  @Test
+  void aKeyWhoseResponseExpiredIsTheConflictStatus() throws Exception {
+    // A server of its own whose sweeper makes tombstones at once.
+    try (TestSupport sweeping = TestSupport.start(store, Map.of("IDEMD_SWEEP_INTERVAL", "50ms"));
+        IdemdClient swept = sweeping.client()) {
+      // The first request's result, kept for no time: claimed and completed as the filter
+      // would have, then swept into a tombstone.
+      String key = "k-" + UUID.randomUUID();
+      Scope scope =
+          Scope.newBuilder()
+              .setOperation("http.post/orders")
+              .setKey(IdempotencyFilter.scopedKey(ALICE, key))
+              .build();
+      ByteString identity =
+          ByteString.copyFromUtf8(
+              "[\"POST\",\"/orders\",\"\",\"application/json\"]\n{\"sku\":\"a\"}");
+      Ownership owner =
+          swept
+              .claim(
+                  ClaimRequest.newBuilder()
+                      .setScope(scope)
+                      .setBytesPayload(identity)
+                      .setRetention(com.google.protobuf.Duration.getDefaultInstance())
+                      .build())
+              .getAcquired()
+              .getOwnership();
+      swept.complete(
+          CompleteRequest.newBuilder()
+              .setOperationId(owner.getOperationId())
+              .setFence(owner.getFence())
+              .setResult(Result.newBuilder().setBody(ByteString.copyFromUtf8("{}")))
+              .build());
+      long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (true) {
+        try {
+          swept.claim(ClaimRequest.newBuilder().setScope(scope).setBytesPayload(identity).build());
+        } catch (ResultExpiredException expired) {
+          break;
+        }
+        assertTrue(System.nanoTime() < end, "the sweeper never made a tombstone");
+        Thread.sleep(50);
+      }
+      Shop shop = new Shop();
+      Map<Integer, IdempotencyFilter> filters =
+          Map.of(
+              422,
+              IdempotencyFilter.builder().client(swept).build(),
+              410,
+              IdempotencyFilter.builder().client(swept).conflictStatus(410).build());
+      for (Map.Entry<Integer, IdempotencyFilter> filter : filters.entrySet()) {
+        var expired =
+            post(
+                serve(shop, filter.getValue()),
+                "/orders",
+                "{\"sku\":\"a\"}",
+                "Idempotency-Key",
+                key,
+                "Authorization",
+                ALICE);
+        assertEquals(filter.getKey(), expired.statusCode(), expired.body());
+        assertEquals(
+            "{\"type\": \"about:blank\", \"title\": \"Idempotency-Key expired\", \"status\": "
+                + filter.getKey()
+                + ", \"detail\": \"this Idempotency-Key's response is no longer kept; use a new"
+                + " key\"}",
+            expired.body());
+      }
+      assertEquals(0, shop.orders.size());
+    }
   }
 
   @Test
