@@ -150,10 +150,12 @@ def test_an_out_of_range_status_is_refused_at_construction(setting: str, value: 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("never called")
 
+    options: dict[str, Any] = {setting: value}
     with pytest.raises(ValueError, match=f"^{setting} must be an HTTP error status, an int in 400..599"):
-        IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **{setting: value})
+        IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **options)
     for status in (400, 599):
-        middleware = IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **{setting: status})
+        valid: dict[str, Any] = {setting: status}
+        middleware = IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **valid)
         assert getattr(middleware, setting) == status
 
 

@@ -176,10 +176,12 @@ def test_configured_statuses_for_a_conflict_and_a_request_in_progress(sync_clien
 @pytest.mark.parametrize("value", [399, 600, 200, True, "409", 409.0, None])
 def test_an_out_of_range_status_is_refused_at_construction(setting: str, value: Any) -> None:
     shop = Shop()
+    options: dict[str, Any] = {setting: value}
     with pytest.raises(ValueError, match=f"^{setting} must be an HTTP error status, an int in 400..599"):
-        IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **{setting: value})
+        IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **options)
     for status in (400, 599):
-        middleware = IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **{setting: status})
+        valid: dict[str, Any] = {setting: status}
+        middleware = IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **valid)
         assert getattr(middleware, setting) == status
 
 
