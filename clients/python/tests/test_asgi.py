@@ -8,6 +8,7 @@ import itertools
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -117,6 +118,45 @@ async def test_still_in_progress_is_409(client: idemd.Client) -> None:
         done = await first
     assert busy.status_code == 409 and int(busy.headers["retry-after"]) >= 1
     assert done.status_code == 201 and len(shop.orders) == 1
+
+
+async def test_configured_statuses_for_a_conflict_and_a_request_in_progress(client: idemd.Client) -> None:
+    """Issue 21: ``conflict_status`` and ``in_progress_status`` replace 422 and 409,
+    with the same problem+json body (its ``status`` the response's) and Retry-After."""
+    shop = Shop()
+    shop.hold = asyncio.Event()
+    async with http(shop.app(client, conflict_status=409, in_progress_status=429)) as web:
+        headers = idem_key()
+        first = asyncio.create_task(web.post("/orders", json={"sku": "a"}, headers=headers))
+        await shop.entered.wait()
+        busy = await web.post("/orders", json={"sku": "a"}, headers=headers)
+        shop.hold.set()
+        done = await first
+        changed = await web.post("/orders", json={"sku": "b"}, headers=headers)
+    assert done.status_code == 201 and len(shop.orders) == 1
+    assert busy.status_code == 429 and int(busy.headers["retry-after"]) >= 1
+    assert busy.headers["content-type"] == "application/problem+json"
+    assert busy.json() == {"type": "about:blank", "title": "Request in progress", "status": 429,
+                           "detail": "a request with this Idempotency-Key is still being processed"}
+    assert changed.status_code == 409 and "retry-after" not in changed.headers
+    assert changed.headers["content-type"] == "application/problem+json"
+    assert changed.json() == {"type": "about:blank", "title": "Idempotency-Key reused", "status": 409,
+                              "detail": "this Idempotency-Key was used with a different request"}
+
+
+@pytest.mark.parametrize("setting", ["conflict_status", "in_progress_status"])
+@pytest.mark.parametrize("value", [399, 600, 200, -422, True, "422", 422.0, None])
+def test_an_out_of_range_status_is_refused_at_construction(setting: str, value: Any) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("never called")
+
+    options: dict[str, Any] = {setting: value}
+    with pytest.raises(ValueError, match=f"^{setting} must be an HTTP error status, an int in 400..599"):
+        IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **options)
+    for status in (400, 599):
+        valid: dict[str, Any] = {setting: status}
+        middleware = IdempotencyMiddleware(app, client=lambda: idemd.Client("127.0.0.1:1", "t"), **valid)
+        assert getattr(middleware, setting) == status
 
 
 async def test_only_configured_methods(client: idemd.Client) -> None:

@@ -145,6 +145,46 @@ def test_still_in_progress_is_409(sync_client: idemd.sync.Client) -> None:
     assert done[0].status_code == 201 and len(shop.orders) == 1
 
 
+def test_configured_statuses_for_a_conflict_and_a_request_in_progress(sync_client: idemd.sync.Client) -> None:
+    """Issue 21: ``conflict_status`` and ``in_progress_status`` replace 422 and 409,
+    with the same problem+json body (its ``status`` the response's) and Retry-After."""
+    shop = Shop()
+    shop.hold = threading.Event()
+    done: list[httpx.Response] = []
+    middleware = IdempotencyMiddleware(shop, client=sync_client, conflict_status=409, in_progress_status=429)
+    with serving(middleware) as web:
+        headers = idem_key()
+        first = threading.Thread(target=lambda: done.append(web.post("/orders", json={"sku": "a"}, headers=headers)))
+        first.start()
+        assert shop.entered.wait(10)
+        busy = web.post("/orders", json={"sku": "a"}, headers=headers)
+        shop.hold.set()
+        first.join(20)
+        changed = web.post("/orders", json={"sku": "b"}, headers=headers)
+    assert done[0].status_code == 201 and len(shop.orders) == 1
+    assert busy.status_code == 429 and int(busy.headers["retry-after"]) >= 1
+    assert busy.headers["content-type"] == "application/problem+json"
+    assert busy.json() == {"type": "about:blank", "title": "Request in progress", "status": 429,
+                           "detail": "a request with this Idempotency-Key is still being processed"}
+    assert changed.status_code == 409 and "retry-after" not in changed.headers
+    assert changed.headers["content-type"] == "application/problem+json"
+    assert changed.json() == {"type": "about:blank", "title": "Idempotency-Key reused", "status": 409,
+                              "detail": "this Idempotency-Key was used with a different request"}
+
+
+@pytest.mark.parametrize("setting", ["conflict_status", "in_progress_status"])
+@pytest.mark.parametrize("value", [399, 600, 200, True, "409", 409.0, None])
+def test_an_out_of_range_status_is_refused_at_construction(setting: str, value: Any) -> None:
+    shop = Shop()
+    options: dict[str, Any] = {setting: value}
+    with pytest.raises(ValueError, match=f"^{setting} must be an HTTP error status, an int in 400..599"):
+        IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **options)
+    for status in (400, 599):
+        valid: dict[str, Any] = {setting: status}
+        middleware = IdempotencyMiddleware(shop, client=lambda: idemd.sync.Client("127.0.0.1:1", "t"), **valid)
+        assert getattr(middleware, setting) == status
+
+
 def test_an_app_that_raises_is_unknown_and_never_rerun(server: Server) -> None:
     shop = Shop()
     middleware = IdempotencyMiddleware(shop, client=lambda: idemd.SyncClient(server.addr, server.token))  # type: ignore[attr-defined]

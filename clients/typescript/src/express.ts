@@ -5,8 +5,11 @@
  *
  * - no Idempotency-Key where one is required: 400;
  * - a key but no caller to scope it by (`principal`), unless `sharedKeys`: 400;
- * - the same key with another request (method, path, query, content type, body): 422;
- * - the same key while the first request still runs: 409 with Retry-After;
+ * - the same key with another request (method, path, query, content type, body): 422,
+ *   as the IETF draft says (`conflictStatus`; also the answer for a key whose response
+ *   idemd no longer keeps);
+ * - the same key while the first request still runs: 409 with Retry-After
+ *   (`inProgressStatus`);
  * - the same key again: the stored response replayed (status, the headers kept, body),
  *   with `Idempotent-Replayed: true`, without calling the route.
  *
@@ -78,8 +81,16 @@ export interface IdempotencyOptions {
   keepHeaders?: string[];
   lease?: number;
   attemptDuration?: number;
-  /** How long a request for a key that is still running waits for it before 409. */
+  /** How long a request for a key that is still running waits for it before
+   *  `inProgressStatus`. */
   pendingWait?: number;
+  /** The status of a key used with another request, or whose response is no longer kept
+   *  (default 422, the IETF draft's): an integer in 400..599, else idempotency() throws a
+   *  RangeError naming it. */
+  conflictStatus?: number;
+  /** The status, with Retry-After, of a key whose first request still runs (default
+   *  409): an integer in 400..599, else idempotency() throws a RangeError naming it. */
+  inProgressStatus?: number;
   maxRequestBytes?: number;
   maxResponseBytes?: number;
   /** A retry after an attempt whose outcome is unknown (the route threw or answered
@@ -291,6 +302,22 @@ interface Settings {
   principalOf: NonNullable<IdempotencyOptions["principal"]>;
   sharedKeys: boolean;
   maxKeyBytes: number;
+  conflictStatus: number;
+  inProgressStatus: number;
+}
+
+/** The default status of a key used with another request (or expired): the IETF draft's. */
+export const DEFAULT_CONFLICT_STATUS = 422;
+/** The default status of a key whose first request is still running. */
+export const DEFAULT_IN_PROGRESS_STATUS = 409;
+
+/** `value` when it is an HTTP error status (an integer in 400..599), else a RangeError
+ *  naming the option. */
+function errorStatus(name: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 400 || value > 599) {
+    throw new RangeError(`${name} must be an HTTP error status, an integer in 400..599, not ${String(value)}`);
+  }
+  return value;
 }
 
 function settingsOf(options: IdempotencyOptions): Settings {
@@ -307,6 +334,8 @@ function settingsOf(options: IdempotencyOptions): Settings {
     principalOf: options.principal ?? authorizationPrincipal,
     sharedKeys,
     maxKeyBytes: sharedKeys ? MAX_KEY_BYTES : MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES,
+    conflictStatus: errorStatus("conflictStatus", options.conflictStatus ?? DEFAULT_CONFLICT_STATUS),
+    inProgressStatus: errorStatus("inProgressStatus", options.inProgressStatus ?? DEFAULT_IN_PROGRESS_STATUS),
   };
 }
 
@@ -367,16 +396,24 @@ function recorded(captured: Captured, keep: string[]): Success {
   return new Success(captured.body, contentType, metadata);
 }
 
-/** Answers what executeOnce threw, as an HTTP problem, or passes the route's own error on. */
-function answerFailure(error: unknown, res: ResponseLike, own: Originals, next: NextFunction): void {
+/** Answers what executeOnce threw, as an HTTP problem (a conflict or an expired key with
+ *  `conflictStatus`, a request in progress with `inProgressStatus`), or passes the
+ *  route's own error on. */
+function answerFailure(error: unknown, res: ResponseLike, own: Originals, next: NextFunction, settings: Settings): void {
   if (error instanceof ConflictError) {
-    return problem(res, own, 422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request");
+    return problem(res, own, settings.conflictStatus, "Idempotency-Key reused", "this Idempotency-Key was used with a different request");
   }
   if (error instanceof ResultExpiredError) {
-    return problem(res, own, 422, "Idempotency-Key expired", "this Idempotency-Key's response is no longer kept; use a new key");
+    return problem(
+      res, own, settings.conflictStatus, "Idempotency-Key expired",
+      "this Idempotency-Key's response is no longer kept; use a new key",
+    );
   }
   if (error instanceof PendingError) {
-    return problem(res, own, 409, "Request in progress", "a request with this Idempotency-Key is still being processed", error.retryAfter);
+    return problem(
+      res, own, settings.inProgressStatus, "Request in progress",
+      "a request with this Idempotency-Key is still being processed", error.retryAfter,
+    );
   }
   if (error instanceof InvalidArgumentError) return problem(res, own, 400, "Invalid request", error.grpcMessage);
   if (error instanceof OutcomeUnknownError && error.cause !== undefined && !(error.cause instanceof IdemError)) {
@@ -403,7 +440,8 @@ function replay(res: ResponseLike, own: Originals, result: Result): void {
   send(res, own, Number(result.metadata[STATUS] ?? "200"), headers, result.body);
 }
 
-/** The Express middleware (see the module comment). */
+/** The Express middleware (see the module comment). Throws a RangeError when
+ *  `conflictStatus` or `inProgressStatus` is not an integer in 400..599. */
 export function idempotency(options: IdempotencyOptions) {
   const settings = settingsOf(options);
   let client: Client | undefined = typeof options.client === "function" ? undefined : options.client;
@@ -454,7 +492,7 @@ export function idempotency(options: IdempotencyOptions) {
       );
     } catch (error) {
       if (passedOn !== undefined) return send(res, own, passedOn.status, passedOn.headers, passedOn.body);
-      return answerFailure(error, res, own, next);
+      return answerFailure(error, res, own, next, settings);
     }
     replay(res, own, result);
   };

@@ -92,6 +92,23 @@ test("the key sent to idemd is the principal's digest prefix and the caller's ke
   assert.equal(scopedKey("Bearer émile", "k"), `${createHash("sha256").update("Bearer émile").digest("hex").slice(0, 32)}:k`);
 });
 
+test("an out-of-range conflictStatus or inProgressStatus is refused when the middleware is made", () => {
+  const lazy = (): Client => assert.fail("never called");
+  for (const option of ["conflictStatus", "inProgressStatus"] as const) {
+    for (const value of [399, 600, 200, -422, 422.5, NaN, Infinity, "422", true]) {
+      assert.throws(
+        () => idempotency({ client: lazy, [option]: value as unknown as number }),
+        (error: unknown) => error instanceof RangeError
+          && error.message.startsWith(`${option} must be an HTTP error status, an integer in 400..599, not `),
+        `${option}: ${String(value)}`,
+      );
+    }
+    for (const value of [400, 599, undefined]) {
+      assert.equal(typeof idempotency({ client: lazy, [option]: value }), "function");
+    }
+  }
+});
+
 eachStore("express", (store) => {
   let server: Server;
   let client: Client;
@@ -177,6 +194,40 @@ eachStore("express", (store) => {
       assert.ok(Number(busy.headers.get("retry-after")) >= 1);
       assert.equal(done.status, 201);
       assert.equal(shop.orders.length, 1);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("configured statuses for a conflict and a request in progress (issue 21)", async () => {
+    const shop = new Shop();
+    let release!: () => void;
+    shop.hold = new Promise((r) => (release = r));
+    const web = await shop.serve(client, { conflictStatus: 409, inProgressStatus: 429 });
+    try {
+      const headers = idemKey();
+      const first = post(`${web.url}/orders`, { sku: "a" }, headers);
+      await shop.entered;
+      const busy = await post(`${web.url}/orders`, { sku: "a" }, headers);
+      release();
+      const done = await first;
+      const changed = await post(`${web.url}/orders`, { sku: "b" }, headers);
+      assert.equal(done.status, 201);
+      assert.equal(shop.orders.length, 1);
+      assert.equal(busy.status, 429);
+      assert.ok(Number(busy.headers.get("retry-after")) >= 1);
+      assert.equal(busy.headers.get("content-type"), "application/problem+json");
+      assert.deepEqual(await busy.json(), {
+        type: "about:blank", title: "Request in progress", status: 429,
+        detail: "a request with this Idempotency-Key is still being processed",
+      });
+      assert.equal(changed.status, 409);
+      assert.equal(changed.headers.get("retry-after"), null);
+      assert.equal(changed.headers.get("content-type"), "application/problem+json");
+      assert.deepEqual(await changed.json(), {
+        type: "about:blank", title: "Idempotency-Key reused", status: 409,
+        detail: "this Idempotency-Key was used with a different request",
+      });
     } finally {
       await web.close();
     }

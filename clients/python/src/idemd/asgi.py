@@ -5,8 +5,10 @@ For the configured methods (POST and PATCH by default):
 
 * no ``Idempotency-Key`` where one is required: 400;
 * a key but no caller to scope it to (no principal; see below): 400;
-* the same key with another request (method, path, query, content type, body): 422;
-* the same key while the first request still runs: 409 with ``Retry-After``;
+* the same key with another request (method, path, query, content type, body): 422
+  (``conflict_status``);
+* the same key while the first request still runs: 409 with ``Retry-After``
+  (``in_progress_status``);
 * the same key again: the stored response replayed (status, the headers kept, body),
   with ``Idempotent-Replayed: true``, without calling the app.
 
@@ -66,7 +68,9 @@ class IdempotencyMiddleware(http.Middleware[ASGIApp, Client, Scope]):
     """``client``: an idemd :class:`~idemd.client.Client`, or a function that makes one,
     called once inside the serving event loop (for servers and test clients that run
     the app on a loop of their own). ``pending_wait``: how long a request for a key
-    that is still running waits for it before answering 409. ``principal``: a
+    that is still running waits for it before answering ``in_progress_status``.
+    ``conflict_status`` (default 422) and ``in_progress_status`` (default 409): the
+    statuses of those refusals, ints in 400..599 (else ValueError). ``principal``: a
     function of the ASGI scope naming the caller (None: no caller); ``shared_keys``:
     one key space for every caller. ``header`` (any case), ``methods``,
     ``keep_headers``, ``lease``, ``attempt_duration``, ``max_request_bytes``,
@@ -115,7 +119,7 @@ class IdempotencyMiddleware(http.Middleware[ASGIApp, Client, Scope]):
         try:
             result = await execute_once(self.client(), self.operation(scope), admitted, effect=effect, **options)
         except IdemError as error:
-            await _send(send, http.answer_for(error))
+            await _send(send, self.answer(error))
             return
         await _send(send, http.replayed(result))
 

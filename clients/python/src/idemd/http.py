@@ -14,10 +14,16 @@ that names the account instead: a retry with other credentials is another caller
 
 * no ``Idempotency-Key`` where one is required: 400;
 * a key but no principal (and keys not shared): 400;
-* the same key with another request (method, path, query, content type, body): 422;
-* the same key while the first request still runs: 409 with ``Retry-After``;
+* the same key with another request (method, path, query, content type, body): 422,
+  as the IETF draft says (``conflict_status``; also the answer for a key whose
+  response idemd no longer keeps);
+* the same key while the first request still runs: 409 with ``Retry-After``
+  (``in_progress_status``);
 * the same key again: the stored response replayed (status, the headers kept, body),
   with ``Idempotent-Replayed: true``, without calling the app.
+
+Every refusal is an RFC 9457 ``application/problem+json`` body whose ``status`` is the
+response's.
 """
 
 from __future__ import annotations
@@ -176,16 +182,39 @@ def invalid_key(max_bytes: int) -> Response:
     return problem(400, "Invalid Idempotency-Key", f"the Idempotency-Key must be 1-{max_bytes} bytes")
 
 
-def answer_for(error: IdemError) -> Response:
-    """The response to an ``execute_once`` that raised ``error``. An app's own
-    exception (the cause of an OutcomeUnknownError) is re-raised instead."""
+#: The default status of a key used with another request (or expired): the IETF draft's.
+DEFAULT_CONFLICT_STATUS = 422
+#: The default status of a key whose first request is still running.
+DEFAULT_IN_PROGRESS_STATUS = 409
+
+
+def error_status(name: str, value: object) -> int:
+    """``value`` when it is an HTTP error status (an int in 400..599), else a
+    ValueError naming the setting ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 400 <= value <= 599:
+        raise ValueError(f"{name} must be an HTTP error status, an int in 400..599, not {value!r}")
+    return value
+
+
+def answer_for(
+    error: IdemError,
+    *,
+    conflict_status: int = DEFAULT_CONFLICT_STATUS,
+    in_progress_status: int = DEFAULT_IN_PROGRESS_STATUS,
+) -> Response:
+    """The response to an ``execute_once`` that raised ``error``: ``conflict_status``
+    for a key used with another request or expired, ``in_progress_status`` (with
+    ``Retry-After``) for a key whose first request still runs. An app's own exception
+    (the cause of an OutcomeUnknownError) is re-raised instead."""
     if isinstance(error, ConflictError):
-        return problem(422, "Idempotency-Key reused", "this Idempotency-Key was used with a different request")
+        return problem(conflict_status, "Idempotency-Key reused",
+                       "this Idempotency-Key was used with a different request")
     if isinstance(error, ResultExpiredError):
-        return problem(422, "Idempotency-Key expired",
+        return problem(conflict_status, "Idempotency-Key expired",
                        "this Idempotency-Key's response is no longer kept; use a new key")
     if isinstance(error, PendingError):
-        return problem(409, "Request in progress", "a request with this Idempotency-Key is still being processed",
+        return problem(in_progress_status, "Request in progress",
+                       "a request with this Idempotency-Key is still being processed",
                        retry_after=error.retry_after)
     if isinstance(error, InvalidArgumentError):
         return problem(400, "Invalid request", error.message)
@@ -235,7 +264,12 @@ class Buffer:
 class Middleware(Generic[App, C, Req]):
     """The options of :class:`idemd.asgi.IdempotencyMiddleware` and
     :class:`idemd.wsgi.IdempotencyMiddleware`, and the decisions they share; each
-    adapts its server interface (how the key, the body and the response travel)."""
+    adapts its server interface (how the key, the body and the response travel).
+
+    ``conflict_status`` (default 422, the IETF draft's) answers a key used with another
+    request, or one whose response is no longer kept; ``in_progress_status`` (default
+    409) answers a key whose first request still runs, with ``Retry-After``. Each must
+    be an int in 400..599, else the constructor raises ValueError naming it."""
 
     #: The client class: ``client`` is either one, or a function that makes one.
     _client_type: type[Any]
@@ -258,7 +292,11 @@ class Middleware(Generic[App, C, Req]):
         max_request_bytes: int = 1 << 20,
         max_response_bytes: int = 1 << 20,
         reconcile_first: Literal["refuse", "run"] = "refuse",
+        conflict_status: int = DEFAULT_CONFLICT_STATUS,
+        in_progress_status: int = DEFAULT_IN_PROGRESS_STATUS,
     ) -> None:
+        self.conflict_status = error_status("conflict_status", conflict_status)
+        self.in_progress_status = error_status("in_progress_status", in_progress_status)
         self.app = app
         self._client: C | None = None
         self._make_client: Callable[[], C] | None = None
@@ -330,6 +368,11 @@ class Middleware(Generic[App, C, Req]):
             "provider_deduplicates": self.reconcile_first == "run",
             **request_identity(method, path, query, content_type, body),
         }
+
+    def answer(self, error: IdemError) -> Response:
+        """The response to an ``execute_once`` that raised ``error`` (:func:`answer_for`
+        with this middleware's statuses)."""
+        return answer_for(error, conflict_status=self.conflict_status, in_progress_status=self.in_progress_status)
 
     def request_buffer(self) -> Buffer:
         return Buffer(self.max_request_bytes, "the request body is larger than max_request_bytes")

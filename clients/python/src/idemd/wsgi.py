@@ -6,10 +6,11 @@ for the configured methods (POST and PATCH by default), no key where one is requ
 is 400; keys are per caller (``principal(environ)``, by default the ``Authorization``
 header, ``HTTP_AUTHORIZATION``), and a key without a caller is 400 unless
 ``shared_keys=True``; the same key with another request (method, path, query,
-content type, body) is 422; the same key while the first request still runs is 409
-with ``Retry-After``; the same key again replays the stored status, the kept headers
-and the body, with ``Idempotent-Replayed: true``, without calling the app. The app's
-response is buffered whole and stored before it is sent.
+content type, body) is 422 (``conflict_status``); the same key while the first
+request still runs is 409 with ``Retry-After`` (``in_progress_status``); the same key
+again replays the stored status, the kept headers and the body, with
+``Idempotent-Replayed: true``, without calling the app. The app's response is
+buffered whole and stored before it is sent.
 
 The app runs on the request's own thread (its thread-locals, database connections and
 transactions are its own), with ``environ["idemd.idempotency"]`` set to the
@@ -99,7 +100,7 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         try:
             result = execute_once(self.client(), self.operation(environ), admitted, effect=effect, **options)
         except IdemError as error:
-            return _send(start_response, http.answer_for(error))
+            return _send(start_response, self.answer(error))
         return _send(start_response, http.replayed(result))
 
     def _run_app(self, environ: Environ, body: bytes, ctx: EffectContext) -> Success:
