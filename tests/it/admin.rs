@@ -7,11 +7,10 @@
 
 use std::process::Output;
 
-use chrono::TimeDelta;
 use idemd::proto;
 use idemd::proto::lookup_request::Target;
 use idemd::proto::reconcile_request::Resolution;
-use idemd::store::{Actor, NewToken, Store, TokenCreated};
+use idemd::store::Store;
 use tonic::Code;
 
 use crate::harness::*;
@@ -28,29 +27,6 @@ store_tests!(
 
 /// The admin's token name, as history and the audit log must name it.
 const ADMIN_TOKEN_NAME: &str = "ops-admin";
-
-async fn add_token(store: &dyn Store, tenant: &str, name: &str, scopes: &str) -> String {
-    let token = idemd::auth::generate_token().expect("a token");
-    let created = store
-        .credentials()
-        .create_token(
-            tenant,
-            &NewToken {
-                name: name.into(),
-                token_sha256: idemd::auth::token_sha256(&token),
-                scopes: scopes.into(),
-                expires_in: None::<TimeDelta>,
-            },
-            &Actor {
-                name: "cli:tester@test-host".into(),
-                reason: Some("admin tests".into()),
-            },
-        )
-        .await
-        .expect("token stored");
-    assert_eq!(created, TokenCreated::Created);
-    token
-}
 
 fn by_id(operation_id: &str) -> Option<Target> {
     Some(Target::OperationId(operation_id.to_owned()))
@@ -77,25 +53,6 @@ async fn read(
         .expect("lookup")
         .into_inner();
     (response.operation.expect("an operation"), response.history)
-}
-
-async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
-    client
-        .fail(authorized(
-            token,
-            proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: proto::FailDisposition::Unknown.into(),
-                error: Some(proto::OperationError {
-                    code: "provider_timeout".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail unknown");
 }
 
 async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, body: &str) {

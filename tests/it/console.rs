@@ -26,25 +26,6 @@ fn payload(key: &str) -> proto::ClaimRequest {
     )
 }
 
-async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
-    client
-        .fail(authorized(
-            token,
-            proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: proto::FailDisposition::Unknown.into(),
-                error: Some(proto::OperationError {
-                    code: "provider_timeout".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail unknown");
-}
-
 /// The Chromium the browser test drives: `CHROMIUM`, else Debian's. None
 /// when it is not installed: the test is then skipped, saying so, unless
 /// `IDEMD_REQUIRE_BROWSER` is set (CI sets it: `.ci/run` installs Chromium).
@@ -213,21 +194,7 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     };
     assert_eq!(stored.body, br#"{"charge":"ch_from_console"}"#);
     // The forged request changed nothing: still unknown, at its fence.
-    let found = client
-        .lookup(authorized(
-            &reconciler,
-            proto::LookupRequest {
-                target: Some(proto::lookup_request::Target::OperationId(
-                    untouched.operation_id.clone(),
-                )),
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect("lookup")
-        .into_inner()
-        .operation
-        .expect("operation");
+    let found = operation_by_id(&mut client, &reconciler, &untouched.operation_id).await;
     assert_eq!(found.state(), proto::OperationState::Unknown);
     assert_eq!(found.fence, untouched.fence);
     // History says who reconciled: the signed-in credential, as the API

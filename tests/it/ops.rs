@@ -32,27 +32,6 @@ pub(crate) async fn complete(
         .expect("complete");
 }
 
-pub(crate) async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
-    let answer = client
-        .fail(authorized(
-            token,
-            proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: proto::FailDisposition::Unknown.into(),
-                error: Some(proto::OperationError {
-                    code: "provider_timeout".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail unknown")
-        .into_inner();
-    assert_eq!(answer.state(), proto::OperationState::Unknown);
-}
-
 /// `idemd ops ARGS` against `daemon`, the address and the token given by
 /// their environment variables (as a support person's shell would).
 pub(crate) fn ops(data: &ProcessData, daemon: &Daemon, token: &str, args: &[&str]) -> Output {
@@ -319,21 +298,7 @@ async fn reconcile_not_applied_asks_first_then_the_next_claim_executes(backend: 
         "{stderr}"
     );
     assert!(stderr.contains("Proceed? [y/N]"), "{stderr}");
-    let unchanged = client
-        .lookup(authorized(
-            &token,
-            proto::LookupRequest {
-                target: Some(proto::lookup_request::Target::OperationId(
-                    owned.operation_id.clone(),
-                )),
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect("lookup")
-        .into_inner()
-        .operation
-        .expect("operation");
+    let unchanged = operation_by_id(&mut client, &token, &owned.operation_id).await;
     assert_eq!(unchanged.state(), proto::OperationState::Unknown);
     assert_eq!(unchanged.fence, owned.fence);
 

@@ -298,21 +298,7 @@ async fn a_replay_says_until_when_its_outcome_is_kept(backend: Backend) {
         completed.retain_until.expect("retain_until"),
     );
     assert_eq!(retain_until.seconds - completed_at.seconds, 3600);
-    let looked_up = client
-        .lookup(authorized(
-            &token,
-            proto::LookupRequest {
-                target: Some(proto::lookup_request::Target::OperationId(
-                    owned.operation_id.clone(),
-                )),
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect("lookup")
-        .into_inner()
-        .operation
-        .expect("operation");
+    let looked_up = operation_by_id(&mut client, &token, &owned.operation_id).await;
     assert_eq!(looked_up.retain_until, Some(retain_until));
 }
 

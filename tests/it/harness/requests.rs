@@ -181,3 +181,50 @@ pub async fn claim_owned(
         .unwrap_or_else(|| panic!("owned: {response:?}"))
         .clone()
 }
+
+/// Reports the owned attempt's outcome UNKNOWN (a provider timeout), as a
+/// caller whose call to its provider went unanswered; it must be UNKNOWN
+/// afterwards.
+pub async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Ownership) {
+    let answer = client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                disposition: proto::FailDisposition::Unknown.into(),
+                error: Some(proto::OperationError {
+                    code: "provider_timeout".into(),
+                    ..Default::default()
+                }),
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail unknown")
+        .into_inner();
+    assert_eq!(answer.state(), proto::OperationState::Unknown);
+}
+
+/// The operation of `operation_id`, without history, as `token` reads it.
+pub async fn operation_by_id(
+    client: &mut Client,
+    token: &str,
+    operation_id: &str,
+) -> proto::Operation {
+    client
+        .lookup(authorized(
+            token,
+            proto::LookupRequest {
+                target: Some(proto::lookup_request::Target::OperationId(
+                    operation_id.into(),
+                )),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("lookup")
+        .into_inner()
+        .operation
+        .expect("operation")
+}
