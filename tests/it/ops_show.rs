@@ -13,6 +13,54 @@ use serde_json::Value;
 use crate::harness::*;
 use crate::ops::{complete, ops, succeeded};
 
+/// `idemd ops show ID --follow -o json`, polling every 100 ms, its output
+/// piped.
+fn follow(
+    data: &ProcessData,
+    addr: std::net::SocketAddr,
+    token: &str,
+    operation_id: &str,
+) -> std::process::Child {
+    data.command(&[
+        "ops",
+        "show",
+        operation_id,
+        "--follow",
+        "--interval",
+        "100ms",
+        "-o",
+        "json",
+    ])
+    .env("IDEMD_ADDR", addr.to_string())
+    .env("IDEMD_TOKEN", token)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("idemd runs")
+}
+
+/// The follower's stdout, a line at a time, read on a thread of its own.
+fn lines_of(follower: &mut std::process::Child) -> mpsc::Receiver<String> {
+    let (lines, received) = mpsc::channel();
+    let stdout = follower.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    received
+}
+
+/// The next line, within 30 s, as the one JSON document it must be.
+fn next_document(received: &mpsc::Receiver<String>) -> Value {
+    let line = received
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a line within 30 s");
+    serde_json::from_str::<Value>(&line).expect("one JSON document a line")
+}
+
 async fn show_prints_the_operation_and_its_history(backend: Backend) {
     let data = backend.into_process_data().await;
     let token = data.create_tenant("support");
@@ -89,38 +137,9 @@ async fn show_follow_prints_what_happens_after_it_started_and_exits_0_once_termi
     )
     .await;
 
-    let mut follower = data
-        .command(&[
-            "ops",
-            "show",
-            &owned.operation_id,
-            "--follow",
-            "--interval",
-            "100ms",
-            "-o",
-            "json",
-        ])
-        .env("IDEMD_ADDR", server.addr.to_string())
-        .env("IDEMD_TOKEN", &token)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("idemd runs");
-    let (lines, received) = mpsc::channel();
-    let stdout = follower.stdout.take().expect("piped stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let next_document = || {
-        let line = received
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a line within 30 s");
-        serde_json::from_str::<Value>(&line).expect("one JSON document a line")
-    };
+    let mut follower = follow(&data, server.addr, &token, &owned.operation_id);
+    let received = lines_of(&mut follower);
+    let next_document = || next_document(&received);
     // What was there when it started: the operation, in progress, and its
     // first entry.
     let first = next_document();
@@ -185,38 +204,9 @@ async fn show_follow_waits_out_a_server_restart_and_says_so(backend: Backend) {
     )
     .await;
 
-    let mut follower = data
-        .command(&[
-            "ops",
-            "show",
-            &owned.operation_id,
-            "--follow",
-            "--interval",
-            "100ms",
-            "-o",
-            "json",
-        ])
-        .env("IDEMD_ADDR", addr.to_string())
-        .env("IDEMD_TOKEN", &token)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("idemd runs");
-    let (lines, received) = mpsc::channel();
-    let stdout = follower.stdout.take().expect("piped stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let next_document = || {
-        let line = received
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a line within 30 s");
-        serde_json::from_str::<Value>(&line).expect("one JSON document a line")
-    };
+    let mut follower = follow(&data, addr, &token, &owned.operation_id);
+    let received = lines_of(&mut follower);
+    let next_document = || next_document(&received);
     assert_eq!(next_document()["kind"], "operation");
     assert_eq!(next_document()["entry"]["event"], "CLAIMED");
 
@@ -271,23 +261,7 @@ async fn show_follow_ends_on_ctrl_c_with_130_and_whole_lines(backend: Backend) {
         claim_json("payments.charge", "order-4", r#"{"amount":4}"#),
     )
     .await;
-    let mut follower = data
-        .command(&[
-            "ops",
-            "show",
-            &owned.operation_id,
-            "--follow",
-            "--interval",
-            "100ms",
-            "-o",
-            "json",
-        ])
-        .env("IDEMD_ADDR", server.addr.to_string())
-        .env("IDEMD_TOKEN", &token)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("idemd runs");
+    let mut follower = follow(&data, server.addr, &token, &owned.operation_id);
     let mut stdout = BufReader::new(follower.stdout.take().expect("piped stdout"));
     // Following: the operation and its first entry are out.
     for _ in 0..2 {
