@@ -10,12 +10,13 @@ use tonic::Code;
 use tracing::info;
 
 use crate::console::pages::reconcile::{Choice, choose_page, review_page};
-use crate::console::paths;
 use crate::console::security::{csrf_ok, same_origin};
+use crate::console::{Console, paths};
 use crate::proto::{self, ReconcileRequest, reconcile_request::Resolution};
 
 use super::{
-    Shared, TenantQuery, console_refusal, forged, html, read_operation, refused, shown_now, sign_in,
+    Shared, SignedIn, TenantQuery, console_refusal, forged, html, read_operation, refused,
+    shown_now, sign_in,
 };
 
 pub(in crate::console) async fn reconcile_form(
@@ -114,13 +115,19 @@ pub(in crate::console) async fn reconcile(
         return refused(&signed_in, &id, "Reconcile", &refusal);
     };
     let tenant = query.tenant;
+    if form.step == "apply" {
+        // The write carries the fence the operator saw: the API refuses it
+        // (ABORTED, LEASE_LOST) if the operation moved since, as for any caller.
+        return apply(&console, &signed_in, &id, &tenant, &form, choice).await;
+    }
     let operation = match read_operation(&console, &signed_in.principal, &id, &tenant, false).await
     {
         Ok(found) => found.operation.unwrap_or_default(),
         Err(refusal) => return refused(&signed_in, &id, "Reconcile", &refusal),
     };
     if operation.fence != form.expected_fence {
-        // Never act on what the operator did not see: show it as it is now.
+        // The confirmation shows the operation as it is now: it must be
+        // what the operator chose from.
         let refusal = console_refusal(
             Code::Aborted,
             "OPERATION_CHANGED",
@@ -132,17 +139,25 @@ pub(in crate::console) async fn reconcile(
         );
         return refused(&signed_in, &id, "Reconcile", &refusal);
     }
-    if form.step != "apply" {
-        return html(
-            StatusCode::OK,
-            review_page(&signed_in.viewer(), &tenant, &operation, &choice),
-        );
-    }
+    html(
+        StatusCode::OK,
+        review_page(&signed_in.viewer(), &tenant, &operation, &choice),
+    )
+}
+
+async fn apply(
+    console: &Console,
+    signed_in: &SignedIn,
+    id: &str,
+    tenant: &str,
+    form: &ReconcileForm,
+    choice: Choice,
+) -> Response {
     let request = ReconcileRequest {
-        operation_id: id.clone(),
+        operation_id: id.to_owned(),
         expected_fence: form.expected_fence,
         resolution: Some(resolution(choice)),
-        tenant: tenant.clone(),
+        tenant: tenant.to_owned(),
     };
     match console.api.reconcile(&signed_in.principal, request).await {
         Ok(_) => {
@@ -152,8 +167,8 @@ pub(in crate::console) async fn reconcile(
                 resolution = %form.resolution,
                 "reconciled from the console"
             );
-            Redirect::to(&paths::operation_after(&id, &tenant, "reconciled")).into_response()
+            Redirect::to(&paths::operation_after(id, tenant, "reconciled")).into_response()
         }
-        Err(refusal) => refused(&signed_in, &id, "Reconcile", &refusal),
+        Err(refusal) => refused(signed_in, id, "Reconcile", &refusal),
     }
 }
