@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's walk-through with curl ("Call it"), as a script: the same RPCs over the
+# The walk-through with curl (docs/walkthrough.md), as a script: the same RPCs over the
 # Connect protocol's JSON mapping (HTTP/1.1, no gRPC stack): Claim, then Complete with
 # the operation_id and fence the Claim answered. Everything after `set -euo pipefail`
 # is what the README shows, command for command (tests/docs/check_walkthroughs.py

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's walk-through with grpcurl ("Call it"), as a script: Claim, Complete with
+# The walk-through with grpcurl (docs/walkthrough.md), as a script: Claim, Complete with
 # the operation_id and fence the Claim answered, a retry answered with the stored
 # result, and the same key with another request refused. Everything after
-# `set -euo pipefail` is what the README shows, command for command
+# `set -euo pipefail` is what that page shows, command for command
 # (tests/docs/check_walkthroughs.py holds them equal).
 #
 #   cargo run --release -- serve --dev      # in another terminal, at the repository root

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""The README shows exactly the commands of the walk-through scripts (examples/*.sh).
+"""docs/walkthrough.md shows exactly the commands of the walk-through scripts (examples/*.sh).
 
-A fenced ```sh block of README.md that belongs to a walk-through follows a marker line
+A fenced ```sh block of docs/walkthrough.md that belongs to a walk-through follows a marker line
 
     <!-- walkthrough: examples/grpcurl.sh examples/curl.sh -->
 
 naming the scripts it belongs to (a set-up block may belong to several). For each
-script, the lines of its blocks, in README order, must equal the script's lines after
+script, the lines of its blocks, in page order, must equal the script's lines after
 `set -euo pipefail`, comments included; blank lines and trailing spaces do not count.
-examples/run-walkthroughs then runs the scripts, so every command the README shows has
-run. Also: no shell block of the README holds a prompt (`$ `) or an ellipsis (`…`),
-which a reader cannot paste; and each client example of the README (a ```rust,
+examples/run-walkthroughs then runs the scripts, so every command the page shows has
+run. Also: no shell block of the README or of that page holds a prompt (`$ `) or an
+ellipsis (`…`), which a reader cannot paste; and each client example of the README (a ```rust,
 ```python or ```ts block) is an excerpt of a usage block of that client's own README,
 which its test suite runs: its lines appear there in the same order, each whole or
 without its trailing comment.
@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+WALKTHROUGH = ROOT / "docs/walkthrough.md"
 MARKER = re.compile(r"^<!-- walkthrough: (.+?) -->$")
 FENCE = re.compile(r"^(```|~~~)")
 SCRIPT_START = "set -euo pipefail"
@@ -45,11 +46,12 @@ def meaningful(lines: list[str]) -> list[str]:
     return [line.rstrip() for line in lines if line.strip()]
 
 
-def readme_blocks() -> tuple[dict[str, list[str]], list[str]]:
-    """The README's walk-through lines per script, and what no shell block may hold."""
+def walkthrough_blocks(path: Path) -> tuple[dict[str, list[str]], list[str]]:
+    """`path`'s walk-through lines per script, and what no shell block may hold."""
     per_script: dict[str, list[str]] = {}
     problems: list[str] = []
-    lines = README.read_text(encoding="utf-8").splitlines()
+    name = path.relative_to(ROOT)
+    lines = path.read_text(encoding="utf-8").splitlines()
     index = 0
     owners: list[str] | None = None
     while index < len(lines):
@@ -73,13 +75,13 @@ def readme_blocks() -> tuple[dict[str, list[str]], list[str]]:
         if language in ("sh", "bash", "shell"):
             for number, text in enumerate(block, start=index + 2):
                 if text.lstrip().startswith("$ "):
-                    problems.append(f"README.md:{number}: a prompt ('$ ') cannot be pasted")
+                    problems.append(f"{name}:{number}: a prompt ('$ ') cannot be pasted")
                 if "…" in text:
-                    problems.append(f"README.md:{number}: an ellipsis cannot be pasted")
+                    problems.append(f"{name}:{number}: an ellipsis cannot be pasted")
             for owner in owners or []:
                 per_script.setdefault(owner, []).extend(block)
         elif owners:
-            problems.append(f"README.md:{index + 1}: a walk-through marker before a {language!r} block")
+            problems.append(f"{name}:{index + 1}: a walk-through marker before a {language!r} block")
         owners = None
         index = end + 1
     return per_script, problems
@@ -138,27 +140,31 @@ def script_body(path: Path) -> list[str]:
 
 
 def main() -> int:
-    per_script, problems = readme_blocks()
+    per_script, problems = walkthrough_blocks(WALKTHROUGH)
+    in_readme, readme_problems = walkthrough_blocks(README)
+    problems += readme_problems
+    for script in sorted(in_readme):
+        problems.append(f"README.md marks {script}: walk-throughs live in {WALKTHROUGH.name}")
     problems += client_example_problems()
     scripts = sorted((ROOT / "examples").glob("*.sh"))
     names = {str(script.relative_to(ROOT)) for script in scripts}
     for unknown in sorted(set(per_script) - names):
-        problems.append(f"README.md names {unknown}, which is not a script under examples/")
+        problems.append(f"{WALKTHROUGH.name} names {unknown}, which is not a script under examples/")
     for script in scripts:
         name = str(script.relative_to(ROOT))
         shown = meaningful(per_script.get(name, []))
         runs = meaningful(script_body(script))
         if not shown:
-            problems.append(f"{name}: the README shows none of it (mark its blocks)")
+            problems.append(f"{name}: {WALKTHROUGH.name} shows none of it (mark its blocks)")
         elif shown != runs:
-            diff = difflib.unified_diff(shown, runs, "README.md", name, lineterm="", n=1)
-            problems.append(f"{name} differs from the README:\n" + "\n".join(diff))
+            diff = difflib.unified_diff(shown, runs, WALKTHROUGH.name, name, lineterm="", n=1)
+            problems.append(f"{name} differs from {WALKTHROUGH.name}:\n" + "\n".join(diff))
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
         return 1
     print(
-        f"check_walkthroughs: README.md shows {', '.join(sorted(names))} exactly, "
+        f"check_walkthroughs: {WALKTHROUGH.name} shows {', '.join(sorted(names))} exactly, "
         "and its client examples are excerpts of the clients' READMEs"
     )
     return 0

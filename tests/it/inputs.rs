@@ -454,18 +454,18 @@ fn upper_snake_words(text: &str) -> std::collections::BTreeSet<String> {
 }
 
 #[test]
-fn every_error_reason_is_documented_in_the_proto_and_the_readme() {
+fn every_error_reason_is_documented_in_the_proto_and_the_api_docs() {
     let proto = repository_file("proto/idem/v1/idempotency.proto");
     let proto_header = proto
         .split("syntax = \"proto3\";")
         .next()
         .expect("the header comment");
-    let readme = repository_file("README.md");
-    let errors_section = readme
+    let api = repository_file("docs/api.md");
+    let errors_section = api
         .split("\n## Errors\n")
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
-        .expect("README has an Errors section");
+        .expect("docs/api.md has an Errors section");
     for reason in ErrorReason::ALL.map(ErrorReason::as_str) {
         assert!(
             proto_header.contains(&format!("//   {reason} ")),
@@ -473,7 +473,7 @@ fn every_error_reason_is_documented_in_the_proto_and_the_readme() {
         );
         assert!(
             errors_section.contains(&format!("`{reason}`")),
-            "{reason}: list it in README's Errors section"
+            "{reason}: list it in docs/api.md's Errors section"
         );
     }
 }
