@@ -59,6 +59,14 @@ final class ExecuteOnceProtocol {
 
   private static final long MS = 1_000_000L;
 
+  /**
+   * MIN_CLAIM_TIME of docs/client-protocol.md, in nanoseconds: the least time a Claim's sends get,
+   * whatever is left of the caller's deadline, so that a deadline of zero means "do not wait for
+   * another attempt", not "fail if idemd takes more than a moment". The same second in every
+   * client; a send's own timeout (RetryPolicy.callTimeout) still caps each send.
+   */
+  static final long MIN_CLAIM_TIME = 1_000_000_000L;
+
   /** Why a ReconcileFirst without a lookup or a deduplicating provider never runs the effect. */
   static final String CANNOT_CHECK_EARLIER_ATTEMPT =
       "an earlier attempt may have taken effect and this call cannot check it: pass a lookup"
@@ -72,9 +80,6 @@ final class ExecuteOnceProtocol {
   private final ExecuteOptions options;
   private final LongSupplier clock;
   private final Supplier<byte[]> claimTokens;
-
-  /** The least time a Claim's sends get, whatever is left of the caller's deadline. */
-  private final long minClaimNanos;
 
   private long end;
 
@@ -93,15 +98,13 @@ final class ExecuteOnceProtocol {
       Payload payload,
       ExecuteOptions options,
       LongSupplier clock,
-      Supplier<byte[]> claimTokens,
-      long minClaimNanos) {
+      Supplier<byte[]> claimTokens) {
     this.operation = operation;
     this.key = key;
     this.payload = payload;
     this.options = options;
     this.clock = clock;
     this.claimTokens = claimTokens;
-    this.minClaimNanos = minClaimNanos;
   }
 
   /** The first step. */
@@ -156,7 +159,7 @@ final class ExecuteOnceProtocol {
     // The caller's deadline bounds waiting for another attempt, not one Claim: a Claim gets at
     // least one send's whole timeout (a cold channel, a loaded machine), so that a deadline of
     // zero means "do not wait", never "fail if idemd answers in more than a moment".
-    long callDeadline = Math.max(end, Clocks.plus(now(), minClaimNanos));
+    long callDeadline = Math.max(end, Clocks.plus(now(), MIN_CLAIM_TIME));
     return ask(
         new Step.Send<>(Rpc.CLAIM, request.build(), callDeadline, Math.max(0, wait)),
         this::claimed);

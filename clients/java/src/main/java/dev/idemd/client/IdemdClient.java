@@ -293,13 +293,7 @@ public final class IdemdClient implements AutoCloseable {
     Objects.requireNonNull(payload, "payload");
     Objects.requireNonNull(options, "options");
     return new ExecuteOnceProtocol(
-        operation,
-        key,
-        payload,
-        options,
-        clock,
-        IdemdClient::claimToken,
-        retry.callTimeout().toNanos());
+        operation, key, payload, options, clock, IdemdClient::claimToken);
   }
 
   private static final java.security.SecureRandom TOKENS = new java.security.SecureRandom();

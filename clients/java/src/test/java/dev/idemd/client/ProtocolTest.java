@@ -43,8 +43,7 @@ class ProtocolTest {
         Payload.json("{}"),
         options,
         () -> now,
-        () -> new byte[] {(byte) tokens.incrementAndGet()},
-        10 * S);
+        () -> new byte[] {(byte) tokens.incrementAndGet()});
   }
 
   static Ownership ownership(int attempt, long leaseNanos, long attemptNanos) {

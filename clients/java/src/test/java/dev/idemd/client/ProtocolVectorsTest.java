@@ -69,13 +69,7 @@ class ProtocolVectorsTest {
    * and why. Each is checked to still fail, so that one fixed (or settled the other way in the
    * vectors) is taken off this list.
    */
-  static final Map<String, String> KNOWN_DIFFERENCES =
-      Map.of(
-          "a deadline of zero still gives the Claim's re-sends one second (MIN_CLAIM_TIME), then"
-              + " the status is raised",
-          "a Claim gets at least one send's whole timeout (RetryPolicy.callTimeout, 10 s), not"
-              + " MIN_CLAIM_TIME (1 s): a zero deadline answered DEADLINE_EXCEEDED on a cold"
-              + " channel under load in this client's server tests");
+  static final Map<String, String> KNOWN_DIFFERENCES = Map.of();
 
   @TestFactory
   Stream<DynamicTest> everySharedProtocolVector() throws IOException {
@@ -586,8 +580,7 @@ class ProtocolVectorsTest {
                     String.format("claim-token-%04d", tokens.size() + 1)
                         .getBytes(StandardCharsets.UTF_8));
                 return tokens.get(tokens.size() - 1);
-              },
-              RetryPolicy.DEFAULT.callTimeout().toNanos());
+              });
       Step step = protocol.start();
       while (!(step instanceof Step.Finish || step instanceof Step.Raise)) {
         step = protocol.next(perform(step));
