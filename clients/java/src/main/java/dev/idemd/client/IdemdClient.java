@@ -295,7 +295,7 @@ public final class IdemdClient implements AutoCloseable {
     return new ExecuteOnceProtocol(
         operation,
         key,
-        payload,
+        payload.selected(options.selector()),
         options,
         clock,
         IdemdClient::claimToken,
