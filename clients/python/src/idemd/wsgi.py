@@ -108,7 +108,9 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         return _send(start_response, http.replayed(result))
 
     def _selected_headers(self, environ: Environ) -> http.Headers:
-        """The selector's headers as WSGI gives them (the server joined repeats)."""
+        """The selector's headers as WSGI gives them: one value per name, so a header
+        sent more than once is as the server joined it (wsgiref joins with ``,``, not
+        the ``", "`` of docs/api.md), the one place a WSGI app may differ."""
         headers: http.Headers = []
         for name in self.selector.headers if self.selector is not None else ():
             key = name.upper().replace("-", "_")
