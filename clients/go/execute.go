@@ -58,6 +58,13 @@ func (c *Client) ExecuteOnce(ctx context.Context, operation, key string, payload
 	case config.lease <= 0 || config.attemptDuration <= 0:
 		return nil, errors.New("idemd: the lease and the attempt duration must be positive")
 	}
+	if !config.selector.Empty() {
+		selected, err := selectedPayload(payload, config.selector)
+		if err != nil {
+			return nil, err
+		}
+		payload = selected
+	}
 	d := &driver{
 		client:   c,
 		ctx:      ctx,
@@ -69,6 +76,18 @@ func (c *Client) ExecuteOnce(ctx context.Context, operation, key string, payload
 	x := &protocol{port: d, operation: operation, key: key, payload: payload, config: config}
 	x.callerDeadline, _ = ctx.Deadline()
 	return x.run()
+}
+
+// selectedPayload is the fingerprint of what selector picks from a JSON payload.
+func selectedPayload(payload Payload, selector *Selector) (Payload, error) {
+	if payload.document == nil {
+		return Payload{}, errors.New("idemd: a selector applies to a JSON payload (idemd.JSON or JSONText)")
+	}
+	sum, err := selector.Fingerprint([]byte(*payload.document), nil)
+	if err != nil {
+		return Payload{}, err
+	}
+	return Fingerprint(sum), nil
 }
 
 // driver is the protocol's port over a Client: RPCs with re-sends, the effect and the

@@ -61,6 +61,18 @@ func domainSeparated(mode string, canonical []byte) [32]byte {
 
 // CanonicalJSON is the RFC 8785 canonical form (UTF-8) of an I-JSON document.
 func CanonicalJSON(document []byte) ([]byte, error) {
+	value, err := parseIJSON(document)
+	if err != nil {
+		return nil, err
+	}
+	var out strings.Builder
+	value.write(&out)
+	return []byte(out.String()), nil
+}
+
+// parseIJSON is the value of an I-JSON document; an error matching ErrNotIJSON for
+// what the server refuses.
+func parseIJSON(document []byte) (jsonValue, error) {
 	if !utf8.Valid(document) {
 		return nil, refused("the document is not UTF-8")
 	}
@@ -74,9 +86,7 @@ func CanonicalJSON(document []byte) ([]byte, error) {
 	if p.pos != len(p.text) {
 		return nil, refused("content after the JSON document at byte %d", p.pos)
 	}
-	var out strings.Builder
-	value.write(&out)
-	return []byte(out.String()), nil
+	return value, nil
 }
 
 func refused(format string, args ...any) error {

@@ -155,6 +155,9 @@ type Payload struct {
 	set    func(*idemv1.ClaimRequest)
 	err    error
 	nonNil bool
+	// document is the JSON text of JSON and JSONText payloads, which a selector
+	// (WithSelector) applies to.
+	document *string
 }
 
 // JSON is v marshalled with encoding/json, sent as a JSON document (the server
@@ -169,7 +172,7 @@ func JSON(v any) Payload {
 
 // JSONText is a JSON document as it is.
 func JSONText(document string) Payload {
-	return Payload{nonNil: true, set: func(r *idemv1.ClaimRequest) {
+	return Payload{nonNil: true, document: &document, set: func(r *idemv1.ClaimRequest) {
 		r.RequestIdentity = &idemv1.ClaimRequest_JsonPayload{JsonPayload: document}
 	}}
 }
@@ -202,6 +205,7 @@ type executeConfig struct {
 	retention            *time.Duration
 	operationDeadline    *time.Duration
 	lookupInterval       time.Duration
+	selector             *Selector
 }
 
 func defaultExecuteConfig() executeConfig {
@@ -211,6 +215,16 @@ func defaultExecuteConfig() executeConfig {
 		pendingTimeout:  time.Minute,
 		lookupInterval:  time.Second,
 	}
+}
+
+// WithSelector names the fields of a JSON payload (JSON, JSONText) that define the
+// request (docs/api.md, "Request selectors"): a change outside them replays, one
+// inside them is IDEMPOTENCY_KEY_REUSED. The selected document's fingerprint is sent
+// instead of the payload; a payload the selector cannot apply to (not I-JSON, or not
+// an object while Include or Exclude is given) fails with a *StatusError matching
+// ErrInvalidRequest before any RPC. A nil or empty selector is the whole payload.
+func WithSelector(selector *Selector) ExecuteOption {
+	return func(c *executeConfig) { c.selector = selector }
 }
 
 // WithLease is the lease each attempt claims (default 30 s).

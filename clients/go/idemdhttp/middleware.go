@@ -5,8 +5,9 @@
 //
 //   - no Idempotency-Key where one is required: 400;
 //   - a key but no caller to scope it to (no principal), unless keys are shared: 400;
-//   - the same key with another request (method, path, query, content type, body),
-//     or a key whose response is no longer kept: 422 (WithConflictStatus);
+//   - the same key with another request (method, path, query, content type, body;
+//     or with WithSelector, the fields it selects), or a key whose response is no
+//     longer kept: 422 (WithConflictStatus);
 //   - the same key while the first request still runs: 409 with Retry-After
 //     (WithInProgressStatus);
 //   - the same key again: the stored response replayed (status, the kept headers,
@@ -147,6 +148,7 @@ type config struct {
 	reconcileFirst   bool
 	conflictStatus   int
 	inProgress       int
+	selector         *idemd.Selector
 }
 
 // WithMethods are the methods that need a key (default POST and PATCH); others
@@ -229,6 +231,16 @@ func WithInProgressStatus(code int) Option { return func(c *config) { c.inProgre
 // so after an attempt whose outcome is unknown the handler runs again instead of
 // the retry being answered 500.
 func WithReconcileFirstRun() Option { return func(c *config) { c.reconcileFirst = true } }
+
+// WithSelector makes the fields of the JSON body, and the headers, that selector
+// names the request's identity instead of the whole request (docs/api.md, "Request
+// selectors"): a retry that changes something outside them replays, one that changes
+// something inside them gets the conflict status. A body it cannot apply to (not
+// I-JSON, or not an object while Include or Exclude is given) is answered 400. The
+// operation (by default method and path) still scopes the key; the query and the
+// content type count only when selected (a header). Make the selector with
+// idemd.NewSelector (or idemd.MustSelector), which refuses one that cannot be right.
+func WithSelector(selector *idemd.Selector) Option { return func(c *config) { c.selector = selector } }
 
 // Middleware wraps a handler with the Idempotency-Key contract, backed by client.
 //
@@ -334,7 +346,16 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.reconcileFirst {
 		options = append(options, idemd.WithProviderDeduplicates())
 	}
-	result, err := m.client.ExecuteOnce(r.Context(), m.operation(r), key, requestIdentity(r, body), effect, options...)
+	identity := requestIdentity(r, body)
+	if !m.selector.Empty() {
+		sum, err := m.selector.Fingerprint(body, selectedHeaders(r, m.selector))
+		if err != nil { // not JSON, or not an object: 400
+			m.answerError(w, err)
+			return
+		}
+		identity = idemd.Fingerprint(sum)
+	}
+	result, err := m.client.ExecuteOnce(r.Context(), m.operation(r), key, identity, effect, options...)
 	if err != nil {
 		m.answerError(w, err)
 		return
@@ -355,6 +376,18 @@ func requestIdentity(r *http.Request, body []byte) idemd.Payload {
 		return idemd.Bytes(framed)
 	}
 	return idemd.Fingerprint(idemd.FingerprintBytes(framed))
+}
+
+// selectedHeaders are the request's values of the selector's headers, each name's in
+// arrival order.
+func selectedHeaders(r *http.Request, selector *idemd.Selector) [][2]string {
+	var pairs [][2]string
+	for _, name := range selector.HeaderNames() {
+		for _, value := range r.Header.Values(name) {
+			pairs = append(pairs, [2]string{name, value})
+		}
+	}
+	return pairs
 }
 
 // runHandler runs the handler with the body given again and its response captured,

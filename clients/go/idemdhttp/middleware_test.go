@@ -618,3 +618,56 @@ func TestKeyOperationAndScopedKeyForms(t *testing.T) {
 		t.Fatal("the default principal")
 	}
 }
+
+// sendWith is send with extra request headers.
+func sendWith(t *testing.T, url, key, body string, headers map[string]string) answer {
+	t.Helper()
+	request, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	request.Header.Set("Content-Type", "application/json")
+	request.Header.Set("Authorization", alice)
+	request.Header.Set("Idempotency-Key", key)
+	for name, value := range headers {
+		request.Header.Set(name, value)
+	}
+	response, err := http.DefaultClient.Do(request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer response.Body.Close()
+	content, err := io.ReadAll(response.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{response.StatusCode, response.Header, content}
+}
+
+func TestASelectorReplaysChangesOutsideItAndRefusesChangesInside(t *testing.T) {
+	eachStore(t, func(t *testing.T, client *idemd.Client) {
+		s := newShop()
+		selector := idemd.MustSelector(idemd.SelectorFields{Include: []string{"/sku"}, Headers: []string{"X-Tenant"}})
+		url := s.serve(t, client, idemdhttp.WithSelector(selector))
+		key := newKey()
+		tenant := map[string]string{"X-Tenant": "t1"}
+		first := sendWith(t, url+"/orders", key, `{"sku":"a","note":"one"}`, tenant)
+		outside := sendWith(t, url+"/orders?page=2", key, `{"note":"two","sku":"a"}`, tenant)
+		if first.status != 201 || outside.status != 201 || outside.header.Get("Idempotent-Replayed") != "true" ||
+			string(outside.body) != string(first.body) {
+			t.Fatalf("%d %s; %d %s", first.status, first.body, outside.status, outside.body)
+		}
+		inside := sendWith(t, url+"/orders", key, `{"sku":"b","note":"one"}`, tenant)
+		otherTenant := sendWith(t, url+"/orders", key, `{"sku":"a","note":"one"}`, map[string]string{"X-Tenant": "t2"})
+		if inside.status != 422 || otherTenant.status != 422 {
+			t.Fatalf("inside %d, other tenant %d", inside.status, otherTenant.status)
+		}
+		notAnObject := sendWith(t, url+"/orders", newKey(), `["a"]`, nil)
+		if notAnObject.status != 400 || notAnObject.header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%d %s", notAnObject.status, notAnObject.body)
+		}
+		if s.count() != 1 {
+			t.Fatalf("%d orders", s.count())
+		}
+	})
+}

@@ -49,6 +49,7 @@ mod error;
 mod execute;
 pub mod proto;
 pub mod retry;
+mod selector;
 
 pub use crate::client::{Client, ClientConfig};
 pub use crate::error::{ERROR_DOMAIN, Error, FieldViolation, UnknownBecause};
@@ -57,3 +58,4 @@ pub use crate::execute::{
     PreviousAttempt, Source,
 };
 pub use crate::proto::{OperationError, OperationState, Result as OperationResult};
+pub use crate::selector::{Selector, SelectorBuilder, SelectorError};

@@ -15,6 +15,7 @@ import {
 } from "./protocol.js";
 import { type CompleteOptions, type FailOptions, type LookupOptions, type LookupTarget, newClaimToken, type SendOptions } from "./requests.js";
 import { monotonic } from "./retry.js";
+import { Selector, type SelectorFields } from "./selector.js";
 import type * as pb from "./types.js";
 
 // Defined in outcome.ts, which Client shares; exported here as before.
@@ -53,6 +54,11 @@ export interface ExecuteOptions {
   providerDeduplicates?: boolean;
   /** With payload null: the request's fingerprint (fingerprint.ts). */
   fingerprint?: Uint8Array;
+  /** The fields of a JSON payload that define the request (docs/api.md, "Request
+   *  selectors"): a change outside them replays, one inside them conflicts. Plain fields
+   *  are made into a Selector (SelectorError for one that cannot be right); a payload it
+   *  cannot apply to throws InvalidArgumentError, before any RPC. */
+  selector?: Selector | SelectorFields;
   maxAttempts?: number;
   retention?: number;
   operationDeadline?: number;
@@ -67,6 +73,17 @@ function requestIdentity(payload: Exclude<Payload, null>): RequestIdentity {
   if (typeof payload === "string") return { jsonPayload: payload };
   if (payload instanceof Uint8Array) return { bytesPayload: payload };
   return { jsonPayload: JSON.stringify(payload) };
+}
+
+/** The fingerprint of what `selector` picks from a JSON payload, sent instead of it;
+ *  an empty selector is the whole payload, sent as it is. */
+function selectedIdentity(payload: Exclude<Payload, null>, given: Selector | SelectorFields): RequestIdentity {
+  const selector = given instanceof Selector ? given : new Selector(given);
+  if (selector.empty) return requestIdentity(payload);
+  if (payload instanceof Uint8Array) {
+    throw new TypeError("a selector applies to a JSON payload (a string, object or array), not to bytes");
+  }
+  return { fingerprint: selector.fingerprint(typeof payload === "string" ? payload : JSON.stringify(payload)) };
 }
 
 const pause = (s: number, signal?: AbortSignal): Promise<void> =>
@@ -109,6 +126,8 @@ export async function executeOnce(
   if (payload === null) {
     if (options.fingerprint === undefined) throw new TypeError("give a payload or a fingerprint");
     identity = { fingerprint: options.fingerprint };
+  } else if (options.selector !== undefined) {
+    identity = selectedIdentity(payload, options.selector);
   } else {
     identity = requestIdentity(payload);
   }

@@ -5,8 +5,8 @@
  *
  * - no Idempotency-Key where one is required: 400;
  * - a key but no caller to scope it by (`principal`), unless `sharedKeys`: 400;
- * - the same key with another request (method, path, query, content type, body): 422,
- *   as the IETF draft says (`conflictStatus`; also the answer for a key whose response
+ * - the same key with another request (method, path, query, content type, body; or with
+ *   a `selector`, the fields it selects): 422, as the IETF draft says (`conflictStatus`; also the answer for a key whose response
  *   idemd no longer keeps);
  * - the same key while the first request still runs: 409 with Retry-After
  *   (`inProgressStatus`);
@@ -43,6 +43,7 @@ import {
 import { type EffectContext, executeOnce, type Result, Success, Unknown } from "./execute.js";
 import { Code } from "./errors.js";
 import { fingerprintBytes } from "./fingerprint.js";
+import { Selector, type SelectorFields } from "./selector.js";
 
 export const DEFAULT_KEEP_HEADERS = ["location", "etag", "last-modified", "cache-control", "content-language", "link"];
 // json_payload/bytes_payload are bounded by the server (64 KiB by default); larger
@@ -106,6 +107,12 @@ export interface IdempotencyOptions {
   /** Every caller of the routes shares one key space (keys are sent unchanged, and no
    *  principal is needed): only for routes whose callers are one system. */
   sharedKeys?: boolean;
+  /** The fields of the JSON body, and the headers, that define a request instead of the
+   *  whole of it (docs/api.md, "Request selectors"): a change outside them replays, one
+   *  inside them gets `conflictStatus`. A body it cannot apply to (not I-JSON, or not an
+   *  object while include/exclude is given) is answered 400. Plain fields are made into
+   *  a Selector by idempotency(), which throws SelectorError for one that cannot be right. */
+  selector?: Selector | SelectorFields;
 }
 
 /** The default principal: the request's Authorization header. */
@@ -304,6 +311,8 @@ interface Settings {
   maxKeyBytes: number;
   conflictStatus: number;
   inProgressStatus: number;
+  /** Undefined for none (or an empty one): the whole request is its identity. */
+  selector: Selector | undefined;
 }
 
 /** The default status of a key used with another request (or expired): the IETF draft's. */
@@ -318,6 +327,21 @@ function errorStatus(name: string, value: unknown): number {
     throw new RangeError(`${name} must be an HTTP error status, an integer in 400..599, not ${String(value)}`);
   }
   return value;
+}
+
+function selectorOf(given: Selector | SelectorFields | undefined): Selector | undefined {
+  if (given === undefined) return undefined;
+  const selector = given instanceof Selector ? given : new Selector(given);
+  return selector.empty ? undefined : selector;
+}
+
+/** The request's headers as [name, value] pairs in arrival order (repeats kept). */
+function headerPairs(req: RequestLike): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    pairs.push([req.rawHeaders[i] as string, req.rawHeaders[i + 1] as string]);
+  }
+  return pairs;
 }
 
 function settingsOf(options: IdempotencyOptions): Settings {
@@ -336,6 +360,7 @@ function settingsOf(options: IdempotencyOptions): Settings {
     maxKeyBytes: sharedKeys ? MAX_KEY_BYTES : MAX_KEY_BYTES - PRINCIPAL_PREFIX_BYTES,
     conflictStatus: errorStatus("conflictStatus", options.conflictStatus ?? DEFAULT_CONFLICT_STATUS),
     inProgressStatus: errorStatus("inProgressStatus", options.inProgressStatus ?? DEFAULT_IN_PROGRESS_STATUS),
+    selector: selectorOf(options.selector),
   };
 }
 
@@ -441,7 +466,8 @@ function replay(res: ResponseLike, own: Originals, result: Result): void {
 }
 
 /** The Express middleware (see the module comment). Throws a RangeError when
- *  `conflictStatus` or `inProgressStatus` is not an integer in 400..599. */
+ *  `conflictStatus` or `inProgressStatus` is not an integer in 400..599, and a
+ *  SelectorError for a `selector` that cannot be right. */
 export function idempotency(options: IdempotencyOptions) {
   const settings = settingsOf(options);
   let client: Client | undefined = typeof options.client === "function" ? undefined : options.client;
@@ -459,7 +485,13 @@ export function idempotency(options: IdempotencyOptions) {
       if (error instanceof TooLarge) return problem(res, own, 413, "Request too large", "the request body is too large");
       return next(error);
     }
-    const framed = requestIdentity(req, body);
+    let selected: Buffer | undefined;
+    try {
+      selected = settings.selector?.fingerprint(body, headerPairs(req));
+    } catch (error) {
+      return answerFailure(error, res, own, next, settings); // not JSON, or not an object: 400
+    }
+    const framed = selected === undefined ? requestIdentity(req, body) : Buffer.alloc(0);
     let passedOn: Captured | undefined;
 
     const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
@@ -479,7 +511,7 @@ export function idempotency(options: IdempotencyOptions) {
         clientOf(),
         settings.operation(req),
         key,
-        framed.length <= MAX_SENT_PAYLOAD ? framed : null,
+        selected === undefined && framed.length <= MAX_SENT_PAYLOAD ? framed : null,
         effect,
         {
           lease: options.lease ?? 30,
@@ -487,7 +519,11 @@ export function idempotency(options: IdempotencyOptions) {
           deadline: options.pendingWait ?? 0,
           // "refuse": executeOnce declines a ReconcileFirst itself (NOT_STARTED).
           providerDeduplicates: settings.reconcileFirst === "run",
-          ...(framed.length > MAX_SENT_PAYLOAD ? { fingerprint: fingerprintBytes(framed) } : {}),
+          ...(selected !== undefined
+            ? { fingerprint: selected }
+            : framed.length > MAX_SENT_PAYLOAD
+              ? { fingerprint: fingerprintBytes(framed) }
+              : {}),
         },
       );
     } catch (error) {

@@ -273,6 +273,22 @@ function serialize(value: Value, out: string[]): void {
 
 /** The RFC 8785 canonical form (UTF-8) of an I-JSON document. */
 export function canonicalJson(document: string | Uint8Array): Buffer {
+  return canonicalValue(parseIJson(document));
+}
+
+/** A JSON value as parseIJson makes it: objects are Maps, in document order. */
+export type JsonValue = Value;
+
+/** The RFC 8785 canonical form (UTF-8) of a value parseIJson made (or one built of
+ *  such values). */
+export function canonicalValue(value: JsonValue): Buffer {
+  const out: string[] = [];
+  serialize(value, out);
+  return Buffer.from(out.join(""), "utf8");
+}
+
+/** The value of an I-JSON document; NotIJsonError for what the server refuses. */
+export function parseIJson(document: string | Uint8Array): JsonValue {
   let text: string;
   if (typeof document === "string") {
     if (LONE_SURROGATE.test(document)) throw new NotIJsonError("a lone surrogate has no UTF-8 form");
@@ -292,7 +308,5 @@ export function canonicalJson(document: string | Uint8Array): Buffer {
     if (error instanceof RangeError) throw new NotIJsonError(`too deeply nested: ${error.message}`);
     throw error;
   }
-  const out: string[] = [];
-  serialize(value, out);
-  return Buffer.from(out.join(""), "utf8");
+  return value;
 }

@@ -6,3 +6,4 @@ export { SERVICE } from "./proto.js";
 export * from "./fingerprint.js";
 export * from "./execute.js";
 export * from "./express.js";
+export * from "./selector.js";

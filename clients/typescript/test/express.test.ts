@@ -7,7 +7,7 @@ import type { Server as HttpServer } from "node:http";
 import { after, before, test } from "node:test";
 import express from "express";
 import {
-  type Client, defaultOperation, idempotency, type IdempotencyOptions, parseKey, scopedKey,
+  type Client, defaultOperation, idempotency, type IdempotencyOptions, parseKey, scopedKey, SelectorError,
 } from "../src/index.js";
 import { eachStore, key, type Server, startServer } from "./harness.js";
 
@@ -109,6 +109,12 @@ test("an out-of-range conflictStatus or inProgressStatus is refused when the mid
   }
 });
 
+test("a selector that cannot be right is refused when the middleware is made", () => {
+  const client = {} as Client;
+  assert.throws(() => idempotency({ client, selector: { include: [""] } }), SelectorError);
+  assert.throws(() => idempotency({ client, selector: { headers: ["X Tenant"] } }), SelectorError);
+});
+
 eachStore("express", (store) => {
   let server: Server;
   let client: Client;
@@ -172,6 +178,30 @@ eachStore("express", (store) => {
       const headers = idemKey();
       assert.equal((await post(`${web.url}/orders`, { sku: "a" }, headers)).status, 201);
       assert.equal((await post(`${web.url}/orders`, { sku: "b" }, headers)).status, 422);
+      assert.equal(shop.orders.length, 1);
+    } finally {
+      await web.close();
+    }
+  });
+
+  test("a selector: a change outside it replays, one inside it (a field or a header) is 422", async () => {
+    const shop = new Shop();
+    const web = await shop.serve(client, { selector: { include: ["/sku"], headers: ["X-Tenant"] } });
+    try {
+      const headers = { ...idemKey(), "X-Tenant": "t1" };
+      const first = await post(`${web.url}/orders`, { sku: "a", note: "one" }, headers);
+      const outside = await post(`${web.url}/orders?page=2`, { sku: "a", note: "two" }, headers);
+      const inside = await post(`${web.url}/orders`, { sku: "b", note: "one" }, headers);
+      const otherTenant = await post(`${web.url}/orders`, { sku: "a", note: "one" }, { ...headers, "X-Tenant": "t2" });
+      const notAnObject = await post(`${web.url}/orders`, ["a"], idemKey());
+      assert.equal(first.status, 201);
+      assert.equal(outside.status, 201);
+      assert.equal(outside.headers.get("idempotent-replayed"), "true");
+      assert.deepEqual(await outside.json(), await first.json());
+      assert.equal(inside.status, 422);
+      assert.equal(otherTenant.status, 422);
+      assert.equal(notAnObject.status, 400);
+      assert.equal(notAnObject.headers.get("content-type"), "application/problem+json");
       assert.equal(shop.orders.length, 1);
     } finally {
       await web.close();

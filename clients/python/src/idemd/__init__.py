@@ -17,7 +17,8 @@ See README.md. :class:`Client` wraps every RPC; :func:`execute_once` runs the wh
 client protocol (:mod:`idemd.protocol`, shared by both); :mod:`idemd.sync` is the
 blocking client (``SyncClient``) and its ``execute_once``; :mod:`idemd.wsgi` the
 ``Idempotency-Key`` middleware for WSGI apps; :mod:`idemd.errors` has the typed exceptions; :mod:`idemd.asgi` the
-``Idempotency-Key`` middleware; :mod:`idemd.fingerprint` the server's fingerprint.
+``Idempotency-Key`` middleware; :mod:`idemd.fingerprint` the server's fingerprint;
+:mod:`idemd.selector` the fields that define a request.
 """
 
 from idemd.client import Client
@@ -58,6 +59,7 @@ from idemd.execute import (
 )
 from idemd.fingerprint import fingerprint_bytes, fingerprint_json
 from idemd.retry import RetryPolicy
+from idemd.selector import Selector, SelectorError
 from idemd import sync  # noqa: E402 (after what it imports)
 
 SyncClient = sync.Client
@@ -88,6 +90,8 @@ __all__ = [
     "ResultExpiredError",
     "RetryPolicy",
     "Retryable",
+    "Selector",
+    "SelectorError",
     "StatusError",
     "Success",
     "SupersededError",

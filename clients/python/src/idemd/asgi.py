@@ -105,13 +105,18 @@ class IdempotencyMiddleware(http.Middleware[ASGIApp, Client, Scope]):
             await _send(send, http.TOO_LARGE)
             return
         content_type = next((v for k, v in scope["headers"] if k.lower() == b"content-type"), b"")
-        options = self.execute_options(
-            scope["method"],
-            scope.get("path", "/"),
-            bytes(scope.get("query_string", b"")).decode("latin-1"),
-            bytes(content_type).decode("latin-1"),
-            body,
-        )
+        try:
+            options = self.execute_options(
+                scope["method"],
+                scope.get("path", "/"),
+                bytes(scope.get("query_string", b"")).decode("latin-1"),
+                bytes(content_type).decode("latin-1"),
+                body,
+                lambda: [(bytes(k).decode("latin-1"), bytes(v).decode("latin-1")) for k, v in scope["headers"]],
+            )
+        except IdemError as error:  # a body the selector cannot apply to: 400
+            await _send(send, self.answer(error))
+            return
 
         async def effect(ctx: EffectContext) -> Success:
             return await self._run_app(scope, body, ctx)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
+from idemd.selector import Selector
 from idemd.protocol import (
     MAX_CLAIM_WAIT,
     Attempt,
@@ -92,13 +93,17 @@ async def execute_once(
     retention: float | None = None,
     operation_deadline: float | None = None,
     lookup_interval: float = 1.0,
+    selector: Selector | None = None,
 ) -> Result:
     """Runs ``effect`` at most once for the intent ``(operation, key, payload)``.
 
     ``payload`` identifies the request: a ``str`` is sent as a JSON document, a
     mapping or list is serialised to one, ``bytes`` are opaque; or pass ``payload=None``
     and a ``fingerprint`` (:mod:`idemd.fingerprint`). ``key`` must be made once per
-    business intent and persisted before the first call.
+    business intent and persisted before the first call. ``selector``
+    (:class:`~idemd.selector.Selector`) names the fields of a JSON payload that define
+    the request: a change outside them replays, one inside them conflicts; a payload it
+    cannot apply to raises :class:`~idemd.errors.InvalidArgumentError` before any RPC.
 
     ``lease`` and ``attempt_duration`` (seconds) go to the Claim (the attempt duration
     is fixed by the scope's first Claim). ``deadline`` bounds the time spent claiming
@@ -150,6 +155,7 @@ async def execute_once(
         retention=retention,
         operation_deadline=operation_deadline,
         lookup_interval=lookup_interval,
+        selector=selector,
     )
     return await _Driver(client, effect, lookup).run(steps)
 

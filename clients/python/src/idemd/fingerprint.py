@@ -165,6 +165,20 @@ def _serialize(value: Any, out: list[str]) -> None:
 
 def canonical_json(document: str | bytes) -> bytes:
     """The RFC 8785 canonical form (UTF-8) of an I-JSON document."""
+    return canonical_value(parse_i_json(document))
+
+
+def canonical_value(value: Any) -> bytes:
+    """The RFC 8785 canonical form (UTF-8) of a value :func:`parse_i_json` made (or
+    one built from such values: dicts, lists, str, int, float, bool, None)."""
+    out: list[str] = []
+    _serialize(value, out)
+    return "".join(out).encode("utf-8")
+
+
+def parse_i_json(document: str | bytes) -> Any:
+    """The value of an I-JSON document; :class:`NotIJsonError` for what the server
+    refuses."""
     if isinstance(document, bytes):
         try:
             document = document.decode("utf-8")
@@ -182,6 +196,7 @@ def canonical_json(document: str | bytes) -> bytes:
         raise
     except (ValueError, RecursionError) as error:
         raise NotIJsonError(str(error)) from None
-    out: list[str] = []
-    _serialize(value, out)
-    return "".join(out).encode("utf-8")
+    # Lone surrogates are refused when serialized; check them here too, so that a
+    # value outside a selection is held to the same rules.
+    _serialize(value, [])
+    return value

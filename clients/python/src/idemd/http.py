@@ -14,7 +14,8 @@ that names the account instead: a retry with other credentials is another caller
 
 * no ``Idempotency-Key`` where one is required: 400;
 * a key but no principal (and keys not shared): 400;
-* the same key with another request (method, path, query, content type, body): 422,
+* the same key with another request (method, path, query, content type, body; or
+  with a ``selector``, the fields it selects: docs/api.md, "Request selectors"): 422,
   as the IETF draft says (``conflict_status``; also the answer for a key whose
   response idemd no longer keeps);
 * the same key while the first request still runs: 409 with ``Retry-After``
@@ -49,6 +50,7 @@ from idemd.errors import (
 )
 from idemd.fingerprint import fingerprint_bytes
 from idemd.protocol import Result, Success
+from idemd.selector import Selector
 
 DEFAULT_KEEP_HEADERS = (
     "location",
@@ -125,6 +127,14 @@ def request_identity(method: str, path: str, query: str, content_type: str, body
     if len(framed) <= _MAX_SENT_PAYLOAD:
         return {"payload": framed}
     return {"payload": None, "fingerprint": fingerprint_bytes(framed)}
+
+
+def selected_identity(selector: Selector, body: bytes, headers: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """``execute_once``'s payload arguments for a request whose identity is what
+    ``selector`` picks from its JSON body and headers (docs/api.md, "Request
+    selectors"); :class:`~idemd.errors.InvalidArgumentError` (answered 400) for a body
+    it cannot apply to."""
+    return {"payload": None, "fingerprint": selector.fingerprint(body, headers)}
 
 
 def stored(status: int, headers: Iterable[tuple[str, str]], body: bytes, keep_headers: Sequence[str]) -> Success:
@@ -269,7 +279,12 @@ class Middleware(Generic[App, C, Req]):
     ``conflict_status`` (default 422, the IETF draft's) answers a key used with another
     request, or one whose response is no longer kept; ``in_progress_status`` (default
     409) answers a key whose first request still runs, with ``Retry-After``. Each must
-    be an int in 400..599, else the constructor raises ValueError naming it."""
+    be an int in 400..599, else the constructor raises ValueError naming it.
+
+    ``selector`` (:class:`~idemd.selector.Selector`): the fields of the JSON body (and
+    the headers) that define a request, instead of the whole request; a change outside
+    them replays, one inside them conflicts. A body it cannot apply to (not I-JSON, or
+    not an object while ``include``/``exclude`` is given) is answered 400."""
 
     #: The client class: ``client`` is either one, or a function that makes one.
     _client_type: type[Any]
@@ -294,6 +309,7 @@ class Middleware(Generic[App, C, Req]):
         reconcile_first: Literal["refuse", "run"] = "refuse",
         conflict_status: int = DEFAULT_CONFLICT_STATUS,
         in_progress_status: int = DEFAULT_IN_PROGRESS_STATUS,
+        selector: Selector | None = None,
     ) -> None:
         self.conflict_status = error_status("conflict_status", conflict_status)
         self.in_progress_status = error_status("in_progress_status", in_progress_status)
@@ -320,6 +336,10 @@ class Middleware(Generic[App, C, Req]):
         self.max_request_bytes = max_request_bytes
         self.max_response_bytes = max_response_bytes
         self.reconcile_first = reconcile_first
+        if selector is not None and not isinstance(selector, Selector):
+            raise ValueError(f"selector must be an idemd.Selector, not {selector!r}")
+        #: The fields that define a request; None (or an empty one): the whole request.
+        self.selector = None if selector is None or selector.empty else selector
 
     def _use_header(self, header: str) -> None:
         """Keeps the key's header name in the form the server interface gives it."""
@@ -356,8 +376,19 @@ class Middleware(Generic[App, C, Req]):
             return NO_PRINCIPAL
         return scoped_key(principal, key)
 
-    def execute_options(self, method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
-        """``execute_once``'s keyword arguments for this request (its identity included).
+    def execute_options(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        content_type: str,
+        body: bytes,
+        headers: Callable[[], Headers] = list,
+    ) -> dict[str, Any]:
+        """``execute_once``'s keyword arguments for this request (its identity included:
+        with a ``selector``, what it picks from the JSON body and ``headers()``, else
+        method, path, query, content type and body). Raises
+        :class:`~idemd.errors.InvalidArgumentError` for a body the selector cannot apply to.
         After an earlier attempt whose outcome is unknown, the app runs again only when
         ``reconcile_first="run"`` declares that its providers deduplicate by
         ``ctx.operation_id``; otherwise the attempt declines and the answer is 500."""
@@ -366,7 +397,11 @@ class Middleware(Generic[App, C, Req]):
             "attempt_duration": self.attempt_duration,
             "deadline": self.pending_wait,
             "provider_deduplicates": self.reconcile_first == "run",
-            **request_identity(method, path, query, content_type, body),
+            **(
+                selected_identity(self.selector, body, headers())
+                if self.selector is not None
+                else request_identity(method, path, query, content_type, body)
+            ),
         }
 
     def answer(self, error: IdemError) -> Response:

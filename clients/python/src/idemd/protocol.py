@@ -76,6 +76,7 @@ from idemd.outcome import (  # part of the protocol's vocabulary: handed on from
 )
 from idemd.proto import pb
 from idemd.retry import is_retryable
+from idemd.selector import Selector
 from idemd.wire import claim_request, seconds
 
 T = TypeVar("T")
@@ -210,6 +211,16 @@ def _request_identity(payload: str | bytes | Mapping[str, Any] | list[Any]) -> d
     return {"json_payload": json.dumps(payload, separators=(",", ":"), ensure_ascii=False)}
 
 
+def _selected_fingerprint(payload: str | bytes | Mapping[str, Any] | list[Any], selector: Selector) -> bytes:
+    """The fingerprint of the fields ``selector`` picks from a JSON payload
+    (docs/api.md, "Request selectors"); sent instead of the payload."""
+    if isinstance(payload, bytes):
+        raise ValueError("a selector applies to a JSON payload (str, mapping or list), not to bytes")
+    if not isinstance(payload, str):
+        payload = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return selector.fingerprint(payload)
+
+
 def _stored(operation_id: str, result: pb.Result, attempts: int) -> Result:
     """The result an earlier call recorded, as this call answers it (nothing ran now)."""
     return Result(
@@ -245,6 +256,7 @@ def execute_once_steps(
     lookup_interval: float,
     clock: Callable[[], float] = time.monotonic,
     new_claim_token: Callable[[], bytes] = lambda: secrets.token_bytes(16),
+    selector: Selector | None = None,
 ) -> Steps[Result]:
     """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`).
 
@@ -255,6 +267,8 @@ def execute_once_steps(
         if fingerprint is None:
             raise ValueError("give a payload or a fingerprint")
         identity: dict[str, Any] = {"fingerprint": fingerprint}
+    elif selector is not None and not selector.empty:
+        identity = {"fingerprint": _selected_fingerprint(payload, selector)}
     else:
         identity = _request_identity(payload)
     end = clock() + deadline

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from idemd.selector import Selector
 from idemd.wire import (
     CLAIM,
     COMPLETE,
@@ -276,6 +277,7 @@ def execute_once(
     retention: float | None = None,
     operation_deadline: float | None = None,
     lookup_interval: float = 1.0,
+    selector: Selector | None = None,
 ) -> Result:
     """Runs the blocking ``effect`` at most once for ``(operation, key, payload)``.
 
@@ -299,6 +301,7 @@ def execute_once(
         retention=retention,
         operation_deadline=operation_deadline,
         lookup_interval=lookup_interval,
+        selector=selector,
     )
     return run_steps(steps, _Driver(client, effect, lookup).perform)
 

@@ -86,13 +86,17 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
             body = _read_body(environ, self.max_request_bytes)
         except http.TooLarge:
             return _send(start_response, http.TOO_LARGE)
-        options = self.execute_options(
-            method,
-            _path(environ),
-            str(environ.get("QUERY_STRING", "")),
-            str(environ.get("CONTENT_TYPE", "")),
-            body,
-        )
+        try:
+            options = self.execute_options(
+                method,
+                _path(environ),
+                str(environ.get("QUERY_STRING", "")),
+                str(environ.get("CONTENT_TYPE", "")),
+                body,
+                lambda: self._selected_headers(environ),
+            )
+        except IdemError as error:  # a body the selector cannot apply to: 400
+            return _send(start_response, self.answer(error))
 
         def effect(ctx: EffectContext) -> Success:
             return self._run_app(environ, body, ctx)
@@ -102,6 +106,18 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         except IdemError as error:
             return _send(start_response, self.answer(error))
         return _send(start_response, http.replayed(result))
+
+    def _selected_headers(self, environ: Environ) -> http.Headers:
+        """The selector's headers as WSGI gives them: one value per name, so a header
+        sent more than once is as the server joined it (wsgiref joins with ``,``, not
+        the ``", "`` of docs/api.md), the one place a WSGI app may differ."""
+        headers: http.Headers = []
+        for name in self.selector.headers if self.selector is not None else ():
+            key = name.upper().replace("-", "_")
+            value = environ.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key)
+            if value is not None:
+                headers.append((name.lower(), str(value)))
+        return headers
 
     def _run_app(self, environ: Environ, body: bytes, ctx: EffectContext) -> Success:
         inner = dict(environ)

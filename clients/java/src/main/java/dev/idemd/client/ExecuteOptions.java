@@ -20,6 +20,7 @@ public final class ExecuteOptions {
   private final Duration retention;
   private final Duration operationDeadline;
   private final Duration lookupInterval;
+  private final Selector selector;
 
   private ExecuteOptions(Builder builder) {
     this.lease = builder.lease;
@@ -32,6 +33,7 @@ public final class ExecuteOptions {
     this.retention = builder.retention;
     this.operationDeadline = builder.operationDeadline;
     this.lookupInterval = builder.lookupInterval;
+    this.selector = builder.selector;
   }
 
   public static Builder builder() {
@@ -83,6 +85,11 @@ public final class ExecuteOptions {
     return operationDeadline;
   }
 
+  /** The fields of a JSON payload that define the request; null: the whole payload. */
+  public Selector selector() {
+    return selector;
+  }
+
   public Duration lookupInterval() {
     return lookupInterval;
   }
@@ -99,6 +106,8 @@ public final class ExecuteOptions {
     private Duration retention;
     private Duration operationDeadline;
     private Duration lookupInterval = Duration.ofSeconds(1);
+
+    private Selector selector;
 
     private Builder() {}
 
@@ -178,6 +187,18 @@ public final class ExecuteOptions {
     /** How often a lookup that found nothing too early is asked again; default 1 s. */
     public Builder lookupInterval(Duration lookupInterval) {
       this.lookupInterval = positive(lookupInterval, "lookupInterval");
+      return this;
+    }
+
+    /**
+     * The fields of a JSON payload ({@link Payload#json}) that define the request (docs/api.md,
+     * "Request selectors"): a change outside them replays, one inside them is a {@link
+     * ConflictException}. The selected document's fingerprint is sent instead of the payload; a
+     * payload it cannot apply to (not I-JSON, or not an object while include or exclude is given)
+     * throws {@link InvalidArgumentException} before any RPC. Null or empty: the whole payload.
+     */
+    public Builder selector(Selector selector) {
+      this.selector = selector;
       return this;
     }
 

@@ -46,7 +46,7 @@ public final class Fingerprints {
     return Json.canonical(Json.parse(document));
   }
 
-  private static String decodeUtf8(byte[] utf8) {
+  static String decodeUtf8(byte[] utf8) {
     try {
       return StandardCharsets.UTF_8
           .newDecoder()

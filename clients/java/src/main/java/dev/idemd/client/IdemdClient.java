@@ -293,7 +293,12 @@ public final class IdemdClient implements AutoCloseable {
     Objects.requireNonNull(payload, "payload");
     Objects.requireNonNull(options, "options");
     return new ExecuteOnceProtocol(
-        operation, key, payload, options, clock, IdemdClient::claimToken);
+        operation,
+        key,
+        payload.selected(options.selector()),
+        options,
+        clock,
+        IdemdClient::claimToken);
   }
 
   private static final java.security.SecureRandom TOKENS = new java.security.SecureRandom();

@@ -2,6 +2,7 @@ package dev.idemd.client;
 
 import com.google.protobuf.ByteString;
 import dev.idemd.idem.v1.ClaimRequest;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -36,6 +37,23 @@ public final class Payload {
       throw new IllegalArgumentException("a fingerprint is 32 bytes");
     }
     return new Payload(null, null, fingerprint.clone());
+  }
+
+  /**
+   * This payload narrowed to what {@code selector} picks from it: the fingerprint of the selected
+   * document.
+   *
+   * @throws IllegalArgumentException when this is not a JSON payload
+   * @throws InvalidArgumentException for a document the selector cannot apply to
+   */
+  Payload selected(Selector selector) {
+    if (selector == null || selector.isEmpty()) {
+      return this;
+    }
+    if (json == null) {
+      throw new IllegalArgumentException("a selector applies to a JSON payload (Payload.json)");
+    }
+    return new Payload(null, null, selector.fingerprint(json, List.of()));
   }
 
   void setOn(ClaimRequest.Builder request) {

@@ -5,10 +5,12 @@ import dev.idemd.client.ExecuteOnceException;
 import dev.idemd.client.ExecuteOptions;
 import dev.idemd.client.IdemdClient;
 import dev.idemd.client.IdemdStatusException;
+import dev.idemd.client.InvalidArgumentException;
 import dev.idemd.client.OperationResult;
 import dev.idemd.client.Outcome;
 import dev.idemd.client.OutcomeUnknownException;
 import dev.idemd.client.Payload;
+import dev.idemd.client.Selector;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -21,6 +23,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -100,6 +104,7 @@ public final class IdempotencyFilter implements Filter {
   private final int maxResponseBytes;
   private final int conflictStatus;
   private final int inProgressStatus;
+  private final Selector selector;
 
   private IdempotencyFilter(Builder builder) {
     this.clientSupplier = builder.client;
@@ -127,6 +132,8 @@ public final class IdempotencyFilter implements Filter {
     this.maxResponseBytes = builder.maxResponseBytes;
     this.conflictStatus = builder.conflictStatus;
     this.inProgressStatus = builder.inProgressStatus;
+    this.selector =
+        builder.selector == null || builder.selector.isEmpty() ? null : builder.selector;
   }
 
   /** A builder; {@code client} is required. */
@@ -215,7 +222,17 @@ public final class IdempotencyFilter implements Filter {
     }
     String contentType = request.getContentType() == null ? "" : request.getContentType();
     String query = request.getQueryString() == null ? "" : request.getQueryString();
-    Payload identity = HttpMapping.requestIdentity(method, path(request), query, contentType, body);
+    Payload identity;
+    if (selector == null) {
+      identity = HttpMapping.requestIdentity(method, path(request), query, contentType, body);
+    } else {
+      try {
+        identity = Payload.fingerprint(selector.fingerprint(body, selectedHeaders(request)));
+      } catch (InvalidArgumentException notAnObject) { // not JSON, or not an object: 400
+        send(response, HttpMapping.answerFor(notAnObject, conflictStatus, inProgressStatus));
+        return;
+      }
+    }
     OperationResult result;
     try {
       result =
@@ -243,6 +260,17 @@ public final class IdempotencyFilter implements Filter {
       return;
     }
     send(response, HttpMapping.replayed(result));
+  }
+
+  /** The request's values of the selector's headers, each name's in arrival order. */
+  private List<Map.Entry<String, String>> selectedHeaders(HttpServletRequest request) {
+    List<Map.Entry<String, String>> pairs = new ArrayList<>();
+    for (String name : selector.headers()) {
+      for (String value : Collections.list(request.getHeaders(name))) {
+        pairs.add(Map.entry(name, value));
+      }
+    }
+    return pairs;
   }
 
   private static boolean isApplications(Throwable cause) {
@@ -360,6 +388,7 @@ public final class IdempotencyFilter implements Filter {
     private int maxResponseBytes = 1 << 20;
     private ReconcileFirst reconcileFirst = ReconcileFirst.REFUSE;
     private int conflictStatus = HttpMapping.DEFAULT_CONFLICT_STATUS;
+    private Selector selector;
     private int inProgressStatus = HttpMapping.DEFAULT_IN_PROGRESS_STATUS;
 
     private Builder() {}
@@ -484,6 +513,20 @@ public final class IdempotencyFilter implements Filter {
      */
     public Builder inProgressStatus(int inProgressStatus) {
       this.inProgressStatus = inProgressStatus;
+      return this;
+    }
+
+    /**
+     * The fields of the JSON body, and the headers, that define a request instead of the whole of
+     * it (docs/api.md, "Request selectors"): a retry that changes something outside them replays,
+     * one that changes something inside them gets {@link #conflictStatus}. A body it cannot apply
+     * to (not I-JSON, or not an object while include or exclude is given) is answered 400. The
+     * operation (by default method and path) still scopes the key; the query and the content type
+     * count only when selected (a header). {@link Selector.Builder#build} refuses a selector that
+     * cannot be right.
+     */
+    public Builder selector(Selector selector) {
+      this.selector = selector;
       return this;
     }
 

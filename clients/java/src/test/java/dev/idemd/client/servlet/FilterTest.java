@@ -3,12 +3,20 @@ package dev.idemd.client.servlet;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.ByteString;
+import dev.idemd.client.ConflictException;
 import dev.idemd.client.EffectContext;
+import dev.idemd.client.ExecuteOptions;
 import dev.idemd.client.IdemdClient;
+import dev.idemd.client.InvalidArgumentException;
+import dev.idemd.client.OperationResult;
+import dev.idemd.client.Outcome;
+import dev.idemd.client.Payload;
 import dev.idemd.client.ResultExpiredException;
+import dev.idemd.client.Selector;
 import dev.idemd.client.TestSupport;
 import dev.idemd.idem.v1.ClaimRequest;
 import dev.idemd.idem.v1.CompleteRequest;
@@ -282,6 +290,89 @@ class FilterTest {
     assertEquals(
         201, post(lenient, "/orders", "{\"sku\":\"a\"}", "Authorization", ALICE).statusCode());
     assertEquals(1, shop.orders.size());
+  }
+
+  @Test
+  void aSelectorReplaysChangesOutsideItAndRefusesChangesInside() throws Exception {
+    Shop shop = new Shop();
+    Selector selector = Selector.builder().include("/sku").headers("X-Tenant").build();
+    URI base = serve(shop, filter().selector(selector).build());
+    String key = idemKey();
+    String[] t1 = {"Idempotency-Key", key, "Authorization", ALICE, "X-Tenant", "t1"};
+    var first = post(base, "/orders", "{\"sku\":\"a\",\"note\":\"one\"}", t1);
+    var outside = post(base, "/orders?page=2", "{\"note\":\"two\",\"sku\":\"a\"}", t1);
+    var inside = post(base, "/orders", "{\"sku\":\"b\",\"note\":\"one\"}", t1);
+    var otherTenant =
+        post(
+            base,
+            "/orders",
+            "{\"sku\":\"a\",\"note\":\"one\"}",
+            "Idempotency-Key",
+            key,
+            "Authorization",
+            ALICE,
+            "X-Tenant",
+            "t2");
+    var notAnObject =
+        post(base, "/orders", "[\"a\"]", "Idempotency-Key", idemKey(), "Authorization", ALICE);
+    assertEquals(201, first.statusCode());
+    assertEquals(201, outside.statusCode());
+    assertEquals(first.body(), outside.body());
+    assertEquals("true", outside.headers().firstValue("idempotent-replayed").orElseThrow());
+    assertEquals(422, inside.statusCode());
+    assertEquals(422, otherTenant.statusCode());
+    assertEquals(400, notAnObject.statusCode());
+    assertEquals(
+        "application/problem+json", notAnObject.headers().firstValue("content-type").orElse(""));
+    assertEquals(1, shop.orders.size());
+  }
+
+  @Test
+  void executeOnceWithASelectorReplaysChangesOutsideItAndRefusesChangesInside() throws Exception {
+    AtomicInteger effects = new AtomicInteger();
+    ExecuteOptions amount =
+        ExecuteOptions.builder()
+            .selector(Selector.builder().include("/amount", "/currency").build())
+            .build();
+    String k = UUID.randomUUID().toString();
+    OperationResult first =
+        client.executeOnce(
+            "payments.charge",
+            k,
+            Payload.json("{\"amount\":1000,\"currency\":\"EUR\",\"trace\":\"a\"}"),
+            amount,
+            ctx -> {
+              effects.incrementAndGet();
+              return Outcome.success(new byte[] {1}, "application/octet-stream");
+            });
+    OperationResult again =
+        client.executeOnce(
+            "payments.charge",
+            k,
+            Payload.json("{\"trace\":\"b\",\"currency\":\"EUR\",\"amount\":1000}"),
+            amount,
+            ctx -> Outcome.success(new byte[] {2}, "application/octet-stream"));
+    assertFalse(first.replayed());
+    assertTrue(again.replayed());
+    assertThrows(
+        ConflictException.class,
+        () ->
+            client.executeOnce(
+                "payments.charge",
+                k,
+                Payload.json("{\"amount\":1001,\"currency\":\"EUR\"}"),
+                amount,
+                ctx -> Outcome.success(new byte[] {3}, "application/octet-stream")));
+    assertThrows(
+        InvalidArgumentException.class,
+        () ->
+            client.executeOnce(
+                "payments.charge",
+                UUID.randomUUID().toString(),
+                Payload.json("[1]"),
+                amount,
+                ctx -> Outcome.success(new byte[] {4}, "application/octet-stream")));
+    assertEquals(1, effects.get());
   }
 
   @Test
