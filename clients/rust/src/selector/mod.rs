@@ -4,10 +4,9 @@
 //! selectors", the same in every idemd client; the shared vectors are
 //! testdata/selectors.json.
 
-mod ijson;
-
 use std::fmt;
 
+use idemd_ijson as ijson;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, FieldViolation};

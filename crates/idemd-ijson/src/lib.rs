@@ -1,8 +1,19 @@
-//! I-JSON (RFC 7493) parsing and RFC 8785 canonicalization, as the server
-//! does it: a copy of the rules of the server's `src/domain/fingerprint.rs`
-//! (duplicate keys, lone surrogates, integers beyond +-2^53, numbers a double
-//! cannot tell apart). Both are held to the shared vectors,
-//! testdata/fingerprints.json (tests/selectors.rs here).
+//! I-JSON (RFC 7493) parsing, RFC 8785 canonicalization and the idem.v1
+//! fingerprint hash, shared by the server (`src/domain/fingerprint.rs`) and
+//! the Rust client (its request selectors), so that both refuse the same
+//! documents and hash the same bytes:
+//!
+//! ```text
+//! SHA-256("idem.v1" 0x00 mode 0x00 canonical-bytes)
+//! ```
+//!
+//! I-JSON is enforced because RFC 8785 would otherwise merge distinct
+//! requests: `{"a":1,"a":2}` has no single meaning, a lone surrogate has no
+//! UTF-8 form, and `9007199254740993` rounds to `9007199254740992`. For the
+//! same reason a number written with a fraction or an exponent is refused
+//! unless it denotes exactly the value its canonical form writes. Held to the
+//! shared vectors, testdata/fingerprints.json, by the server's and the
+//! client's tests.
 
 use std::fmt;
 
@@ -16,10 +27,18 @@ const MAX_SAFE_MAGNITUDE: u64 = 1 << 53;
 
 /// Why a document is not I-JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NotIJson(pub(crate) String);
+pub struct NotIJson(pub String);
+
+impl fmt::Display for NotIJson {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotIJson {}
 
 /// The value of an I-JSON document.
-pub(crate) fn parse(document: &str) -> Result<Value, NotIJson> {
+pub fn parse(document: &str) -> Result<Value, NotIJson> {
     let mut deserializer = serde_json::Deserializer::from_str(document);
     let IJson(value) = serde::Deserialize::deserialize(&mut deserializer)
         .map_err(|error| NotIJson(error.to_string()))?;
@@ -32,19 +51,30 @@ pub(crate) fn parse(document: &str) -> Result<Value, NotIJson> {
 
 /// The RFC 8785 canonical form of a value [`parse`] made (or one built of
 /// such values).
-pub(crate) fn canonical(value: &Value) -> Result<Vec<u8>, NotIJson> {
+pub fn canonical(value: &Value) -> Result<Vec<u8>, NotIJson> {
     serde_json_canonicalizer::to_vec(value).map_err(|error| NotIJson(error.to_string()))
 }
 
-/// SHA-256("idem.v1" 0x00 "json" 0x00 canonical).
-pub(crate) fn json_fingerprint(canonical: &[u8]) -> [u8; 32] {
+/// The RFC 8785 canonical form of an I-JSON document.
+pub fn canonical_json(document: &str) -> Result<Vec<u8>, NotIJson> {
+    canonical(&parse(document)?)
+}
+
+/// SHA-256("idem.v1" 0x00 mode 0x00 canonical): the fingerprint of
+/// `canonical` bytes in `mode` (`json` or `bytes`).
+pub fn fingerprint(mode: &str, canonical: &[u8]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(DOMAIN);
     hasher.update([0]);
-    hasher.update(b"json");
+    hasher.update(mode.as_bytes());
     hasher.update([0]);
     hasher.update(canonical);
     hasher.finalize().into()
+}
+
+/// [`fingerprint`] in mode `json`.
+pub fn json_fingerprint(canonical: &[u8]) -> [u8; 32] {
+    fingerprint("json", canonical)
 }
 
 /// A JSON value that deserializes only from I-JSON. serde_json itself already
@@ -255,4 +285,24 @@ fn decimal_exponent(exponent: &str) -> i64 {
             .saturating_add(i64::from(digit.wrapping_sub(b'0')))
     });
     if negative { -magnitude } else { magnitude }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_decimals_ignore_zeros_and_notation_but_not_digits() {
+        let same = |a: &str, b: &str| ExactDecimal::of(a) == ExactDecimal::of(b);
+        assert!(same("100.10", "1001e-1"));
+        assert!(same("0.000", "-0"));
+        assert!(same("12.50e1", "125"));
+        assert!(same("1e+21", "1000000000000000000000"));
+        assert!(!same("100.1", "100.10000000000000001"));
+        assert!(!same("-1.5", "1.5"));
+        assert!(!same("1e400", "1e401"));
+    }
+
+    // Test vectors: documents that denote the same numbers share a
+    // fingerprint; other languages' clients must agree.
 }
