@@ -289,22 +289,27 @@ def document():
     }
 
 
-def main():
-    expected = json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+def check_or_write(file, document, count, checker):
+    """Writes `document` to `file` with --write; else checks that `file` holds it."""
+    expected = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     if sys.argv[1:] == ["--write"]:
-        FILE.write_text(expected, encoding="utf-8")
-        print(f"wrote {FILE} ({len(VECTORS)} vectors)")
+        file.write_text(expected, encoding="utf-8")
+        print(f"wrote {file} ({count} vectors)")
         return 0
     if sys.argv[1:]:
-        print(__doc__)
+        print(sys.modules["__main__"].__doc__)
         return 2
-    actual = FILE.read_text(encoding="utf-8")
+    actual = file.read_text(encoding="utf-8")
     if actual != expected:
-        print(f"{FILE} differs from what testdata/fingerprints.py computes; "
+        print(f"{file} differs from what testdata/{checker} computes; "
               "run it with --write and review the diff", file=sys.stderr)
         return 1
-    print(f"{FILE.name}: {len(VECTORS)} vectors agree with this checker")
+    print(f"{file.name}: {count} vectors agree with this checker")
     return 0
+
+
+def main():
+    return check_or_write(FILE, document(), len(VECTORS), "fingerprints.py")
 
 
 if __name__ == "__main__":

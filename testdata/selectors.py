@@ -20,7 +20,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fingerprints import Refused, fingerprint, jcs, parse_i_json  # noqa: E402
+from fingerprints import (  # noqa: E402
+    Refused,
+    check_or_write,
+    fingerprint,
+    jcs,
+    parse_i_json,
+)
 
 FILE = Path(__file__).with_name("selectors.json")
 TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
@@ -238,21 +244,7 @@ def document():
 
 
 def main():
-    expected = json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
-    if sys.argv[1:] == ["--write"]:
-        FILE.write_text(expected, encoding="utf-8")
-        print(f"wrote {FILE} ({len(VECTORS)} vectors)")
-        return 0
-    if sys.argv[1:]:
-        print(__doc__)
-        return 2
-    actual = FILE.read_text(encoding="utf-8")
-    if actual != expected:
-        print(f"{FILE} differs from what testdata/selectors.py computes; "
-              "run it with --write and review the diff", file=sys.stderr)
-        return 1
-    print(f"{FILE.name}: {len(VECTORS)} vectors agree with this checker")
-    return 0
+    return check_or_write(FILE, document(), len(VECTORS), "selectors.py")
 
 
 if __name__ == "__main__":
