@@ -122,8 +122,6 @@ impl World {
         operation.attempt_duration = Some(self.settings.attempt_duration);
         operation.max_attempts = Some(20);
         operation.deadline = Duration::from_secs(30);
-        operation.safety_margin = Duration::from_millis(200);
-        operation.wait = Duration::from_secs(1);
         // Such intents run through `execute_once`, without a lookup: a
         // takeover runs the effect again, which the key makes harmless.
         operation.provider_deduplicates = intent.honour_key;
