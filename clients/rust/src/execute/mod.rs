@@ -12,6 +12,8 @@
 mod attempt;
 mod operation;
 mod protocol;
+#[cfg(test)]
+mod vectors;
 
 use std::any::Any;
 use std::future::Future;
