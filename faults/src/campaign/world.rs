@@ -172,7 +172,8 @@ impl World {
                 "key {} was rejected as a conflict with its own payload",
                 intent.key
             )),
-            Err(Error::LeaseLost { .. }) => add(&self.stats.lease_lost),
+            // Told LEASE_LOST: the stored record was not ended yet.
+            Err(Error::LeaseLost { .. } | Error::Superseded { .. }) => add(&self.stats.lease_lost),
             Err(Error::OutcomeUnknown { .. }) => add(&self.stats.outcome_unknown),
             Err(Error::DeadlinePassed { .. }) => add(&self.stats.deadline_passed),
             Err(Error::NeedsReconciliation { .. }) => add(&self.stats.needs_reconciliation),
