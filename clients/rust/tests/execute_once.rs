@@ -82,6 +82,7 @@ both_stores!(
     a_takeover_without_a_lookup_or_provider_deduplication_runs_nothing_and_keeps_the_doubt,
     a_takeover_with_provider_deduplication_declared_runs_the_effect,
     a_lookup_that_cannot_tell_declines_and_keeps_the_doubt,
+    an_effect_that_panics_is_reported_unknown_and_the_panic_resumes,
 );
 
 async fn concurrent_duplicates_run_one_effect_and_share_its_result(store: Store) {
@@ -1209,5 +1210,45 @@ async fn a_lookup_that_cannot_tell_declines_and_keeps_the_doubt(store: Store) {
         Some(("OUTCOME_UNKNOWN", "not_started")),
         "{entries:#?}"
     );
+    world.finish().await;
+}
+
+async fn an_effect_that_panics_is_reported_unknown_and_the_panic_resumes(store: Store) {
+    let world = World::start(store).await;
+    let client = world.client().await;
+    let provider = Provider::default();
+    let operation_id = Arc::new(std::sync::Mutex::new(String::new()));
+    let run = tokio::spawn({
+        let (client, provider, operation_id) =
+            (client.clone(), provider.clone(), operation_id.clone());
+        async move {
+            client
+                .execute_once(&order("order-20"), |context| {
+                    let (provider, operation_id) = (provider.clone(), operation_id.clone());
+                    async move {
+                        *operation_id.lock().expect("lock") = context.operation_id().to_owned();
+                        provider.perform(context.operation_id());
+                        panic!("the effect panicked after the provider took it")
+                    }
+                })
+                .await
+        }
+    });
+    let panicked = run.await.expect_err("the panic resumes");
+    assert!(panicked.is_panic(), "{panicked:?}");
+    let operation_id = operation_id.lock().expect("lock").clone();
+    // Reported before the panic resumed: the next owner reconciles first.
+    let stored = client
+        .lookup_operation(&operation_id)
+        .await
+        .expect("lookup");
+    assert_eq!(stored.state(), OperationState::Unknown);
+    let entries = history_entries(&client, &operation_id).await;
+    let unknown = entries
+        .iter()
+        .find(|entry| entry.event == "OUTCOME_UNKNOWN")
+        .unwrap_or_else(|| panic!("reported UNKNOWN: {entries:#?}"));
+    assert_eq!(unknown.detail, "effect_raised");
+    assert_eq!(provider.total(), 1);
     world.finish().await;
 }
