@@ -47,7 +47,7 @@ impl Client {
     /// operation_id as the provider's idempotency key); without it the effect
     /// never runs there: the attempt is declined (Fail NOT_STARTED, the
     /// earlier attempt's doubt and deadline kept) and the call returns
-    /// [`Error::OutcomeUnknown`] ([`UnknownBecause::EarlierAttemptUnchecked`]).
+    /// [`Error::OutcomeUnknown`] ([`UnknownBecause::EarlierAttemptUnchecked`](crate::UnknownBecause::EarlierAttemptUnchecked)).
     /// Use [`Client::execute_once_with_lookup`] when the provider can be asked.
     pub async fn execute_once<E, F>(
         &self,
@@ -80,7 +80,7 @@ impl Client {
     ///   NOT_STARTED) and the earlier attempt's doubt handed on to the next.
     /// - `Some(Unknown)` (the lookup could not tell) declines the attempt
     ///   (Fail NOT_STARTED, best effort) and returns [`Error::OutcomeUnknown`]
-    ///   ([`UnknownBecause::LookupInconclusive`]); so does a lookup that
+    ///   ([`UnknownBecause::LookupInconclusive`](crate::UnknownBecause::LookupInconclusive)); so does a lookup that
     ///   panics, and then the panic resumes.
     ///
     /// An effect that panics is reported (Fail UNKNOWN, `effect_raised`)

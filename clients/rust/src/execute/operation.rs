@@ -60,12 +60,12 @@ pub struct Operation {
     /// The caller's declaration that the provider deduplicates by the key the
     /// effect passes it ([`EffectContext::operation_id`]), so that running the
     /// effect again after an earlier attempt that may have taken effect does
-    /// no harm. It decides what [`Client::execute_once`] (no lookup) does on a
+    /// no harm. It decides what [`Client::execute_once`](crate::Client::execute_once) (no lookup) does on a
     /// takeover whose earlier attempt is in doubt (ReconcileFirst): `true`
     /// runs the effect; `false` (the default) never runs it there, declines
     /// the attempt (Fail NOT_STARTED, which keeps the earlier attempt's doubt)
-    /// and returns [`Error::OutcomeUnknown`]. With a lookup
-    /// ([`Client::execute_once_with_lookup`]) the lookup decides and this is
+    /// and returns [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown). With a lookup
+    /// ([`Client::execute_once_with_lookup`](crate::Client::execute_once_with_lookup)) the lookup decides and this is
     /// not consulted.
     pub provider_deduplicates: bool,
 }
