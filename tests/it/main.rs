@@ -24,7 +24,6 @@ mod dbfaults;
 mod durability;
 mod embedded;
 mod errors;
-mod examples;
 mod fingerprint_vectors;
 #[cfg(target_os = "linux")]
 mod frozen;

@@ -83,7 +83,6 @@ fn order_intent(key: &str, amount: u32) -> Operation {
     Operation {
         lease: Duration::from_secs(1),
         attempt_duration: Some(Duration::from_secs(2)),
-        safety_margin: Duration::from_millis(300),
         ..Operation::new(
             "orders.create",
             key,

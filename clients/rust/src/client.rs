@@ -312,16 +312,18 @@ impl Client {
             };
             let delay = {
                 let mut jitter = self.jitter.lock().unwrap_or_else(PoisonError::into_inner);
-                self.config
-                    .retry
-                    .next_delay(&error, sends, first_sent.elapsed(), &mut jitter)
+                self.config.retry.resend_after(
+                    &error,
+                    sends,
+                    first_sent,
+                    Instant::now(),
+                    until,
+                    &mut jitter,
+                )
             };
             let Some(delay) = delay else {
                 return Err(error);
             };
-            if until.is_some_and(|until| Instant::now() + delay >= until) {
-                return Err(error);
-            }
             tokio::time::sleep(delay).await;
         }
     }

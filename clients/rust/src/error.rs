@@ -10,7 +10,7 @@ use std::time::Duration;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
-use crate::proto::OperationState;
+use crate::proto::{OperationState, PendingReason};
 
 /// The ErrorInfo domain of every status idemd sends.
 pub const ERROR_DOMAIN: &str = "idem.v1";
@@ -124,10 +124,25 @@ pub enum Error {
         attempt: u32,
         because: UnknownBecause,
     },
-    /// The caller's overall deadline passed before the operation could be
-    /// executed or replayed (it stayed pending, or retries ran out of time).
-    /// `operation_id` is known if the server named one.
-    DeadlinePassed { operation_id: Option<String> },
+    /// Pending: the caller's deadline passed while another attempt held the
+    /// operation, or before the next attempt was due (a retry scheduled, or
+    /// this call's attempt declined). Nothing ran in this call's last
+    /// attempt. `retry_after`: when the next attempt is due, as the server
+    /// last said; `reason`: why it is pending. `operation_id` is known if the
+    /// server named one.
+    DeadlinePassed {
+        operation_id: Option<String>,
+        retry_after: Duration,
+        reason: PendingReason,
+    },
+    /// Told LEASE_LOST, this call looked the operation up and found it not
+    /// ended: another owner (or a reconciler) holds it. Nothing runs here
+    /// again; execute the same intent later for its outcome.
+    Superseded {
+        operation_id: String,
+        state: OperationState,
+        attempt: u32,
+    },
 }
 
 /// Why [`Error::OutcomeUnknown`].
@@ -144,9 +159,19 @@ pub enum UnknownBecause {
     /// key, or reconcile the operation.
     EarlierAttemptUnchecked,
     /// A takeover whose lookup answered [`crate::Disposition::Unknown`] (it
-    /// could not tell): nothing ran, the attempt was declined (Fail
-    /// NOT_STARTED).
+    /// could not tell) or panicked: nothing ran, the attempt was declined
+    /// (Fail NOT_STARTED).
     LookupInconclusive,
+    /// The effect was cancelled at the attempt's cancel point (the attempt
+    /// deadline less its margin): it may have happened. Fail UNKNOWN was
+    /// sent (`attempt_deadline`).
+    AttemptTimedOut,
+    /// The effect panicked: it may have happened. Fail UNKNOWN was sent
+    /// (`effect_raised`) before the panic resumed.
+    EffectPanicked,
+    /// The outcome could not be recorded: the attempt deadline passed
+    /// first (ATTEMPT_DEADLINE_PASSED). A reconciler settles it.
+    NotRecordedInTime,
 }
 
 impl Error {
@@ -159,9 +184,10 @@ impl Error {
             | Error::RequestMismatch { operation_id, .. }
             | Error::OperationTerminal { operation_id, .. }
             | Error::NeedsReconciliation { operation_id, .. }
-            | Error::OutcomeUnknown { operation_id, .. } => Some(operation_id),
+            | Error::OutcomeUnknown { operation_id, .. }
+            | Error::Superseded { operation_id, .. } => Some(operation_id),
             Error::FailedPrecondition { operation_id, .. }
-            | Error::DeadlinePassed { operation_id } => operation_id.as_deref(),
+            | Error::DeadlinePassed { operation_id, .. } => operation_id.as_deref(),
             _ => None,
         }
     }
@@ -278,6 +304,12 @@ impl Error {
             },
             Code::PermissionDenied => Error::PermissionDenied { message },
             Code::NotFound => Error::NotFound { message },
+            // UNAVAILABLE asking for a delay (RetryInfo) is honoured as such,
+            // whoever sent it: the re-send waits at least that long.
+            Code::Unavailable if retry_after.is_some() => Error::Unavailable {
+                retry_after,
+                message,
+            },
             // idemd attaches an ErrorInfo to every status it sends; these
             // codes without one come from the connection (tonic reports a
             // refused, reset or closed connection as UNAVAILABLE, UNKNOWN,
@@ -410,11 +442,42 @@ impl fmt::Display for Error {
                      whether an earlier attempt took effect: execute again later, or \
                      reconcile the operation; nothing ran (declined: Fail NOT_STARTED)"
                 ),
+                UnknownBecause::AttemptTimedOut => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: the effect was cancelled at \
+                     the attempt deadline; its outcome is unknown (reported to idemd)"
+                ),
+                UnknownBecause::EffectPanicked => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: the effect panicked; its \
+                     outcome is unknown (reported to idemd)"
+                ),
+                UnknownBecause::NotRecordedInTime => write!(
+                    formatter,
+                    "operation {operation_id}, attempt {attempt}: the attempt deadline passed \
+                     before the outcome was recorded; a reconciler must settle it"
+                ),
             },
-            Error::DeadlinePassed { operation_id } => write!(
+            Error::DeadlinePassed {
+                operation_id,
+                retry_after,
+                reason,
+            } => write!(
                 formatter,
-                "the deadline passed before operation {} could finish",
-                operation_id.as_deref().unwrap_or("(not yet named)")
+                "the deadline passed while operation {} was pending ({}; the next attempt is due \
+                 in {retry_after:?})",
+                operation_id.as_deref().unwrap_or("(not yet named)"),
+                reason.as_str_name()
+            ),
+            Error::Superseded {
+                operation_id,
+                state,
+                attempt,
+            } => write!(
+                formatter,
+                "operation {operation_id} was taken over (lease lost); it is {} at attempt \
+                 {attempt}: nothing runs here again",
+                state.as_str_name()
             ),
         }
     }

@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::error::Error;
 
 /// How often and how long a call is re-sent.
@@ -83,17 +85,50 @@ impl RetryPolicy {
         let delay = jitter.up_to(cap).max(least);
         (elapsed.saturating_add(delay) <= self.total_deadline).then_some(delay)
     }
+
+    /// The re-send decision of one call (every send of every RPC goes
+    /// through it, and so do the protocol vectors' scripted sends): after
+    /// the `sends`-th send, begun first at `first_sent`, failed with `error`
+    /// at `now`, how long to wait before re-sending it unchanged, or `None`
+    /// to give up and return the error: never when the re-send would start
+    /// at or past `until`.
+    pub(crate) fn resend_after(
+        &self,
+        error: &Error,
+        sends: u32,
+        first_sent: Instant,
+        now: Instant,
+        until: Option<Instant>,
+        jitter: &mut Jitter,
+    ) -> Option<Duration> {
+        let delay = self.next_delay(
+            error,
+            sends,
+            now.saturating_duration_since(first_sent),
+            jitter,
+        )?;
+        if until.is_some_and(|until| now + delay >= until) {
+            return None;
+        }
+        Some(delay)
+    }
 }
 
 /// A small pseudo-random source for backoff jitter (SplitMix64): seeded from
-/// the OS for use, from a number for deterministic tests. Not for secrets:
-/// claim tokens come from the OS directly.
+/// the OS for use, from a number for deterministic tests, or none at all
+/// (every draw zero: each re-send waits only what RetryInfo asks). Not for
+/// secrets: claim tokens come from the OS directly.
 #[derive(Debug, Clone)]
-pub struct Jitter(u64);
+pub struct Jitter(Option<u64>);
 
 impl Jitter {
     pub fn seeded(seed: u64) -> Self {
-        Self(seed)
+        Self(Some(seed))
+    }
+
+    /// No jitter: every draw is zero (the protocol vectors' sends).
+    pub fn none() -> Self {
+        Self(None)
     }
 
     /// Seeded from the OS; a fixed seed if it has no randomness (jitter
@@ -101,12 +136,12 @@ impl Jitter {
     pub fn from_entropy() -> Self {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
-        Self(u64::from_le_bytes(seed))
+        Self::seeded(u64::from_le_bytes(seed))
     }
 
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut mixed = self.0;
+    fn next_u64(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut mixed = *state;
         mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         mixed ^ (mixed >> 31)
@@ -115,10 +150,13 @@ impl Jitter {
     /// Uniform in `[0, cap]`, to the nanosecond.
     pub fn up_to(&mut self, cap: Duration) -> Duration {
         let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+        let Some(state) = self.0.as_mut() else {
+            return Duration::ZERO;
+        };
         if nanos == 0 {
             return Duration::ZERO;
         }
-        Duration::from_nanos(self.next_u64() % nanos.saturating_add(1))
+        Duration::from_nanos(Self::next_u64(state) % nanos.saturating_add(1))
     }
 }
 

@@ -146,8 +146,6 @@ fn selector_errors_name_the_reason() {
 fn charge(key: &str, payload: Payload) -> Operation {
     Operation {
         lease: Duration::from_secs(3),
-        safety_margin: Duration::from_millis(300),
-        wait: Duration::from_secs(2),
         deadline: Duration::from_secs(30),
         ..Operation::new("payments.charge", key, payload)
     }

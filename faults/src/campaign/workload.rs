@@ -31,6 +31,11 @@ const SLOW_LOOKUP_MAX: Duration = Duration::from_secs(2);
 /// deadline (local clock, counted from the Claim's send: before the server's).
 const LANDING_BEFORE_DEADLINE: Duration = Duration::from_millis(50);
 
+/// The late-landing twist's attempts: long enough for the client's margin (a
+/// tenth of the attempt, at most 1 s) to be the whole second a takeover has
+/// to start its lookup before the stalled owner's deadline.
+const LATE_LANDING_ATTEMPT: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CrashPoint {
     /// The caller dies after its Claim, before the effect.
@@ -335,13 +340,15 @@ impl World {
                 std::future::pending::<Disposition>().await
             }) as Boxed<Disposition>
         };
-        // The owner's client gives the attempt up a third of it before its
-        // deadline (its lease the whole attempt, so that the margin counts
-        // whole), and the caller's next delivery takes over while the
+        // The owner's client gives the attempt up its margin before its
+        // deadline (a tenth of the attempt, at most 1 s: this intent's
+        // attempts are 10 s, its lease the whole attempt, so that the margin
+        // counts whole), and the caller's next delivery takes over while the
         // request is still in flight, with time to spare on a loaded machine.
+        let attempt = self.settings.attempt_duration.max(LATE_LANDING_ATTEMPT);
         let operation = Operation {
-            lease: self.settings.attempt_duration,
-            safety_margin: self.settings.attempt_duration / 3,
+            lease: attempt,
+            attempt_duration: Some(attempt),
             ..self.operation(intent, &intent.payload)
         };
         let lookup = self.lookup(intent, rng.fork());

@@ -122,8 +122,6 @@ impl World {
         operation.attempt_duration = Some(self.settings.attempt_duration);
         operation.max_attempts = Some(20);
         operation.deadline = Duration::from_secs(30);
-        operation.safety_margin = Duration::from_millis(200);
-        operation.wait = Duration::from_secs(1);
         // Such intents run through `execute_once`, without a lookup: a
         // takeover runs the effect again, which the key makes harmless.
         operation.provider_deduplicates = intent.honour_key;
@@ -174,7 +172,8 @@ impl World {
                 "key {} was rejected as a conflict with its own payload",
                 intent.key
             )),
-            Err(Error::LeaseLost { .. }) => add(&self.stats.lease_lost),
+            // Told LEASE_LOST: the stored record was not ended yet.
+            Err(Error::LeaseLost { .. } | Error::Superseded { .. }) => add(&self.stats.lease_lost),
             Err(Error::OutcomeUnknown { .. }) => add(&self.stats.outcome_unknown),
             Err(Error::DeadlinePassed { .. }) => add(&self.stats.deadline_passed),
             Err(Error::NeedsReconciliation { .. }) => add(&self.stats.needs_reconciliation),

@@ -32,11 +32,13 @@ pub struct Operation {
     /// first execution.
     pub key: String,
     pub payload: Payload,
-    /// The lease asked for; renewed every third of it while the effect runs.
+    /// The lease asked for; renewed a third into each grant while the
+    /// attempt runs (its lookups and its effect).
     pub lease: Duration,
     /// The longest one attempt may run (the server's max_attempt_duration,
     /// fixed by the first Claim of the scope); `None`: the server's default.
-    /// The effect is cancelled at it.
+    /// The effect is cancelled a margin before it (a tenth of the attempt,
+    /// within [50 ms, 1 s]), so that its outcome can still be reported.
     pub attempt_duration: Option<Duration>,
     /// The attempt budget (fixed by the first Claim); `None`: the server's.
     pub max_attempts: Option<u32>,
@@ -44,25 +46,26 @@ pub struct Operation {
     pub retention: Option<Duration>,
     /// No new attempt after this long from the first Claim (fixed by it).
     pub operation_deadline: Option<Duration>,
-    /// This execution's overall deadline: no Claim is sent later than this
-    /// after the call began (an owned attempt still runs to its end).
+    /// How long this call waits for its turn (docs/client-protocol.md,
+    /// "Claiming"): while another attempt holds the operation, or a retry is
+    /// not yet due, the call Claims again (asking the server to wait) until
+    /// this long after it began, then returns [`crate::Error::DeadlinePassed`]
+    /// (pending). It does not bound an owned attempt, which runs to its own
+    /// deadline, nor a Claim's re-sends, which get at least a second (zero:
+    /// "do not wait for another attempt").
     pub deadline: Duration,
-    /// The effect is not started with less than this of the lease (or twice
-    /// this of the attempt) left, and is cancelled this long before the
-    /// attempt deadline so the outcome can still be reported. At most a third
-    /// of the lease counts.
-    pub safety_margin: Duration,
-    /// The server-side wait of each Claim while the operation is pending.
-    pub wait: Duration,
+    /// The pause between provider lookups while an earlier attempt may
+    /// still be running (a takeover with a lookup).
+    pub lookup_interval: Duration,
     /// The caller's declaration that the provider deduplicates by the key the
     /// effect passes it ([`EffectContext::operation_id`]), so that running the
     /// effect again after an earlier attempt that may have taken effect does
-    /// no harm. It decides what [`Client::execute_once`] (no lookup) does on a
+    /// no harm. It decides what [`Client::execute_once`](crate::Client::execute_once) (no lookup) does on a
     /// takeover whose earlier attempt is in doubt (ReconcileFirst): `true`
     /// runs the effect; `false` (the default) never runs it there, declines
     /// the attempt (Fail NOT_STARTED, which keeps the earlier attempt's doubt)
-    /// and returns [`Error::OutcomeUnknown`]. With a lookup
-    /// ([`Client::execute_once_with_lookup`]) the lookup decides and this is
+    /// and returns [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown). With a lookup
+    /// ([`Client::execute_once_with_lookup`](crate::Client::execute_once_with_lookup)) the lookup decides and this is
     /// not consulted.
     pub provider_deduplicates: bool,
 }
@@ -79,20 +82,15 @@ impl Operation {
             retention: None,
             operation_deadline: None,
             deadline: Duration::from_secs(60),
-            safety_margin: Duration::from_secs(2),
-            wait: Duration::from_secs(10),
+            lookup_interval: Duration::from_secs(1),
             provider_deduplicates: false,
         }
-    }
-
-    pub(super) fn margin(&self) -> Duration {
-        self.safety_margin.min(self.lease / 3)
     }
 
     pub(super) fn claim_request(
         &self,
         claim_token: Vec<u8>,
-        wait: Duration,
+        wait: Option<Duration>,
     ) -> proto::ClaimRequest {
         use proto::claim_request::RequestIdentity;
         let request_identity = match &self.payload {
@@ -112,20 +110,23 @@ impl Operation {
             max_attempts: self.max_attempts.unwrap_or(0),
             retention: self.retention.and_then(proto_duration),
             operation_deadline: self.operation_deadline.and_then(proto_duration),
-            wait: proto_duration(wait),
+            wait: wait.and_then(proto_duration),
         }
     }
 }
 
-/// What the effect decided; the helper records it.
+/// What the effect decided; the helper records it. A provider lookup
+/// answers with one too (docs/client-protocol.md, "After a takeover"):
+/// `Success` or `Terminal` is what it found, `None` that it found nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disposition {
     /// It happened: Complete with this result.
     Success(proto::Result),
     /// It ended in a final error: Fail TERMINAL, stored and replayed.
     Terminal(proto::OperationError),
-    /// It certainly did not happen: Fail RETRYABLE; the helper claims again
-    /// after the delay, within the caller's deadline and the attempt budget.
+    /// It certainly did not happen: Fail RETRYABLE with this delay; the helper
+    /// claims again at once (the server answers Pending until the retry is
+    /// due), within the caller's deadline and the attempt budget.
     Retryable(proto::OperationError, Duration),
     /// It may have happened: Fail UNKNOWN; the next owner reconciles first.
     Unknown(proto::OperationError),
@@ -168,11 +169,10 @@ pub struct Execution {
 pub enum DeadlineSource {
     /// The server's `previous_attempt_deadline`.
     Server,
-    /// The earlier attempt was this call's own: its deadline is known here.
-    OwnAttempt,
-    /// Neither: assumed to be a whole attempt duration after this Claim was
-    /// sent (the earlier attempt began before this one and had the same
-    /// duration, so its deadline is no later).
+    /// Absent (a takeover recorded by an older server): assumed to be a
+    /// whole attempt duration after this Claim's reply (the earlier attempt
+    /// began before this one and had the same duration, so its deadline is
+    /// no later).
     Assumed,
 }
 
@@ -223,7 +223,7 @@ impl EffectContext {
     }
 
     /// When this attempt must be over (local clock); the effect is cancelled
-    /// a safety margin before it.
+    /// a margin before it (a tenth of the attempt, within [50 ms, 1 s]).
     pub fn attempt_deadline(&self) -> Instant {
         self.attempt_deadline
     }
