@@ -18,9 +18,9 @@ use idemd::domain::transition::{
 use idemd::domain::{
     ClaimRequested, CompleteRequested, Decision, ErrorReport, FailDisposition, FailRequested,
     FailureReason, Fingerprint, HistoryEvent, Limits, Metadata, OnFailed, OperationId,
-    OperationRecord, Outcome,
-    PreviousAttempt, ReconcileRequested, RenewRequested, RequestIdentity, Resolution, Scope, State,
-    SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer, decide_first_claim,
+    OperationRecord, Outcome, PreviousAttempt, ReconcileRequested, RenewRequested, RequestIdentity,
+    Resolution, Scope, State, SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer,
+    decide_first_claim,
 };
 use libfuzzer_sys::fuzz_target;
 use uuid::Uuid;
