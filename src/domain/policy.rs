@@ -586,7 +586,11 @@ mod tests {
             let (command, _) = policies
                 .claim(requested, Violations::default(), &server)
                 .expect("admitted");
-            assert_eq!(command.on_failed, policies.on_failed(operation), "{operation}");
+            assert_eq!(
+                command.on_failed,
+                policies.on_failed(operation),
+                "{operation}"
+            );
             command.on_failed
         };
         assert_eq!(on_failed_of("payments.refund"), OnFailed::NewAttempt);

@@ -25,6 +25,7 @@ mod durability;
 mod embedded;
 mod errors;
 mod examples;
+mod failed_retry;
 mod fingerprint_vectors;
 #[cfg(target_os = "linux")]
 mod frozen;

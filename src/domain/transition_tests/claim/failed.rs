@@ -9,8 +9,8 @@ use crate::domain::model::{HistoryEvent, OnFailed, OperationRecord, PreviousAtte
 use crate::domain::transition::{ClaimAnswer, PendingReason};
 
 use crate::domain::transition_tests::{
-    FIRST_FENCE, MAX_ATTEMPTS, OTHER, OWNER, Sim, assert_pending, at, claim_as, entry,
-    fingerprint, inserted_record, op_id, reconcile_first, retention, secs, t0,
+    FIRST_FENCE, MAX_ATTEMPTS, OTHER, OWNER, Sim, assert_pending, at, claim_as, entry, fingerprint,
+    inserted_record, op_id, reconcile_first, retention, secs, t0,
 };
 
 /// The fresh operation (`on_failed` as given, then `adjust`ed) whose first
@@ -37,30 +37,75 @@ fn failed(on_failed: OnFailed) -> Sim {
 
 const REPLACED: &str = "replaces the failure of attempt 1 (fence 10, terminal: card_declined)";
 
+/// What a Claim of a FAILED operation is told.
+#[derive(Debug, Clone, Copy)]
+enum Expected {
+    Replay,
+    NewAttempt,
+    KeyReused,
+}
+
 #[test]
 fn a_claim_of_a_failed_operation_replays_unless_its_policy_opted_in() {
-    // (case, on_failed, token, fingerprint byte, expected answer)
-    let cases: [(&str, OnFailed, &[u8], u8, Result<bool, ()>); 8] = [
-        ("replay: another caller", OnFailed::Replay, OTHER, 1, Ok(false)),
-        ("replay: no token", OnFailed::Replay, b"", 1, Ok(false)),
-        ("replay: the failed owner", OnFailed::Replay, OWNER, 1, Ok(false)),
-        ("replay: another request", OnFailed::Replay, OTHER, 3, Err(())),
-        ("new attempt: another caller", OnFailed::NewAttempt, OTHER, 1, Ok(true)),
-        ("new attempt: no token", OnFailed::NewAttempt, b"", 1, Ok(true)),
+    use Expected::{KeyReused, NewAttempt, Replay};
+    // (case, on_failed, token, fingerprint byte, expected)
+    let cases: [(&str, OnFailed, &[u8], u8, Expected); 8] = [
+        ("replay: another caller", OnFailed::Replay, OTHER, 1, Replay),
+        ("replay: no token", OnFailed::Replay, b"", 1, Replay),
+        (
+            "replay: the failed owner",
+            OnFailed::Replay,
+            OWNER,
+            1,
+            Replay,
+        ),
+        (
+            "replay: another request",
+            OnFailed::Replay,
+            OTHER,
+            3,
+            KeyReused,
+        ),
+        (
+            "new attempt: another caller",
+            OnFailed::NewAttempt,
+            OTHER,
+            1,
+            NewAttempt,
+        ),
+        (
+            "new attempt: no token",
+            OnFailed::NewAttempt,
+            b"",
+            1,
+            NewAttempt,
+        ),
         // Tokens are fresh per attempt: the failed attempt's own token is
         // its Claim re-sent late, not a decision to try again.
-        ("new attempt: the failed owner re-sent", OnFailed::NewAttempt, OWNER, 1, Ok(false)),
-        ("new attempt: another request", OnFailed::NewAttempt, OTHER, 3, Err(())),
+        (
+            "new attempt: the failed owner re-sent",
+            OnFailed::NewAttempt,
+            OWNER,
+            1,
+            Replay,
+        ),
+        (
+            "new attempt: another request",
+            OnFailed::NewAttempt,
+            OTHER,
+            3,
+            KeyReused,
+        ),
     ];
-    for (case, on_failed, token, print, new_attempt) in cases {
+    for (case, on_failed, token, print, expected) in cases {
         let mut sim = failed(on_failed);
         let before = sim.record.clone();
         let step = sim.claim(&ClaimCommand {
             fingerprint: fingerprint(print),
             ..claim_as(token)
         });
-        match new_attempt {
-            Err(()) => {
+        match expected {
+            KeyReused => {
                 assert_eq!(
                     step.error(),
                     &Error::KeyReused {
@@ -70,12 +115,12 @@ fn a_claim_of_a_failed_operation_replays_unless_its_policy_opted_in() {
                 );
                 step.assert_no_effects();
             }
-            Ok(false) => {
+            Replay => {
                 assert_eq!(step.claim_answer(), ClaimAnswer::Completed, "{case}");
                 step.assert_no_effects();
                 assert_eq!(sim.record, before, "{case}");
             }
-            Ok(true) => {
+            NewAttempt => {
                 assert_eq!(step.claim_answer(), ClaimAnswer::Acquired, "{case}");
                 assert_eq!(step.drawn_fence, Some(FIRST_FENCE + 1), "{case}");
                 let next = step.next();
@@ -89,7 +134,11 @@ fn a_claim_of_a_failed_operation_replays_unless_its_policy_opted_in() {
                 assert_eq!(next.lease_expires_at, Some(at(32)), "{case}");
                 assert_eq!(next.attempt_deadline_at, Some(at(302)), "{case}");
                 assert_eq!((&next.outcome, next.outcome_kind), (&None, None), "{case}");
-                assert_eq!((next.completed_at, next.retain_until), (None, None), "{case}");
+                assert_eq!(
+                    (next.completed_at, next.retain_until),
+                    (None, None),
+                    "{case}"
+                );
                 assert_eq!(next.on_failed, OnFailed::NewAttempt, "{case}");
                 assert_eq!(
                     step.history(),
