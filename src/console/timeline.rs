@@ -130,7 +130,7 @@ pub fn timeline(history: &[HistoryEntry], now: DateTime<Utc>, lease_expired: boo
     for entry in history {
         let when = at(entry);
         match entry.event.as_str() {
-            "CLAIMED" | "RETRY_STARTED" | "TAKEN_OVER" => {
+            "CLAIMED" | "RETRY_STARTED" | "TAKEN_OVER" | "RETRIED_AFTER_FAILURE" => {
                 close(&mut timeline, &mut open_span, when, SpanEnd::TakenOver);
                 if let Some(from) = open_gap.take() {
                     timeline.gaps.push(Gap {
@@ -286,6 +286,17 @@ mod tests {
                 ],
                 false,
                 vec![SpanEnd::Retryable, SpanEnd::Failed],
+                0,
+            ),
+            (
+                vec![
+                    entry("CLAIMED", 0, 1, 1),
+                    entry("FAILED", 1, 1, 1),
+                    entry("RETRIED_AFTER_FAILURE", 5, 2, 2),
+                    entry("COMPLETED", 6, 2, 2),
+                ],
+                false,
+                vec![SpanEnd::Failed, SpanEnd::Succeeded],
                 0,
             ),
             (

@@ -120,6 +120,51 @@ impl FailureReason {
     }
 }
 
+/// What a Claim of a FAILED operation gets, as the operation's policy said
+/// when its first Claim was admitted (stored with the record:
+/// `failed_gets_new_attempt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnFailed {
+    /// The stored failure, replayed (every operation unless its policy opts
+    /// in).
+    #[default]
+    Replay,
+    /// A new attempt: the caller's Claim after a FAILED answer is its own
+    /// decision to try again (see `decide_claim`).
+    NewAttempt,
+}
+
+impl OnFailed {
+    /// The name in the policy file, GetPolicy and `policy check`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailed::Replay => "replay",
+            OnFailed::NewAttempt => "new_attempt",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "replay" => Some(OnFailed::Replay),
+            "new_attempt" => Some(OnFailed::NewAttempt),
+            _ => None,
+        }
+    }
+
+    /// As the `failed_gets_new_attempt` column holds it.
+    pub fn from_stored(failed_gets_new_attempt: bool) -> Self {
+        if failed_gets_new_attempt {
+            OnFailed::NewAttempt
+        } else {
+            OnFailed::Replay
+        }
+    }
+
+    pub fn gets_new_attempt(self) -> bool {
+        self == OnFailed::NewAttempt
+    }
+}
+
 /// An error as the caller reported it; the reason is the server's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ErrorReport {
@@ -295,6 +340,9 @@ pub struct OperationRecord {
     pub lease_duration: TimeDelta,
     pub max_attempt_duration: TimeDelta,
     pub retention: TimeDelta,
+    /// What a Claim gets once the operation is FAILED: the replay, or a new
+    /// attempt. Set by the first Claim (from its policy), never changed.
+    pub on_failed: OnFailed,
     /// Meaningful while IN_PROGRESS.
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// The deadline of the current or last attempt; kept after the attempt
@@ -370,6 +418,9 @@ pub enum HistoryEvent {
     Claimed,
     TakenOver,
     RetryStarted,
+    /// A Claim of a FAILED operation whose policy opted in started a new
+    /// attempt (detail: the failure it replaces).
+    RetriedAfterFailure,
     MarkedUnknown,
     Renewed,
     Completed,
@@ -393,6 +444,7 @@ impl HistoryEvent {
             HistoryEvent::Claimed => "CLAIMED",
             HistoryEvent::TakenOver => "TAKEN_OVER",
             HistoryEvent::RetryStarted => "RETRY_STARTED",
+            HistoryEvent::RetriedAfterFailure => "RETRIED_AFTER_FAILURE",
             HistoryEvent::MarkedUnknown => "MARKED_UNKNOWN",
             HistoryEvent::Renewed => "RENEWED",
             HistoryEvent::Completed => "COMPLETED",

@@ -24,6 +24,7 @@ mod dbfaults;
 mod durability;
 mod embedded;
 mod errors;
+mod failed_retry;
 mod fingerprint_vectors;
 #[cfg(target_os = "linux")]
 mod frozen;

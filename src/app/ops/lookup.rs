@@ -108,6 +108,7 @@ fn answer(operation: &Operation) -> &'static str {
         state: render::state(operation.state),
         lease_expired: operation.lease_expired,
         attempts_left: operation.attempt < operation.max_attempts,
+        failed_gets_new_attempt: operation.on_failed() == proto::OnFailed::NewAttempt,
     })
     .headline
 }

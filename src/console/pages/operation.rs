@@ -33,6 +33,7 @@ pub fn facts(operation: &Operation) -> Facts {
         state: state(operation.state),
         lease_expired: operation.lease_expired,
         attempts_left: operation.attempt < operation.max_attempts,
+        failed_gets_new_attempt: operation.on_failed() == crate::proto::OnFailed::NewAttempt,
     }
 }
 

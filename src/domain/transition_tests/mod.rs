@@ -102,6 +102,7 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
         max_attempts: MAX_ATTEMPTS,
         retention: retention(),
         operation_deadline: None,
+        on_failed: crate::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
     }
 }

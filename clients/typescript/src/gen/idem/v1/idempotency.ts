@@ -307,6 +307,67 @@ export function operationStateToNumber(object: OperationState): number {
   }
 }
 
+/**
+ * What a Claim of a FAILED operation gets, as the operation policy said when
+ * the operation's first Claim was admitted (stored with the operation).
+ */
+export const OnFailed = {
+  /** ON_FAILED_UNSPECIFIED - Not said (a server from before this field): the replay. */
+  ON_FAILED_UNSPECIFIED: "ON_FAILED_UNSPECIFIED",
+  /** ON_FAILED_REPLAY - The stored failure, replayed (Completed): the default. */
+  ON_FAILED_REPLAY: "ON_FAILED_REPLAY",
+  /**
+   * ON_FAILED_NEW_ATTEMPT - A new attempt (Acquired, or ReconcileFirst while an attempt the failed
+   * one took over may still be in flight), one more granted beyond a spent
+   * attempt budget; still the replay once the operation deadline has passed,
+   * and to a Claim with the failed attempt's own claim_token (a re-sent
+   * Claim, not a new decision).
+   */
+  ON_FAILED_NEW_ATTEMPT: "ON_FAILED_NEW_ATTEMPT",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type OnFailed = typeof OnFailed[keyof typeof OnFailed];
+
+export namespace OnFailed {
+  export type ON_FAILED_UNSPECIFIED = typeof OnFailed.ON_FAILED_UNSPECIFIED;
+  export type ON_FAILED_REPLAY = typeof OnFailed.ON_FAILED_REPLAY;
+  export type ON_FAILED_NEW_ATTEMPT = typeof OnFailed.ON_FAILED_NEW_ATTEMPT;
+  export type UNRECOGNIZED = typeof OnFailed.UNRECOGNIZED;
+}
+
+export function onFailedFromJSON(object: any): OnFailed {
+  switch (object) {
+    case 0:
+    case "ON_FAILED_UNSPECIFIED":
+      return OnFailed.ON_FAILED_UNSPECIFIED;
+    case 1:
+    case "ON_FAILED_REPLAY":
+      return OnFailed.ON_FAILED_REPLAY;
+    case 2:
+    case "ON_FAILED_NEW_ATTEMPT":
+      return OnFailed.ON_FAILED_NEW_ATTEMPT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return OnFailed.UNRECOGNIZED;
+  }
+}
+
+export function onFailedToNumber(object: OnFailed): number {
+  switch (object) {
+    case OnFailed.ON_FAILED_UNSPECIFIED:
+      return 0;
+    case OnFailed.ON_FAILED_REPLAY:
+      return 1;
+    case OnFailed.ON_FAILED_NEW_ATTEMPT:
+      return 2;
+    case OnFailed.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
 /** What a failure means for the effect, and so for the operation. */
 export const FailDisposition = {
   /** FAIL_DISPOSITION_UNSPECIFIED - Not set: INVALID_ARGUMENT. */
@@ -899,6 +960,11 @@ export interface Operation {
    * tenant's operations; empty otherwise (a caller knows its own tenant).
    */
   tenant: string;
+  /**
+   * What a Claim gets once the operation is FAILED, stored by its first
+   * Claim from the operation policy in force then.
+   */
+  on_failed: OnFailed;
 }
 
 /**
@@ -915,6 +981,10 @@ export interface HistoryEntry {
    *   TAKEN_OVER           a new owner after an expired lease or an unknown
    *                        outcome (it was told ReconcileFirst)
    *   RETRY_STARTED        a new attempt after a retryable failure
+   *   RETRIED_AFTER_FAILURE a new attempt of a FAILED operation whose policy
+   *                        says on_failed: new_attempt (detail: the failure
+   *                        it replaces; whether one more attempt was granted
+   *                        beyond the budget)
    *   MARKED_UNKNOWN       an expired attempt with no budget or time left for
    *                        another: only Reconcile resolves it
    *   RENEWED              the owner extended its lease
@@ -1246,7 +1316,14 @@ export interface GetPolicyResponse {
     | Duration
     | null;
   /** The longest operation_deadline a Claim may ask. */
-  max_operation_deadline: Duration | null;
+  max_operation_deadline:
+    | Duration
+    | null;
+  /**
+   * What a Claim gets once an operation of this name is FAILED (the policy
+   * entry's on_failed; ON_FAILED_REPLAY unless an entry opts in).
+   */
+  on_failed: OnFailed;
 }
 
 function createBaseScope(): Scope {
@@ -2933,6 +3010,7 @@ function createBaseOperation(): Operation {
     retain_until: null,
     operation_deadline_at: null,
     tenant: "",
+    on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
   };
 }
 
@@ -2994,6 +3072,9 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.tenant !== "") {
       writer.uint32(154).string(message.tenant);
+    }
+    if (message.on_failed !== OnFailed.ON_FAILED_UNSPECIFIED) {
+      writer.uint32(160).int32(onFailedToNumber(message.on_failed));
     }
     return writer;
   },
@@ -3161,6 +3242,14 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.tenant = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.on_failed = onFailedFromJSON(reader.int32());
             continue;
           }
         }
@@ -4029,6 +4118,7 @@ function createBaseGetPolicyResponse(): GetPolicyResponse {
     max_retention: null,
     default_operation_deadline: null,
     max_operation_deadline: null,
+    on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
   };
 }
 
@@ -4069,6 +4159,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     }
     if (message.max_operation_deadline !== undefined && message.max_operation_deadline !== null) {
       Duration.encode(message.max_operation_deadline, writer.uint32(98).fork()).join();
+    }
+    if (message.on_failed !== OnFailed.ON_FAILED_UNSPECIFIED) {
+      writer.uint32(104).int32(onFailedToNumber(message.on_failed));
     }
     return writer;
   },
@@ -4180,6 +4273,14 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             }
 
             message.max_operation_deadline = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.on_failed = onFailedFromJSON(reader.int32());
             continue;
           }
         }
