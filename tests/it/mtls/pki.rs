@@ -51,8 +51,16 @@ impl Ca {
 
     /// A server certificate for `localhost`.
     pub fn server(&self) -> Pair {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned()]).expect("server params");
+        self.server_for(&["localhost"])
+    }
+
+    /// A server certificate for these names (DNS names or IP addresses).
+    pub fn server_for(&self, names: &[&str]) -> Pair {
+        let names = names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).expect("server params");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.sign(params)
     }
