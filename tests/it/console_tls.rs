@@ -474,3 +474,59 @@ fn one_console_tls_flag_alone_is_refused() {
         assert!(stderr.contains(missing), "{missing}: {stderr}");
     }
 }
+
+/// One sign-in over HTTPS in a real headless Chromium (tests/console/https.mjs):
+/// the browser's own Origin and Sec-Fetch-Site over TLS pass the checks, and
+/// HSTS comes with every answer. Skipped without Chromium, as the console's
+/// browser test is (tests/it/console.rs).
+#[tokio::test]
+async fn a_browser_signs_in_and_out_over_https() {
+    let Some(chromium) = crate::console::chromium() else {
+        return;
+    };
+    let directory = std::env::temp_dir().join(format!("idemd-console-tls-{}", fresh_uuid()));
+    std::fs::create_dir_all(&directory).expect("temp dir");
+    let ca = Ca::new("console CA");
+    let serving = ca.server_for(&[NAME]);
+    let (cert, key) = write_pair(&directory, &serving);
+    let data = Backend::sqlite().await.into_process_data().await;
+    let token = data.create_tenant("support");
+    let port = free_port();
+    let server = data
+        .serve_with(
+            &[],
+            &[
+                ("IDEMD_CONSOLE_LISTEN", format!("127.0.0.1:{port}")),
+                ("IDEMD_CONSOLE_TLS_CERT", cert),
+                ("IDEMD_CONSOLE_TLS_KEY", key),
+            ],
+        )
+        .await;
+    let mut client = server.client().await;
+    let unknown = claim_owned(
+        &mut client,
+        &token,
+        claim_json("payments.charge", "browser-1", "{}"),
+    )
+    .await;
+    fail_unknown(&mut client, &token, &unknown).await;
+
+    let tests = crate::console::browser_test_directory();
+    let env = vec![
+        ("CONSOLE_URL", format!("https://{NAME}:{port}")),
+        ("CONSOLE_SPKI", serving.spki_sha256_base64()),
+        ("CONSOLE_RESOLVE", format!("MAP {NAME} 127.0.0.1")),
+        ("CHROMIUM", chromium.display().to_string()),
+        ("TOKEN_RECONCILER", token.clone()),
+        ("OP_UNRESOLVED_ID", unknown.operation_id.clone()),
+    ];
+    tokio::task::spawn_blocking(move || {
+        crate::console::browser_dependencies(&tests);
+        crate::console::run(&tests, "node", &["https.mjs"], &env);
+    })
+    .await
+    .expect("the browser run");
+    // The browser checked the pages; the server says it signed it in.
+    assert!(server.log().contains("console sign-in"), "{}", server.log());
+    let _ = std::fs::remove_dir_all(&directory);
+}

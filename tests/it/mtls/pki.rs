@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
+    KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
 };
 use sha2::{Digest, Sha256};
 
@@ -19,6 +19,8 @@ pub struct Pair {
     pub cert: String,
     pub key: String,
     der: Vec<u8>,
+    /// The DER SubjectPublicKeyInfo of its key.
+    spki: Vec<u8>,
 }
 
 /// What a client certificate names, and when it is valid.
@@ -96,6 +98,7 @@ impl Ca {
             cert: certificate.pem(),
             key: key.serialize_pem(),
             der: certificate.der().to_vec(),
+            spki: key.subject_public_key_info(),
         }
     }
 }
@@ -103,6 +106,13 @@ impl Ca {
 impl Pair {
     pub fn sha256(&self) -> [u8; 32] {
         Sha256::digest(&self.der).into()
+    }
+
+    /// Base64 of the SHA-256 of its public key: what Chromium's
+    /// `--ignore-certificate-errors-spki-list` names a certificate by.
+    pub fn spki_sha256_base64(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&self.spki))
     }
 
     pub fn identity(&self) -> tonic::transport::Identity {
