@@ -46,6 +46,12 @@ pub(super) async fn serve(
     let tls_files = TlsFiles::from_args(args);
     let tls = tls_files.as_ref().map(ServerTls::load).transpose()?;
     let console_tls_files = TlsFiles::console_from_args(args);
+    // Read before the console listens, as the API's are: a bad file stops
+    // the server first.
+    let console_tls = match (args.console_listen, &console_tls_files) {
+        (Some(_), Some(files)) => Some(ServerTls::load(files)?),
+        _ => None,
+    };
     let console_listener = match args.console_listen {
         Some(address) if console_tls_files.is_none() && !address.ip().is_loopback() => {
             return Err(format!(
@@ -59,10 +65,6 @@ pub(super) async fn serve(
         }
         Some(address) => Some(TcpListener::bind(address).await?),
         None => None,
-    };
-    let console_tls = match (&console_listener, &console_tls_files) {
-        (Some(_), Some(files)) => Some(ServerTls::load(files)?),
-        _ => None,
     };
     let health_listener = match args.health_listen {
         Some(address) => Some(TcpListener::bind(address).await?),

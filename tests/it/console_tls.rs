@@ -530,3 +530,29 @@ async fn a_browser_signs_in_and_out_over_https() {
     assert!(server.log().contains("console sign-in"), "{}", server.log());
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// The console's files are read before anything listens: one that cannot
+/// be read stops start-up, naming it.
+#[test]
+fn an_unreadable_console_certificate_stops_start_up() {
+    let (code, stderr) = refusal(
+        &[
+            "--console-listen",
+            "127.0.0.1:0",
+            "--console-tls-cert",
+            "/nonexistent/console.crt",
+            "--console-tls-key",
+            "/nonexistent/console.key",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("idemd: "))
+        .unwrap_or_else(|| panic!("no refusal line: {stderr}"));
+    assert!(
+        line.contains("cannot read /nonexistent/console.crt"),
+        "{line}"
+    );
+}
