@@ -19,6 +19,7 @@ mod concurrency;
 mod conformance;
 mod connect;
 mod console;
+mod console_tls;
 mod credentials;
 mod dbfaults;
 mod durability;
