@@ -94,6 +94,11 @@ impl FirstClaim {
     }
 }
 
+/// The most attempts one operation ever runs when FAILED grants new ones
+/// (`on_failed: new_attempt`): the largest attempt budget the server allows
+/// a Claim to ask for.
+pub const MOST_ATTEMPTS_EVER: u32 = 100;
+
 pub fn decide_claim(
     record: &OperationRecord,
     command: &ClaimCommand,
@@ -185,7 +190,10 @@ pub fn decide_claim(
 /// re-sent (a late duplicate), not a decision to try again. An attempt the
 /// failed one took over whose effect may still be in flight (a terminal
 /// Fail does not settle it) is doubted as a retry doubts it: the new owner
-/// is told ReconcileFirst.
+/// is told ReconcileFirst. And an operation never runs more attempts than
+/// [`MOST_ATTEMPTS_EVER`]: past it the failure is replayed (a new intent
+/// needs a new key), so that a caller which keeps failing and claiming again
+/// cannot grow one record's history without end.
 fn retry_after_failure(
     record: &OperationRecord,
     command: &ClaimCommand,
@@ -194,7 +202,10 @@ fn retry_after_failure(
     let replay = Decision::answer(Answer::Claim(ClaimAnswer::Completed));
     let resent_by_failed_owner =
         !command.claim_token.is_empty() && command.claim_token == record.claim_token;
-    if resent_by_failed_owner || operation_deadline_passed(record, now) {
+    if resent_by_failed_owner
+        || operation_deadline_passed(record, now)
+        || record.attempt >= MOST_ATTEMPTS_EVER
+    {
         return replay;
     }
     let doubt = record

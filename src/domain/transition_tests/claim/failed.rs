@@ -204,6 +204,37 @@ fn a_spent_budget_grants_one_more_attempt_recorded_in_history() {
 }
 
 #[test]
+fn past_the_most_attempts_an_operation_ever_runs_the_failure_is_replayed() {
+    use crate::domain::transition::MOST_ATTEMPTS_EVER;
+    for (attempt, new_attempt) in [
+        (MOST_ATTEMPTS_EVER - 1, true),
+        (MOST_ATTEMPTS_EVER, false),
+        (MOST_ATTEMPTS_EVER + 1, false),
+    ] {
+        let mut sim = failed_with(OnFailed::NewAttempt, |record| {
+            record.attempt = attempt;
+            record.max_attempts = attempt;
+        });
+        let step = sim.claim_as(OTHER);
+        if new_attempt {
+            assert_eq!(step.claim_answer(), ClaimAnswer::Acquired, "{attempt}");
+            assert_eq!(step.next().attempt, MOST_ATTEMPTS_EVER);
+        } else {
+            assert_eq!(step.claim_answer(), ClaimAnswer::Completed, "{attempt}");
+            step.assert_no_effects();
+        }
+    }
+}
+
+#[test]
+fn the_most_attempts_ever_is_the_largest_budget_a_claim_may_ask() {
+    assert_eq!(
+        crate::domain::transition::MOST_ATTEMPTS_EVER,
+        crate::domain::limits::Limits::default().max_attempts
+    );
+}
+
+#[test]
 fn within_the_budget_the_new_attempt_counts_against_it() {
     let mut sim = failed(OnFailed::NewAttempt);
     let step = sim.claim_as(OTHER);
