@@ -181,6 +181,8 @@ pub fn operation(
         retain_until: record.retain_until.map(timestamp),
         operation_deadline_at: record.operation_deadline_at.map(timestamp),
         tenant: String::new(),
+        conflicts: record.conflicts,
+        last_conflict_at: record.last_conflict_at.map(timestamp),
     }
 }
 

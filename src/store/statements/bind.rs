@@ -236,6 +236,21 @@ where
             }
             written_record = written;
         }
+        let mut counted_record = None;
+        if effects.conflict {
+            let conflicts: i64 = sqlx::query_scalar(sql::COUNT_CONFLICT)
+                .bind(before.operation_id.0)
+                .bind(D::stamp(now))
+                .fetch_one(&mut *connection)
+                .instrument(D::statement("UPDATE operations conflicts"))
+                .await?;
+            let base = written_record.as_ref().unwrap_or(before);
+            counted_record = Some(OperationRecord {
+                conflicts: u64::try_from(conflicts).unwrap_or_default(),
+                last_conflict_at: Some(now),
+                ..base.clone()
+            });
+        }
         if let Some(history) = &effects.history {
             D::append_history(
                 &mut *connection,
@@ -255,7 +270,9 @@ where
             D::insert_operation_audit(&mut *connection, before, acted_by, audit, now).await?;
         }
         // Without an update (a refusal recorded in history) the record stands.
-        Ok(written_record.unwrap_or_else(|| before.clone()))
+        Ok(counted_record
+            .or(written_record)
+            .unwrap_or_else(|| before.clone()))
     }
 
     async fn read_with_clock_in(

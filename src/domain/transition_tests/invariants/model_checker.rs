@@ -9,7 +9,8 @@ use crate::domain::command::{
 use crate::domain::error::{Error, Refusal};
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::model::{
-    FailureReason, Fence, HistoryEvent, Outcome, PreviousAttempt, RequestDigest, State, Writer,
+    FailureReason, Fence, HistoryEvent, OperationRecord, Outcome, PreviousAttempt, RequestDigest,
+    State, Writer,
 };
 use crate::domain::transition::{
     Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
@@ -465,14 +466,23 @@ impl Run {
             None => assert_eq!(after.fence, before.fence),
         }
 
-        // A terminal record never changes.
+        // A terminal record never changes (but for counted conflicts,
+        // evidence kept beside it).
         if before.state.is_terminal() {
             assert_eq!(
                 step.effects.update, None,
                 "a terminal record changed: {step:#?}"
             );
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
         }
+        // Conflicts only count up, one per counted refusal.
+        let counted = u64::from(step.effects.conflict);
+        assert_eq!(after.conflicts, before.conflicts + counted, "{step:#?}");
 
         // The attempt budget holds, and attempts only count up.
         assert!(after.attempt <= after.max_attempts, "{step:#?}");
@@ -482,7 +492,12 @@ impl Run {
         // history only.
         if let Err(error) = &step.answer {
             assert_eq!(step.effects.update, None, "{step:#?}");
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
             match error {
                 Error::LeaseLost {
                     current_fence,
@@ -509,7 +524,16 @@ impl Run {
                         assert_eq!(history.fence, before.fence);
                     }
                 }
-                Error::KeyReused { .. } | Error::ResultExpired { .. } => {
+                Error::KeyReused { .. } => {
+                    // Counted and recorded: never a write of the record.
+                    assert_eq!(step.effects.update, None);
+                    assert!(step.effects.conflict);
+                    let history = step.effects.history.as_ref().expect("recorded");
+                    assert_eq!(history.event, HistoryEvent::ConflictingClaimRefused);
+                    assert_eq!(history.to_state, before.state);
+                    assert_eq!(history.fence, before.fence);
+                }
+                Error::ResultExpired { .. } => {
                     assert!(step.effects.is_empty());
                 }
                 other => panic!("unexpected error {other:?}"),
