@@ -338,6 +338,20 @@ impl OperationRecord {
         self.state == State::Unknown || self.lease_expired(now)
     }
 
+    /// The record after a refused conflicting Claim is counted at `now`
+    /// ([`crate::domain::Effects::conflict`]): one more conflict, the last
+    /// at `now`, and nothing else changed (not the state, fence, lease or
+    /// `updated_at`). The stores' `COUNT_CONFLICT` statement (`store/sql.rs`)
+    /// mirrors it; `store::mirror_tests::conflict` holds them together.
+    #[must_use]
+    pub fn with_conflict_counted(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            conflicts: self.conflicts.saturating_add(1),
+            last_conflict_at: Some(now),
+            ..self.clone()
+        }
+    }
+
     pub fn attempt_deadline_passed(&self, now: DateTime<Utc>) -> bool {
         self.attempt_deadline_at
             .is_none_or(|deadline| deadline <= now)

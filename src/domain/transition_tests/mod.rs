@@ -281,8 +281,7 @@ impl Sim {
         }
         // As the stores count it: two columns, nothing else.
         if effects.conflict {
-            self.record.conflicts += 1;
-            self.record.last_conflict_at = Some(self.now);
+            self.record = self.record.with_conflict_counted(self.now);
         }
         Step {
             before,

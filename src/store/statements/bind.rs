@@ -236,20 +236,18 @@ where
             }
             written_record = written;
         }
+        // A refused conflicting Claim: counted on the locked row, two
+        // columns only (`OperationRecord::with_conflict_counted`).
         let mut counted_record = None;
         if effects.conflict {
-            let conflicts: i64 = sqlx::query_scalar(sql::COUNT_CONFLICT)
+            sqlx::query(sql::COUNT_CONFLICT)
                 .bind(before.operation_id.0)
                 .bind(D::stamp(now))
-                .fetch_one(&mut *connection)
+                .execute(&mut *connection)
                 .instrument(D::statement("UPDATE operations conflicts"))
                 .await?;
             let base = written_record.as_ref().unwrap_or(before);
-            counted_record = Some(OperationRecord {
-                conflicts: u64::try_from(conflicts).unwrap_or_default(),
-                last_conflict_at: Some(now),
-                ..base.clone()
-            });
+            counted_record = Some(base.with_conflict_counted(now));
         }
         if let Some(history) = &effects.history {
             D::append_history(
