@@ -86,7 +86,8 @@ pub enum OpsCommand {
     /// Operations matching a filter (docs/api.md, ListOperations), one page
     /// or, with --all, every page.
     List {
-        /// E.g. `state:unknown op:payments.*`; empty: every operation.
+        /// E.g. `state:unknown op:payments.*`, `is:conflicted`,
+        /// `last:taken_over`; empty: every operation.
         #[arg(long, default_value = "")]
         filter: String,
         #[arg(long, value_enum, default_value_t = OpsOrder::Oldest)]

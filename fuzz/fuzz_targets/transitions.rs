@@ -334,6 +334,8 @@ fn record(
         updated_at: now,
         completed_at: around(input, now)?,
         retain_until: around(input, now)?,
+        conflicts: input.int_in_range(0..=3)?,
+        last_conflict_at: around(input, now)?,
     })
 }
 

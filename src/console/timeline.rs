@@ -79,6 +79,9 @@ pub struct Timeline {
     pub markers: Vec<Marker>,
     /// Refused writes that no attempt span was open for.
     pub stray_refusals: u64,
+    /// Claims of the key with another request, refused and counted
+    /// (CONFLICTING_CLAIM_REFUSED): not a step of any attempt.
+    pub conflicting_claims_refused: u64,
 }
 
 impl Timeline {
@@ -162,6 +165,7 @@ pub fn timeline(history: &[HistoryEntry], now: DateTime<Utc>, lease_expired: boo
                 close(&mut timeline, &mut open_span, when, SpanEnd::Unknown);
                 open_gap.get_or_insert(when);
             }
+            "CONFLICTING_CLAIM_REFUSED" => timeline.conflicting_claims_refused += times(entry),
             "STALE_WRITE_REFUSED" | "LATE_WRITE_REFUSED" => {
                 let stale = entry.event == "STALE_WRITE_REFUSED";
                 // A refused write belongs to the attempt of its fence, which
@@ -243,6 +247,22 @@ mod tests {
 
     fn time(seconds: i64) -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_700_000_000 + seconds, 0).expect("a time")
+    }
+
+    #[test]
+    fn refused_conflicting_claims_are_counted_beside_the_attempts() {
+        let mut conflicts = entry("CONFLICTING_CLAIM_REFUSED", 5, 1, 1);
+        conflicts.count = 4;
+        let history = vec![
+            entry("CLAIMED", 0, 1, 1),
+            conflicts,
+            entry("COMPLETED", 9, 1, 1),
+        ];
+        let timeline = timeline(&history, time(10), false);
+        assert_eq!(timeline.conflicting_claims_refused, 4);
+        assert_eq!(timeline.spans.len(), 1);
+        assert_eq!(timeline.spans[0].end, SpanEnd::Succeeded);
+        assert!(timeline.markers.is_empty());
     }
 
     #[test]

@@ -182,6 +182,8 @@ pub fn operation(
         retain_until: record.retain_until.map(timestamp),
         operation_deadline_at: record.operation_deadline_at.map(timestamp),
         tenant: String::new(),
+        conflicts: record.conflicts,
+        last_conflict_at: record.last_conflict_at.map(timestamp),
         on_failed: proto_on_failed(record.on_failed).into(),
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct OperationRow {
     pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
     pub(crate) failed_gets_new_attempt: bool,
+    pub(crate) conflicts: i64,
+    pub(crate) last_conflict_at: Option<DateTime<Utc>>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -170,6 +172,8 @@ impl TryFrom<OperationRow> for OperationRecord {
             updated_at: row.updated_at,
             completed_at: row.completed_at,
             retain_until: row.retain_until,
+            conflicts: unsigned(row.conflicts, "conflicts")?,
+            last_conflict_at: row.last_conflict_at,
         })
     }
 }

@@ -16,6 +16,7 @@ mod bounds;
 mod cancellation;
 mod cli;
 mod concurrency;
+mod conflicts;
 mod conformance;
 mod connect;
 mod console;

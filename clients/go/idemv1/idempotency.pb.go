@@ -2161,9 +2161,17 @@ type Operation struct {
 	Tenant string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// What a Claim gets once the operation is FAILED, stored by its first
 	// Claim from the operation policy in force then.
-	OnFailed      OnFailed `protobuf:"varint,20,opt,name=on_failed,json=onFailed,proto3,enum=idem.v1.OnFailed" json:"on_failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OnFailed OnFailed `protobuf:"varint,20,opt,name=on_failed,json=onFailed,proto3,enum=idem.v1.OnFailed" json:"on_failed,omitempty"`
+	// How many Claims of this scope were refused because their request
+	// differed from this operation's (IDEMPOTENCY_KEY_REUSED). Evidence only:
+	// counting one changes neither the state, the fence, the lease nor
+	// updated_at. 0 for operations refused only by a server that predates
+	// the count.
+	Conflicts uint64 `protobuf:"varint,21,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The database time of the last of them; unset when conflicts is 0.
+	LastConflictAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=last_conflict_at,json=lastConflictAt,proto3" json:"last_conflict_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2336,6 +2344,20 @@ func (x *Operation) GetOnFailed() OnFailed {
 	return OnFailed_ON_FAILED_UNSPECIFIED
 }
 
+func (x *Operation) GetConflicts() uint64 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return 0
+}
+
+func (x *Operation) GetLastConflictAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastConflictAt
+	}
+	return nil
+}
+
 // One transition of an operation, or one run of coalesced events (an owner's
 // renewals, refused writes of one RPC, the events past the history cap).
 type HistoryEntry struct {
@@ -2367,6 +2389,9 @@ type HistoryEntry struct {
 	//	                     failed or not_applied)
 	//	STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
 	//	LATE_WRITE_REFUSED   the owner's write after its attempt deadline
+	//	CONFLICTING_CLAIM_REFUSED  a Claim of the key with another request,
+	//	                     refused as a key reuse; state, fence and lease
+	//	                     unchanged (counted in Operation.conflicts)
 	//	EXPIRED              the result passed retention: now a tombstone
 	//	FORGOTTEN            an admin turned the ended operation into a
 	//	                     tombstone before its retention ended (Forget;
@@ -2393,7 +2418,8 @@ type HistoryEntry struct {
 	// How many events this entry stands for. Events coalesce into the
 	// operation's last entry: RENEWED per fence (one owner renewing N times is
 	// one entry, count N), STALE_WRITE_REFUSED and LATE_WRITE_REFUSED per RPC
-	// (detail) whatever the fence; every other event has an entry of its own.
+	// (detail) whatever the fence, CONFLICTING_CLAIM_REFUSED whatever the
+	// fence; every other event has an entry of its own.
 	// 64 bits wide (it was uint32: the same varint on the wire for every
 	// value below 2^32, so clients built with either read it alike).
 	Count uint64 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
@@ -3493,7 +3519,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
 	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
-	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xca\a\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xae\b\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
 	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
@@ -3517,7 +3543,9 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\fretain_until\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12N\n" +
 	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\x12\x16\n" +
 	"\x06tenant\x18\x13 \x01(\tR\x06tenant\x12.\n" +
-	"\ton_failed\x18\x14 \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed\"\xd2\x03\n" +
+	"\ton_failed\x18\x14 \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed\x12\x1c\n" +
+	"\tconflicts\x18\x15 \x01(\x04R\tconflicts\x12D\n" +
+	"\x10last_conflict_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastConflictAt\"\xd2\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
@@ -3756,53 +3784,54 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	41, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
 	41, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
 	3,  // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
-	2,  // 54: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
-	2,  // 55: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	41, // 56: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	41, // 57: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	15, // 58: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	16, // 59: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	28, // 60: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
-	2,  // 61: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	25, // 62: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	5,  // 63: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
-	25, // 64: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	2,  // 65: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	41, // 66: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	40, // 67: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	40, // 68: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	40, // 69: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 70: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 71: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	40, // 72: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	40, // 73: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	40, // 74: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
-	3,  // 75: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
-	7,  // 76: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	17, // 77: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	19, // 78: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	21, // 79: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	23, // 80: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	27, // 81: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	30, // 82: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	32, // 83: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	34, // 84: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	36, // 85: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	8,  // 86: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	18, // 87: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	20, // 88: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	22, // 89: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	24, // 90: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	29, // 91: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	31, // 92: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	33, // 93: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	35, // 94: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	37, // 95: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	86, // [86:96] is the sub-list for method output_type
-	76, // [76:86] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	41, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
+	2,  // 55: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,  // 56: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	41, // 57: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	41, // 58: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	15, // 59: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	16, // 60: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	28, // 61: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,  // 62: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	25, // 63: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	5,  // 64: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	25, // 65: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	2,  // 66: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	41, // 67: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	40, // 68: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	40, // 69: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	40, // 70: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 71: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 72: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	40, // 73: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	40, // 74: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	40, // 75: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	3,  // 76: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
+	7,  // 77: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	17, // 78: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	19, // 79: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	21, // 80: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	23, // 81: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	27, // 82: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	30, // 83: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	32, // 84: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	34, // 85: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	36, // 86: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	8,  // 87: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	18, // 88: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	20, // 89: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	22, // 90: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	24, // 91: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	29, // 92: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	31, // 93: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	33, // 94: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	35, // 95: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	37, // 96: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	87, // [87:97] is the sub-list for method output_type
+	77, // [77:87] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }

@@ -90,6 +90,8 @@ impl FirstClaim {
             updated_at: now,
             completed_at: None,
             retain_until: None,
+            conflicts: 0,
+            last_conflict_at: None,
         }
     }
 }
@@ -106,7 +108,20 @@ pub fn decide_claim(
 ) -> Decision {
     let operation_id = record.operation_id;
     if record.fingerprint != command.fingerprint {
-        return Decision::refuse(Error::KeyReused { operation_id });
+        // Refused as before, and counted on the record with a history entry
+        // (coalesced: one growing entry however often it happens). Neither
+        // changes the state, the fence or the lease.
+        return Decision::refuse_and_count_conflict(
+            Error::KeyReused { operation_id },
+            NewHistoryEntry {
+                event: HistoryEvent::ConflictingClaimRefused,
+                from_state: Some(record.state),
+                to_state: record.state,
+                fence: record.fence,
+                attempt: record.attempt,
+                detail: String::new(),
+            },
+        );
     }
     match record.state {
         State::Expired => Decision::refuse(Error::ResultExpired { operation_id }),

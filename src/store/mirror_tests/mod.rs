@@ -25,6 +25,7 @@ use crate::domain::{
     WriteAnswer, WriteReceipt, Writer,
 };
 
+mod conflict;
 mod due;
 mod first_claim;
 mod guarded;

@@ -113,7 +113,7 @@ fn a_claim_of_a_failed_operation_replays_unless_its_policy_opted_in() {
                     },
                     "{case}"
                 );
-                step.assert_no_effects();
+                step.assert_conflict_counted();
             }
             Replay => {
                 assert_eq!(step.claim_answer(), ClaimAnswer::Completed, "{case}");

@@ -9,8 +9,8 @@ use crate::domain::command::{
 use crate::domain::error::{Error, Refusal};
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::model::{
-    FailureReason, Fence, HistoryEvent, OnFailed, Outcome, PreviousAttempt, RequestDigest, State,
-    Writer,
+    FailureReason, Fence, HistoryEvent, OnFailed, OperationRecord, Outcome, PreviousAttempt,
+    RequestDigest, State, Writer,
 };
 use crate::domain::transition::{
     Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
@@ -485,8 +485,9 @@ impl Run {
             None => assert_eq!(after.fence, before.fence),
         }
 
-        // A terminal record never changes; but a Claim may start a new
-        // attempt of a FAILED one whose policy opted in.
+        // A terminal record never changes (but for counted conflicts,
+        // evidence kept beside it); but a Claim may start a new attempt of
+        // a FAILED one whose policy opted in.
         let retried_after_failure = step
             .effects
             .history
@@ -503,8 +504,16 @@ impl Run {
                 step.effects.update, None,
                 "a terminal record changed: {step:#?}"
             );
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
         }
+        // Conflicts only count up, one per counted refusal.
+        let counted = u64::from(step.effects.conflict);
+        assert_eq!(after.conflicts, before.conflicts + counted, "{step:#?}");
 
         // The attempt budget holds, and attempts only count up.
         assert!(after.attempt <= after.max_attempts, "{step:#?}");
@@ -514,7 +523,12 @@ impl Run {
         // history only.
         if let Err(error) = &step.answer {
             assert_eq!(step.effects.update, None, "{step:#?}");
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
             match error {
                 Error::LeaseLost {
                     current_fence,
@@ -541,7 +555,16 @@ impl Run {
                         assert_eq!(history.fence, before.fence);
                     }
                 }
-                Error::KeyReused { .. } | Error::ResultExpired { .. } => {
+                Error::KeyReused { .. } => {
+                    // Counted and recorded: never a write of the record.
+                    assert_eq!(step.effects.update, None);
+                    assert!(step.effects.conflict);
+                    let history = step.effects.history.as_ref().expect("recorded");
+                    assert_eq!(history.event, HistoryEvent::ConflictingClaimRefused);
+                    assert_eq!(history.to_state, before.state);
+                    assert_eq!(history.fence, before.fence);
+                }
+                Error::ResultExpired { .. } => {
                     assert!(step.effects.is_empty());
                 }
                 other => panic!("unexpected error {other:?}"),

@@ -965,6 +965,16 @@ export interface Operation {
    * Claim from the operation policy in force then.
    */
   on_failed: OnFailed;
+  /**
+   * How many Claims of this scope were refused because their request
+   * differed from this operation's (IDEMPOTENCY_KEY_REUSED). Evidence only:
+   * counting one changes neither the state, the fence, the lease nor
+   * updated_at. 0 for operations refused only by a server that predates
+   * the count.
+   */
+  conflicts: string;
+  /** The database time of the last of them; unset when conflicts is 0. */
+  last_conflict_at: Timestamp | null;
 }
 
 /**
@@ -999,6 +1009,9 @@ export interface HistoryEntry {
    *                        failed or not_applied)
    *   STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
    *   LATE_WRITE_REFUSED   the owner's write after its attempt deadline
+   *   CONFLICTING_CLAIM_REFUSED  a Claim of the key with another request,
+   *                        refused as a key reuse; state, fence and lease
+   *                        unchanged (counted in Operation.conflicts)
    *   EXPIRED              the result passed retention: now a tombstone
    *   FORGOTTEN            an admin turned the ended operation into a
    *                        tombstone before its retention ended (Forget;
@@ -1029,7 +1042,8 @@ export interface HistoryEntry {
    * How many events this entry stands for. Events coalesce into the
    * operation's last entry: RENEWED per fence (one owner renewing N times is
    * one entry, count N), STALE_WRITE_REFUSED and LATE_WRITE_REFUSED per RPC
-   * (detail) whatever the fence; every other event has an entry of its own.
+   * (detail) whatever the fence, CONFLICTING_CLAIM_REFUSED whatever the
+   * fence; every other event has an entry of its own.
    * 64 bits wide (it was uint32: the same varint on the wire for every
    * value below 2^32, so clients built with either read it alike).
    */
@@ -3011,6 +3025,8 @@ function createBaseOperation(): Operation {
     operation_deadline_at: null,
     tenant: "",
     on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
+    conflicts: "0",
+    last_conflict_at: null,
   };
 }
 
@@ -3075,6 +3091,12 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.on_failed !== OnFailed.ON_FAILED_UNSPECIFIED) {
       writer.uint32(160).int32(onFailedToNumber(message.on_failed));
+    }
+    if (message.conflicts !== "0") {
+      writer.uint32(168).uint64(message.conflicts);
+    }
+    if (message.last_conflict_at !== undefined && message.last_conflict_at !== null) {
+      Timestamp.encode(message.last_conflict_at, writer.uint32(178).fork()).join();
     }
     return writer;
   },
@@ -3250,6 +3272,22 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.on_failed = onFailedFromJSON(reader.int32());
+            continue;
+          }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.conflicts = reader.uint64().toString();
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.last_conflict_at = Timestamp.decode(reader, reader.uint32());
             continue;
           }
         }
