@@ -4,7 +4,8 @@
 //! Modules from the bottom up; each uses only those below it: `domain` (pure
 //! rules), `store` (the records), `auth` and `metrics`, `service` (the
 //! operations, with their result cache) and `sweeper`, `grpc` (the API
-//! surface), `console` (the web console: a client of the API in process),
+//! surface), `listen` (accepting connections, plain or TLS, for the API and
+//! the console), `console` (the web console: a client of the API in process),
 //! `app` (the commands and the server, with opening the store from the
 //! flags, the dev tenant and the tenant commands), then main.rs. `config`
 //! (flags only), `error`, `proto`, `support` (what support staff read, over
@@ -19,6 +20,7 @@ pub mod console;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod listen;
 pub mod metrics;
 pub mod proto;
 pub mod service;

@@ -23,9 +23,9 @@ use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 use tracing::{error, warn};
 
-use super::connections::{ConnectionSettings, incoming};
 use super::transport::ServerSettings;
 use crate::grpc::server::IdempotencyApi;
+use crate::listen::{ConnectionSettings, incoming};
 use crate::metrics::Metrics;
 use crate::proto::idempotency_service_server::IdempotencyServiceServer;
 use crate::service::IdempotencyService;

@@ -3,14 +3,12 @@
 //! drain on SIGTERM.
 
 mod background;
-mod connections;
 mod dev;
 mod ops;
 mod policy;
 mod serve;
 mod settings;
 mod tenant;
-mod tls;
 mod transport;
 
 use std::sync::Arc;
@@ -36,11 +34,10 @@ use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
 use tenant::{manage_tenant, read_audit};
 
-pub use connections::{Connection, ConnectionSettings, incoming};
+pub use crate::listen::ServerTls;
+pub use crate::listen::{Connection, ConnectionSettings, incoming};
 pub use ops::OpsFailure;
 use serve::serve;
-pub(crate) use tls::Loaded as LoadedTls;
-pub use tls::ServerTls;
 pub use transport::ServerSettings;
 
 pub async fn run(cli: Cli) -> Result<(), BoxError> {
@@ -59,7 +56,7 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
                 )
                 .into());
             }
-            tls::refuse_unasked_plaintext(&args)?;
+            crate::listen::refuse_unasked_plaintext(&args)?;
             // Before the store opens: an invalid policy file changes nothing.
             let policies = policy::LoadedPolicies::start(args.policy_file.as_deref(), &limits)?;
             let opened = open_store(

@@ -11,17 +11,17 @@ use super::Application;
 use super::background::{
     BackgroundTasks, HealthListener, TaskDeaths, export_metrics, report_readiness, serve_health,
 };
-use super::connections::{ConnectionSettings, incoming};
 use super::policy::{self, LoadedPolicies};
 use super::settings::{
     admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
     server_settings_from, sweeper_settings_from, waiter_limits_from,
 };
-use super::tls::{ServerTls, TlsFiles, reload_every};
 use crate::config::ServeArgs;
 use crate::console::Console;
 use crate::domain::Limits;
 use crate::error::BoxError;
+use crate::listen::{ConnectionSettings, incoming};
+use crate::listen::{ServerTls, TlsFiles, reload_every};
 use crate::metrics::{self, Metrics};
 use crate::store::Store;
 use crate::sweeper::{self, SweeperSettings};

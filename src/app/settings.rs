@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 
-use super::connections::ConnectionSettings;
 use super::transport::ServerSettings;
 use crate::auth::AuthSettings;
 use crate::config::{BoundsArgs, DatabaseArgs, ServeArgs, TransportArgs};
 use crate::domain::{HistoryCap, Limits};
 use crate::error::BoxError;
 use crate::grpc::admission::AdmissionSettings;
+use crate::listen::ConnectionSettings;
 use crate::metrics::LabelPolicy;
 use crate::service::WaiterLimits;
 use crate::store::open::{StoreLocation, StoreOptions};

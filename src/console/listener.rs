@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::app::{Connection, ConnectionSettings, ServerTls, incoming};
+use crate::listen::{Connection, ConnectionSettings, ServerTls, incoming};
 use crate::metrics::Metrics;
 
 /// Handshaken connections of the console's TLS listener.

@@ -33,9 +33,9 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{ConnectionSettings, ServerTls};
 use crate::auth::Authenticator;
 use crate::grpc::server::IdempotencyApi;
+use crate::listen::{ConnectionSettings, ServerTls};
 use crate::metrics::Metrics;
 use listener::TlsListener;
 use security::Served;

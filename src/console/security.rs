@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 
 use super::listener::TlsListener;
 use super::session::secrets_match;
-use crate::app::LoadedTls;
+use crate::listen::LoadedTls;
 
 /// The session cookie. `__Host-` makes the browser refuse it unless it is
 /// Secure, host-only and for every path: no other site or subdomain can set

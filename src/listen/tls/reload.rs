@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 
 /// Reads the files every `interval` until `stop`, starting from `contents`
 /// (what start-up loaded).
-pub(in crate::app) async fn reload_every(
+pub(crate) async fn reload_every(
     tls: ServerTls,
     files: TlsFiles,
     mut tried: Contents,

@@ -24,7 +24,7 @@ use tokio_rustls::rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use tokio_rustls::rustls::{RootCertStore, ServerConfig, ServerConnection};
 use tracing::warn;
 
-pub(super) use reload::reload_every;
+pub(crate) use reload::reload_every;
 
 use crate::auth::{IdentityMap, PeerCertificate};
 use crate::config::ServeArgs;
@@ -35,7 +35,7 @@ use crate::error::BoxError;
 /// results would cross the network readable by anyone on the path. `--dev`
 /// listens on loopback only (checked before this), so it needs no TLS.
 /// Asked for, plaintext is logged as a warning at every start.
-pub(super) fn refuse_unasked_plaintext(args: &ServeArgs) -> Result<(), BoxError> {
+pub(crate) fn refuse_unasked_plaintext(args: &ServeArgs) -> Result<(), BoxError> {
     if args.tls_cert.is_some() || args.dev {
         return Ok(());
     }
@@ -58,7 +58,7 @@ pub(super) fn refuse_unasked_plaintext(args: &ServeArgs) -> Result<(), BoxError>
 
 /// Where the TLS material lives.
 #[derive(Debug, Clone)]
-pub(super) struct TlsFiles {
+pub(crate) struct TlsFiles {
     /// Whose files these are (`api`, `console`), for the log.
     listener: &'static str,
     cert: PathBuf,
@@ -69,7 +69,7 @@ pub(super) struct TlsFiles {
 }
 
 impl TlsFiles {
-    pub(super) fn from_args(args: &ServeArgs) -> Option<Self> {
+    pub(crate) fn from_args(args: &ServeArgs) -> Option<Self> {
         let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
             return None;
         };
@@ -83,7 +83,7 @@ impl TlsFiles {
     }
 
     /// The web console's: a certificate and key, never a client CA.
-    pub(super) fn console_from_args(args: &ServeArgs) -> Option<Self> {
+    pub(crate) fn console_from_args(args: &ServeArgs) -> Option<Self> {
         let (Some(cert), Some(key)) = (&args.console_tls_cert, &args.console_tls_key) else {
             return None;
         };
@@ -169,7 +169,7 @@ impl TlsFiles {
 
 /// The bytes of the TLS files, compared to tell a change.
 #[derive(Clone, PartialEq, Eq)]
-pub(super) struct Contents {
+pub(crate) struct Contents {
     cert: Vec<u8>,
     key: Vec<u8>,
     /// The client CA bundle and the identity mapping.
@@ -228,7 +228,7 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
-    pub(super) fn acceptor(&self) -> &TlsAcceptor {
+    pub(crate) fn acceptor(&self) -> &TlsAcceptor {
         &self.acceptor
     }
 
@@ -245,7 +245,7 @@ impl Loaded {
 
     /// The verdict on the client certificate of a connection whose
     /// handshake just finished under this configuration.
-    pub(super) fn judge(&self, connection: &ServerConnection) -> PeerCertificate {
+    pub(crate) fn judge(&self, connection: &ServerConnection) -> PeerCertificate {
         match &self.client_auth {
             None => PeerCertificate::NotAsked,
             Some(auth) => verifier::judge(
@@ -267,7 +267,7 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// The files as they are at start-up: an error stops the server.
-    pub(super) fn load(files: &TlsFiles) -> Result<(Self, Contents), BoxError> {
+    pub(crate) fn load(files: &TlsFiles) -> Result<(Self, Contents), BoxError> {
         let contents = files.read()?;
         let loaded = files.build(&contents)?;
         tracing::info!(
@@ -284,7 +284,7 @@ impl ServerTls {
     }
 
     /// The configuration for a connection arriving now.
-    pub(super) fn current(&self) -> Arc<Loaded> {
+    pub(crate) fn current(&self) -> Arc<Loaded> {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
