@@ -17,7 +17,6 @@ pub mod auth;
 pub mod backoff;
 pub mod config;
 pub mod console;
-pub mod domain;
 pub mod error;
 pub mod grpc;
 pub mod listen;
@@ -29,6 +28,11 @@ pub mod store;
 pub mod support;
 pub mod sweeper;
 pub mod telemetry;
+
+/// The pure rules live in their own crate (crates/idemd-domain) so that
+/// idemd-local runs the same state machine inside a caller's transaction;
+/// every `crate::domain::…` path here names that crate.
+pub use idemd_domain as domain;
 
 pub use crate::app::{Application, run};
 pub use crate::error::BoxError;

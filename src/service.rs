@@ -34,14 +34,19 @@ use waiters::Waiters;
 /// Ids are drawn here, where the first Claim of a scope is stored, and not in
 /// the domain: a draw reads the clock and a random source, and the domain
 /// stays a pure function of what it is handed (`decide_first_claim` takes the
-/// id the store inserted).
-impl OperationId {
+/// id the store inserted). A trait, since `OperationId` is the domain
+/// crate's: `OperationId::generate()` where it is in scope.
+pub trait DrawOperationId {
     /// Time-ordered (UUIDv7), which keeps index inserts local.
+    fn generate() -> Self;
+}
+
+impl DrawOperationId for OperationId {
     #[expect(
         clippy::disallowed_methods,
         reason = "the service draws ids; the domain is handed them"
     )]
-    pub fn generate() -> Self {
+    fn generate() -> Self {
         Self(uuid::Uuid::now_v7())
     }
 }

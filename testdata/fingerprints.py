@@ -12,7 +12,7 @@ the reason. This script knows nothing of the server's code: it canonicalizes
 with its own RFC 8785 implementation (Python's json module for parsing, the
 ECMAScript number and string rules written out below), so that a vector both
 agree on is checked twice. The server's test (tests/it/fingerprint_vectors.rs)
-reads the same file and checks every vector against src/domain/fingerprint.rs.
+reads the same file and checks every vector against crates/idemd-domain/src/fingerprint.rs.
 
     python3 testdata/fingerprints.py           check the file against this script
     python3 testdata/fingerprints.py --write   regenerate it from VECTORS below

@@ -435,7 +435,7 @@ func (p *jsonParser) number() (jsonValue, error) {
 // exactDecimal is a number literal's exact decimal value, digits × 10^exponent with
 // no leading or trailing zero digit (zero has no digits and no sign): two literals
 // denote the same number exactly when their exactDecimals are equal. The server's
-// rule (src/domain/fingerprint.rs, ExactDecimal), mirrored.
+// rule (crates/idemd-domain/src/fingerprint.rs, ExactDecimal), mirrored.
 type exactDecimal struct {
 	negative bool
 	digits   string

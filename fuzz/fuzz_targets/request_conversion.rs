@@ -191,7 +191,7 @@ fn assert_metadata_within(metadata: &idemd::domain::Metadata, limits: &Limits) {
 
 fn assert_answered_with_error_info(error: Error) {
     let invalid_argument = matches!(error, Error::InvalidArgument(_));
-    let status = tonic::Status::from(error);
+    let status: tonic::Status = idemd::grpc::status::to_status(error);
     let info = status
         .get_details_error_info()
         .expect("every refusal carries an ErrorInfo");

@@ -10,6 +10,7 @@ use crate::auth::{Authenticator, Principal};
 use crate::grpc::admission::scopes_for;
 use crate::grpc::observe::ApiMethod;
 use crate::grpc::server::IdempotencyApi;
+use crate::grpc::status::to_status;
 use crate::proto;
 use crate::proto::idempotency_service_server::IdempotencyService as Rpcs;
 
@@ -38,7 +39,7 @@ impl From<Status> for Refusal {
 
 impl From<crate::domain::Error> for Refusal {
     fn from(error: crate::domain::Error) -> Self {
-        Status::from(error).into()
+        to_status(error).into()
     }
 }
 

@@ -61,6 +61,7 @@ pub const DEFAULT_MAX_IN_FLIGHT_PER_TENANT: usize = 256;
 const SHED_RETRY_AFTER: Duration = Duration::from_millis(100);
 
 use crate::config::DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT;
+use crate::grpc::status::to_status;
 
 /// gRPC's message prefix: a compression flag and a four-byte length.
 const MESSAGE_PREFIX_BYTES: usize = 5;
@@ -241,7 +242,7 @@ fn refused(metrics: &Metrics, error: Error) -> http::Response<tonic::body::Body>
 
 /// A refusal, as a trailers-only gRPC response.
 fn refusal(error: Error) -> http::Response<tonic::body::Body> {
-    Status::from(error).into_http()
+    to_status(error).into_http()
 }
 
 /// tonic's codec refuses a message over the decode limit with OUT_OF_RANGE

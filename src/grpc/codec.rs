@@ -25,6 +25,7 @@ use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::ProstEncoder;
 
 use crate::domain::{Error, FieldViolation, Limits};
+use crate::grpc::status::to_status;
 use crate::proto;
 
 /// A map field of a message: its name as the handler's field violations
@@ -144,9 +145,9 @@ fn decode_message<U: Message + Default + MapFields>(mut buf: impl Buf) -> Result
     // tonic hands the whole message in one contiguous buffer.
     if buf.chunk().len() == buf.remaining() {
         check_map_fields::<U>(buf.chunk(), Limits::default().max_metadata_entries)
-            .map_err(Status::from)?;
+            .map_err(to_status)?;
     }
-    U::decode(&mut buf).map_err(|error| Status::from(malformed(&error)))
+    U::decode(&mut buf).map_err(|error| to_status(malformed(&error)))
 }
 
 /// The refusal of a message that is not protobuf. prost's error names the

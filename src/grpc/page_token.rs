@@ -234,6 +234,7 @@ mod tests {
     use chrono::TimeDelta;
 
     use super::*;
+    use crate::service::DrawOperationId as _;
 
     fn moment(rfc3339: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(rfc3339)

@@ -25,6 +25,7 @@ use super::response::{
 use crate::auth::{Authenticator, Principal, Scope};
 use crate::domain::policy::Policies;
 use crate::domain::{ActedBy, Error, Limits, TenantId, TenantSelection};
+use crate::grpc::status::to_status;
 use crate::metrics::Metrics;
 use crate::proto;
 use crate::proto::idempotency_service_server::{
@@ -65,9 +66,11 @@ fn tenant(extensions: &Extensions) -> Result<TenantId, Status> {
 
 /// Who admission authenticated the call as, with the credential's scopes.
 fn principal(extensions: &Extensions) -> Result<&Principal, Status> {
-    extensions
-        .get::<Principal>()
-        .ok_or_else(|| Error::Internal("a call reached its handler unauthenticated".into()).into())
+    extensions.get::<Principal>().ok_or_else(|| {
+        to_status(Error::Internal(
+            "a call reached its handler unauthenticated".into(),
+        ))
+    })
 }
 
 /// Who acts on an operation of `tenant`: the credential, and whether it is
@@ -133,11 +136,16 @@ impl IdempotencyRpcs for IdempotencyApi {
         let (metadata, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
         // The read guard lives for this statement only (admission is synchronous).
-        let (command, wait) = claim_command(message, &self.limits, &self.policies.borrow())?;
+        let (command, wait) =
+            claim_command(message, &self.limits, &self.policies.borrow()).map_err(to_status)?;
         let span = tracing::Span::current();
         span.record("idem.operation", command.scope.operation.as_str());
         let wait = wait_within_deadline(wait, &metadata);
-        let reply = self.service.claim(tenant, &command, wait).await?;
+        let reply = self
+            .service
+            .claim(tenant, &command, wait)
+            .await
+            .map_err(to_status)?;
         span.record("idem.outcome", reply.answer.outcome().as_str());
         span.record("idem.fence", fence_attribute(reply.record.fence));
         let mut response = Response::new(claim_response(&reply));
@@ -153,8 +161,12 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::RenewResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let command = renew_command(message, &self.limits)?;
-        let reply = self.service.renew(tenant, &command).await?;
+        let command = renew_command(message, &self.limits).map_err(to_status)?;
+        let reply = self
+            .service
+            .renew(tenant, &command)
+            .await
+            .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(renew_response(&reply)))
     }
@@ -165,8 +177,12 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::CompleteResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let command = complete_command(message, &self.limits)?;
-        let reply = self.service.complete(tenant, &command).await?;
+        let command = complete_command(message, &self.limits).map_err(to_status)?;
+        let reply = self
+            .service
+            .complete(tenant, &command)
+            .await
+            .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(complete_response(&reply)))
     }
@@ -177,8 +193,12 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::FailResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let command = fail_command(message, &self.limits)?;
-        let reply = self.service.fail(tenant, &command).await?;
+        let command = fail_command(message, &self.limits).map_err(to_status)?;
+        let reply = self
+            .service
+            .fail(tenant, &command)
+            .await
+            .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(fail_response(&reply)))
     }
@@ -189,10 +209,18 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::LookupResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let principal = principal(&extensions)?;
-        let selection = tenant_selection(principal, Some(&message.tenant))?;
-        let (target, history) = lookup_request(message, &self.limits)?;
-        let tenant = self.service.tenant_of(&selection).await?;
-        let reply = self.service.lookup(tenant, &target, history).await?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let (target, history) = lookup_request(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
+        let reply = self
+            .service
+            .lookup(tenant, &target, history)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(lookup_response(&reply)))
     }
 
@@ -203,11 +231,19 @@ impl IdempotencyRpcs for IdempotencyApi {
         let (_, extensions, message) = request.into_parts();
         let principal = principal(&extensions)?;
         // Admission asked for reconcile; another tenant's needs admin too.
-        let selection = tenant_selection(principal, Some(&message.tenant))?;
-        let command = reconcile_command(message, &self.limits)?;
-        let tenant = self.service.tenant_of(&selection).await?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let command = reconcile_command(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
         let acted_by = acted_by(principal, &selection, tenant);
-        let reply = self.service.reconcile(tenant, &command, &acted_by).await?;
+        let reply = self
+            .service
+            .reconcile(tenant, &command, &acted_by)
+            .await
+            .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(reconcile_response(&reply)))
     }
@@ -218,11 +254,19 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::ForgetResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let principal = principal(&extensions)?;
-        let selection = tenant_selection(principal, Some(&message.tenant))?;
-        let command = forget_command(message, &self.limits)?;
-        let tenant = self.service.tenant_of(&selection).await?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let command = forget_command(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
         let acted_by = acted_by(principal, &selection, tenant);
-        let (reply, dropped_bytes) = self.service.forget(tenant, &command, &acted_by).await?;
+        let (reply, dropped_bytes) = self
+            .service
+            .forget(tenant, &command, &acted_by)
+            .await
+            .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(forget_response(&reply, dropped_bytes)))
     }
@@ -233,7 +277,8 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::GetPolicyResponse>, Status> {
         let operation = self
             .limits
-            .policy_operation(request.into_inner().operation)?;
+            .policy_operation(request.into_inner().operation)
+            .map_err(to_status)?;
         // The read guard lives for this block only, as in Claim.
         let response = {
             let policies = self.policies.borrow();
@@ -249,8 +294,12 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::ListUnresolvedResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let tenant = tenant(&extensions)?;
-        let query = unresolved_query(message, &self.limits)?;
-        let page = self.service.list_unresolved(tenant, &query).await?;
+        let query = unresolved_query(message, &self.limits).map_err(to_status)?;
+        let page = self
+            .service
+            .list_unresolved(tenant, &query)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(unresolved_response(&page, query.limit)))
     }
 
@@ -260,8 +309,12 @@ impl IdempotencyRpcs for IdempotencyApi {
     ) -> Result<Response<proto::ListOperationsResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
         let principal = principal(&extensions)?;
-        let query = list_operations_query(message, &self.limits, principal)?;
-        let page = self.service.list_operations(&query).await?;
+        let query = list_operations_query(message, &self.limits, principal).map_err(to_status)?;
+        let page = self
+            .service
+            .list_operations(&query)
+            .await
+            .map_err(to_status)?;
         let binding = page_token::listing_binding(&query);
         let show_tenants = principal.scopes.contains(Scope::Admin);
         Ok(Response::new(operations_response(

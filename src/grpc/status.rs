@@ -73,120 +73,118 @@ fn reason_details(reason: ErrorReason) -> ErrorDetails {
     ErrorDetails::with_error_info(reason.as_str(), ERROR_DOMAIN, HashMap::new())
 }
 
-impl From<Error> for Status {
-    fn from(error: Error) -> Self {
-        let message = error.to_string();
-        match error {
-            Error::InvalidArgument(violations) => {
-                let mut details = reason_details(ErrorReason::InvalidRequest);
-                for violation in violations {
-                    details.add_bad_request_violation(violation.field, violation.description);
-                }
-                Status::with_error_details(Code::InvalidArgument, message, details)
+/// The one mapping of a domain error to its gRPC status (a function, not
+/// `From`: the error is the domain crate's, the status tonic's).
+pub fn to_status(error: Error) -> Status {
+    let message = error.to_string();
+    match error {
+        Error::InvalidArgument(violations) => {
+            let mut details = reason_details(ErrorReason::InvalidRequest);
+            for violation in violations {
+                details.add_bad_request_violation(violation.field, violation.description);
             }
-            Error::MissingCredentials => reason_only(
-                Code::Unauthenticated,
-                message,
-                ErrorReason::MissingCredentials,
+            Status::with_error_details(Code::InvalidArgument, message, details)
+        }
+        Error::MissingCredentials => reason_only(
+            Code::Unauthenticated,
+            message,
+            ErrorReason::MissingCredentials,
+        ),
+        Error::Unauthenticated => reason_only(
+            Code::Unauthenticated,
+            message,
+            ErrorReason::InvalidCredentials,
+        ),
+        Error::NotFound => reason_only(Code::NotFound, message, ErrorReason::OperationNotFound),
+        Error::TenantNotFound => reason_only(Code::NotFound, message, ErrorReason::TenantNotFound),
+        Error::KeyReused { operation_id } => error_info(
+            Code::FailedPrecondition,
+            message,
+            ErrorReason::IdempotencyKeyReused,
+            operation_id,
+            &[],
+        ),
+        Error::ResultExpired { operation_id } => error_info(
+            Code::FailedPrecondition,
+            message,
+            ErrorReason::ResultExpired,
+            operation_id,
+            &[],
+        ),
+        Error::LeaseLost {
+            operation_id,
+            current_fence,
+            state,
+        } => error_info(
+            Code::Aborted,
+            message,
+            ErrorReason::LeaseLost,
+            operation_id,
+            &[
+                ("current_fence", current_fence.to_string()),
+                ("state", state_name(state).to_owned()),
+            ],
+        ),
+        Error::Refused {
+            refusal,
+            operation_id,
+            state,
+        } => error_info(
+            Code::FailedPrecondition,
+            format!(
+                "refused in state {}: {}",
+                state_name(state),
+                refusal.reason().as_str()
             ),
-            Error::Unauthenticated => reason_only(
-                Code::Unauthenticated,
-                message,
-                ErrorReason::InvalidCredentials,
+            refusal.reason(),
+            operation_id,
+            &[("state", state_name(state).to_owned())],
+        ),
+        Error::Unavailable { retry_after, .. } => transient(
+            Code::Unavailable,
+            message,
+            ErrorReason::StoreUnavailable,
+            retry_after,
+        ),
+        Error::RequestTooLarge { .. } => reason_only(
+            Code::ResourceExhausted,
+            message,
+            ErrorReason::RequestTooLarge,
+        ),
+        Error::RequestTimeout { .. } => {
+            reason_only(Code::DeadlineExceeded, message, ErrorReason::RequestTimeout)
+        }
+        Error::Overloaded { retry_after } => transient(
+            Code::Unavailable,
+            message,
+            ErrorReason::Overloaded,
+            retry_after,
+        ),
+        Error::TenantConcurrencyLimit { retry_after, .. } => transient(
+            Code::ResourceExhausted,
+            message,
+            ErrorReason::TenantConcurrencyLimit,
+            retry_after,
+        ),
+        Error::MissingScope { scope } => Status::with_error_details(
+            Code::PermissionDenied,
+            message,
+            ErrorDetails::with_error_info(
+                ErrorReason::MissingScope.as_str(),
+                ERROR_DOMAIN,
+                HashMap::from([("scope".to_owned(), scope.to_owned())]),
             ),
-            Error::NotFound => reason_only(Code::NotFound, message, ErrorReason::OperationNotFound),
-            Error::TenantNotFound => {
-                reason_only(Code::NotFound, message, ErrorReason::TenantNotFound)
-            }
-            Error::KeyReused { operation_id } => error_info(
-                Code::FailedPrecondition,
-                message,
-                ErrorReason::IdempotencyKeyReused,
-                operation_id,
-                &[],
-            ),
-            Error::ResultExpired { operation_id } => error_info(
-                Code::FailedPrecondition,
-                message,
-                ErrorReason::ResultExpired,
-                operation_id,
-                &[],
-            ),
-            Error::LeaseLost {
-                operation_id,
-                current_fence,
-                state,
-            } => error_info(
-                Code::Aborted,
-                message,
-                ErrorReason::LeaseLost,
-                operation_id,
-                &[
-                    ("current_fence", current_fence.to_string()),
-                    ("state", state_name(state).to_owned()),
-                ],
-            ),
-            Error::Refused {
-                refusal,
-                operation_id,
-                state,
-            } => error_info(
-                Code::FailedPrecondition,
-                format!(
-                    "refused in state {}: {}",
-                    state_name(state),
-                    refusal.reason().as_str()
-                ),
-                refusal.reason(),
-                operation_id,
-                &[("state", state_name(state).to_owned())],
-            ),
-            Error::Unavailable { retry_after, .. } => transient(
-                Code::Unavailable,
-                message,
-                ErrorReason::StoreUnavailable,
-                retry_after,
-            ),
-            Error::RequestTooLarge { .. } => reason_only(
-                Code::ResourceExhausted,
-                message,
-                ErrorReason::RequestTooLarge,
-            ),
-            Error::RequestTimeout { .. } => {
-                reason_only(Code::DeadlineExceeded, message, ErrorReason::RequestTimeout)
-            }
-            Error::Overloaded { retry_after } => transient(
-                Code::Unavailable,
-                message,
-                ErrorReason::Overloaded,
-                retry_after,
-            ),
-            Error::TenantConcurrencyLimit { retry_after, .. } => transient(
-                Code::ResourceExhausted,
-                message,
-                ErrorReason::TenantConcurrencyLimit,
-                retry_after,
-            ),
-            Error::MissingScope { scope } => Status::with_error_details(
-                Code::PermissionDenied,
-                message,
-                ErrorDetails::with_error_info(
-                    ErrorReason::MissingScope.as_str(),
-                    ERROR_DOMAIN,
-                    HashMap::from([("scope".to_owned(), scope.to_owned())]),
-                ),
-            ),
-            Error::CertificateRefused(refusal) => {
-                reason_only(Code::Unauthenticated, message, refusal.reason())
-            }
-            Error::Internal(detail) => {
-                error!(error = %detail, "internal error");
-                reason_only(
-                    Code::Internal,
-                    "internal error".to_owned(),
-                    ErrorReason::Internal,
-                )
-            }
+        ),
+        Error::CertificateRefused(refusal) => {
+            reason_only(Code::Unauthenticated, message, refusal.reason())
+        }
+        Error::Internal(detail) => {
+            error!(error = %detail, "internal error");
+            reason_only(
+                Code::Internal,
+                "internal error".to_owned(),
+                ErrorReason::Internal,
+            )
         }
     }
 }
@@ -340,7 +338,7 @@ mod tests {
             ),
         ] {
             let reason_of_error = error.reason().as_str();
-            let status = Status::from(error);
+            let status = to_status(error);
             assert_eq!(status.code(), code, "{status:?}");
             assert_eq!(reason_of_error, reason);
             assert_eq!(
@@ -352,7 +350,7 @@ mod tests {
 
     #[test]
     fn invalid_argument_keeps_its_field_violations_and_unavailable_its_retry_info() {
-        let status = Status::from(Error::InvalidArgument(vec![
+        let status = to_status(Error::InvalidArgument(vec![
             FieldViolation::new("lease", "must be between 1s and 1h"),
             FieldViolation::new("wait", "must be a non-negative duration"),
         ]));
@@ -365,7 +363,7 @@ mod tests {
             .collect();
         assert_eq!(fields, ["lease", "wait"]);
 
-        let status = Status::from(Error::Unavailable {
+        let status = to_status(Error::Unavailable {
             reason: "pool exhausted".into(),
             retry_after: Duration::from_millis(250),
         });
@@ -413,18 +411,18 @@ mod tests {
             assert_eq!(pushback_millis(&status), Some(millis), "{retry_after:?}");
         }
 
-        let status = Status::from(Error::Unavailable {
+        let status = to_status(Error::Unavailable {
             reason: "pool exhausted".into(),
             retry_after: Duration::from_millis(250),
         });
         assert_eq!(pushback_millis(&status), Some(250));
         // Only transient statuses push back.
-        assert_eq!(pushback_millis(&Status::from(Error::NotFound)), None);
+        assert_eq!(pushback_millis(&to_status(Error::NotFound)), None);
     }
 
     #[test]
     fn internal_errors_keep_their_cause_out_of_the_answer() {
-        let status = Status::from(Error::Internal("database error: secret detail".into()));
+        let status = to_status(Error::Internal("database error: secret detail".into()));
         assert_eq!(status.message(), "internal error");
         assert!(
             status

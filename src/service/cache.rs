@@ -240,6 +240,7 @@ mod tests {
         ClaimCommand, ErrorReport, FailureReason, Fingerprint, OnFailed, State, SuccessResult,
         decide_first_claim,
     };
+    use crate::service::DrawOperationId as _;
 
     fn ended(state: State, on_failed: OnFailed) -> OperationRecord {
         let command = ClaimCommand {

@@ -10,6 +10,7 @@ use idemd::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
 use sqlx::{Connection, SqliteConnection};
 
 use crate::harness::*;
+use idemd::service::DrawOperationId as _;
 
 async fn open(options: &SqliteOptions) -> SqliteStore {
     let lock = DatabaseLock::try_acquire(&options.path)

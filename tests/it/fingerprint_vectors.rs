@@ -2,7 +2,7 @@
 //! `json_payload` or `bytes_payload`, is stored with the vector's fingerprint
 //! (or refused, INVALID_ARGUMENT), and the same fingerprint sent precomputed
 //! matches it. The pure implementation is checked against the same file in
-//! src/domain/fingerprint.rs; testdata/fingerprints.py checks the file itself.
+//! crates/idemd-domain/src/fingerprint.rs; testdata/fingerprints.py checks the file itself.
 //! The fingerprint is computed before any store is involved, so one store is
 //! enough.
 

@@ -305,6 +305,7 @@ async fn after_the_primary_moves_every_connection_follows_it_and_keeps_alive(
     connect: PgConnectOptions,
 ) {
     use crate::harness::FrozenPath;
+    use idemd::service::DrawOperationId as _;
 
     let _turn = ONE_STORE_AT_A_TIME.lock().await;
     let database_port = connect.get_port();

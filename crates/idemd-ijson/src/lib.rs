@@ -1,5 +1,5 @@
 //! I-JSON (RFC 7493) parsing, RFC 8785 canonicalization and the idem.v1
-//! fingerprint hash, shared by the server (`src/domain/fingerprint.rs`) and
+//! fingerprint hash, shared by the server (`crates/idemd-domain/src/fingerprint.rs`) and
 //! the Rust client (its request selectors), so that both refuse the same
 //! documents and hash the same bytes:
 //!

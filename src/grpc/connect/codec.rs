@@ -19,6 +19,7 @@ use tonic::Status;
 use crate::domain::{Error, FieldViolation, Limits};
 use crate::grpc::codec::{MapFields, refuse_maps_past};
 use crate::grpc::observe::ApiMethod;
+use crate::grpc::status::to_status;
 use crate::proto;
 
 /// Translates one method's JSON body to its protobuf message and its
@@ -67,9 +68,9 @@ fn json_to_message<M: Message + DeserializeOwned + MapFields>(
     } else {
         json
     };
-    check_map_fields::<M>(json, Limits::default().max_metadata_entries).map_err(Status::from)?;
+    check_map_fields::<M>(json, Limits::default().max_metadata_entries).map_err(to_status)?;
     let message: M = serde_json::from_slice(json).map_err(|error| {
-        Status::from(Error::InvalidArgument(vec![FieldViolation {
+        to_status(Error::InvalidArgument(vec![FieldViolation {
             field: String::new(),
             description: format!("the body is not the request message in JSON: {error}"),
         }]))
@@ -79,9 +80,9 @@ fn json_to_message<M: Message + DeserializeOwned + MapFields>(
 
 fn message_to_json<M: Message + Default + Serialize>(bytes: &[u8]) -> Result<Vec<u8>, Status> {
     let message = M::decode(bytes)
-        .map_err(|error| Status::from(Error::internal_from("an answer did not decode", &error)))?;
+        .map_err(|error| to_status(Error::internal_from("an answer did not decode", &error)))?;
     serde_json::to_vec(&message)
-        .map_err(|error| Status::from(Error::internal_from("an answer did not encode", &error)))
+        .map_err(|error| to_status(Error::internal_from("an answer did not encode", &error)))
 }
 
 /// Refuses a JSON body whose map fields have more than `limit` entries. A

@@ -12,6 +12,7 @@ use tonic::codegen::http::{self, HeaderMap, HeaderValue, header};
 
 use super::codec::Codec;
 use crate::domain::{Error, FieldViolation};
+use crate::grpc::status::to_status;
 
 /// The request body handed to the gRPC service: nothing is read from the
 /// JSON body until the gRPC service polls it (after admission), and then
@@ -50,7 +51,7 @@ impl http_body::Body for TranslatedBody {
 /// One gRPC message frame: uncompressed, its length, the message.
 fn grpc_frame(message: &[u8]) -> Result<Bytes, Status> {
     let length = u32::try_from(message.len()).map_err(|_| {
-        Status::from(Error::RequestTooLarge {
+        to_status(Error::RequestTooLarge {
             limit: u32::MAX as usize,
         })
     })?;
@@ -86,7 +87,7 @@ pub(super) fn connect_timeout(headers: &HeaderMap) -> Result<Option<u64>, Status
         .filter(|digits| !digits.is_empty() && digits.len() <= 10)
         .and_then(|digits| digits.parse::<u64>().ok())
         .ok_or_else(|| {
-            Status::from(Error::InvalidArgument(vec![FieldViolation {
+            to_status(Error::InvalidArgument(vec![FieldViolation {
                 field: "Connect-Timeout-Ms".into(),
                 description: "must be a positive number of milliseconds, at most ten digits".into(),
             }]))
@@ -105,7 +106,7 @@ pub(super) fn grpc_request(
     if let Some(version) = request.headers().get("connect-protocol-version")
         && version.as_bytes() != b"1"
     {
-        return Err(Status::from(Error::InvalidArgument(vec![FieldViolation {
+        return Err(to_status(Error::InvalidArgument(vec![FieldViolation {
             field: "Connect-Protocol-Version".into(),
             description: "must be 1".into(),
         }])));
@@ -144,7 +145,7 @@ pub(super) fn grpc_request(
             .await
             .map_err(|error| {
                 if error.is::<http_body_util::LengthLimitError>() {
-                    Status::from(Error::RequestTooLarge { limit })
+                    to_status(Error::RequestTooLarge { limit })
                 } else {
                     Status::from_error(error)
                 }

@@ -8,6 +8,7 @@ use tonic::{Code, Status};
 use super::codec::Codec;
 use super::json_error::{error_response, json_response};
 use crate::domain::Error;
+use crate::grpc::status::to_status;
 
 /// Whether a gRPC response header or trailer is the protocol's own (it
 /// describes gRPC's framing or carries the status, which the Connect answer
@@ -74,9 +75,7 @@ pub(super) async fn connect_response(
     let status = collected
         .trailers()
         .and_then(Status::from_header_map)
-        .unwrap_or_else(|| {
-            Status::from(Error::Internal("an answer ended without a status".into()))
-        });
+        .unwrap_or_else(|| to_status(Error::Internal("an answer ended without a status".into())));
     let trailers = collected.trailers().cloned();
     let with_metadata = |mut answer: http::Response<tonic::body::Body>| {
         copy_metadata(&mut answer, Some(&parts.headers), trailers.as_ref());
@@ -97,7 +96,7 @@ pub(super) async fn connect_response(
     };
     let Some(message) = message else {
         let error = Error::Internal("an answer was not one uncompressed message".into());
-        return error_response(&Status::from(error));
+        return error_response(&to_status(error));
     };
     match (codec.response)(message) {
         Ok(json) => with_metadata(json_response(StatusCode::OK, json)),

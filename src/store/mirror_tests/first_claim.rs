@@ -7,6 +7,7 @@ use sqlx::PgPool;
 
 use super::{Backend, CASES, Fixture, TempSqlite, claim_command, failed, for_random, millis};
 use crate::domain::{HistoryCap, OnFailed, OperationId, decide_first_claim};
+use crate::service::DrawOperationId as _;
 use crate::store::ClaimStart;
 use crate::store::postgres::{MIGRATOR, PostgresStore};
 

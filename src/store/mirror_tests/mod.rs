@@ -24,6 +24,7 @@ use crate::domain::{
     Outcome, PreviousAttempt, RequestDigest, Scope, State, SuccessResult, Target, TenantId, Update,
     WriteAnswer, WriteReceipt, Writer,
 };
+use crate::service::DrawOperationId as _;
 
 mod conflict;
 mod due;

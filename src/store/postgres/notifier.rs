@@ -333,6 +333,7 @@ pub(super) fn changed_operations(payload: &str) -> impl Iterator<Item = Operatio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::DrawOperationId as _;
 
     #[test]
     fn payloads_stay_under_the_postgres_limit_and_round_trip() {

@@ -8,6 +8,7 @@ use tokio::sync::Barrier;
 
 use super::fixture::*;
 use crate::harness::*;
+use idemd::service::DrawOperationId as _;
 
 async fn a_first_claim_stores_exactly_what_the_domain_decided(backend: Backend) {
     let fixture = Fixture::new(backend).await;

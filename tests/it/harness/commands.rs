@@ -13,6 +13,7 @@ pub async fn claim_and_complete(
     key: &str,
 ) -> idemd::domain::OperationRecord {
     use idemd::domain::{CompleteCommand, OperationId, OperationRecord, SuccessResult, Target};
+    use idemd::service::DrawOperationId as _;
     let record = store
         .insert_new(tenant, OperationId::generate(), &claim_command(key))
         .await

@@ -1,7 +1,7 @@
 -- Appends one history entry, or counts it into the operation's last entry,
 -- in one statement: the locked path's history write.
 --
--- Mirror of HistoryCap::place (src/domain/model.rs): count into the last
+-- Mirror of HistoryCap::place (crates/idemd-domain/src/model.rs): count into the last
 -- entry when the keys match (or the cap is reached and the last entry is the
 -- truncation marker), else append the entry while there is room (or it is
 -- kept past the cap), else append the truncation marker. Tested by

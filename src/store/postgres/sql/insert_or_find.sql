@@ -4,7 +4,7 @@
 -- record and its CLAIMED entry. Each member's values travel as arrays, and
 -- each returned row names its member by ordinal.
 --
--- Mirror of decide_first_claim (src/domain/transition/claim.rs): the row inserted
+-- Mirror of decide_first_claim (crates/idemd-domain/src/transition/claim.rs): the row inserted
 -- is FirstClaim::record at the statement's clock with the fence drawn here,
 -- its history entry FirstClaim::history_with_fence. The offsets (lease,
 -- deadlines) come from decide_first_claim; this statement adds them to its

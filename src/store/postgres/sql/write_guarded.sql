@@ -5,10 +5,10 @@
 --
 -- Mirrors of Rust specs (each tested by store::mirror_tests::guarded and
 -- store::mirror_tests::history against the spec on a real database):
---   WHERE of `updated`               Guard::holds       (src/domain/guarded.rs)
---   SET of `updated`                 Write::apply       (src/domain/guarded.rs),
+--   WHERE of `updated`               Guard::holds       (crates/idemd-domain/src/guarded.rs)
+--   SET of `updated`                 Write::apply       (crates/idemd-domain/src/guarded.rs),
 --     its lease_expires_at the lease cap, as decide_renew's lease_within_attempt
---   `last`                           HistoryCap::place  (src/domain/model.rs)
+--   `last`                           HistoryCap::place  (crates/idemd-domain/src/model.rs)
 --   `coalesced`, `history`           GuardedWrite::history, counted or appended
 --
 -- The tenant is compared with IS NOT DISTINCT FROM, not `=`, so that no

@@ -1,7 +1,7 @@
 -- Appends one history entry once count_into_last_history_entry.sql counted
 -- nothing: the entry itself while the history has room (or the entry is
 -- kept past the cap), the truncation marker otherwise. With that statement,
--- a mirror of HistoryCap::place (src/domain/model.rs); tested by
+-- a mirror of HistoryCap::place (crates/idemd-domain/src/model.rs); tested by
 -- store::mirror_tests::history.
 --
 -- Parameters, by number: 1 operation_id, 2 event, 3 from_state, 4 to_state,

@@ -1,5 +1,5 @@
 -- Counts one history entry into the operation's last entry, when
--- HistoryCap::place (src/domain/model.rs) says so: the keys match, or the
+-- HistoryCap::place (crates/idemd-domain/src/model.rs) says so: the keys match, or the
 -- cap is reached and the last entry is the truncation marker. SQLite has no
 -- writable CTEs, so this is a statement of its own, run first; when it
 -- counted nothing, append_history.sql appends. Together the two mirror

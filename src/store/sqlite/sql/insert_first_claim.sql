@@ -1,6 +1,6 @@
 -- The first record of a scope, with the fence the write transaction just
 -- drew; a scope that has a record inserts nothing. The values are
--- decide_first_claim's (src/domain/transition/claim.rs), its offsets added to the
+-- decide_first_claim's (crates/idemd-domain/src/transition/claim.rs), its offsets added to the
 -- clock in Rust (SQLite's clock is read first, in the same transaction);
 -- tested by store::mirror_tests::first_claim.
 INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key,

@@ -310,7 +310,7 @@ final class Json {
   /**
    * A number literal's exact decimal value, digits x 10^exponent with no leading or trailing zero
    * digit (zero has no digits and no sign): two literals denote the same number exactly when these
-   * are equal. The server's rule (src/domain/fingerprint.rs, ExactDecimal), mirrored.
+   * are equal. The server's rule (crates/idemd-domain/src/fingerprint.rs, ExactDecimal), mirrored.
    */
   record ExactDecimal(boolean negative, String digits, long exponent) {
     static ExactDecimal of(String literal) {

@@ -1,0 +1,122 @@
+//! The fingerprint a Claim's request identity names: the caller's own, or
+//! one computed here from the payload (see `fingerprint`), which is measured
+//! against its bound before anything reads it.
+
+use super::error::Violations;
+use super::fingerprint;
+use super::limits::Limits;
+use super::model::Fingerprint;
+use super::requested::RequestIdentity;
+
+impl Limits {
+    /// The fingerprint the identity names; None (and a violation) when it
+    /// names none or an unusable one. Each identity's violation names its own
+    /// field. Payloads are measured before anything reads them.
+    pub(super) fn fingerprint_of(
+        &self,
+        identity: Option<RequestIdentity>,
+        violations: &mut Violations,
+    ) -> Option<Fingerprint> {
+        let payload_too_large = |field: &str, size: usize, violations: &mut Violations| {
+            let too_large = size > self.max_payload_bytes;
+            if too_large {
+                violations.add(
+                    field,
+                    format!(
+                        "must be at most {} bytes (or send a fingerprint instead)",
+                        self.max_payload_bytes
+                    ),
+                );
+            }
+            too_large
+        };
+        match identity {
+            None => {
+                violations.add(
+                    "request_identity",
+                    "one of fingerprint, json_payload or bytes_payload is required",
+                );
+                None
+            }
+            Some(RequestIdentity::Fingerprint(bytes)) => fingerprint::from_client_bytes(&bytes)
+                .map_err(|error| violations.add("fingerprint", error.to_string()))
+                .ok(),
+            Some(RequestIdentity::JsonPayload(document)) => {
+                if payload_too_large("json_payload", document.len(), violations) {
+                    return None;
+                }
+                fingerprint::of_json(&document)
+                    .map_err(|error| violations.add("json_payload", format!("{error} (RFC 7493)")))
+                    .ok()
+            }
+            Some(RequestIdentity::BytesPayload(bytes)) => {
+                if payload_too_large("bytes_payload", bytes.len(), violations) {
+                    return None;
+                }
+                Some(fingerprint::of_bytes(&bytes))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admit::testing::{claim_requested, refused_fields, violations_of};
+    use crate::error::FieldViolation;
+    use crate::requested::ClaimRequested;
+
+    #[test]
+    fn payloads_are_bounded_before_they_are_parsed() {
+        let limits = Limits {
+            max_payload_bytes: 16,
+            ..Limits::default()
+        };
+        let with = |identity| ClaimRequested {
+            identity: Some(identity),
+            ..claim_requested()
+        };
+        // 16 bytes exactly: a valid document at the bound is fingerprinted.
+        let at_the_bound = r#"{"amount":12345}"#;
+        assert_eq!(at_the_bound.len(), 16);
+        let (command, _) = limits
+            .claim(
+                with(RequestIdentity::JsonPayload(at_the_bound.into())),
+                Violations::default(),
+            )
+            .expect("at the bound");
+        assert_eq!(Ok(command.fingerprint), fingerprint::of_json(at_the_bound));
+        // One byte more, and not even JSON: refused for its size alone, so
+        // the parser never saw it.
+        assert_eq!(
+            violations_of(limits.claim(
+                with(RequestIdentity::JsonPayload("{".repeat(17))),
+                Violations::default()
+            )),
+            [FieldViolation::new(
+                "json_payload",
+                "must be at most 16 bytes (or send a fingerprint instead)"
+            )]
+        );
+        assert_eq!(
+            refused_fields(limits.claim(
+                with(RequestIdentity::BytesPayload(vec![0; 17])),
+                Violations::default()
+            )),
+            ["bytes_payload"]
+        );
+        limits
+            .claim(
+                with(RequestIdentity::BytesPayload(vec![0; 16])),
+                Violations::default(),
+            )
+            .expect("at the bound");
+        // A client fingerprint is the way to claim for a large request.
+        limits
+            .claim(
+                with(RequestIdentity::Fingerprint(vec![7; 32])),
+                Violations::default(),
+            )
+            .expect("fingerprints are 32 bytes whatever the request's size");
+    }
+}
