@@ -227,6 +227,91 @@ async def test_rabbitmq_a_conflict_is_dead_lettered_and_an_unknown_outcome_parke
     await connection.close()
 
 
+class CutProxy:
+    """A TCP proxy whose every connection can be cut at once (no AMQP close)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> CutProxy:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def cut(self) -> None:
+        for writer in self.writers:
+            writer.transport.abort()
+        self.server.close()
+
+
+async def test_rabbitmq_a_connection_cut_before_the_acks_executes_each_message_once(
+    rabbitmq_url: str, client: idemd.Client,
+) -> None:
+    import aio_pika
+    from urllib.parse import urlsplit
+
+    from idemd.rabbitmq import RabbitConsumer
+
+    connection, channel, queues = await _rabbit(rabbitmq_url)
+    for number in range(MESSAGES):
+        await _publish(channel, queues["work"], f"m-{number}", f"order-{number}".encode())
+    effects = Effects()
+    settings = ConsumerSettings("shipments.create", execute={"lease": 3.0})
+    port = urlsplit(rabbitmq_url).port
+    assert port is not None
+    proxy = await CutProxy(port).start()
+    cut_connection = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:{proxy.port}/")
+    cut_channel = await cut_connection.channel()
+    await cut_channel.set_qos(prefetch_count=MESSAGES)
+    first = RabbitConsumer(client, cut_channel, settings,
+                           dead_letters=queues["dead"], parking=queues["parked"])
+    queue = await cut_channel.get_queue(queues["work"])
+    decided = []
+    async with queue.iterator() as deliveries:
+        async for incoming in deliveries:
+            decided.append(await first.decide(incoming, effects.handler))
+            if len(decided) == MESSAGES:
+                break
+    # The connection dies under the consumer before a single ack (the messages stay
+    # unacked on its channel until the broker sees it gone).
+    proxy.cut()
+    assert [verdict.kind for verdict in decided] == ["ack"] * MESSAGES
+    assert sum(effects.counts.values()) == MESSAGES
+
+    second = RabbitConsumer(client, channel, settings,
+                            dead_letters=queues["dead"], parking=queues["parked"])
+    redelivered = 0
+    async with (await channel.get_queue(queues["work"])).iterator() as deliveries:
+        async for incoming in deliveries:
+            redelivered += bool(incoming.redelivered)
+            verdict = await second.handle(incoming, effects.handler)
+            assert verdict.kind == "ack" and verdict.replayed, verdict
+            if redelivered == MESSAGES:
+                break
+    print(f"rabbitmq (python, cut): {redelivered} redeliveries seen, "
+          f"{sum(effects.counts.values())} effects")
+    assert effects.counts == Counter({f"order-{n}".encode(): 1 for n in range(MESSAGES)})
+    assert await _queue_length(channel, queues["work"]) == 0
+    await connection.close()
+
+
 # ---- NATS JetStream -----------------------------------------------------------------
 
 
