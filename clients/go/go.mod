@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/nats-io/nats.go v1.56.0
+	github.com/rabbitmq/amqp091-go v1.17.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
