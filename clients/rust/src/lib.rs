@@ -45,6 +45,7 @@
 //! a takeover it cannot check ([`Error::OutcomeUnknown`]).
 
 mod client;
+pub mod consumer;
 mod error;
 mod execute;
 pub mod proto;
