@@ -246,6 +246,7 @@ impl Worker {
             .env("IDEMD_FAULTS_TARGETS", targets.join(","))
             .env("IDEMD_FAULTS_TOKEN", token)
             .env("IDEMD_FAULTS_PROVIDER", format!("http://{provider}"))
+            .env("IDEMD_FAULTS_DIRECTORY", directory)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
