@@ -86,7 +86,8 @@ pub enum OpsCommand {
     /// Operations matching a filter (docs/api.md, ListOperations), one page
     /// or, with --all, every page.
     List {
-        /// E.g. `state:unknown op:payments.*`; empty: every operation.
+        /// E.g. `state:unknown op:payments.*`, `is:conflicted`,
+        /// `last:taken_over`; empty: every operation.
         #[arg(long, default_value = "")]
         filter: String,
         #[arg(long, value_enum, default_value_t = OpsOrder::Oldest)]
@@ -634,10 +635,23 @@ pub struct ServeArgs {
     pub health_listen: Option<SocketAddr>,
 
     /// The web console's address (support staff: find, read and reconcile
-    /// operations in a browser). Off unless given; loopback addresses only
-    /// (reach it through `kubectl port-forward` or an SSH tunnel).
+    /// operations in a browser). Off unless given. Plain HTTP on loopback
+    /// addresses only (reach it through `kubectl port-forward` or an SSH
+    /// tunnel) unless --console-tls-cert and --console-tls-key are given:
+    /// then HTTPS, on any address.
     #[arg(long, env = "IDEMD_CONSOLE_LISTEN")]
     pub console_listen: Option<SocketAddr>,
+
+    /// PEM certificate chain: serve the console over HTTPS (with
+    /// --console-tls-key), which lets --console-listen take a non-loopback
+    /// address. Its names are the only hosts the console answers; read again
+    /// every --tls-reload-interval, as the API's are.
+    #[arg(long, env = "IDEMD_CONSOLE_TLS_CERT", requires = "console_tls_key")]
+    pub console_tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of --console-tls-cert.
+    #[arg(long, env = "IDEMD_CONSOLE_TLS_KEY", requires = "console_tls_cert")]
+    pub console_tls_key: Option<std::path::PathBuf>,
 
     /// Prometheus metrics address (served at /metrics); `off` disables it.
     #[arg(long, env = "IDEMD_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = parse_optional_address)]

@@ -17,9 +17,10 @@ use idemd::domain::transition::{
 };
 use idemd::domain::{
     ClaimRequested, CompleteRequested, Decision, ErrorReport, FailDisposition, FailRequested,
-    FailureReason, Fingerprint, Limits, Metadata, OperationId, OperationRecord, Outcome,
-    PreviousAttempt, ReconcileRequested, RenewRequested, RequestIdentity, Resolution, Scope, State,
-    SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer, decide_first_claim,
+    FailureReason, Fingerprint, HistoryEvent, Limits, Metadata, OnFailed, OperationId,
+    OperationRecord, Outcome, PreviousAttempt, ReconcileRequested, RenewRequested, RequestIdentity,
+    Resolution, Scope, State, SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer,
+    decide_first_claim,
 };
 use libfuzzer_sys::fuzz_target;
 use uuid::Uuid;
@@ -138,13 +139,28 @@ fn run(input: &mut Unstructured<'_>) -> Result<()> {
 
 /// The rules every decision keeps, whatever it decided.
 fn check(record: &OperationRecord, decision: &Decision) {
-    if record.state.is_terminal() {
+    // A Claim may start a new attempt of a FAILED operation whose policy
+    // opted in (on_failed: new_attempt); no other terminal record changes.
+    if record.state.is_terminal() && !retried_after_failure(record, decision) {
         assert!(
             decision.effects.update.is_none(),
             "a terminal record changed: {record:?} -> {decision:?}"
         );
     }
     check_effects(record, decision);
+}
+
+fn retried_after_failure(record: &OperationRecord, decision: &Decision) -> bool {
+    let retried = decision
+        .effects
+        .history
+        .as_ref()
+        .is_some_and(|history| history.event == HistoryEvent::RetriedAfterFailure);
+    if retried {
+        assert_eq!(record.state, State::Failed);
+        assert_eq!(record.on_failed, OnFailed::NewAttempt);
+    }
+    retried
 }
 
 fn check_effects(record: &OperationRecord, decision: &Decision) {
@@ -154,7 +170,9 @@ fn check_effects(record: &OperationRecord, decision: &Decision) {
         assert_eq!(next.scope, record.scope);
         assert_eq!(next.fingerprint, record.fingerprint);
         assert!(next.attempt >= record.attempt);
-        assert!(next.attempt <= record.max_attempts.max(record.attempt));
+        // A retry after a failure grants one attempt past a spent budget.
+        let granted = u32::from(retried_after_failure(record, decision));
+        assert!(next.attempt <= record.max_attempts.max(record.attempt) + granted);
         if !update.takes_new_fence {
             assert_eq!(next.fence, record.fence);
         }
@@ -304,6 +322,7 @@ fn record(
         lease_duration: duration(input, limits.max_lease)?.max(limits.min_lease),
         max_attempt_duration: duration(input, limits.max_attempt_duration)?.max(limits.min_lease),
         retention: duration(input, limits.max_retention)?,
+        on_failed: *input.choose(&[OnFailed::Replay, OnFailed::NewAttempt])?,
         lease_expires_at: around(input, now)?,
         attempt_deadline_at: around(input, now)?,
         retry_at: around(input, now)?,
@@ -315,6 +334,8 @@ fn record(
         updated_at: now,
         completed_at: around(input, now)?,
         retain_until: around(input, now)?,
+        conflicts: input.int_in_range(0..=3)?,
+        last_conflict_at: around(input, now)?,
     })
 }
 

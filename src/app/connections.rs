@@ -29,7 +29,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::{debug, warn};
 
-use super::tls::ServerTls;
+use super::tls::{Loaded, ServerTls};
 use crate::auth::PeerCertificate;
 use crate::grpc::peer::ConnectionInfo;
 use crate::metrics::Metrics;
@@ -207,8 +207,8 @@ async fn accept_loop(
         let tls = tls.clone();
         let sender = sender.clone();
         tokio::spawn(async move {
-            let (transport, certificate) = match tls {
-                None => (Transport::Plain(stream), PeerCertificate::NotAsked),
+            let (transport, certificate, config) = match tls {
+                None => (Transport::Plain(stream), PeerCertificate::NotAsked, None),
                 Some(tls) => {
                     // Taken now: a reload during the handshake applies to
                     // the next connection, this one is judged as it began.
@@ -217,7 +217,7 @@ async fn accept_loop(
                     match tokio::time::timeout(settings.handshake_timeout, handshake).await {
                         Ok(Ok(stream)) => {
                             let certificate = config.judge(stream.get_ref().1);
-                            (Transport::Tls(Box::new(stream)), certificate)
+                            (Transport::Tls(Box::new(stream)), certificate, Some(config))
                         }
                         Ok(Err(error)) => {
                             debug!(%error, "tls handshake failed");
@@ -233,6 +233,7 @@ async fn accept_loop(
             let connection = Connection {
                 transport,
                 info: ConnectionInfo { tcp, certificate },
+                tls: config,
                 silence: Box::pin(tokio::time::sleep(settings.handshake_timeout)),
                 idle_timeout: settings.idle_timeout,
                 _permit: permit,
@@ -253,11 +254,25 @@ enum Transport {
 pub struct Connection {
     transport: Transport,
     info: ConnectionInfo,
+    /// The TLS configuration its handshake was made under.
+    tls: Option<Arc<Loaded>>,
     /// When the connection is closed unless something is read before.
     silence: Pin<Box<Sleep>>,
     idle_timeout: Duration,
     _permit: OwnedSemaphorePermit,
     _source_slot: Option<SourceSlot>,
+}
+
+impl Connection {
+    /// The TLS configuration its handshake was made under; None in plaintext.
+    pub(crate) fn tls(&self) -> Option<&Arc<Loaded>> {
+        self.tls.as_ref()
+    }
+
+    /// The peer's address.
+    pub(crate) fn remote_addr(&self) -> Option<std::net::SocketAddr> {
+        self.info.tcp.remote_addr
+    }
 }
 
 impl Connected for Connection {

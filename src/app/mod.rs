@@ -36,9 +36,10 @@ use crate::store::Store;
 use crate::store::open::{Purpose, open_store};
 use tenant::{manage_tenant, read_audit};
 
-pub use connections::{ConnectionSettings, incoming};
+pub use connections::{Connection, ConnectionSettings, incoming};
 pub use ops::OpsFailure;
 use serve::serve;
+pub(crate) use tls::Loaded as LoadedTls;
 pub use tls::ServerTls;
 pub use transport::ServerSettings;
 

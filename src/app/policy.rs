@@ -13,6 +13,7 @@
 //!     max_attempts: { default: 3, max: 5 }
 //!     retention: { default: 7d, max: 30d }
 //!     operation_deadline: { default: 1h }
+//!     on_failed: new_attempt         # replay (the default) or new_attempt
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -26,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 use crate::config::{OutputFormat, PolicyCommand};
-use crate::domain::Limits;
 use crate::domain::policy::{Bound, OperationPattern, OperationPolicy, Policies};
+use crate::domain::{Limits, OnFailed};
 use crate::error::BoxError;
 use crate::metrics::Metrics;
 
@@ -52,6 +53,8 @@ struct PolicyEntry {
     retention: DurationBound,
     #[serde(default)]
     operation_deadline: DurationBound,
+    /// `replay` (the default) or `new_attempt`.
+    on_failed: Option<String>,
 }
 
 /// Durations as `30s`, `5m`, `7d` (humantime).
@@ -114,6 +117,14 @@ pub(super) fn parse(text: &str, server: &Limits) -> Result<Policies, String> {
             default: entry.max_attempts.default,
             max: entry.max_attempts.max,
         };
+        if let Some(text) = entry.on_failed {
+            match OnFailed::parse(&text) {
+                Some(on_failed) => rule.on_failed = on_failed,
+                None => problems.push(format!(
+                    "{name}: on_failed `{text}` is not replay or new_attempt"
+                )),
+            }
+        }
         rules.push(rule);
     }
     let policies = Policies::new(rules, server);
@@ -261,6 +272,7 @@ pub(super) fn check(command: PolicyCommand) -> Result<(), BoxError> {
                 for (field, default, max) in one.rows() {
                     println!("  {field:<22} {default:>10} {max:>10}");
                 }
+                println!("  {:<22} {:>10}", "on_failed", one.on_failed);
             }
         }
     }
@@ -278,6 +290,8 @@ struct Effective {
     max_attempts: (String, String),
     retention: (String, String),
     operation_deadline: (String, String),
+    /// What a Claim gets once the operation is FAILED.
+    on_failed: &'static str,
 }
 
 impl Effective {
@@ -311,6 +325,7 @@ impl Effective {
                     .map_or_else(|| "none".to_owned(), show),
                 show(limits.max_operation_deadline),
             ),
+            on_failed: policies.on_failed(operation).as_str(),
         }
     }
 
@@ -365,6 +380,33 @@ policies:
         let others = policies.limits_for("emails.send", &server);
         assert_eq!(others.max_attempt_duration, TimeDelta::minutes(10));
         assert_eq!(others.default_lease, server.default_lease);
+    }
+
+    #[test]
+    fn on_failed_reads_replay_or_new_attempt_and_nothing_else() {
+        let text = r#"
+policies:
+  - operation: "payments.*"
+    on_failed: new_attempt
+  - operation: "payments.charge"
+    on_failed: replay
+  - operation: "emails.*"
+"#;
+        let server = Limits::default();
+        let policies = parse(text, &server).expect("valid");
+        assert_eq!(policies.on_failed("payments.refund"), OnFailed::NewAttempt);
+        assert_eq!(policies.on_failed("payments.charge"), OnFailed::Replay);
+        assert_eq!(policies.on_failed("emails.send"), OnFailed::Replay);
+        assert_eq!(policies.on_failed("sms.send"), OnFailed::Replay);
+        let problems = parse(
+            "policies:\n  - operation: \"a.*\"\n    on_failed: retry\n",
+            &server,
+        )
+        .expect_err("not a choice");
+        assert!(
+            problems.contains("a.*: on_failed `retry` is not replay or new_attempt"),
+            "{problems}"
+        );
     }
 
     #[test]

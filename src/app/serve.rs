@@ -11,7 +11,7 @@ use super::Application;
 use super::background::{
     BackgroundTasks, HealthListener, TaskDeaths, export_metrics, report_readiness, serve_health,
 };
-use super::connections::incoming;
+use super::connections::{ConnectionSettings, incoming};
 use super::policy::{self, LoadedPolicies};
 use super::settings::{
     admission_settings_from, auth_settings_from, connection_settings_from, label_policy_from,
@@ -45,12 +45,21 @@ pub(super) async fn serve(
     let mut builder = server_settings_from(&args.transport).server();
     let tls_files = TlsFiles::from_args(args);
     let tls = tls_files.as_ref().map(ServerTls::load).transpose()?;
+    let console_tls_files = TlsFiles::console_from_args(args);
+    // Read before the console listens, as the API's are: a bad file stops
+    // the server first.
+    let console_tls = match (args.console_listen, &console_tls_files) {
+        (Some(_), Some(files)) => Some(ServerTls::load(files)?),
+        _ => None,
+    };
     let console_listener = match args.console_listen {
-        Some(address) if !address.ip().is_loopback() => {
+        Some(address) if console_tls_files.is_none() && !address.ip().is_loopback() => {
             return Err(format!(
-                "--console-listen takes a loopback address, not {address}: the console serves \
-                 plain HTTP and its session cookie must not cross a network; reach it through \
-                 `kubectl port-forward` or an SSH tunnel"
+                "--console-listen takes a loopback address without TLS, not {address}: the \
+                 console would serve plain HTTP and its session cookie must not cross a \
+                 network; give --console-tls-cert and --console-tls-key \
+                 (IDEMD_CONSOLE_TLS_CERT, IDEMD_CONSOLE_TLS_KEY) to serve it over HTTPS, or \
+                 reach a loopback console through `kubectl port-forward` or an SSH tunnel"
             )
             .into());
         }
@@ -110,7 +119,11 @@ pub(super) async fn serve(
         );
     }
     if let Some(listener) = console_listener {
-        info!(listen = %listener.local_addr()?, "web console served");
+        info!(
+            listen = %listener.local_addr()?,
+            https = console_tls.is_some(),
+            "web console served"
+        );
         let console = Console::new(
             application.api.clone(),
             application.authenticator.clone(),
@@ -121,11 +134,42 @@ pub(super) async fn serve(
             console.clone().sample_conflicts(stop.clone()),
         );
         let stopped = stop.clone();
-        background.spawn("console", async move {
-            if let Err(error) = crate::console::serve(listener, console, stopped).await {
-                warn!(%error, "the web console stopped");
+        match (console_tls, console_tls_files) {
+            (Some((tls, loaded)), Some(files)) => {
+                background.spawn(
+                    "console tls reload",
+                    reload_every(
+                        tls.clone(),
+                        files,
+                        loaded,
+                        args.tls_reload_interval,
+                        metrics.clone(),
+                        stop.clone(),
+                    ),
+                );
+                let settings = console_connection_settings(&connections);
+                let metrics = metrics.clone();
+                background.spawn("console", async move {
+                    let served = crate::console::serve_tls(
+                        listener,
+                        (tls, settings),
+                        console,
+                        metrics,
+                        stopped,
+                    );
+                    if let Err(error) = served.await {
+                        warn!(%error, "the web console stopped");
+                    }
+                });
             }
-        });
+            _ => {
+                background.spawn("console", async move {
+                    if let Err(error) = crate::console::serve(listener, console, stopped).await {
+                        warn!(%error, "the web console stopped");
+                    }
+                });
+            }
+        }
     }
     if let Some(health_listener) = health_listener {
         info!(listen = %health_listener.local_addr()?, "plaintext health served");
@@ -188,6 +232,17 @@ pub(super) async fn serve(
     served?;
     info!("idemd stopped");
     Ok(())
+}
+
+/// The console's connections: the API's timeouts, far fewer of them (a few
+/// people's browsers, each with a handful), so that a flood of connections
+/// to the console cannot take the process's file descriptors from the API.
+fn console_connection_settings(api: &ConnectionSettings) -> ConnectionSettings {
+    ConnectionSettings {
+        max_connections: 256,
+        max_connections_per_source: 64,
+        ..api.clone()
+    }
 }
 
 /// The tasks every replica runs beside the API: relaying other replicas'

@@ -1,8 +1,9 @@
 //! The web console: support staff find an operation by id, scope, key or
 //! filter, read what happened attempt by attempt, and work the queue of
 //! operations whose outcome is unknown. Served by idemd on a listener of its
-//! own (off by default, loopback only), as server-rendered HTML with a little
-//! JavaScript, every asset embedded in the binary.
+//! own (off by default; plain HTTP on loopback only, or HTTPS on any address
+//! with a certificate of its own, [`listener`]), as server-rendered HTML with
+//! a little JavaScript, every asset embedded in the binary.
 //!
 //! It is one more client of the API, in process ([`calls`]): the same
 //! handlers, scope rules and errors as a gRPC caller's, as the credential
@@ -15,6 +16,7 @@ pub mod calls;
 pub mod conflicts;
 pub mod counters;
 mod handlers;
+pub mod listener;
 pub mod pages;
 pub mod paths;
 pub mod search;
@@ -31,9 +33,12 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::{ConnectionSettings, ServerTls};
 use crate::auth::Authenticator;
 use crate::grpc::server::IdempotencyApi;
 use crate::metrics::Metrics;
+use listener::TlsListener;
+use security::Served;
 
 /// How often the conflicts page's counters are sampled.
 const CONFLICT_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
@@ -86,19 +91,38 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/assets/console.css", get(handlers::stylesheet))
         .route("/assets/console.js", get(handlers::script))
         .fallback(handlers::not_found)
-        .layer(axum::middleware::from_fn(security::refuse_foreign_hosts))
+        .layer(axum::middleware::from_fn(security::guard))
         .layer(axum::middleware::map_response(security::headers))
         .with_state(console)
 }
 
-/// Serves the console on `listener` until `stop`, then lets the requests in
-/// flight finish.
+/// Serves the console in plain HTTP on `listener` (a loopback address: the
+/// caller checks it, and only loopback Hosts are answered) until `stop`,
+/// then lets the requests in flight finish.
 pub async fn serve(
     listener: TcpListener,
     console: Arc<Console>,
     stop: CancellationToken,
 ) -> io::Result<()> {
-    axum::serve(listener, router(console))
+    let app = router(console).into_make_service_with_connect_info::<Served>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
+/// Serves the console over HTTPS on `listener` (any address) with the
+/// configuration `tls` holds, on connections bounded by `settings`, until
+/// `stop`; only requests naming a host of the certificate are answered.
+pub async fn serve_tls(
+    listener: TcpListener,
+    (tls, settings): (ServerTls, ConnectionSettings),
+    console: Arc<Console>,
+    metrics: Metrics,
+    stop: CancellationToken,
+) -> io::Result<()> {
+    let listener = TlsListener::new(listener, settings, tls, metrics)?;
+    let app = router(console).into_make_service_with_connect_info::<Served>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
 }

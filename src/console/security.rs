@@ -1,12 +1,34 @@
 //! What makes the console a web application that can be trusted with a
 //! reconcile credential: headers on every answer (a strict CSP, no framing,
-//! no sniffing, no referrer, no caching), the session cookie's attributes,
-//! and the checks every state-changing request passes (same origin, CSRF).
+//! no sniffing, no referrer, no caching; HSTS over HTTPS), the session
+//! cookie's attributes, the host a request may name, and the checks every
+//! state-changing request passes (same origin, CSRF).
+//!
+//! The console is served one of two ways ([`Served`]). In plain HTTP it
+//! listens on loopback only, so a request naming any other host was sent by
+//! a page of another site whose name resolves to 127.0.0.1 (DNS rebinding)
+//! and is refused. Over HTTPS it may listen on any address, and a request
+//! must name a host its certificate is valid for: a browser reaching it under
+//! another name has already refused the certificate, and a client that went
+//! on anyway (a warning clicked through) is refused here before anything
+//! runs. Either way the origin a form must come from is the scheme and the
+//! host the request names.
 
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::extract::connect_info::{ConnectInfo, Connected};
+use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use axum::response::Response;
+use axum::http::uri::Authority;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::serve::IncomingStream;
+use tokio::net::TcpListener;
 
+use super::listener::TlsListener;
 use super::session::secrets_match;
+use crate::app::LoadedTls;
 
 /// The session cookie. `__Host-` makes the browser refuse it unless it is
 /// Secure, host-only and for every path: no other site or subdomain can set
@@ -18,6 +40,10 @@ pub const SESSION_COOKIE: &str = "__Host-idemd-console";
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
      base-uri 'none'";
+
+/// Sent over HTTPS: browsers then refuse plain HTTP to this host for a year.
+/// Not for subdomains (other services' business), not preloaded.
+const STRICT_TRANSPORT_SECURITY: &str = "max-age=31536000";
 
 /// Headers every answer carries.
 pub async fn headers(mut response: Response) -> Response {
@@ -52,48 +78,123 @@ pub async fn headers(mut response: Response) -> Response {
     response
 }
 
-/// Whether the request was sent to a loopback name: the console listens on
-/// loopback only, so any other Host means a page of another site reached it
-/// by DNS rebinding (its name resolving to 127.0.0.1), and is refused
-/// before anything runs.
-pub fn loopback_host(headers: &HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-    else {
-        // HTTP/1.0 without Host, or HTTP/2 with :authority only (axum puts
-        // it in the URI); the browser always sends one.
-        return false;
+/// How the connection a request came on is served.
+#[derive(Clone)]
+pub(crate) enum Served {
+    /// Plain HTTP on a loopback address.
+    Loopback,
+    /// HTTPS, under this configuration (taken at the handshake: a reload
+    /// applies to the next connection).
+    Tls(Arc<LoadedTls>),
+}
+
+impl Served {
+    fn scheme(&self) -> &'static str {
+        match self {
+            Self::Loopback => "http",
+            Self::Tls(_) => "https",
+        }
+    }
+
+    /// Whether a request naming `host` (no port, no brackets) is answered.
+    fn answers(&self, host: &str) -> bool {
+        match self {
+            Self::Loopback => loopback_name(host),
+            Self::Tls(config) => config.certifies(host),
+        }
+    }
+}
+
+impl Connected<IncomingStream<'_, TcpListener>> for Served {
+    fn connect_info(_: IncomingStream<'_, TcpListener>) -> Self {
+        Self::Loopback
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for Served {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        // Every connection of the listener is TLS; were one not, the
+        // loopback rule (the stricter one off loopback) would apply.
+        stream
+            .io()
+            .tls()
+            .map_or(Self::Loopback, |config| Self::Tls(config.clone()))
+    }
+}
+
+/// The origin a state-changing request must come from: the scheme the
+/// console is served with and the host (and port) the request names. Put
+/// in each request's extensions by [`guard`].
+#[derive(Clone, Debug)]
+pub struct ExpectedOrigin(pub String);
+
+/// The authority a request names: HTTP/2's `:authority` (hyper puts it in
+/// the URI) or HTTP/1.1's Host. None when it has neither, when both are
+/// given and differ, or when it is not an authority of `host[:port]`.
+pub fn request_authority(uri: &axum::http::Uri, headers: &HeaderMap) -> Option<Authority> {
+    let host = match headers.get(header::HOST) {
+        Some(value) => Some(value.to_str().ok()?.parse::<Authority>().ok()?),
+        None => None,
     };
-    let name = match host.strip_prefix('[') {
-        // [::1]:8080
-        Some(bracketed) => bracketed
-            .split_once(']')
-            .map_or(bracketed, |(name, _)| name),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    let authority = match (uri.authority(), host) {
+        (Some(from_uri), Some(host)) if from_uri.as_str() != host.as_str() => return None,
+        (Some(from_uri), _) => from_uri.clone(),
+        (None, Some(host)) => host,
+        (None, None) => return None,
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name
+    // No user information: it is never part of an origin.
+    (!authority.as_str().contains('@')).then_some(authority)
+}
+
+/// The host of an authority, without brackets: `[::1]:8080` → `::1`.
+pub fn host_name(authority: &Authority) -> &str {
+    let host = authority.host();
+    host.strip_prefix('[')
+        .and_then(|inner| inner.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
+/// Whether `host` is a loopback name: `localhost` or a loopback address.
+pub fn loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|address| address.is_loopback())
 }
 
-/// Refuses a request whose Host is not a loopback name (see
-/// [`loopback_host`]).
-pub async fn refuse_foreign_hosts(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    if loopback_host(request.headers()) {
-        next.run(request).await
-    } else {
-        use axum::response::IntoResponse;
-        (
-            axum::http::StatusCode::MISDIRECTED_REQUEST,
-            "the console answers only requests sent to a loopback address",
-        )
-            .into_response()
+/// Answers only requests that name a host the console may answer for (see
+/// the module's note), tells the handlers the origin their forms must come
+/// from, and adds Strict-Transport-Security over HTTPS, refusals included.
+pub async fn guard(mut request: Request, next: Next) -> Response {
+    let served = request
+        .extensions()
+        .get::<ConnectInfo<Served>>()
+        .map_or(Served::Loopback, |ConnectInfo(served)| served.clone());
+    let authority = request_authority(request.uri(), request.headers())
+        .filter(|authority| served.answers(host_name(authority)));
+    let mut response = match authority {
+        Some(authority) => {
+            let origin = format!("{}://{}", served.scheme(), authority.as_str());
+            request.extensions_mut().insert(ExpectedOrigin(origin));
+            next.run(request).await
+        }
+        None => {
+            let refusal = match served {
+                Served::Loopback => "the console answers only requests sent to a loopback address",
+                Served::Tls(_) => {
+                    "the console answers only requests sent to a name its certificate holds"
+                }
+            };
+            (StatusCode::MISDIRECTED_REQUEST, refusal).into_response()
+        }
+    };
+    if let Served::Tls(_) = served {
+        response.headers_mut().insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(STRICT_TRANSPORT_SECURITY),
+        );
     }
+    response
 }
 
 /// The Set-Cookie value that starts a session: HttpOnly (no script reads
@@ -125,9 +226,10 @@ pub fn session_id(headers: &HeaderMap) -> Option<&str> {
 
 /// Whether a state-changing request comes from the console's own pages:
 /// the browser's Sec-Fetch-Site (when sent) says same-origin, and its Origin
-/// (when sent) names the host the request was sent to. A request that
-/// carries neither (not a browser) still needs the CSRF token.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+/// (when sent) is `expected`, scheme included (a page served over plain
+/// HTTP by another listener on the same name is another origin). A request
+/// that carries neither (not a browser) still needs the CSRF token.
+pub fn same_origin(headers: &HeaderMap, expected: &ExpectedOrigin) -> bool {
     let header = |name| headers.get(name).and_then(|value| value.to_str().ok());
     if let Some(site) = header(HeaderName::from_static("sec-fetch-site"))
         && site != "same-origin"
@@ -135,13 +237,7 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     {
         return false;
     }
-    match (header(header::ORIGIN), header(header::HOST)) {
-        (Some(origin), Some(host)) => origin
-            .split_once("://")
-            .is_some_and(|(_, origin_host)| origin_host == host),
-        (Some(_), None) => false,
-        (None, _) => true,
-    }
+    header(header::ORIGIN).is_none_or(|origin| origin.eq_ignore_ascii_case(&expected.0))
 }
 
 /// Whether a form's CSRF token is its session's.
@@ -173,34 +269,53 @@ mod tests {
 
     #[test]
     fn cross_site_requests_are_told_apart() {
+        let loopback = ExpectedOrigin("http://127.0.0.1:8080".into());
+        let tls = ExpectedOrigin("https://console.example.com".into());
         let cases = [
-            (vec![], true),
-            (vec![("sec-fetch-site", "same-origin")], true),
-            (vec![("sec-fetch-site", "cross-site")], false),
-            (vec![("sec-fetch-site", "same-site")], false),
+            (vec![], &loopback, true),
+            (vec![("sec-fetch-site", "same-origin")], &loopback, true),
+            (vec![("sec-fetch-site", "none")], &tls, true),
+            (vec![("sec-fetch-site", "cross-site")], &loopback, false),
+            (vec![("sec-fetch-site", "same-site")], &tls, false),
+            (vec![("origin", "http://127.0.0.1:8080")], &loopback, true),
+            (vec![("origin", "http://evil.example")], &loopback, false),
+            (vec![("origin", "null")], &loopback, false),
+            (vec![("origin", "https://console.example.com")], &tls, true),
+            (vec![("origin", "https://Console.Example.com")], &tls, true),
+            // Another scheme, port or host is another origin.
+            (vec![("origin", "http://console.example.com")], &tls, false),
             (
-                vec![
-                    ("origin", "http://127.0.0.1:8080"),
-                    ("host", "127.0.0.1:8080"),
-                ],
-                true,
-            ),
-            (
-                vec![
-                    ("origin", "http://evil.example"),
-                    ("host", "127.0.0.1:8080"),
-                ],
+                vec![("origin", "https://console.example.com:8443")],
+                &tls,
                 false,
             ),
-            (vec![("origin", "null"), ("host", "127.0.0.1:8080")], false),
+            (vec![("origin", "https://other.example.com")], &tls, false),
+            (
+                vec![
+                    ("origin", "https://console.example.com"),
+                    ("sec-fetch-site", "same-site"),
+                ],
+                &tls,
+                false,
+            ),
         ];
-        for (pairs, expected) in cases {
-            assert_eq!(same_origin(&headers(&pairs)), expected, "{pairs:?}");
+        for (pairs, expected_origin, expected) in cases {
+            assert_eq!(
+                same_origin(&headers(&pairs), expected_origin),
+                expected,
+                "{pairs:?} against {expected_origin:?}"
+            );
         }
     }
 
+    fn named(host: &'static str) -> Option<String> {
+        let uri = axum::http::Uri::from_static("/login");
+        request_authority(&uri, &headers(&[("host", host)]))
+            .map(|authority| host_name(&authority).to_owned())
+    }
+
     #[test]
-    fn only_loopback_hosts_are_answered() {
+    fn only_loopback_hosts_are_answered_in_plain_http() {
         let cases = [
             ("127.0.0.1:8080", true),
             ("127.0.0.1", true),
@@ -214,10 +329,25 @@ mod tests {
             ("localhost.attacker.example", false),
         ];
         for (host, expected) in cases {
-            let map = headers(&[("host", host)]);
-            assert_eq!(loopback_host(&map), expected, "{host}");
+            let name = named(host).unwrap_or_else(|| panic!("{host} is an authority"));
+            assert_eq!(Served::Loopback.answers(&name), expected, "{host}");
         }
-        assert!(!loopback_host(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn the_authority_is_the_host_header_or_the_uri_never_two_different_ones() {
+        let absent = axum::http::Uri::from_static("/login");
+        assert!(request_authority(&absent, &HeaderMap::new()).is_none());
+        assert!(named("user@127.0.0.1:8080").is_none());
+        assert!(named("127.0.0.1:8080/path").is_none());
+        // HTTP/2: the URI's authority, with or without a Host that agrees.
+        let h2 = axum::http::Uri::from_static("https://console.example.com/login");
+        let authority = request_authority(&h2, &HeaderMap::new()).expect("from the uri");
+        assert_eq!(authority.as_str(), "console.example.com");
+        let agreeing = headers(&[("host", "console.example.com")]);
+        assert!(request_authority(&h2, &agreeing).is_some());
+        let differing = headers(&[("host", "attacker.example")]);
+        assert!(request_authority(&h2, &differing).is_none());
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!
 //! Sessions live in one replica's memory: a restart signs everyone out, and
 //! a console behind a load balancer needs affinity (the console is meant to
-//! be reached on one replica, by port-forward, docs/operating.md).
+//! be reached on one replica: by port-forward, or over HTTPS through a
+//! Service with ClientIP affinity, docs/operating.md).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

@@ -79,6 +79,9 @@ pub struct Timeline {
     pub markers: Vec<Marker>,
     /// Refused writes that no attempt span was open for.
     pub stray_refusals: u64,
+    /// Claims of the key with another request, refused and counted
+    /// (CONFLICTING_CLAIM_REFUSED): not a step of any attempt.
+    pub conflicting_claims_refused: u64,
 }
 
 impl Timeline {
@@ -130,7 +133,7 @@ pub fn timeline(history: &[HistoryEntry], now: DateTime<Utc>, lease_expired: boo
     for entry in history {
         let when = at(entry);
         match entry.event.as_str() {
-            "CLAIMED" | "RETRY_STARTED" | "TAKEN_OVER" => {
+            "CLAIMED" | "RETRY_STARTED" | "TAKEN_OVER" | "RETRIED_AFTER_FAILURE" => {
                 close(&mut timeline, &mut open_span, when, SpanEnd::TakenOver);
                 if let Some(from) = open_gap.take() {
                     timeline.gaps.push(Gap {
@@ -162,6 +165,7 @@ pub fn timeline(history: &[HistoryEntry], now: DateTime<Utc>, lease_expired: boo
                 close(&mut timeline, &mut open_span, when, SpanEnd::Unknown);
                 open_gap.get_or_insert(when);
             }
+            "CONFLICTING_CLAIM_REFUSED" => timeline.conflicting_claims_refused += times(entry),
             "STALE_WRITE_REFUSED" | "LATE_WRITE_REFUSED" => {
                 let stale = entry.event == "STALE_WRITE_REFUSED";
                 // A refused write belongs to the attempt of its fence, which
@@ -246,6 +250,22 @@ mod tests {
     }
 
     #[test]
+    fn refused_conflicting_claims_are_counted_beside_the_attempts() {
+        let mut conflicts = entry("CONFLICTING_CLAIM_REFUSED", 5, 1, 1);
+        conflicts.count = 4;
+        let history = vec![
+            entry("CLAIMED", 0, 1, 1),
+            conflicts,
+            entry("COMPLETED", 9, 1, 1),
+        ];
+        let timeline = timeline(&history, time(10), false);
+        assert_eq!(timeline.conflicting_claims_refused, 4);
+        assert_eq!(timeline.spans.len(), 1);
+        assert_eq!(timeline.spans[0].end, SpanEnd::Succeeded);
+        assert!(timeline.markers.is_empty());
+    }
+
+    #[test]
     fn attempts_become_spans_ended_by_their_outcome() {
         // (history, lease expired at the end, expected span ends, open gaps)
         let cases: Vec<(Vec<HistoryEntry>, bool, Vec<SpanEnd>, usize)> = vec![
@@ -286,6 +306,17 @@ mod tests {
                 ],
                 false,
                 vec![SpanEnd::Retryable, SpanEnd::Failed],
+                0,
+            ),
+            (
+                vec![
+                    entry("CLAIMED", 0, 1, 1),
+                    entry("FAILED", 1, 1, 1),
+                    entry("RETRIED_AFTER_FAILURE", 5, 2, 2),
+                    entry("COMPLETED", 6, 2, 2),
+                ],
+                false,
+                vec![SpanEnd::Failed, SpanEnd::Succeeded],
                 0,
             ),
             (

@@ -4,7 +4,8 @@ use chrono::TimeDelta;
 use sha2::{Digest, Sha256};
 
 use super::model::{
-    ErrorReport, Fence, Fingerprint, Metadata, OperationId, RequestDigest, Scope, SuccessResult,
+    ErrorReport, Fence, Fingerprint, Metadata, OnFailed, OperationId, RequestDigest, Scope,
+    SuccessResult,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub struct ClaimCommand {
     pub max_attempts: u32,
     pub retention: TimeDelta,
     pub operation_deadline: Option<TimeDelta>,
+    /// What a Claim of the operation gets once it is FAILED: its policy's
+    /// `on_failed`, stored by the first Claim.
+    pub on_failed: OnFailed,
     /// Added to every deadline that decides whether an earlier attempt may
     /// still be in flight (server policy, not the caller's).
     pub clock_margin: TimeDelta,

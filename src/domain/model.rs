@@ -120,6 +120,51 @@ impl FailureReason {
     }
 }
 
+/// What a Claim of a FAILED operation gets, as the operation's policy said
+/// when its first Claim was admitted (stored with the record:
+/// `failed_gets_new_attempt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnFailed {
+    /// The stored failure, replayed (every operation unless its policy opts
+    /// in).
+    #[default]
+    Replay,
+    /// A new attempt: the caller's Claim after a FAILED answer is its own
+    /// decision to try again (see `decide_claim`).
+    NewAttempt,
+}
+
+impl OnFailed {
+    /// The name in the policy file, GetPolicy and `policy check`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailed::Replay => "replay",
+            OnFailed::NewAttempt => "new_attempt",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "replay" => Some(OnFailed::Replay),
+            "new_attempt" => Some(OnFailed::NewAttempt),
+            _ => None,
+        }
+    }
+
+    /// As the `failed_gets_new_attempt` column holds it.
+    pub fn from_stored(failed_gets_new_attempt: bool) -> Self {
+        if failed_gets_new_attempt {
+            OnFailed::NewAttempt
+        } else {
+            OnFailed::Replay
+        }
+    }
+
+    pub fn gets_new_attempt(self) -> bool {
+        self == OnFailed::NewAttempt
+    }
+}
+
 /// An error as the caller reported it; the reason is the server's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ErrorReport {
@@ -295,6 +340,9 @@ pub struct OperationRecord {
     pub lease_duration: TimeDelta,
     pub max_attempt_duration: TimeDelta,
     pub retention: TimeDelta,
+    /// What a Claim gets once the operation is FAILED: the replay, or a new
+    /// attempt. Set by the first Claim (from its policy), never changed.
+    pub on_failed: OnFailed,
     /// Meaningful while IN_PROGRESS.
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// The deadline of the current or last attempt; kept after the attempt
@@ -312,6 +360,13 @@ pub struct OperationRecord {
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub retain_until: Option<DateTime<Utc>>,
+    /// Claims refused because their request differed from this one's
+    /// (IDEMPOTENCY_KEY_REUSED): evidence, not a transition. Written only by
+    /// [`Effects::conflict`](crate::domain::Effects), never by a transition's
+    /// update, so neither overwrites the other.
+    pub conflicts: u64,
+    /// The database time of the last of them.
+    pub last_conflict_at: Option<DateTime<Utc>>,
 }
 
 /// Time left until `moment`, never negative; zero when there is no moment.
@@ -329,6 +384,20 @@ impl OperationRecord {
 
     pub fn unresolved(&self, now: DateTime<Utc>) -> bool {
         self.state == State::Unknown || self.lease_expired(now)
+    }
+
+    /// The record after a refused conflicting Claim is counted at `now`
+    /// ([`crate::domain::Effects::conflict`]): one more conflict, the last
+    /// at `now`, and nothing else changed (not the state, fence, lease or
+    /// `updated_at`). The stores' `COUNT_CONFLICT` statement (`store/sql.rs`)
+    /// mirrors it; `store::mirror_tests::conflict` holds them together.
+    #[must_use]
+    pub fn with_conflict_counted(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            conflicts: self.conflicts.saturating_add(1),
+            last_conflict_at: Some(now),
+            ..self.clone()
+        }
     }
 
     pub fn attempt_deadline_passed(&self, now: DateTime<Utc>) -> bool {
@@ -370,6 +439,9 @@ pub enum HistoryEvent {
     Claimed,
     TakenOver,
     RetryStarted,
+    /// A Claim of a FAILED operation whose policy opted in started a new
+    /// attempt (detail: the failure it replaces).
+    RetriedAfterFailure,
     MarkedUnknown,
     Renewed,
     Completed,
@@ -385,6 +457,9 @@ pub enum HistoryEvent {
     Forgotten,
     /// Stands for the entries past the operation's history cap.
     HistoryTruncated,
+    /// A Claim refused because its request differed from the stored one
+    /// (IDEMPOTENCY_KEY_REUSED): evidence, not a transition.
+    ConflictingClaimRefused,
 }
 
 impl HistoryEvent {
@@ -393,6 +468,7 @@ impl HistoryEvent {
             HistoryEvent::Claimed => "CLAIMED",
             HistoryEvent::TakenOver => "TAKEN_OVER",
             HistoryEvent::RetryStarted => "RETRY_STARTED",
+            HistoryEvent::RetriedAfterFailure => "RETRIED_AFTER_FAILURE",
             HistoryEvent::MarkedUnknown => "MARKED_UNKNOWN",
             HistoryEvent::Renewed => "RENEWED",
             HistoryEvent::Completed => "COMPLETED",
@@ -406,7 +482,34 @@ impl HistoryEvent {
             HistoryEvent::Expired => "EXPIRED",
             HistoryEvent::Forgotten => "FORGOTTEN",
             HistoryEvent::HistoryTruncated => "HISTORY_TRUNCATED",
+            HistoryEvent::ConflictingClaimRefused => "CONFLICTING_CLAIM_REFUSED",
         }
+    }
+
+    /// Every event, in the order the proto documents them.
+    pub const ALL: [HistoryEvent; 17] = [
+        HistoryEvent::Claimed,
+        HistoryEvent::TakenOver,
+        HistoryEvent::RetryStarted,
+        HistoryEvent::MarkedUnknown,
+        HistoryEvent::Renewed,
+        HistoryEvent::Completed,
+        HistoryEvent::Failed,
+        HistoryEvent::DeadlineExceeded,
+        HistoryEvent::RetryScheduled,
+        HistoryEvent::OutcomeUnknown,
+        HistoryEvent::Reconciled,
+        HistoryEvent::StaleWriteRefused,
+        HistoryEvent::LateWriteRefused,
+        HistoryEvent::ConflictingClaimRefused,
+        HistoryEvent::Expired,
+        HistoryEvent::Forgotten,
+        HistoryEvent::HistoryTruncated,
+    ];
+
+    /// The event stored as `name` (upper case, as [`Self::as_str`]).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|event| event.as_str() == name)
     }
 }
 
@@ -434,6 +537,9 @@ impl NewHistoryEntry {
     ///   client, or many of them, retrying stale writes is one entry that
     ///   keeps the first refused fence (`fence`), the last (`last_fence`)
     ///   and the count, however the fences vary.
+    /// - Refused conflicting Claims coalesce whatever the fence: a caller
+    ///   hammering one key with another request is one growing
+    ///   `CONFLICTING_CLAIM_REFUSED` entry, not thousands.
     /// - Every other transition gets an entry of its own (`None`).
     ///
     /// The key depends on the event, the fence and the detail only, never on
@@ -534,6 +640,7 @@ pub(crate) fn coalesce_key(event: HistoryEvent, fence: Fence, detail: &str) -> O
         HistoryEvent::StaleWriteRefused | HistoryEvent::LateWriteRefused => {
             Some(format!("{}/{detail}", event.as_str()))
         }
+        HistoryEvent::ConflictingClaimRefused => Some(event.as_str().to_owned()),
         _ => None,
     }
 }
@@ -647,6 +754,21 @@ mod tests {
             entry(HistoryEvent::StaleWriteRefused, 1, "renew").coalesce_key(),
             entry(HistoryEvent::Renewed, 1, "renew").coalesce_key()
         );
+    }
+
+    #[test]
+    fn refused_conflicting_claims_coalesce_whatever_the_fence() {
+        let key = |fence| entry(HistoryEvent::ConflictingClaimRefused, fence, "").coalesce_key();
+        assert!(key(1).is_some());
+        assert_eq!(key(1), key(9));
+        assert_ne!(
+            key(1),
+            entry(HistoryEvent::StaleWriteRefused, 1, "").coalesce_key()
+        );
+        for event in HistoryEvent::ALL {
+            assert_eq!(HistoryEvent::parse(event.as_str()), Some(event));
+        }
+        assert_eq!(HistoryEvent::parse("claimed"), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use super::admit::describe;
 use super::command::ClaimCommand;
 use super::error::{Error, FieldViolation, Result, Violations};
 use super::limits::Limits;
+use super::model::OnFailed;
 use super::requested::ClaimRequested;
 
 /// Which operation names a policy applies to.
@@ -119,6 +120,9 @@ pub struct OperationPolicy {
     /// No server default exists: without a policy's, an operation has no
     /// deadline unless its first Claim gives one.
     pub operation_deadline: Bound<TimeDelta>,
+    /// What a Claim gets once an operation of this policy is FAILED; stored
+    /// by its first Claim.
+    pub on_failed: OnFailed,
 }
 
 impl OperationPolicy {
@@ -130,6 +134,7 @@ impl OperationPolicy {
             max_attempts: Bound::default(),
             retention: Bound::default(),
             operation_deadline: Bound::default(),
+            on_failed: OnFailed::Replay,
         }
     }
 
@@ -343,6 +348,13 @@ impl Policies {
         }
     }
 
+    /// What a Claim of `operation` gets once it is FAILED: the deciding
+    /// policy's `on_failed`; the replay when no policy decides.
+    pub fn on_failed(&self, operation: &str) -> OnFailed {
+        self.for_operation(operation)
+            .map_or(OnFailed::Replay, |policy| policy.on_failed)
+    }
+
     /// The effective bounds for `operation`: the server's, with the
     /// deciding policy's in their place.
     pub fn limits_for(&self, operation: &str, server: &Limits) -> Limits {
@@ -373,6 +385,16 @@ impl Policies {
         };
         limits
             .claim(requested, violations)
+            .map(|(command, wait)| {
+                let on_failed = policy.on_failed;
+                (
+                    ClaimCommand {
+                        on_failed,
+                        ..command
+                    },
+                    wait,
+                )
+            })
             .map_err(|error| match error {
                 Error::InvalidArgument(violations) => {
                     Error::InvalidArgument(name_the_policy(violations, policy))
@@ -544,6 +566,40 @@ mod tests {
             .claim(narrower, Violations::default(), &server)
             .expect("narrowing is allowed");
         assert_eq!(command.lease, TimeDelta::seconds(45));
+    }
+
+    #[test]
+    fn a_claim_carries_its_policys_on_failed_and_the_replay_elsewhere() {
+        let server = Limits::default();
+        let mut payments = policy("payments.*");
+        payments.on_failed = OnFailed::NewAttempt;
+        let charge = policy("payments.charge");
+        let policies = Policies::new(vec![payments, charge], &server).expect("valid");
+        let on_failed_of = |operation: &str| {
+            let requested = ClaimRequested {
+                scope: Some(crate::domain::model::Scope {
+                    operation: operation.into(),
+                    key: "k".into(),
+                }),
+                ..claim_requested()
+            };
+            let (command, _) = policies
+                .claim(requested, Violations::default(), &server)
+                .expect("admitted");
+            assert_eq!(
+                command.on_failed,
+                policies.on_failed(operation),
+                "{operation}"
+            );
+            command.on_failed
+        };
+        assert_eq!(on_failed_of("payments.refund"), OnFailed::NewAttempt);
+        assert_eq!(
+            on_failed_of("payments.charge"),
+            OnFailed::Replay,
+            "the most specific entry decides, and it leaves on_failed out"
+        );
+        assert_eq!(on_failed_of("emails.send"), OnFailed::Replay, "no policy");
     }
 
     #[test]

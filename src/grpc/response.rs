@@ -6,8 +6,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::page_token;
 use crate::domain::policy::OperationPattern;
 use crate::domain::{
-    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, Limits, OperationRecord,
-    OperationsPage, Outcome, PendingReason, State, SuccessResult, UnresolvedPage, time_left,
+    ClaimAnswer, ErrorReport, FailureReason, Found, HistoryEntry, Limits, OnFailed,
+    OperationRecord, OperationsPage, Outcome, PendingReason, State, SuccessResult, UnresolvedPage,
+    time_left,
 };
 use crate::proto;
 use crate::service::{ClaimReply, WriteReply};
@@ -181,6 +182,16 @@ pub fn operation(
         retain_until: record.retain_until.map(timestamp),
         operation_deadline_at: record.operation_deadline_at.map(timestamp),
         tenant: String::new(),
+        conflicts: record.conflicts,
+        last_conflict_at: record.last_conflict_at.map(timestamp),
+        on_failed: proto_on_failed(record.on_failed).into(),
+    }
+}
+
+pub fn proto_on_failed(on_failed: OnFailed) -> proto::OnFailed {
+    match on_failed {
+        OnFailed::Replay => proto::OnFailed::Replay,
+        OnFailed::NewAttempt => proto::OnFailed::NewAttempt,
     }
 }
 
@@ -314,6 +325,7 @@ pub fn forget_response(reply: &WriteReply, dropped_bytes: u64) -> proto::ForgetR
 pub fn policy_response(
     pattern: Option<&OperationPattern>,
     limits: &Limits,
+    on_failed: OnFailed,
 ) -> proto::GetPolicyResponse {
     proto::GetPolicyResponse {
         matched_pattern: pattern.map(ToString::to_string).unwrap_or_default(),
@@ -328,6 +340,7 @@ pub fn policy_response(
         max_retention: Some(proto_duration(limits.max_retention)),
         default_operation_deadline: limits.default_operation_deadline.map(proto_duration),
         max_operation_deadline: Some(proto_duration(limits.max_operation_deadline)),
+        on_failed: proto_on_failed(on_failed).into(),
     }
 }
 

@@ -238,7 +238,7 @@ impl IdempotencyRpcs for IdempotencyApi {
         let response = {
             let policies = self.policies.borrow();
             let (pattern, limits) = policies.effective(&operation, &self.limits);
-            policy_response(pattern, &limits)
+            policy_response(pattern, &limits, policies.on_failed(&operation))
         };
         Ok(Response::new(response))
     }

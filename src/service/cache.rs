@@ -2,7 +2,9 @@
 //!
 //! Terminal records (SUCCEEDED, FAILED) never change until their retention
 //! ends, so a replica may answer a replay of one without a database round
-//! trip, until `retain_until` less a margin. The one exception is an admin's
+//! trip, until `retain_until` less a margin. A FAILED record whose policy
+//! says `on_failed: new_attempt` is not final (a Claim may start it again)
+//! and is never held. The one exception is an admin's
 //! Forget, which makes the record a tombstone early: the replica that
 //! forgets drops its entry ([`TerminalCache::remove`]), and the others drop
 //! theirs when the change reaches them ([`TerminalCache::remove_operation`],
@@ -156,10 +158,15 @@ impl TerminalCache {
         let (Some(retain_until), true) = (record.retain_until, record.outcome.is_some()) else {
             return;
         };
-        if !matches!(
-            record.state,
-            crate::domain::State::Succeeded | crate::domain::State::Failed
-        ) {
+        // A FAILED record whose policy opted in to a new attempt is not
+        // final: the next Claim may start one, so it is never held (nor
+        // answered) here. A SUCCEEDED one is final whatever its policy.
+        let holds = match record.state {
+            crate::domain::State::Succeeded => true,
+            crate::domain::State::Failed => !record.on_failed.gets_new_attempt(),
+            _ => false,
+        };
+        if !holds {
             return;
         }
         let Ok(left) = (retain_until - read_at).to_std() else {
@@ -220,6 +227,73 @@ impl TerminalCache {
         }
         if let Some(by_operation) = self.by_operation.as_ref() {
             by_operation.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+    use crate::domain::{
+        ClaimCommand, ErrorReport, FailureReason, Fingerprint, OnFailed, State, SuccessResult,
+        decide_first_claim,
+    };
+
+    fn ended(state: State, on_failed: OnFailed) -> OperationRecord {
+        let command = ClaimCommand {
+            scope: Scope {
+                operation: "payments.charge".into(),
+                key: format!("{state:?}-{on_failed:?}"),
+            },
+            fingerprint: Fingerprint([1; 32]),
+            claim_token: Vec::new(),
+            lease: TimeDelta::seconds(30),
+            max_attempt_duration: TimeDelta::minutes(5),
+            max_attempts: 3,
+            retention: TimeDelta::hours(1),
+            operation_deadline: None,
+            on_failed,
+            clock_margin: TimeDelta::zero(),
+        };
+        let now = DateTime::from_timestamp(1_750_000_000, 0).expect("an instant");
+        let mut record = decide_first_claim(&command).record(
+            OperationId::generate(),
+            TenantId(1),
+            &command,
+            1,
+            now,
+        );
+        record.state = state;
+        record.outcome_kind = Some(state);
+        record.outcome = Some(match state {
+            State::Failed => Outcome::Failed {
+                reason: FailureReason::Terminal,
+                error: ErrorReport::default(),
+            },
+            _ => Outcome::Succeeded(SuccessResult::default()),
+        });
+        record.retain_until = Some(now + TimeDelta::hours(1));
+        record
+    }
+
+    #[test]
+    fn a_failure_a_claim_may_start_again_is_never_held() {
+        let cache = TerminalCache::new(DEFAULT_BUDGET_BYTES);
+        for (state, on_failed, held) in [
+            (State::Failed, OnFailed::Replay, true),
+            (State::Failed, OnFailed::NewAttempt, false),
+            (State::Succeeded, OnFailed::Replay, true),
+            (State::Succeeded, OnFailed::NewAttempt, true),
+        ] {
+            let record = ended(state, on_failed);
+            cache.offer(&record, record.created_at);
+            assert_eq!(
+                cache.get(record.tenant_id, &record.scope).is_some(),
+                held,
+                "{state:?} {on_failed:?}"
+            );
         }
     }
 }

@@ -6,7 +6,7 @@ use super::dialect::retry_on_conflict;
 use super::error::StoreResult;
 use super::statements::Sql;
 use super::{Applied, Decide};
-use crate::domain::{Result, Target, TenantId};
+use crate::domain::{OperationRecord, Result, Target, TenantId};
 
 /// The locked path, run again on a conflict: `None` when the target is not
 /// the tenant's.
@@ -58,8 +58,14 @@ async fn try_transition<D: Sql>(
     if record_after.state != record.state {
         dialect.announce_change(record.operation_id);
     }
+    // Counted conflict evidence is not a change anyone waits for.
+    let evidence_only = OperationRecord {
+        conflicts: record.conflicts,
+        last_conflict_at: record.last_conflict_at,
+        ..record_after.clone()
+    };
     Ok(Some(Applied {
-        record_changed: record_after != record,
+        record_changed: evidence_only != record,
         record: record_after,
         answer: decision.answer,
         now,

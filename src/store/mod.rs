@@ -61,6 +61,7 @@
 //! | due for the sweep (tombstone, deadline) | `transition::decide_sweep` | `sql.rs` `due_for_tombstone_sql!`, `due_for_deadline_sql!` (both stores) | `due::{postgres,sqlite}_due_for_sweep_is_decide_sweep` |
 //! | tombstone past its retention (no domain spec: stated in the test) | `retain_until <= now` | `sql.rs` `delete_expired_tombstones_sql!` | `due::{postgres,sqlite}_expired_tombstones_are_deleted_past_their_retention` |
 //! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED`, and `unresolved_sql!` in ListOperations' `state:unresolved` (`statements/listing.rs`) | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
+//! | counting a refused conflicting Claim | `OperationRecord::with_conflict_counted` | `sql.rs` `COUNT_CONFLICT` (both stores) | `conflict::{postgres,sqlite}_count_conflict_is_with_conflict_counted` |
 //! | gauges' conditions | `OperationRecord::lease_expired` / `unresolved` / `decide_sweep` | `sql.rs` `COUNT_OPERATIONS` | `due::{postgres,sqlite}_count_operations_is_the_domains_conditions` |
 
 use std::sync::Arc;

@@ -6,9 +6,9 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::domain::{
-    ActedBy, Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OperationId,
-    OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State, SuccessResult,
-    TenantId, WriteAnswer, WriteReceipt, Writer,
+    ActedBy, Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OnFailed,
+    OperationId, OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State,
+    SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer,
 };
 
 #[derive(Debug, sqlx::FromRow)]
@@ -52,6 +52,9 @@ pub(crate) struct OperationRow {
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
+    pub(crate) failed_gets_new_attempt: bool,
+    pub(crate) conflicts: i64,
+    pub(crate) last_conflict_at: Option<DateTime<Utc>>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -157,6 +160,7 @@ impl TryFrom<OperationRow> for OperationRecord {
             lease_duration: TimeDelta::milliseconds(row.lease_ms),
             max_attempt_duration: TimeDelta::milliseconds(row.max_attempt_duration_ms),
             retention: TimeDelta::milliseconds(row.retention_ms),
+            on_failed: OnFailed::from_stored(row.failed_gets_new_attempt),
             lease_expires_at: row.lease_expires_at,
             attempt_deadline_at: row.attempt_deadline_at,
             retry_at: row.retry_at,
@@ -168,6 +172,8 @@ impl TryFrom<OperationRow> for OperationRecord {
             updated_at: row.updated_at,
             completed_at: row.completed_at,
             retain_until: row.retain_until,
+            conflicts: unsigned(row.conflicts, "conflicts")?,
+            last_conflict_at: row.last_conflict_at,
         })
     }
 }

@@ -12,7 +12,7 @@ macro_rules! operation_columns {
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
          last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
          last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence, \
-         taken_over_deadline_at"
+         taken_over_deadline_at, failed_gets_new_attempt, conflicts, last_conflict_at"
     };
 }
 pub(crate) use operation_columns;
@@ -137,6 +137,17 @@ pub(crate) use delete_expired_tombstones_sql;
 /// Stamps the fence a reconciliation drew into its receipt's answer.
 pub(crate) const STAMP_ANSWERED_FENCE: &str =
     "UPDATE operations SET last_write_answer_fence = $2 WHERE operation_id = $1";
+
+/// Counts a refused conflicting Claim on the (locked) record
+/// ([`crate::domain::Effects::conflict`]). Mirror of
+/// `OperationRecord::with_conflict_counted`; tested by
+/// `mirror_tests::conflict`. It touches these two columns only:
+/// not the state, fence, lease or `updated_at` (the time of the last
+/// transition), so a concurrent owner's fence-guarded write, whose WHERE
+/// reads the fence and state, still holds after it, and that write, which
+/// sets only its own columns, never overwrites the count.
+pub(crate) const COUNT_CONFLICT: &str = "UPDATE operations SET conflicts = conflicts + 1, \
+     last_conflict_at = $2 WHERE operation_id = $1";
 
 /// One page of an operation's history: after sequence `$2`, at most `$3`
 /// entries. `$count` is the dialect's 64-bit count expression; the sequence

@@ -2,7 +2,38 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::proto::OperationState;
+use crate::proto::{HistoryEntry, Operation, OperationState};
+
+/// The history event of a refused conflicting Claim, as the server writes it.
+pub const CONFLICTING_CLAIM_REFUSED: &str = "CONFLICTING_CLAIM_REFUSED";
+
+/// `refused conflicting claim ×N`: how support staff read a count of Claims
+/// refused with IDEMPOTENCY_KEY_REUSED.
+pub fn conflicts(count: u64) -> String {
+    format!("refused conflicting claim ×{count}")
+}
+
+/// An operation's refused conflicting Claims and when the last one was:
+/// `-` when there were none.
+pub fn operation_conflicts(operation: &Operation) -> String {
+    if operation.conflicts == 0 {
+        return "-".to_owned();
+    }
+    format!(
+        "{}, last at {}",
+        conflicts(operation.conflicts),
+        time(operation.last_conflict_at.as_ref())
+    )
+}
+
+/// A history entry's detail as shown: its own, or for a coalesced entry of
+/// refused conflicting Claims (which has none), how many it stands for.
+pub fn history_detail(entry: &HistoryEntry) -> String {
+    if entry.event == CONFLICTING_CLAIM_REFUSED && entry.detail.is_empty() {
+        return conflicts(entry.count);
+    }
+    entry.detail.clone()
+}
 
 /// UTC to the second; `-` when absent.
 pub fn time(at: Option<&pbjson_types::Timestamp>) -> String {
@@ -61,5 +92,38 @@ mod tests {
         ] {
             assert_eq!(duration(seconds), text);
         }
+    }
+}
+
+#[cfg(test)]
+mod conflict_tests {
+    use super::*;
+
+    #[test]
+    fn refused_conflicting_claims_read_as_a_count() {
+        let entry = HistoryEntry {
+            event: CONFLICTING_CLAIM_REFUSED.to_owned(),
+            count: 7,
+            ..Default::default()
+        };
+        assert_eq!(history_detail(&entry), "refused conflicting claim ×7");
+        let renewed = HistoryEntry {
+            event: "RENEWED".to_owned(),
+            detail: "kept".to_owned(),
+            count: 7,
+            ..Default::default()
+        };
+        assert_eq!(history_detail(&renewed), "kept");
+        let mut operation = Operation::default();
+        assert_eq!(operation_conflicts(&operation), "-");
+        operation.conflicts = 3;
+        operation.last_conflict_at = Some(pbjson_types::Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 0,
+        });
+        assert_eq!(
+            operation_conflicts(&operation),
+            "refused conflicting claim ×3, last at 2023-11-14T22:13:20Z"
+        );
     }
 }

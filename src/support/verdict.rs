@@ -13,6 +13,9 @@ pub struct Facts {
     pub lease_expired: bool,
     /// Whether the attempt budget has attempts left.
     pub attempts_left: bool,
+    /// A FAILED operation whose policy says `on_failed: new_attempt`: a
+    /// Claim starts a new attempt.
+    pub failed_gets_new_attempt: bool,
 }
 
 /// Whether the effect happened, as far as idemd's record can tell.
@@ -65,6 +68,15 @@ pub fn verdict(facts: Facts) -> Verdict {
             headline: "the effect happened; a retry replays the result",
             retry: "Safe: a retry replays the stored result and executes nothing.",
             next: "Nothing: the caller's retry gets the result.",
+        },
+        OperationState::Failed if facts.failed_gets_new_attempt => Verdict {
+            happened: Happened::No,
+            headline: "it failed; its policy lets a retry start a new attempt",
+            retry: "Safe: the effect did not happen, and a retry (the same request, same \
+                    key) is a new attempt, which executes; once the operation deadline has \
+                    passed it replays the failure.",
+            next: "Nothing, unless the caller should try again: then it retries the same \
+                   request with the same key.",
         },
         OperationState::Failed => Verdict {
             happened: Happened::No,
@@ -209,12 +221,32 @@ mod tests {
                 state,
                 lease_expired,
                 attempts_left,
+                failed_gets_new_attempt: false,
             };
             let answer = verdict(facts);
             assert_eq!(answer.happened, happened, "{facts:?}");
             assert!(answer.headline.contains(headline), "{facts:?}: {answer:?}");
             assert!(answer.retry.contains(retry), "{facts:?}: {answer:?}");
             assert!(!answer.next.is_empty(), "{facts:?}");
+        }
+        let opted_in = verdict(Facts {
+            state: Failed,
+            lease_expired: false,
+            attempts_left: false,
+            failed_gets_new_attempt: true,
+        });
+        assert_eq!(opted_in.happened, Happened::No);
+        assert!(opted_in.headline.contains("start a new attempt"));
+        assert!(opted_in.retry.contains("is a new attempt, which executes"));
+        // Only a FAILED operation's answer depends on it.
+        for state in [Succeeded, InProgress, Unknown, RetryWait, Expired] {
+            let facts = |failed_gets_new_attempt| Facts {
+                state,
+                lease_expired: false,
+                attempts_left: true,
+                failed_gets_new_attempt,
+            };
+            assert_eq!(verdict(facts(true)), verdict(facts(false)), "{state:?}");
         }
     }
 }

@@ -951,3 +951,109 @@ def test_notes_explain_access_and_tenant_creation():
     assert "only behind a mesh" in plaintext
     assert f"exec deploy/{fullname()} -c idemd -- /idemd tenant create NAME" in text
     assert "DATABASE_URL" in text
+
+
+# --- the web console ---------------------------------------------------------------
+
+CONSOLE = {"console.enabled": True}
+CONSOLE_TLS = {**CONSOLE, "console.tls.enabled": True}
+CONSOLE_SERVICE = f"{fullname()}-console"
+
+
+def console_rules(r: Render, port: int) -> list[dict]:
+    policy = r.one("NetworkPolicy", fullname())
+    return [rule for rule in policy["spec"]["ingress"]
+            if any(p["port"] == port for p in rule["ports"])]
+
+
+def test_the_console_is_off_by_default(default_render, full_render):
+    assert "IDEMD_CONSOLE_LISTEN" not in config_data(default_render)
+    assert not {"IDEMD_CONSOLE_TLS_CERT", "IDEMD_CONSOLE_TLS_KEY"} & set(env_map(server(default_render)))
+    assert "console" not in {port["name"] for port in server(default_render)["ports"]}
+    assert default_render.maybe("Service", CONSOLE_SERVICE) is None
+    # Never a port of the API's Service, even when the console has its own.
+    for r in (default_render, full_render):
+        assert {port["name"] for port in r.one("Service", fullname())["spec"]["ports"]} <= {
+            "grpc", "metrics"}
+
+
+def test_without_tls_the_console_stays_on_the_pods_loopback():
+    r = render({**POSTGRES, **CONSOLE, "networkPolicy.enabled": True,
+                "networkPolicy.egress.database.cidrs": ["10.0.0.0/8"]})
+    assert config_data(r)["IDEMD_CONSOLE_LISTEN"] == "127.0.0.1:8080"
+    assert not {"IDEMD_CONSOLE_TLS_CERT", "IDEMD_CONSOLE_TLS_KEY"} & set(env_map(server(r)))
+    assert "console" not in {port["name"] for port in server(r)["ports"]}
+    assert r.maybe("Service", CONSOLE_SERVICE) is None
+    assert console_rules(r, 8080) == []
+    text = notes({**POSTGRES, **CONSOLE})
+    assert "port-forward pod/POD 8080" in text
+    assert "http://localhost:8080" in text
+
+
+def test_console_tls_serves_https_on_the_pods_address_with_the_apis_certificate():
+    r = render({**POSTGRES, **CONSOLE_TLS})
+    assert config_data(r)["IDEMD_CONSOLE_LISTEN"] == "0.0.0.0:8080"
+    ctr = server(r)
+    env = env_map(ctr)
+    # The API's Secret, already mounted: the same files, read again by the same reload.
+    assert env["IDEMD_CONSOLE_TLS_CERT"]["value"] == env["IDEMD_TLS_CERT"]["value"]
+    assert env["IDEMD_CONSOLE_TLS_KEY"]["value"] == env["IDEMD_TLS_KEY"]["value"]
+    assert container_port(ctr, "console") == 8080
+    assert "console-tls" not in {volume["name"] for volume in pod_spec(deployment(r))["volumes"]}
+    # Reachable beyond the pod only through a Service asked for.
+    assert r.maybe("Service", CONSOLE_SERVICE) is None
+    assert "HTTPS on port 8080" in notes({**POSTGRES, **CONSOLE_TLS})
+
+
+def test_console_tls_from_its_own_secret_even_with_a_plaintext_api():
+    r = render({**POSTGRES, **PLAINTEXT, **CONSOLE_TLS, "console.tls.existingSecret": "console-cert"})
+    ctr = server(r)
+    env = env_map(ctr)
+    volumes = {volume["name"]: volume for volume in pod_spec(deployment(r))["volumes"]}
+    assert volumes["console-tls"]["secret"]["secretName"] == "console-cert"
+    assert {item["path"] for item in volumes["console-tls"]["secret"]["items"]} == {
+        "tls.crt", "tls.key"}
+    mount = next(m for m in ctr["volumeMounts"] if m["name"] == "console-tls")
+    assert mount["readOnly"] is True
+    assert env["IDEMD_CONSOLE_TLS_CERT"]["value"] == f"{mount['mountPath']}/tls.crt"
+    assert env["IDEMD_CONSOLE_TLS_KEY"]["value"] == f"{mount['mountPath']}/tls.key"
+    assert "IDEMD_TLS_CERT" not in env
+
+
+def test_the_console_service_is_https_with_session_affinity(full_render, all_features_values):
+    console = all_features_values["console"]
+    service = full_render.one("Service", CONSOLE_SERVICE)
+    spec = service["spec"]
+    assert spec["sessionAffinity"] == "ClientIP"
+    assert spec["ports"] == [{"name": "console", "port": console["service"]["port"],
+                              "targetPort": "console", "protocol": "TCP",
+                              "appProtocol": "https"}]
+    assert container_port(server(full_render), "console") == console["port"]
+    assert matches(spec["selector"], deployment(full_render)["spec"]["template"]["metadata"]["labels"])
+    rules = console_rules(full_render, console["port"])
+    assert len(rules) == 1
+    assert rules[0]["from"] == all_features_values["networkPolicy"]["ingress"]["consoleFrom"]
+    assert config_data(full_render)["IDEMD_CONSOLE_LISTEN"] == f"0.0.0.0:{console['port']}"
+
+
+def test_the_console_services_names_join_the_charts_certificate():
+    issuer = {**POSTGRES, **CONSOLE_TLS, "tls.certManager.issuerRef.name": "internal-ca"}
+    with_service = render({**issuer, "console.service.enabled": True}).one("Certificate")
+    without = render(issuer).one("Certificate")
+    name = f"{CONSOLE_SERVICE}.{NAMESPACE}.svc"
+    assert name in with_service["spec"]["dnsNames"]
+    assert name not in without["spec"]["dnsNames"]
+    assert f"{fullname()}.{NAMESPACE}.svc" in with_service["spec"]["dnsNames"]
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"console.service.enabled": True}, "console.service.enabled needs console.enabled and console.tls.enabled"),
+    ({**CONSOLE, "console.service.enabled": True}, "over HTTPS only"),
+    ({"console.tls.enabled": True}, "console.tls.enabled needs console.enabled"),
+    ({**POSTGRES, **PLAINTEXT, **CONSOLE_TLS}, "console.tls.enabled needs a certificate"),
+    ({**CONSOLE, "console.port": 50051}, "console.port must differ"),
+    ({**CONSOLE_TLS, "console.port": 9464}, "console.port must differ"),
+], ids=["service-without-console", "service-without-tls", "tls-without-console",
+        "no-certificate", "grpc-port", "metrics-port"])
+def test_the_console_leaves_loopback_only_over_https(values, says):
+    assert says in render_error(values)

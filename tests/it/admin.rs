@@ -619,6 +619,7 @@ policies:
     lease: { default: 2s, max: 10s }
     max_attempts: { default: 2, max: 3 }
     operation_deadline: { default: 1h }
+    on_failed: new_attempt
 "#;
 
 async fn ops_forget_policy_and_tenant_flags_against_the_real_binary(backend: Backend) {
@@ -640,6 +641,10 @@ async fn ops_forget_policy_and_tenant_flags_against_the_real_binary(backend: Bac
     ));
     assert!(table.contains("policy `payments.*`"), "{table}");
     assert!(table.contains("2s") && table.contains("10s"), "{table}");
+    assert!(
+        table.contains("a Claim of a FAILED operation gets: new_attempt"),
+        "{table}"
+    );
     let document: serde_json::Value = serde_json::from_str(&succeeded(&ops(
         &data,
         &server,
@@ -651,6 +656,7 @@ async fn ops_forget_policy_and_tenant_flags_against_the_real_binary(backend: Bac
     assert_eq!(document["policy"]["defaultMaxAttempts"], 2);
     assert_eq!(document["policy"]["maxAttempts"], 3);
     assert_eq!(document["policy"]["defaultOperationDeadline"], "3600s");
+    assert_eq!(document["policy"]["onFailed"], "ON_FAILED_NEW_ATTEMPT");
     // The same bounds a Claim is admitted with.
     let claimed = claim_owned(
         &mut client,
@@ -667,6 +673,7 @@ async fn ops_forget_policy_and_tenant_flags_against_the_real_binary(backend: Bac
     )))
     .expect("json");
     assert_eq!(other["policy"]["serverDefaults"], true);
+    assert_eq!(other["policy"]["onFailed"], "ON_FAILED_REPLAY");
 
     // ops lookup/reconcile --tenant: the operator acts on shop's behalf.
     let owned = claim_owned(&mut client, &shop, claim_json("orders.ship", "o1", "{}")).await;

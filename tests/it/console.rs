@@ -29,7 +29,7 @@ fn payload(key: &str) -> proto::ClaimRequest {
 /// The Chromium the browser test drives: `CHROMIUM`, else Debian's. None
 /// when it is not installed: the test is then skipped, saying so, unless
 /// `IDEMD_REQUIRE_BROWSER` is set (CI sets it: `.ci/run` installs Chromium).
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("CHROMIUM")
         .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
     if path.exists() {
@@ -47,8 +47,21 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
-fn browser_test_directory() -> PathBuf {
+pub(crate) fn browser_test_directory() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console")
+}
+
+/// Installs the browser test's packages (the committed package-lock.json,
+/// exactly) unless they are there; one test at a time, so that two never
+/// write node_modules together.
+pub(crate) fn browser_dependencies(directory: &Path) {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !directory.join("node_modules").is_dir() {
+        run(directory, "npm", &["ci", "--no-audit", "--no-fund"], &[]);
+    }
 }
 
 /// Where the screenshots go: CI keeps target/ of a run.
@@ -58,7 +71,7 @@ fn screenshots(store: &str) -> PathBuf {
         .join(store)
 }
 
-fn run(directory: &Path, program: &str, args: &[&str], env: &[(&str, String)]) {
+pub(crate) fn run(directory: &Path, program: &str, args: &[&str], env: &[(&str, String)]) {
     let output = Command::new(program)
         .args(args)
         .current_dir(directory)
@@ -168,10 +181,7 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
         ),
     ];
     tokio::task::spawn_blocking(move || {
-        if !directory.join("node_modules").is_dir() {
-            // The committed package-lock.json, exactly.
-            run(&directory, "npm", &["ci", "--no-audit", "--no-fund"], &[]);
-        }
+        browser_dependencies(&directory);
         run(&directory, "npm", &["test", "--silent"], &env);
     })
     .await

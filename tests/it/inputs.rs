@@ -480,10 +480,11 @@ fn every_error_reason_is_documented_in_the_proto_and_the_api_docs() {
 
 /// Every event the domain writes; the match below stops compiling when one
 /// is added, until it is listed here too.
-const HISTORY_EVENTS: [HistoryEvent; 16] = [
+const HISTORY_EVENTS: [HistoryEvent; 18] = [
     HistoryEvent::Claimed,
     HistoryEvent::TakenOver,
     HistoryEvent::RetryStarted,
+    HistoryEvent::RetriedAfterFailure,
     HistoryEvent::MarkedUnknown,
     HistoryEvent::Renewed,
     HistoryEvent::Completed,
@@ -497,6 +498,7 @@ const HISTORY_EVENTS: [HistoryEvent; 16] = [
     HistoryEvent::Expired,
     HistoryEvent::Forgotten,
     HistoryEvent::HistoryTruncated,
+    HistoryEvent::ConflictingClaimRefused,
 ];
 
 fn listed(event: HistoryEvent) -> bool {
@@ -504,6 +506,7 @@ fn listed(event: HistoryEvent) -> bool {
         HistoryEvent::Claimed
         | HistoryEvent::TakenOver
         | HistoryEvent::RetryStarted
+        | HistoryEvent::RetriedAfterFailure
         | HistoryEvent::MarkedUnknown
         | HistoryEvent::Renewed
         | HistoryEvent::Completed
@@ -516,7 +519,8 @@ fn listed(event: HistoryEvent) -> bool {
         | HistoryEvent::LateWriteRefused
         | HistoryEvent::Expired
         | HistoryEvent::Forgotten
-        | HistoryEvent::HistoryTruncated => HISTORY_EVENTS.contains(&event),
+        | HistoryEvent::HistoryTruncated
+        | HistoryEvent::ConflictingClaimRefused => HISTORY_EVENTS.contains(&event),
     }
 }
 

@@ -16,14 +16,17 @@ mod bounds;
 mod cancellation;
 mod cli;
 mod concurrency;
+mod conflicts;
 mod conformance;
 mod connect;
 mod console;
+mod console_tls;
 mod credentials;
 mod dbfaults;
 mod durability;
 mod embedded;
 mod errors;
+mod failed_retry;
 mod fingerprint_vectors;
 #[cfg(target_os = "linux")]
 mod frozen;

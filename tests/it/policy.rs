@@ -22,6 +22,7 @@ policies:
     max_attempts: { default: 2, max: 3 }
     retention: { default: 7d }
     operation_deadline: { default: 1h }
+    on_failed: new_attempt
 "#;
 
 fn seconds(duration: &Option<pbjson_types::Duration>) -> i64 {
@@ -107,6 +108,11 @@ async fn a_claim_follows_its_operations_policy_and_a_changed_file_applies_withou
         timestamp_seconds(&record.operation_deadline_at) - timestamp_seconds(&record.created_at),
         3600,
         "the policy's default operation deadline"
+    );
+    assert_eq!(
+        record.on_failed(),
+        proto::OnFailed::NewAttempt,
+        "the policy's on_failed, stored"
     );
     client
         .complete(authorized(
@@ -285,9 +291,11 @@ async fn policy_check_prints_what_a_claim_gets() {
     assert_eq!(payments["lease"], serde_json::json!(["2s", "10s"]));
     assert_eq!(payments["max_attempts"], serde_json::json!(["2", "3"]));
     assert_eq!(payments["operation_deadline"][0], "1h");
+    assert_eq!(payments["on_failed"], "new_attempt");
     let emails = &report["operations"][1];
     assert_eq!(emails["policy"], serde_json::Value::Null);
     assert_eq!(emails["lease"], serde_json::json!(["30s", "1h"]));
+    assert_eq!(emails["on_failed"], "replay");
 
     let table = data
         .command(&["policy", "check", &path, "--operation", "payments.charge"])
@@ -297,6 +305,12 @@ async fn policy_check_prints_what_a_claim_gets() {
     assert!(table.contains("1 policies, valid"), "{table}");
     assert!(
         table.contains("payments.charge (policy: payments.*)"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|line| line.split_whitespace().eq(["on_failed", "new_attempt"])),
         "{table}"
     );
 

@@ -298,6 +298,64 @@ func (OperationState) EnumDescriptor() ([]byte, []int) {
 	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{2}
 }
 
+// What a Claim of a FAILED operation gets, as the operation policy said when
+// the operation's first Claim was admitted (stored with the operation).
+type OnFailed int32
+
+const (
+	// Not said (a server from before this field): the replay.
+	OnFailed_ON_FAILED_UNSPECIFIED OnFailed = 0
+	// The stored failure, replayed (Completed): the default.
+	OnFailed_ON_FAILED_REPLAY OnFailed = 1
+	// A new attempt (Acquired, or ReconcileFirst while an attempt the failed
+	// one took over may still be in flight), one more granted beyond a spent
+	// attempt budget; still the replay once the operation deadline has passed,
+	// and to a Claim with the failed attempt's own claim_token (a re-sent
+	// Claim, not a new decision).
+	OnFailed_ON_FAILED_NEW_ATTEMPT OnFailed = 2
+)
+
+// Enum value maps for OnFailed.
+var (
+	OnFailed_name = map[int32]string{
+		0: "ON_FAILED_UNSPECIFIED",
+		1: "ON_FAILED_REPLAY",
+		2: "ON_FAILED_NEW_ATTEMPT",
+	}
+	OnFailed_value = map[string]int32{
+		"ON_FAILED_UNSPECIFIED": 0,
+		"ON_FAILED_REPLAY":      1,
+		"ON_FAILED_NEW_ATTEMPT": 2,
+	}
+)
+
+func (x OnFailed) Enum() *OnFailed {
+	p := new(OnFailed)
+	*p = x
+	return p
+}
+
+func (x OnFailed) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnFailed) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[3].Descriptor()
+}
+
+func (OnFailed) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[3]
+}
+
+func (x OnFailed) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnFailed.Descriptor instead.
+func (OnFailed) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{3}
+}
+
 // What a failure means for the effect, and so for the operation.
 type FailDisposition int32
 
@@ -353,11 +411,11 @@ func (x FailDisposition) String() string {
 }
 
 func (FailDisposition) Descriptor() protoreflect.EnumDescriptor {
-	return file_idem_v1_idempotency_proto_enumTypes[3].Descriptor()
+	return file_idem_v1_idempotency_proto_enumTypes[4].Descriptor()
 }
 
 func (FailDisposition) Type() protoreflect.EnumType {
-	return &file_idem_v1_idempotency_proto_enumTypes[3]
+	return &file_idem_v1_idempotency_proto_enumTypes[4]
 }
 
 func (x FailDisposition) Number() protoreflect.EnumNumber {
@@ -366,7 +424,7 @@ func (x FailDisposition) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailDisposition.Descriptor instead.
 func (FailDisposition) EnumDescriptor() ([]byte, []int) {
-	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{3}
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{4}
 }
 
 // The order of a page, by created_at and then operation_id.
@@ -406,11 +464,11 @@ func (x ListOperationsRequest_Order) String() string {
 }
 
 func (ListOperationsRequest_Order) Descriptor() protoreflect.EnumDescriptor {
-	return file_idem_v1_idempotency_proto_enumTypes[4].Descriptor()
+	return file_idem_v1_idempotency_proto_enumTypes[5].Descriptor()
 }
 
 func (ListOperationsRequest_Order) Type() protoreflect.EnumType {
-	return &file_idem_v1_idempotency_proto_enumTypes[4]
+	return &file_idem_v1_idempotency_proto_enumTypes[5]
 }
 
 func (x ListOperationsRequest_Order) Number() protoreflect.EnumNumber {
@@ -2100,9 +2158,20 @@ type Operation struct {
 	// The name of the tenant the operation belongs to. Set only in
 	// ListOperations answers to an admin credential, which may list every
 	// tenant's operations; empty otherwise (a caller knows its own tenant).
-	Tenant        string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tenant string `protobuf:"bytes,19,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// What a Claim gets once the operation is FAILED, stored by its first
+	// Claim from the operation policy in force then.
+	OnFailed OnFailed `protobuf:"varint,20,opt,name=on_failed,json=onFailed,proto3,enum=idem.v1.OnFailed" json:"on_failed,omitempty"`
+	// How many Claims of this scope were refused because their request
+	// differed from this operation's (IDEMPOTENCY_KEY_REUSED). Evidence only:
+	// counting one changes neither the state, the fence, the lease nor
+	// updated_at. 0 for operations refused only by a server that predates
+	// the count.
+	Conflicts uint64 `protobuf:"varint,21,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The database time of the last of them; unset when conflicts is 0.
+	LastConflictAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=last_conflict_at,json=lastConflictAt,proto3" json:"last_conflict_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2268,6 +2337,27 @@ func (x *Operation) GetTenant() string {
 	return ""
 }
 
+func (x *Operation) GetOnFailed() OnFailed {
+	if x != nil {
+		return x.OnFailed
+	}
+	return OnFailed_ON_FAILED_UNSPECIFIED
+}
+
+func (x *Operation) GetConflicts() uint64 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return 0
+}
+
+func (x *Operation) GetLastConflictAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastConflictAt
+	}
+	return nil
+}
+
 // One transition of an operation, or one run of coalesced events (an owner's
 // renewals, refused writes of one RPC, the events past the history cap).
 type HistoryEntry struct {
@@ -2281,6 +2371,10 @@ type HistoryEntry struct {
 	//	TAKEN_OVER           a new owner after an expired lease or an unknown
 	//	                     outcome (it was told ReconcileFirst)
 	//	RETRY_STARTED        a new attempt after a retryable failure
+	//	RETRIED_AFTER_FAILURE a new attempt of a FAILED operation whose policy
+	//	                     says on_failed: new_attempt (detail: the failure
+	//	                     it replaces; whether one more attempt was granted
+	//	                     beyond the budget)
 	//	MARKED_UNKNOWN       an expired attempt with no budget or time left for
 	//	                     another: only Reconcile resolves it
 	//	RENEWED              the owner extended its lease
@@ -2295,6 +2389,9 @@ type HistoryEntry struct {
 	//	                     failed or not_applied)
 	//	STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
 	//	LATE_WRITE_REFUSED   the owner's write after its attempt deadline
+	//	CONFLICTING_CLAIM_REFUSED  a Claim of the key with another request,
+	//	                     refused as a key reuse; state, fence and lease
+	//	                     unchanged (counted in Operation.conflicts)
 	//	EXPIRED              the result passed retention: now a tombstone
 	//	FORGOTTEN            an admin turned the ended operation into a
 	//	                     tombstone before its retention ended (Forget;
@@ -2321,7 +2418,8 @@ type HistoryEntry struct {
 	// How many events this entry stands for. Events coalesce into the
 	// operation's last entry: RENEWED per fence (one owner renewing N times is
 	// one entry, count N), STALE_WRITE_REFUSED and LATE_WRITE_REFUSED per RPC
-	// (detail) whatever the fence; every other event has an entry of its own.
+	// (detail) whatever the fence, CONFLICTING_CLAIM_REFUSED whatever the
+	// fence; every other event has an entry of its own.
 	// 64 bits wide (it was uint32: the same varint on the wire for every
 	// value below 2^32, so clients built with either read it alike).
 	Count uint64 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`
@@ -3179,8 +3277,11 @@ type GetPolicyResponse struct {
 	DefaultOperationDeadline *durationpb.Duration `protobuf:"bytes,11,opt,name=default_operation_deadline,json=defaultOperationDeadline,proto3" json:"default_operation_deadline,omitempty"`
 	// The longest operation_deadline a Claim may ask.
 	MaxOperationDeadline *durationpb.Duration `protobuf:"bytes,12,opt,name=max_operation_deadline,json=maxOperationDeadline,proto3" json:"max_operation_deadline,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// What a Claim gets once an operation of this name is FAILED (the policy
+	// entry's on_failed; ON_FAILED_REPLAY unless an entry opts in).
+	OnFailed      OnFailed `protobuf:"varint,13,opt,name=on_failed,json=onFailed,proto3,enum=idem.v1.OnFailed" json:"on_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPolicyResponse) Reset() {
@@ -3297,6 +3398,13 @@ func (x *GetPolicyResponse) GetMaxOperationDeadline() *durationpb.Duration {
 	return nil
 }
 
+func (x *GetPolicyResponse) GetOnFailed() OnFailed {
+	if x != nil {
+		return x.OnFailed
+	}
+	return OnFailed_ON_FAILED_UNSPECIFIED
+}
+
 var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
 
 const file_idem_v1_idempotency_proto_rawDesc = "" +
@@ -3411,7 +3519,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
 	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
-	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\x9a\a\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xae\b\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
 	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
@@ -3434,7 +3542,10 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\fcompleted_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12=\n" +
 	"\fretain_until\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12N\n" +
 	"\x15operation_deadline_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x13operationDeadlineAt\x12\x16\n" +
-	"\x06tenant\x18\x13 \x01(\tR\x06tenant\"\xd2\x03\n" +
+	"\x06tenant\x18\x13 \x01(\tR\x06tenant\x12.\n" +
+	"\ton_failed\x18\x14 \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed\x12\x1c\n" +
+	"\tconflicts\x18\x15 \x01(\x04R\tconflicts\x12D\n" +
+	"\x10last_conflict_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastConflictAt\"\xd2\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
@@ -3504,7 +3615,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\fretain_until\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vretainUntil\x12#\n" +
 	"\rdropped_bytes\x18\x03 \x01(\x04R\fdroppedBytes\"0\n" +
 	"\x10GetPolicyRequest\x12\x1c\n" +
-	"\toperation\x18\x01 \x01(\tR\toperation\"\x8d\x06\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\"\xbd\x06\n" +
 	"\x11GetPolicyResponse\x12'\n" +
 	"\x0fmatched_pattern\x18\x01 \x01(\tR\x0ematchedPattern\x12'\n" +
 	"\x0fserver_defaults\x18\x02 \x01(\bR\x0eserverDefaults\x12>\n" +
@@ -3518,7 +3629,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\rmax_retention\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\fmaxRetention\x12W\n" +
 	"\x1adefault_operation_deadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\x18defaultOperationDeadline\x12O\n" +
-	"\x16max_operation_deadline\x18\f \x01(\v2\x19.google.protobuf.DurationR\x14maxOperationDeadline*s\n" +
+	"\x16max_operation_deadline\x18\f \x01(\v2\x19.google.protobuf.DurationR\x14maxOperationDeadline\x12.\n" +
+	"\ton_failed\x18\r \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed*s\n" +
 	"\rPendingReason\x12\x1e\n" +
 	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPENDING_REASON_IN_PROGRESS\x10\x01\x12\"\n" +
@@ -3535,7 +3647,11 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x16OPERATION_STATE_FAILED\x10\x03\x12\x1e\n" +
 	"\x1aOPERATION_STATE_RETRY_WAIT\x10\x04\x12\x1b\n" +
 	"\x17OPERATION_STATE_UNKNOWN\x10\x05\x12\x1b\n" +
-	"\x17OPERATION_STATE_EXPIRED\x10\x06*\xb2\x01\n" +
+	"\x17OPERATION_STATE_EXPIRED\x10\x06*V\n" +
+	"\bOnFailed\x12\x19\n" +
+	"\x15ON_FAILED_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10ON_FAILED_REPLAY\x10\x01\x12\x19\n" +
+	"\x15ON_FAILED_NEW_ATTEMPT\x10\x02*\xb2\x01\n" +
 	"\x0fFailDisposition\x12 \n" +
 	"\x1cFAIL_DISPOSITION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
@@ -3567,151 +3683,155 @@ func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
 	return file_idem_v1_idempotency_proto_rawDescData
 }
 
-var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_idem_v1_idempotency_proto_goTypes = []any{
 	(PendingReason)(0),               // 0: idem.v1.PendingReason
 	(FailureReason)(0),               // 1: idem.v1.FailureReason
 	(OperationState)(0),              // 2: idem.v1.OperationState
-	(FailDisposition)(0),             // 3: idem.v1.FailDisposition
-	(ListOperationsRequest_Order)(0), // 4: idem.v1.ListOperationsRequest.Order
-	(*Scope)(nil),                    // 5: idem.v1.Scope
-	(*ClaimRequest)(nil),             // 6: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),            // 7: idem.v1.ClaimResponse
-	(*Ownership)(nil),                // 8: idem.v1.Ownership
-	(*Acquired)(nil),                 // 9: idem.v1.Acquired
-	(*ReconcileFirst)(nil),           // 10: idem.v1.ReconcileFirst
-	(*Pending)(nil),                  // 11: idem.v1.Pending
-	(*Completed)(nil),                // 12: idem.v1.Completed
-	(*NeedsReconciliation)(nil),      // 13: idem.v1.NeedsReconciliation
-	(*Result)(nil),                   // 14: idem.v1.Result
-	(*OperationError)(nil),           // 15: idem.v1.OperationError
-	(*RenewRequest)(nil),             // 16: idem.v1.RenewRequest
-	(*RenewResponse)(nil),            // 17: idem.v1.RenewResponse
-	(*CompleteRequest)(nil),          // 18: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),         // 19: idem.v1.CompleteResponse
-	(*FailRequest)(nil),              // 20: idem.v1.FailRequest
-	(*FailResponse)(nil),             // 21: idem.v1.FailResponse
-	(*LookupRequest)(nil),            // 22: idem.v1.LookupRequest
-	(*LookupResponse)(nil),           // 23: idem.v1.LookupResponse
-	(*Operation)(nil),                // 24: idem.v1.Operation
-	(*HistoryEntry)(nil),             // 25: idem.v1.HistoryEntry
-	(*ReconcileRequest)(nil),         // 26: idem.v1.ReconcileRequest
-	(*NotApplied)(nil),               // 27: idem.v1.NotApplied
-	(*ReconcileResponse)(nil),        // 28: idem.v1.ReconcileResponse
-	(*ListUnresolvedRequest)(nil),    // 29: idem.v1.ListUnresolvedRequest
-	(*ListUnresolvedResponse)(nil),   // 30: idem.v1.ListUnresolvedResponse
-	(*ListOperationsRequest)(nil),    // 31: idem.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),   // 32: idem.v1.ListOperationsResponse
-	(*ForgetRequest)(nil),            // 33: idem.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 34: idem.v1.ForgetResponse
-	(*GetPolicyRequest)(nil),         // 35: idem.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 36: idem.v1.GetPolicyResponse
-	nil,                              // 37: idem.v1.Result.MetadataEntry
-	nil,                              // 38: idem.v1.OperationError.MetadataEntry
-	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
+	(OnFailed)(0),                    // 3: idem.v1.OnFailed
+	(FailDisposition)(0),             // 4: idem.v1.FailDisposition
+	(ListOperationsRequest_Order)(0), // 5: idem.v1.ListOperationsRequest.Order
+	(*Scope)(nil),                    // 6: idem.v1.Scope
+	(*ClaimRequest)(nil),             // 7: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),            // 8: idem.v1.ClaimResponse
+	(*Ownership)(nil),                // 9: idem.v1.Ownership
+	(*Acquired)(nil),                 // 10: idem.v1.Acquired
+	(*ReconcileFirst)(nil),           // 11: idem.v1.ReconcileFirst
+	(*Pending)(nil),                  // 12: idem.v1.Pending
+	(*Completed)(nil),                // 13: idem.v1.Completed
+	(*NeedsReconciliation)(nil),      // 14: idem.v1.NeedsReconciliation
+	(*Result)(nil),                   // 15: idem.v1.Result
+	(*OperationError)(nil),           // 16: idem.v1.OperationError
+	(*RenewRequest)(nil),             // 17: idem.v1.RenewRequest
+	(*RenewResponse)(nil),            // 18: idem.v1.RenewResponse
+	(*CompleteRequest)(nil),          // 19: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 20: idem.v1.CompleteResponse
+	(*FailRequest)(nil),              // 21: idem.v1.FailRequest
+	(*FailResponse)(nil),             // 22: idem.v1.FailResponse
+	(*LookupRequest)(nil),            // 23: idem.v1.LookupRequest
+	(*LookupResponse)(nil),           // 24: idem.v1.LookupResponse
+	(*Operation)(nil),                // 25: idem.v1.Operation
+	(*HistoryEntry)(nil),             // 26: idem.v1.HistoryEntry
+	(*ReconcileRequest)(nil),         // 27: idem.v1.ReconcileRequest
+	(*NotApplied)(nil),               // 28: idem.v1.NotApplied
+	(*ReconcileResponse)(nil),        // 29: idem.v1.ReconcileResponse
+	(*ListUnresolvedRequest)(nil),    // 30: idem.v1.ListUnresolvedRequest
+	(*ListUnresolvedResponse)(nil),   // 31: idem.v1.ListUnresolvedResponse
+	(*ListOperationsRequest)(nil),    // 32: idem.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 33: idem.v1.ListOperationsResponse
+	(*ForgetRequest)(nil),            // 34: idem.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 35: idem.v1.ForgetResponse
+	(*GetPolicyRequest)(nil),         // 36: idem.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 37: idem.v1.GetPolicyResponse
+	nil,                              // 38: idem.v1.Result.MetadataEntry
+	nil,                              // 39: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),      // 40: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
 }
 var file_idem_v1_idempotency_proto_depIdxs = []int32{
-	5,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
-	39, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	39, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
-	39, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	39, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
-	39, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	9,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
-	10, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
-	11, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
-	12, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
-	13, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
-	39, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
-	39, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
-	8,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
-	8,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
+	6,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
+	40, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	40, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	40, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	40, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	10, // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
+	11, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
+	12, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
+	13, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
+	14, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
+	40, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	40, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	9,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
+	9,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
 	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
-	39, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	40, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
 	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
-	39, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	40, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
 	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
-	14, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
-	15, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
-	40, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	40, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
-	37, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	15, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
+	16, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
+	41, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	41, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
+	38, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
 	1,  // 25: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	38, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	39, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	39, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	39, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
-	14, // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
+	39, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	40, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	40, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	40, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	15, // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
 	2,  // 31: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
-	3,  // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
-	15, // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	39, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	4,  // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
+	16, // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
+	40, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
 	2,  // 35: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
 	1,  // 36: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	39, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
-	5,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
-	24, // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
-	25, // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
-	5,  // 41: idem.v1.Operation.scope:type_name -> idem.v1.Scope
+	40, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	6,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
+	25, // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
+	26, // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
+	6,  // 41: idem.v1.Operation.scope:type_name -> idem.v1.Scope
 	2,  // 42: idem.v1.Operation.state:type_name -> idem.v1.OperationState
-	14, // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
-	15, // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	40, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	40, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	40, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	40, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	40, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	40, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	40, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	40, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
-	2,  // 53: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
-	2,  // 54: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	40, // 55: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	40, // 56: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	14, // 57: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	15, // 58: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	27, // 59: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
-	2,  // 60: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	24, // 61: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	4,  // 62: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
-	24, // 63: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	2,  // 64: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	40, // 65: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	39, // 66: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	39, // 67: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	39, // 68: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	39, // 69: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	39, // 70: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	39, // 71: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	39, // 72: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	39, // 73: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
-	6,  // 74: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	16, // 75: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	18, // 76: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	20, // 77: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	22, // 78: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	26, // 79: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	29, // 80: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	31, // 81: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	33, // 82: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	35, // 83: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	7,  // 84: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	17, // 85: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	19, // 86: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	21, // 87: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	23, // 88: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	28, // 89: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	30, // 90: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	32, // 91: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	34, // 92: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	36, // 93: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	84, // [84:94] is the sub-list for method output_type
-	74, // [74:84] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	15, // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
+	16, // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
+	41, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	41, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	41, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	41, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	41, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	41, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	41, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	3,  // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
+	41, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
+	2,  // 55: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,  // 56: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	41, // 57: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	41, // 58: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	15, // 59: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	16, // 60: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	28, // 61: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,  // 62: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	25, // 63: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	5,  // 64: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	25, // 65: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	2,  // 66: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	41, // 67: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	40, // 68: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	40, // 69: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	40, // 70: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 71: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 72: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	40, // 73: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	40, // 74: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	40, // 75: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	3,  // 76: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
+	7,  // 77: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	17, // 78: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	19, // 79: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	21, // 80: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	23, // 81: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	27, // 82: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	30, // 83: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	32, // 84: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	34, // 85: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	36, // 86: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	8,  // 87: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	18, // 88: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	20, // 89: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	22, // 90: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	24, // 91: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	29, // 92: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	31, // 93: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	33, // 94: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	35, // 95: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	37, // 96: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	87, // [87:97] is the sub-list for method output_type
+	77, // [77:87] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }
@@ -3749,7 +3869,7 @@ func file_idem_v1_idempotency_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,

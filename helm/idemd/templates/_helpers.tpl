@@ -117,6 +117,21 @@ the chart's cert-manager Certificate writes.
 {{- end }}
 
 {{/*
+The console is served over HTTPS: console.enabled with console.tls.enabled.
+*/}}
+{{- define "idemd.consoleTls" -}}
+{{- if and .Values.console.enabled .Values.console.tls.enabled }}true{{- end }}
+{{- end }}
+
+{{/*
+Where the console's certificate and key are mounted: its own Secret's directory, or the
+API's when it shares the API's certificate.
+*/}}
+{{- define "idemd.consoleTlsDir" -}}
+{{- if .Values.console.tls.existingSecret }}{{ .Values.console.tls.mountPath }}{{ else }}{{ .Values.tls.mountPath }}{{ end }}
+{{- end }}
+
+{{/*
 Mutual TLS is on: TLS with clientAuth.enabled.
 */}}
 {{- define "idemd.clientAuth" -}}
@@ -188,7 +203,11 @@ IDEMD_METRICS_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.metric
 IDEMD_METRICS_LISTEN: "off"
 {{- end }}
 {{- if .Values.console.enabled }}
+{{- if .Values.console.tls.enabled }}
+IDEMD_CONSOLE_LISTEN: {{ printf "%s:%d" $bind (int .Values.console.port) | quote }}
+{{- else }}
 IDEMD_CONSOLE_LISTEN: {{ printf "127.0.0.1:%d" (int .Values.console.port) | quote }}
+{{- end }}
 {{- end }}
 {{- if .Values.tls.enabled }}
 IDEMD_HEALTH_LISTEN: {{ printf "%s:%d" $bind (int .Values.containerPorts.health) | quote }}
@@ -318,7 +337,22 @@ Refuse configurations that would deploy something broken. Included by the Deploy
 {{- if and (include "idemd.clientAuth" .) (not .Values.tls.clientAuth.identities) }}
 {{- fail "\n\nidemd: tls.clientAuth.enabled requires tls.clientAuth.identities, the mapping of certificate identities to tenants and scopes." }}
 {{- end }}
+{{- if and .Values.console.tls.enabled (not .Values.console.enabled) }}
+{{- fail "\n\nidemd: console.tls.enabled needs console.enabled." }}
+{{- end }}
+{{- if and .Values.console.service.enabled (not (include "idemd.consoleTls" .)) }}
+{{- fail "\n\nidemd: console.service.enabled needs console.enabled and console.tls.enabled: beyond the pod's loopback the console is served over HTTPS only (its session cookie must not cross a network in plain HTTP)." }}
+{{- end }}
+{{- if and (include "idemd.consoleTls" .) (not .Values.console.tls.existingSecret) (not .Values.tls.enabled) }}
+{{- fail "\n\nidemd: console.tls.enabled needs a certificate: console.tls.existingSecret, or the API's (tls.enabled)." }}
+{{- end }}
 {{- $ports := .Values.containerPorts }}
+{{- if .Values.console.enabled }}
+{{- $console := int .Values.console.port }}
+{{- if or (eq $console (int $ports.grpc)) (and .Values.metrics.enabled (eq $console (int $ports.metrics))) (and .Values.tls.enabled (eq $console (int $ports.health))) }}
+{{- fail "\n\nidemd: console.port must differ from containerPorts.grpc, containerPorts.metrics and (with TLS) containerPorts.health." }}
+{{- end }}
+{{- end }}
 {{- if or (eq (int $ports.grpc) (int $ports.metrics)) (and .Values.tls.enabled (or (eq (int $ports.health) (int $ports.grpc)) (eq (int $ports.health) (int $ports.metrics)))) }}
 {{- fail "\n\nidemd: containerPorts.grpc, containerPorts.metrics and (with TLS) containerPorts.health must be distinct." }}
 {{- end }}

@@ -9,6 +9,7 @@ use super::render;
 use crate::config::OutputFormat;
 use crate::error::BoxError;
 use crate::proto::{self, HistoryEntry, LookupRequest, Operation, lookup_request::Target};
+use crate::support::format;
 use crate::support::verdict::{Facts, verdict};
 
 /// The most history entries a page may hold; fewer round trips.
@@ -108,6 +109,7 @@ fn answer(operation: &Operation) -> &'static str {
         state: render::state(operation.state),
         lease_expired: operation.lease_expired,
         attempts_left: operation.attempt < operation.max_attempts,
+        failed_gets_new_attempt: operation.on_failed() == proto::OnFailed::NewAttempt,
     })
     .headline
 }
@@ -173,6 +175,7 @@ pub(super) fn print_operation(operation: &Operation) {
             "retain_until",
             render::time(operation.retain_until.as_ref()),
         ),
+        ("conflicts", format::operation_conflicts(operation)),
     ];
     if let Some(result) = &operation.result {
         fields.push(("content_type", result.content_type.clone()));
@@ -231,7 +234,7 @@ pub(super) fn history_row(entry: &HistoryEntry) -> Vec<String> {
         entry.count.to_string(),
         render::time(entry.at.as_ref()),
         acted_by(entry),
-        entry.detail.clone(),
+        format::history_detail(entry),
     ]
 }
 

@@ -8,7 +8,7 @@ use super::failure::OpsFailure;
 use super::render;
 use crate::config::OutputFormat;
 use crate::error::BoxError;
-use crate::proto::{GetPolicyRequest, GetPolicyResponse};
+use crate::proto::{GetPolicyRequest, GetPolicyResponse, OnFailed};
 
 /// A duration as humantime prints it (`30s`, `1day`); `-` when unset.
 fn duration(value: Option<&pbjson_types::Duration>) -> String {
@@ -25,6 +25,15 @@ fn decided_by(policy: &GetPolicyResponse) -> String {
         "server defaults (no policy entry matches)".to_owned()
     } else {
         format!("policy `{}`", policy.matched_pattern)
+    }
+}
+
+/// What a Claim of a FAILED operation gets, as the policy file names it.
+fn on_failed(policy: &GetPolicyResponse) -> &'static str {
+    match policy.on_failed() {
+        OnFailed::NewAttempt => "new_attempt",
+        // UNSPECIFIED: a server from before the field, which replays.
+        OnFailed::Replay | OnFailed::Unspecified => "replay",
     }
 }
 
@@ -49,6 +58,7 @@ pub(super) async fn run(
         })),
         OutputFormat::Table => {
             println!("{operation}: {}", decided_by(&policy));
+            println!("a Claim of a FAILED operation gets: {}", on_failed(&policy));
             println!();
             render::print_table(
                 &["FIELD", "DEFAULT", "MAX"],

@@ -40,10 +40,10 @@ const LONGEST_RETRY: Duration = Duration::from_secs(10);
 /// before it gives up (exit 3): a restart or a failover takes seconds, an
 /// outage this long needs a person.
 const UNAVAILABLE_PATIENCE: Duration = Duration::from_secs(300);
-/// The streamed history's column widths: an event (STALE_WRITE_REFUSED), a
+/// The streamed history's column widths: an event (CONFLICTING_CLAIM_REFUSED), a
 /// state (IN_PROGRESS) and a time fit, so that later rows line up with the
 /// first ones.
-const HISTORY_WIDTHS: [usize; 9] = [3, 19, 11, 11, 5, 7, 5, 20, 0];
+const HISTORY_WIDTHS: [usize; 9] = [3, 25, 11, 11, 5, 7, 5, 20, 0];
 
 pub(super) async fn run(
     server: &mut Server,

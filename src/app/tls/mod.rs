@@ -1,5 +1,7 @@
 //! The API's TLS: its identity (certificate and key) and, for mutual TLS,
-//! the client CAs and the identity mapping. Read at start-up, so that a bad
+//! the client CAs and the identity mapping; and the web console's, which
+//! is an identity only (a browser must not be asked for a client
+//! certificate), loaded and reloaded the same way. Read at start-up, so that a bad
 //! file stops the server before it listens, and read again whenever the
 //! files change ([`reload`]): each new connection takes the configuration
 //! in force when it arrives; connections already open keep theirs. The
@@ -14,10 +16,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use sha2::{Digest, Sha256};
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::client::verify_server_name;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::server::danger::ClientCertVerifier;
+use tokio_rustls::rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use tokio_rustls::rustls::{RootCertStore, ServerConfig, ServerConnection};
 use tracing::warn;
 
@@ -56,6 +59,8 @@ pub(super) fn refuse_unasked_plaintext(args: &ServeArgs) -> Result<(), BoxError>
 /// Where the TLS material lives.
 #[derive(Debug, Clone)]
 pub(super) struct TlsFiles {
+    /// Whose files these are (`api`, `console`), for the log.
+    listener: &'static str,
     cert: PathBuf,
     key: PathBuf,
     /// With `identities`: mutual TLS.
@@ -69,10 +74,25 @@ impl TlsFiles {
             return None;
         };
         Some(Self {
+            listener: "api",
             cert: cert.clone(),
             key: key.clone(),
             client_ca: args.tls_client_ca.clone().zip(args.tls_identities.clone()),
             require_client_cert: args.tls_require_client_cert,
+        })
+    }
+
+    /// The web console's: a certificate and key, never a client CA.
+    pub(super) fn console_from_args(args: &ServeArgs) -> Option<Self> {
+        let (Some(cert), Some(key)) = (&args.console_tls_cert, &args.console_tls_key) else {
+            return None;
+        };
+        Some(Self {
+            listener: "console",
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: None,
+            require_client_cert: false,
         })
     }
 
@@ -106,6 +126,9 @@ impl TlsFiles {
             .first()
             .ok_or_else(|| format!("{}: no certificate in it", self.cert.display()))?;
         let fingerprint = hex(&Sha256::digest(leaf.as_ref()));
+        let leaf = leaf.clone().into_owned();
+        ParsedCertificate::try_from(&leaf)
+            .map_err(|error| format!("{}: not a certificate: {error}", self.cert.display()))?;
         let key = PrivateKeyDer::from_pem_slice(&contents.key)
             .map_err(|error| format!("{}: not a PEM private key: {error}", self.key.display()))?;
         let (builder, client_auth) = match (&self.client_ca, &contents.client_ca) {
@@ -139,6 +162,7 @@ impl TlsFiles {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             client_auth,
             fingerprint,
+            leaf,
         })
     }
 }
@@ -193,17 +217,30 @@ impl ClientAuth {
 }
 
 /// One configuration: what a connection accepted under it is served with.
-pub(super) struct Loaded {
+pub(crate) struct Loaded {
     acceptor: TlsAcceptor,
     client_auth: Option<ClientAuth>,
     /// SHA-256 of the server certificate, hex: logged on each (re)load, so
     /// that an operator can tell which one serves.
     fingerprint: String,
+    /// The server certificate (parsed once at load, so it parses again).
+    leaf: CertificateDer<'static>,
 }
 
 impl Loaded {
     pub(super) fn acceptor(&self) -> &TlsAcceptor {
         &self.acceptor
+    }
+
+    /// Whether the server certificate is valid for `host` (a DNS name or an
+    /// IP address, without port or brackets), as a browser checks it: its
+    /// subject alternative names, wildcards for one label.
+    pub(crate) fn certifies(&self, host: &str) -> bool {
+        let Ok(name) = ServerName::try_from(host) else {
+            return false;
+        };
+        ParsedCertificate::try_from(&self.leaf)
+            .is_ok_and(|certificate| verify_server_name(&certificate, &name).is_ok())
     }
 
     /// The verdict on the client certificate of a connection whose
@@ -234,6 +271,7 @@ impl ServerTls {
         let contents = files.read()?;
         let loaded = files.build(&contents)?;
         tracing::info!(
+            listener = files.listener,
             certificate_sha256 = %loaded.fingerprint,
             mutual = loaded.client_auth.is_some(),
             identities = loaded.client_auth.as_ref().map_or(0, |auth| auth.identities.len()),
@@ -255,5 +293,75 @@ impl ServerTls {
 
     fn replace(&self, loaded: Loaded) {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(loaded);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration of a self-signed certificate for `names`.
+    fn loaded(names: &[&str]) -> Loaded {
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let certified = rcgen::generate_simple_self_signed(names).expect("a certificate");
+        let files = TlsFiles {
+            listener: "console",
+            cert: "tls.crt".into(),
+            key: "tls.key".into(),
+            client_ca: None,
+            require_client_cert: false,
+        };
+        let contents = Contents {
+            cert: certified.cert.pem().into_bytes(),
+            key: certified.signing_key.serialize_pem().into_bytes(),
+            client_ca: None,
+        };
+        files
+            .build(&contents)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    #[test]
+    fn a_certificate_certifies_its_names_as_a_browser_reads_them() {
+        let config = loaded(&["console.example.com", "*.ops.example.com", "10.0.0.7"]);
+        let cases = [
+            ("console.example.com", true),
+            ("CONSOLE.example.com", true),
+            ("idemd.ops.example.com", true),
+            // A wildcard stands for one label, never none or two.
+            ("ops.example.com", false),
+            ("a.b.ops.example.com", false),
+            ("10.0.0.7", true),
+            ("10.0.0.8", false),
+            ("example.com", false),
+            ("console.example.com.attacker.example", false),
+            ("attacker.example", false),
+            ("localhost", false),
+            ("127.0.0.1", false),
+            ("", false),
+        ];
+        for (host, expected) in cases {
+            assert_eq!(config.certifies(host), expected, "{host}");
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_no_certificate_is_refused_naming_it() {
+        let files = TlsFiles {
+            listener: "console",
+            cert: "console.crt".into(),
+            key: "console.key".into(),
+            client_ca: None,
+            require_client_cert: false,
+        };
+        let contents = Contents {
+            cert: b"not pem".to_vec(),
+            key: b"not pem".to_vec(),
+            client_ca: None,
+        };
+        let Err(error) = files.build(&contents) else {
+            panic!("built from garbage");
+        };
+        assert!(error.starts_with("console.crt: no certificate"), "{error}");
     }
 }

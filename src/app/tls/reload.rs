@@ -41,7 +41,11 @@ pub(in crate::app) async fn reload_every(
             Ok(contents) => contents,
             Err(reason) => {
                 if unreadable.as_ref() != Some(&reason) {
-                    error!(error = %reason, "tls files unreadable: the ones in force stay");
+                    error!(
+                        listener = files.listener,
+                        error = %reason,
+                        "tls files unreadable: the ones in force stay"
+                    );
                     metrics.tls_reload_failed();
                     unreadable = Some(reason);
                 }
@@ -55,13 +59,18 @@ pub(in crate::app) async fn reload_every(
         match files.build(&contents) {
             Ok(loaded) => {
                 info!(
+                    listener = files.listener,
                     certificate_sha256 = %loaded.fingerprint,
                     "tls files reloaded: new connections use them"
                 );
                 tls.replace(loaded);
             }
             Err(reason) => {
-                error!(error = %reason, "tls files changed but cannot be used: the ones in force stay");
+                error!(
+                    listener = files.listener,
+                    error = %reason,
+                    "tls files changed but cannot be used: the ones in force stay"
+                );
                 metrics.tls_reload_failed();
             }
         }

@@ -1,16 +1,16 @@
 //! Reconciling one operation: the choice, the confirmation, the write.
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::header::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
 use serde::Deserialize;
 use tonic::Code;
 use tracing::info;
 
 use crate::console::pages::reconcile::{Choice, choose_page, review_page};
-use crate::console::security::{csrf_ok, same_origin};
+use crate::console::security::{ExpectedOrigin, csrf_ok, same_origin};
 use crate::console::{Console, paths};
 use crate::proto::{self, ReconcileRequest, reconcile_request::Resolution};
 
@@ -95,6 +95,7 @@ fn resolution(choice: Choice) -> Resolution {
 pub(in crate::console) async fn reconcile(
     State(console): Shared,
     headers: HeaderMap,
+    Extension(origin): Extension<ExpectedOrigin>,
     Path(id): Path<String>,
     Query(query): Query<TenantQuery>,
     Form(form): Form<ReconcileForm>,
@@ -103,7 +104,7 @@ pub(in crate::console) async fn reconcile(
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    if !same_origin(&headers) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
+    if !same_origin(&headers, &origin) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
         return forged(&signed_in);
     }
     let Some(choice) = form.choice() else {

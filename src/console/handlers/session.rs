@@ -1,16 +1,18 @@
 //! Signing in and out: a token becomes a session, a session ends.
 
-use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
 use maud::Markup;
 use serde::Deserialize;
 use tracing::info;
 
 use crate::console::pages::login_page;
-use crate::console::security::{cleared_cookie, csrf_ok, same_origin, session_cookie, session_id};
+use crate::console::security::{
+    ExpectedOrigin, cleared_cookie, csrf_ok, same_origin, session_cookie, session_id,
+};
 use crate::console::session::ABSOLUTE_TIMEOUT;
 
 use super::{Shared, forged, html, may_use_console, sign_in, to_login};
@@ -27,9 +29,10 @@ pub(in crate::console) struct LoginForm {
 pub(in crate::console) async fn login(
     State(console): Shared,
     headers: HeaderMap,
+    Extension(origin): Extension<ExpectedOrigin>,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if !same_origin(&headers) {
+    if !same_origin(&headers, &origin) {
         return html(
             StatusCode::FORBIDDEN,
             login_page(Some(
@@ -83,13 +86,14 @@ pub(in crate::console) struct CsrfForm {
 pub(in crate::console) async fn logout(
     State(console): Shared,
     headers: HeaderMap,
+    Extension(origin): Extension<ExpectedOrigin>,
     Form(form): Form<CsrfForm>,
 ) -> Response {
     let signed_in = match sign_in(&console, &headers).await {
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    if !same_origin(&headers) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
+    if !same_origin(&headers, &origin) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
         return forged(&signed_in);
     }
     if let Some(id) = session_id(&headers) {

@@ -38,7 +38,7 @@ pub fn operations_page(
         form.filter method="get" action="/operations" {
             label for="filter" { "Filter" }
             input #filter type="text" name="filter" value=(filter)
-                placeholder="state:unknown op:payments.* age>10m attempts>=2 is:taken_over";
+                placeholder="state:unknown op:payments.* age>10m attempts>=2 is:taken_over is:conflicted last:reconciled";
             select name="order" aria-label="Order" {
                 option value="newest" { "newest first" }
                 option value="oldest" { "oldest first" }

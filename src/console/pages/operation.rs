@@ -33,6 +33,7 @@ pub fn facts(operation: &Operation) -> Facts {
         state: state(operation.state),
         lease_expired: operation.lease_expired,
         attempts_left: operation.attempt < operation.max_attempts,
+        failed_gets_new_attempt: operation.on_failed() == crate::proto::OnFailed::NewAttempt,
     }
 }
 
@@ -93,6 +94,11 @@ pub fn operation_page(
                 tr { th { "completed" } td { (time(operation.completed_at.as_ref())) } }
                 tr { th { "retained until" } td { (time(operation.retain_until.as_ref())) } }
                 tr { th { "fingerprint" } td { code { (hex(&operation.fingerprint)) } } }
+                tr { th { "conflicts" } td.conflicts { (format::operation_conflicts(operation))
+                    @if operation.conflicts > 0 {
+                        " (Claims of this key with another request, refused "
+                        code { "IDEMPOTENCY_KEY_REUSED" } ")"
+                    } } }
             }
         }
         @if let Some(result) = &operation.result {
@@ -223,6 +229,11 @@ fn timeline_chart(timeline: &Timeline) -> Markup {
                 "." }
         }
         p { (refused) " stale or late writes refused in all. Replays and Pending answers are counted in the server's metrics, not per operation." }
+        @if timeline.conflicting_claims_refused > 0 {
+            p.conflicts { (format::conflicts(timeline.conflicting_claims_refused))
+                " in this history: Claims of the key with another request, refused "
+                code { "IDEMPOTENCY_KEY_REUSED" } "." }
+        }
     }
 }
 
@@ -259,7 +270,7 @@ fn history_table(history: &[HistoryEntry]) -> Markup {
                             code { (entry.credential) }
                             @if entry.admin_on_behalf { " (admin, on behalf)" }
                         } }
-                        td { (entry.detail) }
+                        td { (format::history_detail(entry)) }
                     }
                 }
             }

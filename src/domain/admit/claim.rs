@@ -7,6 +7,7 @@ use super::fields::{check_between, describe, duration_or_default, within};
 use crate::domain::command::ClaimCommand;
 use crate::domain::error::{Error, Result, Violations};
 use crate::domain::limits::Limits;
+use crate::domain::model::OnFailed;
 use crate::domain::requested::ClaimRequested;
 
 impl Limits {
@@ -100,6 +101,8 @@ impl Limits {
                 max_attempts,
                 retention,
                 operation_deadline,
+                // The server's own: the replay. A policy may opt in.
+                on_failed: OnFailed::Replay,
                 clock_margin: self.clock_margin,
             },
             wait,

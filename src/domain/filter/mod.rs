@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::model::{OperationId, State};
+use super::model::{HistoryEvent, OperationId, State};
 
 mod parse;
 
@@ -147,6 +147,21 @@ pub struct AttemptsBound {
     pub attempts: u32,
 }
 
+/// `conflicts>N` and its kin: how many Claims with another request were
+/// refused (IDEMPOTENCY_KEY_REUSED) and counted on the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConflictsBound {
+    pub comparison: Comparison,
+    /// At most `i64::MAX`, the column's range.
+    pub conflicts: u64,
+}
+
+/// The name a history event has in a filter (`last:taken_over`): its stored
+/// name in lower case.
+pub fn event_term(event: HistoryEvent) -> String {
+    event.as_str().to_ascii_lowercase()
+}
+
 /// What a ListOperations caller asked for. Every field that is set must
 /// hold; the default matches every operation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -163,6 +178,13 @@ pub struct OperationFilter {
     /// IN_PROGRESS or UNKNOWN and its attempt deadline has passed by the
     /// database clock (`OperationRecord::attempt_deadline_passed`).
     pub deadline_passed: bool,
+    pub conflicts: Option<ConflictsBound>,
+    /// At least one Claim with another request was refused and counted
+    /// (`conflicts > 0`).
+    pub conflicted: bool,
+    /// The event of the operation's latest history entry (for a coalesced
+    /// entry, its event; past the history cap, `history_truncated`).
+    pub last_event: Option<HistoryEvent>,
     /// Another tenant, by name: for admin credentials only, which the
     /// transport checks (the domain knows no credentials).
     pub tenant: Option<String>,
@@ -183,10 +205,13 @@ pub enum FilterProblem {
     TooLong { bytes: usize },
     #[error("expected at most {MAX_FILTER_TERMS} terms")]
     TooManyTerms,
-    #[error("expected a field name (state, op, key, id, age, attempts, is, tenant)")]
+    #[error(
+        "expected a field name (state, op, key, id, age, attempts, conflicts, is, last, tenant)"
+    )]
     ExpectedField,
     #[error(
-        "unknown field `{field}`; expected one of state, op, key, id, age, attempts, is, tenant"
+        "unknown field `{field}`; expected one of state, op, key, id, age, attempts, conflicts, \
+         is, last, tenant"
     )]
     UnknownField { field: String },
     #[error("expected `:` or a comparison after `{field}`")]
@@ -299,6 +324,15 @@ impl fmt::Display for OperationFilter {
                 attempts.attempts
             )?;
         }
+        if let Some(conflicts) = self.conflicts {
+            next_term(formatter)?;
+            write!(
+                formatter,
+                "conflicts{}{}",
+                conflicts.comparison.as_str(),
+                conflicts.conflicts
+            )?;
+        }
         if self.taken_over {
             next_term(formatter)?;
             formatter.write_str("is:taken_over")?;
@@ -306,6 +340,14 @@ impl fmt::Display for OperationFilter {
         if self.deadline_passed {
             next_term(formatter)?;
             formatter.write_str("is:deadline_passed")?;
+        }
+        if self.conflicted {
+            next_term(formatter)?;
+            formatter.write_str("is:conflicted")?;
+        }
+        if let Some(event) = self.last_event {
+            next_term(formatter)?;
+            write!(formatter, "last:{}", event_term(event))?;
         }
         if let Some(tenant) = &self.tenant {
             next_term(formatter)?;

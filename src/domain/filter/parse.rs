@@ -5,10 +5,11 @@
 use uuid::Uuid;
 
 use super::{
-    AgeBound, AttemptsBound, Comparison, FilterError, FilterProblem, MAX_AGE_SECONDS,
-    MAX_FILTER_BYTES, MAX_FILTER_TERMS, OperationFilter, OperationMatch, StateMatch,
+    AgeBound, AttemptsBound, Comparison, ConflictsBound, FilterError, FilterProblem,
+    MAX_AGE_SECONDS, MAX_FILTER_BYTES, MAX_FILTER_TERMS, OperationFilter, OperationMatch,
+    StateMatch, event_term,
 };
-use crate::domain::model::OperationId;
+use crate::domain::model::{HistoryEvent, OperationId};
 
 /// The bounds of DESIGN.md: keys are 1–255 bytes, operation names 1–128
 /// characters of `[A-Za-z0-9._/-]`. A value past them can match nothing, so
@@ -25,7 +26,9 @@ enum Field {
     Id,
     Age,
     Attempts,
+    Conflicts,
     Is,
+    Last,
     Tenant,
 }
 
@@ -38,7 +41,9 @@ impl Field {
             "id" => Field::Id,
             "age" => Field::Age,
             "attempts" => Field::Attempts,
+            "conflicts" => Field::Conflicts,
             "is" => Field::Is,
+            "last" => Field::Last,
             "tenant" => Field::Tenant,
             _ => return None,
         })
@@ -52,7 +57,9 @@ impl Field {
             Field::Id => "id",
             Field::Age => "age",
             Field::Attempts => "attempts",
+            Field::Conflicts => "conflicts",
             Field::Is => "is",
+            Field::Last => "last",
             Field::Tenant => "tenant",
         }
     }
@@ -221,6 +228,13 @@ fn parse_duration(text: &str) -> Option<u64> {
 
 pub(super) const STATE_VALUES: &str = "in_progress, succeeded, failed, retry_wait, unknown, expired or \
                             unresolved, separated by commas";
+pub(super) const IS_VALUES: &str = "taken_over, deadline_passed or conflicted";
+/// Every history event in lower case, as [`HistoryEvent::ALL`] orders them
+/// (a test holds the two together).
+pub(super) const LAST_VALUES: &str = "a history event: claimed, taken_over, retry_started, \
+     marked_unknown, renewed, completed, failed, deadline_exceeded, retry_scheduled, \
+     outcome_unknown, reconciled, stale_write_refused, late_write_refused, \
+     conflicting_claim_refused, expired, forgotten or history_truncated";
 pub(super) const EQUALITY: &str = "`:`";
 pub(super) const ORDERING: &str = "`>`, `>=`, `<` or `<=`";
 
@@ -264,7 +278,7 @@ impl OperationFilter {
         let bad_value =
             |expected| refuse(term.value_at, FilterProblem::BadValue { field, expected });
         let repeated = |field| refuse(term.start, FilterProblem::Repeated { field });
-        let wants_equality = term.field != Field::Age && term.field != Field::Attempts;
+        let wants_equality = !matches!(term.field, Field::Age | Field::Attempts | Field::Conflicts);
         if wants_equality && term.comparison != Comparison::Equal {
             return refuse(
                 term.comparison_at,
@@ -371,6 +385,28 @@ impl OperationFilter {
                     attempts,
                 });
             }
+            Field::Conflicts => {
+                if self.conflicts.is_some() {
+                    return repeated(field);
+                }
+                let digits_only = !term.value.is_empty()
+                    && term
+                        .value
+                        .chars()
+                        .all(|character| character.is_ascii_digit());
+                // The column is a signed 64-bit count.
+                let Some(conflicts) = digits_only
+                    .then(|| term.value.parse::<i64>().ok())
+                    .flatten()
+                    .and_then(|conflicts| u64::try_from(conflicts).ok())
+                else {
+                    return bad_value("a whole number of refused conflicting claims");
+                };
+                self.conflicts = Some(ConflictsBound {
+                    comparison: term.comparison,
+                    conflicts,
+                });
+            }
             Field::Is => match term.value.as_str() {
                 "taken_over" if self.taken_over => return repeated("is:taken_over"),
                 "taken_over" => self.taken_over = true,
@@ -378,8 +414,22 @@ impl OperationFilter {
                     return repeated("is:deadline_passed");
                 }
                 "deadline_passed" => self.deadline_passed = true,
-                _ => return bad_value("taken_over or deadline_passed"),
+                "conflicted" if self.conflicted => return repeated("is:conflicted"),
+                "conflicted" => self.conflicted = true,
+                _ => return bad_value(IS_VALUES),
             },
+            Field::Last => {
+                if self.last_event.is_some() {
+                    return repeated(field);
+                }
+                let Some(event) = HistoryEvent::ALL
+                    .into_iter()
+                    .find(|event| event_term(*event) == term.value)
+                else {
+                    return bad_value(LAST_VALUES);
+                };
+                self.last_event = Some(event);
+            }
             Field::Tenant => {
                 if self.tenant.is_some() {
                     return repeated(field);

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use super::parse::{EQUALITY, ORDERING, STATE_VALUES};
+use super::parse::{EQUALITY, IS_VALUES, LAST_VALUES, ORDERING, STATE_VALUES};
 use super::*;
+use crate::domain::model::HistoryEvent;
 
 fn states(list: &[StateMatch]) -> BTreeSet<StateMatch> {
     list.iter().copied().collect()
@@ -170,6 +171,59 @@ fn filters_parse_to_what_they_say_and_render_canonically() {
             "is:taken_over is:deadline_passed tenant:acme",
         ),
         (
+            "conflicts>3",
+            OperationFilter {
+                conflicts: Some(ConflictsBound {
+                    comparison: Comparison::Greater,
+                    conflicts: 3,
+                }),
+                ..Default::default()
+            },
+            "conflicts>3",
+        ),
+        (
+            "conflicts:0",
+            OperationFilter {
+                conflicts: Some(ConflictsBound {
+                    comparison: Comparison::Equal,
+                    conflicts: 0,
+                }),
+                ..Default::default()
+            },
+            "conflicts:0",
+        ),
+        (
+            "last:reconciled is:conflicted tenant:acme is:taken_over conflicts<=9223372036854775807",
+            OperationFilter {
+                conflicts: Some(ConflictsBound {
+                    comparison: Comparison::LessOrEqual,
+                    conflicts: 9_223_372_036_854_775_807,
+                }),
+                taken_over: true,
+                conflicted: true,
+                last_event: Some(HistoryEvent::Reconciled),
+                tenant: Some("acme".into()),
+                ..Default::default()
+            },
+            "conflicts<=9223372036854775807 is:taken_over is:conflicted last:reconciled tenant:acme",
+        ),
+        (
+            "last:conflicting_claim_refused",
+            OperationFilter {
+                last_event: Some(HistoryEvent::ConflictingClaimRefused),
+                ..Default::default()
+            },
+            "last:conflicting_claim_refused",
+        ),
+        (
+            r#"last:"taken_over""#,
+            OperationFilter {
+                last_event: Some(HistoryEvent::TakenOver),
+                ..Default::default()
+            },
+            "last:taken_over",
+        ),
+        (
             r#"tenant:"big co""#,
             OperationFilter {
                 tenant: Some("big co".into()),
@@ -289,7 +343,41 @@ fn every_refusal_names_its_position_and_what_was_expected() {
             4,
             FilterProblem::BadValue {
                 field: "is",
-                expected: "taken_over or deadline_passed",
+                expected: IS_VALUES,
+            },
+        ),
+        ("conflicts>-1", 11, conflicts_value()),
+        ("conflicts:+1", 11, conflicts_value()),
+        ("conflicts:", 11, conflicts_value()),
+        // One past the column's range.
+        ("conflicts>9223372036854775808", 11, conflicts_value()),
+        ("state:failed last:bogus", 19, last_value()),
+        ("last:TAKEN_OVER", 6, last_value()),
+        ("last:", 6, last_value()),
+        (
+            "last>claimed",
+            5,
+            FilterProblem::WrongOperator {
+                field: "last",
+                operator: ">",
+                expected: EQUALITY,
+            },
+        ),
+        (
+            "last:claimed last:renewed",
+            14,
+            FilterProblem::Repeated { field: "last" },
+        ),
+        (
+            "conflicts>1 conflicts<3",
+            13,
+            FilterProblem::Repeated { field: "conflicts" },
+        ),
+        (
+            "is:conflicted is:conflicted",
+            15,
+            FilterProblem::Repeated {
+                field: "is:conflicted",
             },
         ),
         (
@@ -412,6 +500,35 @@ fn attempts_value() -> FilterProblem {
     }
 }
 
+fn conflicts_value() -> FilterProblem {
+    FilterProblem::BadValue {
+        field: "conflicts",
+        expected: "a whole number of refused conflicting claims",
+    }
+}
+
+fn last_value() -> FilterProblem {
+    FilterProblem::BadValue {
+        field: "last",
+        expected: LAST_VALUES,
+    }
+}
+
+#[test]
+fn every_history_event_is_a_last_term_and_the_refusal_lists_them_all() {
+    let listed = LAST_VALUES
+        .trim_start_matches("a history event: ")
+        .replace(" or ", ", ");
+    let listed: Vec<&str> = listed.split(", ").collect();
+    let events: Vec<String> = HistoryEvent::ALL.into_iter().map(event_term).collect();
+    assert_eq!(listed, events);
+    for event in HistoryEvent::ALL {
+        let text = format!("last:{}", event_term(event));
+        assert_eq!(parsed(&text).last_event, Some(event), "{text}");
+        assert_eq!(parsed(&text).to_string(), text);
+    }
+}
+
 fn any_text() -> impl Strategy<Value = String> {
     // Any characters, spaces, quotes, backslashes and newlines included.
     prop_oneof!["[a-z0-9]{1,12}", "(.|\n|\"|\\\\| ){1,30}",]
@@ -439,6 +556,17 @@ fn any_filter() -> impl Strategy<Value = OperationFilter> {
             comparison,
             attempts,
         });
+    let conflicts = (any_comparison(), 0..=i64::MAX as u64).prop_map(|(comparison, conflicts)| {
+        ConflictsBound {
+            comparison,
+            conflicts,
+        }
+    });
+    let evidence = (
+        proptest::option::of(conflicts),
+        any::<bool>(),
+        proptest::option::of(proptest::sample::select(HistoryEvent::ALL.to_vec())),
+    );
     (
         proptest::collection::btree_set(proptest::sample::select(StateMatch::ALL.to_vec()), 0..4),
         proptest::option::of(operation),
@@ -449,9 +577,21 @@ fn any_filter() -> impl Strategy<Value = OperationFilter> {
         any::<bool>(),
         any::<bool>(),
         proptest::option::of(any_text()),
+        evidence,
     )
         .prop_map(
-            |(states, operation, key, id, age, attempts, taken_over, deadline_passed, tenant)| {
+            |(
+                states,
+                operation,
+                key,
+                id,
+                age,
+                attempts,
+                taken_over,
+                deadline_passed,
+                tenant,
+                (conflicts, conflicted, last_event),
+            )| {
                 OperationFilter {
                     states,
                     operation,
@@ -461,6 +601,9 @@ fn any_filter() -> impl Strategy<Value = OperationFilter> {
                     attempts,
                     taken_over,
                     deadline_passed,
+                    conflicts,
+                    conflicted,
+                    last_event,
                     tenant,
                 }
             },

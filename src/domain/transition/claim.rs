@@ -10,7 +10,7 @@ use super::ending::{doubt_detail, end_without_new_attempt, keep_doubt};
 use crate::domain::command::ClaimCommand;
 use crate::domain::error::Error;
 use crate::domain::model::{
-    FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord,
+    FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord, Outcome,
     PreviousAttempt, State, TenantId, time_left,
 };
 
@@ -78,6 +78,7 @@ impl FirstClaim {
             lease_duration: command.lease,
             max_attempt_duration: command.max_attempt_duration,
             retention: command.retention,
+            on_failed: command.on_failed,
             lease_expires_at: Some(now + self.lease_expires_in),
             attempt_deadline_at: Some(now + self.attempt_deadline_in),
             retry_at: None,
@@ -89,9 +90,16 @@ impl FirstClaim {
             updated_at: now,
             completed_at: None,
             retain_until: None,
+            conflicts: 0,
+            last_conflict_at: None,
         }
     }
 }
+
+/// The most attempts one operation ever runs when FAILED grants new ones
+/// (`on_failed: new_attempt`): the largest attempt budget the server allows
+/// a Claim to ask for.
+pub const MOST_ATTEMPTS_EVER: u32 = 100;
 
 pub fn decide_claim(
     record: &OperationRecord,
@@ -100,10 +108,26 @@ pub fn decide_claim(
 ) -> Decision {
     let operation_id = record.operation_id;
     if record.fingerprint != command.fingerprint {
-        return Decision::refuse(Error::KeyReused { operation_id });
+        // Refused as before, and counted on the record with a history entry
+        // (coalesced: one growing entry however often it happens). Neither
+        // changes the state, the fence or the lease.
+        return Decision::refuse_and_count_conflict(
+            Error::KeyReused { operation_id },
+            NewHistoryEntry {
+                event: HistoryEvent::ConflictingClaimRefused,
+                from_state: Some(record.state),
+                to_state: record.state,
+                fence: record.fence,
+                attempt: record.attempt,
+                detail: String::new(),
+            },
+        );
     }
     match record.state {
         State::Expired => Decision::refuse(Error::ResultExpired { operation_id }),
+        State::Failed if record.on_failed.gets_new_attempt() => {
+            retry_after_failure(record, command, now)
+        }
         State::Succeeded | State::Failed => Decision::answer(Answer::Claim(ClaimAnswer::Completed)),
         State::InProgress if !record.lease_expired(now) => {
             let resent_by_owner =
@@ -169,6 +193,88 @@ pub fn decide_claim(
             }
         }
     }
+}
+
+/// A Claim of a FAILED operation whose policy opted in (`on_failed:
+/// new_attempt`): a new attempt, as after a retryable failure, and one more
+/// attempt granted when the budget is spent (the history says so), since the
+/// caller's Claim after a FAILED answer is its own decision to try again.
+/// The failure is replayed instead when the operation deadline has passed,
+/// and to a Claim carrying the failed attempt's own claim_token: tokens are
+/// fresh per attempt, so that is the Claim which started the failed attempt,
+/// re-sent (a late duplicate), not a decision to try again. An attempt the
+/// failed one took over whose effect may still be in flight (a terminal
+/// Fail does not settle it) is doubted as a retry doubts it: the new owner
+/// is told ReconcileFirst. And an operation never runs more attempts than
+/// [`MOST_ATTEMPTS_EVER`]: past it the failure is replayed (a new intent
+/// needs a new key), so that a caller which keeps failing and claiming again
+/// cannot grow one record's history without end.
+fn retry_after_failure(
+    record: &OperationRecord,
+    command: &ClaimCommand,
+    now: DateTime<Utc>,
+) -> Decision {
+    let replay = Decision::answer(Answer::Claim(ClaimAnswer::Completed));
+    let resent_by_failed_owner =
+        !command.claim_token.is_empty() && command.claim_token == record.claim_token;
+    if resent_by_failed_owner
+        || operation_deadline_passed(record, now)
+        || record.attempt >= MOST_ATTEMPTS_EVER
+    {
+        return replay;
+    }
+    let doubt = record
+        .taken_over_from
+        .filter(|previous| previous.may_still_run(now, command.clock_margin));
+    let budget_spent = record.attempt >= record.max_attempts;
+    let mut next = start_attempt(record, command, now, doubt);
+    next.outcome = None;
+    next.outcome_kind = None;
+    next.completed_at = None;
+    next.retain_until = None;
+    if budget_spent {
+        next.max_attempts = next.attempt;
+    }
+    let mut detail = failure_replaced(record);
+    if budget_spent {
+        detail.push_str("; one more attempt granted");
+    }
+    let answer = match doubt {
+        Some(previous) => {
+            detail.push_str("; ");
+            detail.push_str(&doubt_detail(&previous));
+            ClaimAnswer::ReconcileFirst(Doubt::of(previous, command.clock_margin))
+        }
+        None => ClaimAnswer::Acquired,
+    };
+    Decision::transition(
+        record,
+        next,
+        true,
+        HistoryEvent::RetriedAfterFailure,
+        detail,
+        Answer::Claim(answer),
+    )
+}
+
+/// The RETRIED_AFTER_FAILURE entry's detail: the failure the new attempt
+/// replaces, e.g. `replaces the failure of attempt 2 (fence 7, terminal:
+/// CARD_DECLINED)`. The error code is the owner's (as the FAILED entry's
+/// detail); never the message or metadata.
+fn failure_replaced(record: &OperationRecord) -> String {
+    let failure = match &record.outcome {
+        Some(Outcome::Failed { reason, error }) if error.code.is_empty() => {
+            format!(", {}", reason.as_str())
+        }
+        Some(Outcome::Failed { reason, error }) => {
+            format!(", {}: {}", reason.as_str(), error.code)
+        }
+        _ => String::new(),
+    };
+    format!(
+        "replaces the failure of attempt {} (fence {}{failure})",
+        record.attempt, record.fence
+    )
 }
 
 /// A retry that may not start (`reason`: the budget or the operation

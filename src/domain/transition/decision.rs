@@ -76,11 +76,16 @@ pub struct Effects {
     /// The audit row an admin action writes with its change, in the same
     /// transaction (written only when the record changes).
     pub audit: Option<AuditNote>,
+    /// Count a refused conflicting Claim on the record (`conflicts + 1`,
+    /// `last_conflict_at = now`): evidence, not a transition. The store
+    /// writes those two columns only, never the state, fence, lease or
+    /// `updated_at`, so a concurrent owner's fence-guarded write still holds.
+    pub conflict: bool,
 }
 
 impl Effects {
     pub fn is_empty(&self) -> bool {
-        self.update.is_none() && self.history.is_none()
+        self.update.is_none() && self.history.is_none() && !self.conflict
     }
 
     pub fn takes_new_fence(&self) -> bool {
@@ -151,6 +156,20 @@ impl Decision {
             effects: Effects {
                 update: None,
                 history: Some(history),
+                ..Effects::default()
+            },
+            answer: Err(error),
+        }
+    }
+
+    /// A refusal that leaves evidence on the record: counted
+    /// ([`Effects::conflict`]) and recorded in history.
+    pub(super) fn refuse_and_count_conflict(error: Error, history: NewHistoryEntry) -> Self {
+        Self {
+            effects: Effects {
+                update: None,
+                history: Some(history),
+                conflict: true,
                 ..Effects::default()
             },
             answer: Err(error),

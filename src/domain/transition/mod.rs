@@ -21,7 +21,9 @@ mod reconcile;
 mod refusal;
 mod sweep;
 
-pub use claim::{FirstClaim, decide_claim, decide_first_claim, takeover_detail};
+pub use claim::{
+    FirstClaim, MOST_ATTEMPTS_EVER, decide_claim, decide_first_claim, takeover_detail,
+};
 pub use decision::{Answer, ClaimAnswer, Decision, Doubt, Effects, PendingReason, Update};
 pub use ending::doubt_detail;
 pub use forget::decide_forget;

@@ -102,6 +102,7 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
         max_attempts: MAX_ATTEMPTS,
         retention: retention(),
         operation_deadline: None,
+        on_failed: crate::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
     }
 }
@@ -279,6 +280,10 @@ impl Sim {
         if let Some(update) = &effects.update {
             self.record = update.next.clone();
         }
+        // As the stores count it: two columns, nothing else.
+        if effects.conflict {
+            self.record = self.record.with_conflict_counted(self.now);
+        }
         Step {
             before,
             effects,
@@ -392,6 +397,27 @@ impl Step {
             self.effects
         );
         assert_eq!(self.drawn_fence, None);
+    }
+
+    /// A refused conflicting Claim: counted and recorded, nothing else.
+    fn assert_conflict_counted(&self) {
+        assert_eq!(
+            self.effects.update, None,
+            "a refusal never writes the record"
+        );
+        assert!(self.effects.conflict, "the conflict is counted");
+        assert_eq!(self.drawn_fence, None);
+        assert_eq!(
+            self.history(),
+            &NewHistoryEntry {
+                event: HistoryEvent::ConflictingClaimRefused,
+                from_state: Some(self.before.state),
+                to_state: self.before.state,
+                fence: self.before.fence,
+                attempt: self.before.attempt,
+                detail: String::new(),
+            }
+        );
     }
 
     /// A refusal that is recorded: history only, the record untouched.

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use sqlx::PgPool;
 
 use super::{Backend, CASES, Fixture, TempSqlite, claim_command, failed, for_random, millis};
-use crate::domain::{HistoryCap, OperationId, decide_first_claim};
+use crate::domain::{HistoryCap, OnFailed, OperationId, decide_first_claim};
 use crate::store::ClaimStart;
 use crate::store::postgres::{MIGRATOR, PostgresStore};
 
@@ -19,6 +19,7 @@ struct FirstClaimInput {
     operation_deadline_ms: Option<i64>,
     claim_token: Vec<u8>,
     fingerprint: [u8; 32],
+    failed_gets_new_attempt: bool,
 }
 
 /// Lengths in whole seconds meet often (a lease as long as its attempt),
@@ -36,6 +37,7 @@ prop_compose! {
         operation_deadline_ms in proptest::option::of(-60_000i64..6_000_000),
         claim_token in proptest::collection::vec(any::<u8>(), 0..24),
         fingerprint in any::<[u8; 32]>(),
+        failed_gets_new_attempt in any::<bool>(),
     ) -> FirstClaimInput {
         FirstClaimInput {
             lease_ms,
@@ -45,6 +47,7 @@ prop_compose! {
             operation_deadline_ms,
             claim_token,
             fingerprint,
+            failed_gets_new_attempt,
         }
     }
 }
@@ -66,6 +69,7 @@ async fn first_claims_are_decide_first_claim(backend: Backend) {
             command.operation_deadline = input.operation_deadline_ms.map(millis);
             command.claim_token = input.claim_token;
             command.fingerprint = crate::domain::Fingerprint(input.fingerprint);
+            command.on_failed = OnFailed::from_stored(input.failed_gets_new_attempt);
             let operation_id = OperationId::generate();
             let started = fixture
                 .store

@@ -25,6 +25,7 @@ use crate::domain::{
     WriteAnswer, WriteReceipt, Writer,
 };
 
+mod conflict;
 mod due;
 mod first_claim;
 mod guarded;
@@ -265,6 +266,7 @@ fn claim_command(lease: TimeDelta, attempt: TimeDelta, max_attempts: u32) -> Cla
         max_attempts,
         retention: TimeDelta::hours(1),
         operation_deadline: None,
+        on_failed: crate::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
     }
 }

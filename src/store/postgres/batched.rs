@@ -207,6 +207,7 @@ pub(super) async fn insert_or_find(
         .bind(column(&firsts, |f| f.history.event.as_str()))
         .bind(column(&firsts, |f| f.history.detail.as_str()))
         .bind(coalesce_keys)
+        .bind(column(members, |m| m.command.on_failed.gets_new_attempt()))
         .fetch_all(&mut *connection)
         .instrument(statement("INSERT operations"))
         .await;

@@ -247,6 +247,7 @@ impl SqliteStore {
             .bind(after(first.attempt_deadline_in))
             .bind(first.operation_deadline_in.map(after))
             .bind(stamp(now))
+            .bind(command.on_failed.gets_new_attempt())
             .fetch_optional(&mut *transaction)
             .instrument(Self::statement("INSERT operations"))
             .await?;

@@ -236,6 +236,19 @@ where
             }
             written_record = written;
         }
+        // A refused conflicting Claim: counted on the locked row, two
+        // columns only (`OperationRecord::with_conflict_counted`).
+        let mut counted_record = None;
+        if effects.conflict {
+            sqlx::query(sql::COUNT_CONFLICT)
+                .bind(before.operation_id.0)
+                .bind(D::stamp(now))
+                .execute(&mut *connection)
+                .instrument(D::statement("UPDATE operations conflicts"))
+                .await?;
+            let base = written_record.as_ref().unwrap_or(before);
+            counted_record = Some(base.with_conflict_counted(now));
+        }
         if let Some(history) = &effects.history {
             D::append_history(
                 &mut *connection,
@@ -255,7 +268,9 @@ where
             D::insert_operation_audit(&mut *connection, before, acted_by, audit, now).await?;
         }
         // Without an update (a refusal recorded in history) the record stands.
-        Ok(written_record.unwrap_or_else(|| before.clone()))
+        Ok(counted_record
+            .or(written_record)
+            .unwrap_or_else(|| before.clone()))
     }
 
     async fn read_with_clock_in(

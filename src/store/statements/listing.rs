@@ -126,8 +126,36 @@ pub(crate) fn operations_statement(query: &OperationsQuery, now: DateTime<Utc>) 
             Piece::Integer(i64::from(attempts.attempts)),
         ]);
     }
+    if let Some(conflicts) = filter.conflicts {
+        let counted = match conflicts.comparison {
+            Comparison::Equal => " AND conflicts = ",
+            Comparison::Greater => " AND conflicts > ",
+            Comparison::GreaterOrEqual => " AND conflicts >= ",
+            Comparison::Less => " AND conflicts < ",
+            Comparison::LessOrEqual => " AND conflicts <= ",
+        };
+        // The parser keeps the count within the column's range.
+        let conflicts = i64::try_from(conflicts.conflicts).unwrap_or(i64::MAX);
+        pieces.extend([Piece::Sql(counted), Piece::Integer(conflicts)]);
+    }
     if filter.taken_over {
         pieces.push(Piece::Sql(" AND taken_over_fence IS NOT NULL"));
+    }
+    if filter.conflicted {
+        pieces.push(Piece::Sql(" AND conflicts > 0"));
+    }
+    if let Some(event) = filter.last_event {
+        // The latest history entry, by the history's primary key
+        // (operation_id, sequence) read backwards: one index probe per row
+        // the listing reads, no column to maintain on every write.
+        pieces.extend([
+            Piece::Sql(
+                " AND (SELECT h.event FROM operation_history AS h \
+                 WHERE h.operation_id = operations.operation_id \
+                 ORDER BY h.sequence DESC LIMIT 1) = ",
+            ),
+            Piece::Text(event.as_str().to_owned()),
+        ]);
     }
     if filter.deadline_passed {
         // `OperationRecord::attempt_deadline_passed`: no deadline, or one at
@@ -199,6 +227,29 @@ mod tests {
         assert!(!text.contains("OR 1=1"), "{text}");
         assert!(!text.contains("DROP"), "{text}");
         assert!(values.contains(&Piece::Text("x' OR 1=1 --".into())));
+    }
+
+    #[test]
+    fn conflict_and_last_event_terms_bind_their_values() {
+        let (text, values) = statement(
+            "conflicts>=3 is:conflicted last:taken_over",
+            TenantSelection::Own(TenantId(3)),
+        );
+        assert!(text.contains(" AND conflicts >= ?"), "{text}");
+        assert!(text.contains(" AND conflicts > 0"), "{text}");
+        assert!(
+            text.contains("ORDER BY h.sequence DESC LIMIT 1) = ?"),
+            "{text}"
+        );
+        assert_eq!(
+            values,
+            vec![
+                Piece::Integer(3),
+                Piece::Integer(3),
+                Piece::Text("TAKEN_OVER".into()),
+                Piece::Integer(10),
+            ]
+        );
     }
 
     #[test]

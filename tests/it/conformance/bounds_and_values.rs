@@ -28,9 +28,15 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         max_attempts: 100,
         retention: TimeDelta::days(30),
         operation_deadline: Some(TimeDelta::days(30)),
+        on_failed: idemd::domain::OnFailed::NewAttempt,
         clock_margin: TimeDelta::zero(),
     };
     let owner = acquired(fixture.claim(&command).await);
+    assert_eq!(
+        owner.on_failed,
+        idemd::domain::OnFailed::NewAttempt,
+        "stored as given"
+    );
     assert_eq!(
         fixture.find(owner.operation_id).await.expect("exists").0,
         owner

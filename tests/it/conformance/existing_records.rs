@@ -43,8 +43,21 @@ async fn a_live_lease_answers_pending_its_own_token_acquired_and_another_request
             operation_id: owner.operation_id
         })
     );
-    assert_eq!(unchanged, owner);
-    assert_eq!(fixture.events(owner.operation_id).await, ["CLAIMED"]);
+    // Refused and counted as evidence; nothing else of the record moved.
+    assert_eq!(unchanged.conflicts, 1);
+    assert!(unchanged.last_conflict_at.is_some());
+    assert_eq!(
+        OperationRecord {
+            conflicts: 0,
+            last_conflict_at: None,
+            ..unchanged
+        },
+        owner
+    );
+    assert_eq!(
+        fixture.events(owner.operation_id).await,
+        ["CLAIMED", "CONFLICTING_CLAIM_REFUSED"]
+    );
 }
 
 async fn an_expired_lease_is_taken_over_with_reconcile_first_until_the_budget_is_spent(

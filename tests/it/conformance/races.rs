@@ -346,4 +346,57 @@ store_tests!(
     owner_writes_on_the_one_statement_path_store_what_the_locked_path_decides,
     a_renew_racing_a_takeover_loses_to_the_takeover_that_locked_first,
     a_late_complete_racing_a_reconcile_loses_to_the_reconcile_that_locked_first,
+    a_conflict_holding_the_row_lock_never_breaks_the_owners_complete,
 );
+
+/// A refused conflicting Claim counts its evidence under the row lock (the
+/// locked path); the owner's Complete waits for that lock (Postgres: its
+/// one guarded statement, within its lock timeout) and must still take
+/// effect, with its history entry after the conflict's: the count touches
+/// neither the fence nor the state its guard reads.
+async fn a_conflict_holding_the_row_lock_never_breaks_the_owners_complete(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    let tenant = fixture.tenant;
+    let command = command("race", 30_000);
+    let (answer, owner) = fixture.claim(&command).await;
+    assert_eq!(answer, Ok(ClaimAnswer::Acquired));
+
+    let (paused_store, reached, release) = paused(&fixture.backend);
+    let conflicting = ClaimCommand {
+        fingerprint: Fingerprint([9; 32]),
+        ..command.clone()
+    };
+    let conflict = tokio::spawn(async move {
+        let decide = |record: &OperationRecord, now| decide_claim(record, &conflicting, now);
+        paused_store
+            .transition(tenant, &Target::Scope(conflicting.scope.clone()), &decide)
+            .await
+    });
+    reached.acquire().await.expect("paused").forget(); // the conflict holds the lock
+
+    let complete = async {
+        // Inside the guarded statement's 100 ms lock timeout, so that it
+        // waits for the lock and then runs, rather than falling back.
+        let release = async {
+            sleep_ms(70).await;
+            release.add_permits(1);
+        };
+        let (written, ()) = tokio::join!(fixture.complete(&owner, success("ok")), release);
+        written
+    };
+    let written = complete.await;
+    assert_eq!(written.answer, Ok(Answer::Written));
+    assert_eq!(written.record.state, State::Succeeded);
+    let conflict = conflict.await.expect("task").expect("ok").expect("row");
+    assert!(matches!(conflict.answer, Err(Error::KeyReused { .. })));
+    assert!(!conflict.record_changed, "evidence is not a change");
+
+    let (stored, _) = fixture.find(owner.operation_id).await.expect("exists");
+    assert_eq!(stored.state, State::Succeeded);
+    assert_eq!(stored.fence, owner.fence);
+    assert_eq!(stored.conflicts, 1);
+    assert_eq!(
+        fixture.events(owner.operation_id).await,
+        ["CLAIMED", "CONFLICTING_CLAIM_REFUSED", "COMPLETED"]
+    );
+}

@@ -51,6 +51,7 @@ pub fn claim_command(key: &str) -> idemd::domain::ClaimCommand {
         max_attempts: 5,
         retention: TimeDelta::hours(1),
         operation_deadline: None,
+        on_failed: idemd::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
     }
 }

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub auth: AuthSettings,
     pub waiters: WaiterLimits,
     pub connections: ConnectionSettings,
+    /// The operation policies in force (none by default), as
+    /// `--policy-file` gives them.
+    pub policies: idemd::domain::policy::Policies,
 }
 
 impl TestServer {
@@ -74,10 +77,7 @@ impl TestServer {
             Application::build(
                 store,
                 limits,
-                tokio::sync::watch::channel(std::sync::Arc::new(
-                    idemd::domain::policy::Policies::default(),
-                ))
-                .1,
+                tokio::sync::watch::channel(std::sync::Arc::new(config.policies)).1,
                 config.auth,
                 config.admission,
                 config.waiters,

@@ -4,7 +4,7 @@
 //! certificate and a bearer token combine, and the TLS files reloaded under
 //! live connections (`reload.rs`).
 
-mod pki;
+pub mod pki;
 mod reload;
 
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
+    KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
 };
 use sha2::{Digest, Sha256};
 
@@ -19,6 +19,8 @@ pub struct Pair {
     pub cert: String,
     pub key: String,
     der: Vec<u8>,
+    /// The DER SubjectPublicKeyInfo of its key.
+    spki: Vec<u8>,
 }
 
 /// What a client certificate names, and when it is valid.
@@ -51,8 +53,16 @@ impl Ca {
 
     /// A server certificate for `localhost`.
     pub fn server(&self) -> Pair {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned()]).expect("server params");
+        self.server_for(&["localhost"])
+    }
+
+    /// A server certificate for these names (DNS names or IP addresses).
+    pub fn server_for(&self, names: &[&str]) -> Pair {
+        let names = names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).expect("server params");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.sign(params)
     }
@@ -88,6 +98,7 @@ impl Ca {
             cert: certificate.pem(),
             key: key.serialize_pem(),
             der: certificate.der().to_vec(),
+            spki: key.subject_public_key_info(),
         }
     }
 }
@@ -95,6 +106,13 @@ impl Ca {
 impl Pair {
     pub fn sha256(&self) -> [u8; 32] {
         Sha256::digest(&self.der).into()
+    }
+
+    /// Base64 of the SHA-256 of its public key: what Chromium's
+    /// `--ignore-certificate-errors-spki-list` names a certificate by.
+    pub fn spki_sha256_base64(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&self.spki))
     }
 
     pub fn identity(&self) -> tonic::transport::Identity {

@@ -2,12 +2,12 @@
 
 use crate::domain::command::ClaimCommand;
 use crate::domain::error::Error;
-use crate::domain::model::State;
+use crate::domain::model::{OperationRecord, State};
 
 use crate::domain::transition_tests::{OTHER, OWNER, claim_as, every_state, fingerprint, op_id};
 
 #[test]
-fn claim_with_a_different_fingerprint_is_key_reused_in_every_state() {
+fn claim_with_a_different_fingerprint_is_key_reused_and_counted_in_every_state() {
     for (name, mut sim) in every_state() {
         for token in [OWNER, OTHER, b"".as_slice()] {
             let before = sim.record.clone();
@@ -22,8 +22,21 @@ fn claim_with_a_different_fingerprint_is_key_reused_in_every_state() {
                 }),
                 "{name}"
             );
-            step.assert_no_effects();
-            assert_eq!(sim.record, before, "{name}");
+            step.assert_conflict_counted();
+            // Counted on the record, with the database clock; nothing else
+            // of it changes (state, fence, lease, updated_at).
+            let counted = before.conflicts + 1;
+            assert_eq!(sim.record.conflicts, counted, "{name}");
+            assert_eq!(sim.record.last_conflict_at, Some(sim.now), "{name}");
+            assert_eq!(
+                OperationRecord {
+                    conflicts: before.conflicts,
+                    last_conflict_at: before.last_conflict_at,
+                    ..sim.record.clone()
+                },
+                before,
+                "{name}"
+            );
         }
     }
 }

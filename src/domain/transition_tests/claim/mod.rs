@@ -2,6 +2,7 @@
 //! retries and replays.
 
 mod budget_spent;
+mod failed;
 mod first;
 mod key_reuse;
 mod live_lease;

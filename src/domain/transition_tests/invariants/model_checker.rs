@@ -9,7 +9,8 @@ use crate::domain::command::{
 use crate::domain::error::{Error, Refusal};
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::model::{
-    FailureReason, Fence, HistoryEvent, Outcome, PreviousAttempt, RequestDigest, State, Writer,
+    FailureReason, Fence, HistoryEvent, OnFailed, OperationRecord, Outcome, PreviousAttempt,
+    RequestDigest, State, Writer,
 };
 use crate::domain::transition::{
     Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
@@ -29,6 +30,8 @@ struct Config {
     max_attempt_secs: i64,
     retention_secs: i64,
     operation_deadline_secs: Option<i64>,
+    /// The operation's policy says `on_failed: new_attempt`.
+    new_attempt_on_failed: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +84,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
         5i64..=300,
         30i64..=3_600,
         prop::option::of(20i64..=1_200),
+        any::<bool>(),
     )
         .prop_map(
             |(
@@ -90,6 +94,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                 max_attempt_secs,
                 retention_secs,
                 operation_deadline_secs,
+                new_attempt_on_failed,
             )| {
                 Config {
                     clock_margin_secs,
@@ -98,6 +103,7 @@ fn config_strategy() -> impl Strategy<Value = Config> {
                     max_attempt_secs,
                     retention_secs,
                     operation_deadline_secs,
+                    new_attempt_on_failed,
                 }
             },
         )
@@ -178,6 +184,11 @@ impl Run {
             retention: secs(config.retention_secs),
             operation_deadline: config.operation_deadline_secs.map(secs),
             clock_margin: secs(config.clock_margin_secs),
+            on_failed: if config.new_attempt_on_failed {
+                OnFailed::NewAttempt
+            } else {
+                OnFailed::Replay
+            },
             ..claim_as(&token(1))
         };
         let mut sim = Sim::with(inserted_record(&first, FIRST_FENCE, t0()));
@@ -285,9 +296,13 @@ impl Run {
                     clock_margin: self.first.clock_margin,
                     ..fail_cmd(self.pick(fence), *disposition, secs(*retry_secs))
                 };
+                // A terminal failure says so too: FAILED, the effect did not
+                // happen (the attempts it took over may still be in doubt).
                 if matches!(
                     command.disposition,
-                    FailDisposition::NotStarted | FailDisposition::Retryable
+                    FailDisposition::NotStarted
+                        | FailDisposition::Retryable
+                        | FailDisposition::Terminal
                 ) {
                     no_effect = Some(command.fence);
                 }
@@ -435,7 +450,12 @@ impl Run {
         if let Some(fence) = no_effect {
             self.in_doubt.retain(|(doubtful, _)| *doubtful != fence);
         }
-        if self.sim.record.state.is_terminal() {
+        // An ended operation starts no attempt, so nothing it doubted
+        // matters any more; except a FAILED one whose policy opted in to a
+        // new attempt: what it doubted is still in doubt for that attempt.
+        let may_start_again = self.sim.record.state == State::Failed
+            && self.sim.record.on_failed == OnFailed::NewAttempt;
+        if self.sim.record.state.is_terminal() && !may_start_again {
             self.in_doubt.clear();
         }
         if let Some(fence) = step.drawn_fence
@@ -465,14 +485,35 @@ impl Run {
             None => assert_eq!(after.fence, before.fence),
         }
 
-        // A terminal record never changes.
-        if before.state.is_terminal() {
+        // A terminal record never changes (but for counted conflicts,
+        // evidence kept beside it); but a Claim may start a new attempt of
+        // a FAILED one whose policy opted in.
+        let retried_after_failure = step
+            .effects
+            .history
+            .as_ref()
+            .is_some_and(|history| history.event == HistoryEvent::RetriedAfterFailure);
+        if retried_after_failure {
+            assert_eq!(before.state, State::Failed, "{step:#?}");
+            assert_eq!(before.on_failed, OnFailed::NewAttempt, "{step:#?}");
+            assert_eq!(after.state, State::InProgress);
+            assert_eq!((after.outcome.as_ref(), after.outcome_kind), (None, None));
+            assert_eq!((after.completed_at, after.retain_until), (None, None));
+        } else if before.state.is_terminal() {
             assert_eq!(
                 step.effects.update, None,
                 "a terminal record changed: {step:#?}"
             );
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
         }
+        // Conflicts only count up, one per counted refusal.
+        let counted = u64::from(step.effects.conflict);
+        assert_eq!(after.conflicts, before.conflicts + counted, "{step:#?}");
 
         // The attempt budget holds, and attempts only count up.
         assert!(after.attempt <= after.max_attempts, "{step:#?}");
@@ -482,7 +523,12 @@ impl Run {
         // history only.
         if let Err(error) = &step.answer {
             assert_eq!(step.effects.update, None, "{step:#?}");
-            assert_eq!(after, before);
+            let without_evidence = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..after.clone()
+            };
+            assert_eq!(without_evidence, *before);
             match error {
                 Error::LeaseLost {
                     current_fence,
@@ -509,7 +555,16 @@ impl Run {
                         assert_eq!(history.fence, before.fence);
                     }
                 }
-                Error::KeyReused { .. } | Error::ResultExpired { .. } => {
+                Error::KeyReused { .. } => {
+                    // Counted and recorded: never a write of the record.
+                    assert_eq!(step.effects.update, None);
+                    assert!(step.effects.conflict);
+                    let history = step.effects.history.as_ref().expect("recorded");
+                    assert_eq!(history.event, HistoryEvent::ConflictingClaimRefused);
+                    assert_eq!(history.to_state, before.state);
+                    assert_eq!(history.fence, before.fence);
+                }
+                Error::ResultExpired { .. } => {
                     assert!(step.effects.is_empty());
                 }
                 other => panic!("unexpected error {other:?}"),
@@ -530,7 +585,9 @@ impl Run {
             assert_eq!(update.next.fingerprint, before.fingerprint);
             // The budget grows only by the one attempt a NOT_APPLIED grants
             // when it was spent.
-            let granted = history.detail == NOT_APPLIED_WITH_GRANT;
+            let granted = history.detail == NOT_APPLIED_WITH_GRANT
+                || (history.event == HistoryEvent::RetriedAfterFailure
+                    && history.detail.contains("one more attempt granted"));
             let expected_budget = if granted {
                 before.attempt + 1
             } else {
@@ -599,7 +656,9 @@ impl Run {
                     assert_eq!(after.claim_token, command.claim_token);
                     match answer {
                         // A retry still doubting the attempt it took over.
-                        ClaimAnswer::ReconcileFirst(doubt) if before.state == State::RetryWait => {
+                        ClaimAnswer::ReconcileFirst(doubt)
+                            if matches!(before.state, State::RetryWait | State::Failed) =>
+                        {
                             assert_eq!(Some(doubt.previous), before.taken_over_from);
                             assert!(
                                 doubt
@@ -618,7 +677,12 @@ impl Run {
                                 }
                             );
                         }
-                        _ => assert_eq!(before.state, State::RetryWait),
+                        _ => assert!(
+                            before.state == State::RetryWait
+                                || (before.state == State::Failed
+                                    && before.on_failed == OnFailed::NewAttempt),
+                            "{step:#?}"
+                        ),
                     }
                 } else {
                     // The owner re-sending its Claim.
@@ -638,6 +702,18 @@ impl Run {
             ClaimAnswer::Completed => {
                 assert!(after.state.is_terminal());
                 assert!(!step.effects.takes_new_fence());
+                // An opted-in FAILED operation is replayed only past its
+                // deadline, or to the Claim that started the failed attempt.
+                if before.state == State::Failed && before.on_failed == OnFailed::NewAttempt {
+                    assert!(
+                        before
+                            .operation_deadline_at
+                            .is_some_and(|deadline| deadline <= self.sim.now)
+                            || (!command.claim_token.is_empty()
+                                && command.claim_token == before.claim_token),
+                        "{step:#?}"
+                    );
+                }
             }
             ClaimAnswer::NeedsReconciliation => {
                 assert_eq!(after.state, State::Unknown);

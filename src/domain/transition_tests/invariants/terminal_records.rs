@@ -3,7 +3,7 @@
 use chrono::TimeDelta;
 
 use crate::domain::command::{ClaimCommand, FailDisposition, Resolution};
-use crate::domain::model::HistoryEvent;
+use crate::domain::model::{HistoryEvent, OperationRecord};
 
 use crate::domain::transition_tests::{
     CODE, OTHER, OWNER, claim_as, fingerprint, report, result, secs, terminal_states,
@@ -45,11 +45,24 @@ fn terminal_records_never_change_under_any_command() {
             for step in &steps {
                 assert_eq!(step.effects.update, None, "{name}: {step:#?}");
                 if let Some(history) = &step.effects.history {
-                    assert_eq!(history.event, HistoryEvent::StaleWriteRefused, "{name}");
+                    // A Claim with another request is counted (evidence,
+                    // not a change of the record's outcome).
+                    let expected = if step.effects.conflict {
+                        HistoryEvent::ConflictingClaimRefused
+                    } else {
+                        HistoryEvent::StaleWriteRefused
+                    };
+                    assert_eq!(history.event, expected, "{name}");
                     assert_eq!(history.to_state, before.state);
                 }
             }
-            assert_eq!(sim.record, before, "{name}");
+            assert_eq!(sim.record.conflicts, before.conflicts + 3, "{name}");
+            let counted = OperationRecord {
+                conflicts: before.conflicts,
+                last_conflict_at: before.last_conflict_at,
+                ..sim.record.clone()
+            };
+            assert_eq!(counted, before, "{name}");
         }
     }
 }

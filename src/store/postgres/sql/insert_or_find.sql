@@ -13,12 +13,12 @@ WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::text[], $5::bytea[],
         $6::int4[], $7::bytea[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
         $12::int8[], $13::int8[], $14::text[], $15::int4[], $16::text[], $17::text[],
-        $18::text[])
+        $18::text[], $19::bool[])
     WITH ORDINALITY AS input(in_operation_id, in_tenant_id, in_operation, in_key,
         in_fingerprint, in_max_attempts, in_claim_token, in_lease_ms,
         in_max_attempt_duration_ms, in_retention_ms, in_lease_expires_in_ms,
         in_attempt_deadline_in_ms, in_operation_deadline_in_ms, in_state, in_attempt,
-        in_event, in_detail, in_coalesce_key, ordinal)
+        in_event, in_detail, in_coalesce_key, in_failed_gets_new_attempt, ordinal)
 ), clock AS (SELECT clock_timestamp() AS now),
 existing AS (
     SELECT found.*, input.ordinal FROM input CROSS JOIN LATERAL (
@@ -31,14 +31,14 @@ existing AS (
     INSERT INTO operations (operation_id, tenant_id, operation, idempotency_key,
         fingerprint, state, fence, attempt, max_attempts, claim_token, lease_ms,
         max_attempt_duration_ms, retention_ms, lease_expires_at, attempt_deadline_at,
-        operation_deadline_at, created_at, updated_at)
+        operation_deadline_at, created_at, updated_at, failed_gets_new_attempt)
     SELECT in_operation_id, in_tenant_id, in_operation, in_key, in_fingerprint,
         in_state, nextval('operation_fence'), in_attempt, in_max_attempts,
         in_claim_token, in_lease_ms, in_max_attempt_duration_ms, in_retention_ms,
         clock.now + in_lease_expires_in_ms * interval '1 millisecond',
         clock.now + in_attempt_deadline_in_ms * interval '1 millisecond',
         clock.now + in_operation_deadline_in_ms * interval '1 millisecond',
-        clock.now, clock.now
+        clock.now, clock.now, in_failed_gets_new_attempt
     FROM input CROSS JOIN clock
     WHERE NOT EXISTS (SELECT 1 FROM existing WHERE existing.ordinal = input.ordinal)
     ORDER BY in_tenant_id, in_operation, in_key

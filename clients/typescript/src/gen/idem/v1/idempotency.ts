@@ -307,6 +307,67 @@ export function operationStateToNumber(object: OperationState): number {
   }
 }
 
+/**
+ * What a Claim of a FAILED operation gets, as the operation policy said when
+ * the operation's first Claim was admitted (stored with the operation).
+ */
+export const OnFailed = {
+  /** ON_FAILED_UNSPECIFIED - Not said (a server from before this field): the replay. */
+  ON_FAILED_UNSPECIFIED: "ON_FAILED_UNSPECIFIED",
+  /** ON_FAILED_REPLAY - The stored failure, replayed (Completed): the default. */
+  ON_FAILED_REPLAY: "ON_FAILED_REPLAY",
+  /**
+   * ON_FAILED_NEW_ATTEMPT - A new attempt (Acquired, or ReconcileFirst while an attempt the failed
+   * one took over may still be in flight), one more granted beyond a spent
+   * attempt budget; still the replay once the operation deadline has passed,
+   * and to a Claim with the failed attempt's own claim_token (a re-sent
+   * Claim, not a new decision).
+   */
+  ON_FAILED_NEW_ATTEMPT: "ON_FAILED_NEW_ATTEMPT",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type OnFailed = typeof OnFailed[keyof typeof OnFailed];
+
+export namespace OnFailed {
+  export type ON_FAILED_UNSPECIFIED = typeof OnFailed.ON_FAILED_UNSPECIFIED;
+  export type ON_FAILED_REPLAY = typeof OnFailed.ON_FAILED_REPLAY;
+  export type ON_FAILED_NEW_ATTEMPT = typeof OnFailed.ON_FAILED_NEW_ATTEMPT;
+  export type UNRECOGNIZED = typeof OnFailed.UNRECOGNIZED;
+}
+
+export function onFailedFromJSON(object: any): OnFailed {
+  switch (object) {
+    case 0:
+    case "ON_FAILED_UNSPECIFIED":
+      return OnFailed.ON_FAILED_UNSPECIFIED;
+    case 1:
+    case "ON_FAILED_REPLAY":
+      return OnFailed.ON_FAILED_REPLAY;
+    case 2:
+    case "ON_FAILED_NEW_ATTEMPT":
+      return OnFailed.ON_FAILED_NEW_ATTEMPT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return OnFailed.UNRECOGNIZED;
+  }
+}
+
+export function onFailedToNumber(object: OnFailed): number {
+  switch (object) {
+    case OnFailed.ON_FAILED_UNSPECIFIED:
+      return 0;
+    case OnFailed.ON_FAILED_REPLAY:
+      return 1;
+    case OnFailed.ON_FAILED_NEW_ATTEMPT:
+      return 2;
+    case OnFailed.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
 /** What a failure means for the effect, and so for the operation. */
 export const FailDisposition = {
   /** FAIL_DISPOSITION_UNSPECIFIED - Not set: INVALID_ARGUMENT. */
@@ -899,6 +960,21 @@ export interface Operation {
    * tenant's operations; empty otherwise (a caller knows its own tenant).
    */
   tenant: string;
+  /**
+   * What a Claim gets once the operation is FAILED, stored by its first
+   * Claim from the operation policy in force then.
+   */
+  on_failed: OnFailed;
+  /**
+   * How many Claims of this scope were refused because their request
+   * differed from this operation's (IDEMPOTENCY_KEY_REUSED). Evidence only:
+   * counting one changes neither the state, the fence, the lease nor
+   * updated_at. 0 for operations refused only by a server that predates
+   * the count.
+   */
+  conflicts: string;
+  /** The database time of the last of them; unset when conflicts is 0. */
+  last_conflict_at: Timestamp | null;
 }
 
 /**
@@ -915,6 +991,10 @@ export interface HistoryEntry {
    *   TAKEN_OVER           a new owner after an expired lease or an unknown
    *                        outcome (it was told ReconcileFirst)
    *   RETRY_STARTED        a new attempt after a retryable failure
+   *   RETRIED_AFTER_FAILURE a new attempt of a FAILED operation whose policy
+   *                        says on_failed: new_attempt (detail: the failure
+   *                        it replaces; whether one more attempt was granted
+   *                        beyond the budget)
    *   MARKED_UNKNOWN       an expired attempt with no budget or time left for
    *                        another: only Reconcile resolves it
    *   RENEWED              the owner extended its lease
@@ -929,6 +1009,9 @@ export interface HistoryEntry {
    *                        failed or not_applied)
    *   STALE_WRITE_REFUSED  a write with a stale fence (detail: which call)
    *   LATE_WRITE_REFUSED   the owner's write after its attempt deadline
+   *   CONFLICTING_CLAIM_REFUSED  a Claim of the key with another request,
+   *                        refused as a key reuse; state, fence and lease
+   *                        unchanged (counted in Operation.conflicts)
    *   EXPIRED              the result passed retention: now a tombstone
    *   FORGOTTEN            an admin turned the ended operation into a
    *                        tombstone before its retention ended (Forget;
@@ -959,7 +1042,8 @@ export interface HistoryEntry {
    * How many events this entry stands for. Events coalesce into the
    * operation's last entry: RENEWED per fence (one owner renewing N times is
    * one entry, count N), STALE_WRITE_REFUSED and LATE_WRITE_REFUSED per RPC
-   * (detail) whatever the fence; every other event has an entry of its own.
+   * (detail) whatever the fence, CONFLICTING_CLAIM_REFUSED whatever the
+   * fence; every other event has an entry of its own.
    * 64 bits wide (it was uint32: the same varint on the wire for every
    * value below 2^32, so clients built with either read it alike).
    */
@@ -1246,7 +1330,14 @@ export interface GetPolicyResponse {
     | Duration
     | null;
   /** The longest operation_deadline a Claim may ask. */
-  max_operation_deadline: Duration | null;
+  max_operation_deadline:
+    | Duration
+    | null;
+  /**
+   * What a Claim gets once an operation of this name is FAILED (the policy
+   * entry's on_failed; ON_FAILED_REPLAY unless an entry opts in).
+   */
+  on_failed: OnFailed;
 }
 
 function createBaseScope(): Scope {
@@ -2933,6 +3024,9 @@ function createBaseOperation(): Operation {
     retain_until: null,
     operation_deadline_at: null,
     tenant: "",
+    on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
+    conflicts: "0",
+    last_conflict_at: null,
   };
 }
 
@@ -2994,6 +3088,15 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.tenant !== "") {
       writer.uint32(154).string(message.tenant);
+    }
+    if (message.on_failed !== OnFailed.ON_FAILED_UNSPECIFIED) {
+      writer.uint32(160).int32(onFailedToNumber(message.on_failed));
+    }
+    if (message.conflicts !== "0") {
+      writer.uint32(168).uint64(message.conflicts);
+    }
+    if (message.last_conflict_at !== undefined && message.last_conflict_at !== null) {
+      Timestamp.encode(message.last_conflict_at, writer.uint32(178).fork()).join();
     }
     return writer;
   },
@@ -3161,6 +3264,30 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.tenant = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.on_failed = onFailedFromJSON(reader.int32());
+            continue;
+          }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.conflicts = reader.uint64().toString();
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.last_conflict_at = Timestamp.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -4029,6 +4156,7 @@ function createBaseGetPolicyResponse(): GetPolicyResponse {
     max_retention: null,
     default_operation_deadline: null,
     max_operation_deadline: null,
+    on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
   };
 }
 
@@ -4069,6 +4197,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     }
     if (message.max_operation_deadline !== undefined && message.max_operation_deadline !== null) {
       Duration.encode(message.max_operation_deadline, writer.uint32(98).fork()).join();
+    }
+    if (message.on_failed !== OnFailed.ON_FAILED_UNSPECIFIED) {
+      writer.uint32(104).int32(onFailedToNumber(message.on_failed));
     }
     return writer;
   },
@@ -4180,6 +4311,14 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             }
 
             message.max_operation_deadline = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.on_failed = onFailedFromJSON(reader.int32());
             continue;
           }
         }
