@@ -130,8 +130,12 @@ async def deliver(clients: list[Client], request: dict) -> dict:
 async def main() -> None:
     token = os.environ["IDEMD_FAULTS_TOKEN"]
     targets = os.environ["IDEMD_FAULTS_TARGETS"].split(",")
-    # Two connections to each replica's stage, in the campaign's order.
-    clients = [Client(target, token, retry=RETRY) for target in targets for _ in range(2)]
+    # Two connections to each replica's stage, in the campaign's order (a local
+    # subchannel pool: channels to one target would share a connection otherwise).
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    clients = [
+        Client(target, token, retry=RETRY, options=options) for target in targets for _ in range(2)
+    ]
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
