@@ -490,6 +490,7 @@ impl World {
         match twist {
             Twist::Plain => self.deliver_until_settled(&intent, &mut rng).await,
             Twist::Concurrent(copies) => {
+                add(&self.stats.concurrent);
                 let mut deliveries = JoinSet::new();
                 for _ in 0..copies {
                     let (world, intent, mut rng) = (self.clone(), intent.clone(), rng.fork());

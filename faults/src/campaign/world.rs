@@ -34,6 +34,8 @@ pub(super) struct Stats {
     pub(super) deadline_passed: AtomicU64,
     pub(super) needs_reconciliation: AtomicU64,
     pub(super) other_errors: AtomicU64,
+    /// Intents delivered 2-3 times at once (the concurrent twist).
+    pub(super) concurrent: AtomicU64,
     pub(super) conflicts_sent: AtomicU64,
     pub(super) conflicts_rejected: AtomicU64,
     pub(super) stalled: AtomicU64,

@@ -27,6 +27,10 @@ from idemd.errors import (
 from idemd.execute import EffectContext, Success, Terminal, execute_once
 
 PROVIDER = urlsplit(os.environ["IDEMD_FAULTS_PROVIDER"])
+# The campaign's own check (.ci/run): a worker whose lookup never finds the effect
+# (IDEMD_FAULTS_BROKEN_LOOKUP=1) runs a stalled effect again on takeover, and the run
+# must fail on the duplicate effect.
+BROKEN_LOOKUP = os.environ.get("IDEMD_FAULTS_BROKEN_LOOKUP") == "1"
 RETRY = RetryPolicy(
     max_sends=200, initial_backoff=0.02, max_backoff=0.3, total_timeout=20.0, call_timeout=2.0
 )
@@ -78,7 +82,7 @@ async def deliver(clients: list[Client], request: dict) -> dict:
     async def lookup(ctx: EffectContext):
         await note_attempt(ctx)
         status, body = await provider(f"/lookup?reference={quote(ctx.operation_id)}")
-        if status == 200:
+        if status == 200 and not BROKEN_LOOKUP:
             ran["found"] = True
             return Success(body, "application/json")
         return None
