@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::campaign::{Backend, Report, Settings, print_table};
+use crate::campaign::{Backend, Language, Report, Settings, print_table};
 use crate::proxy::FaultRates;
 use crate::rng::Rng;
 
@@ -53,9 +53,22 @@ struct Arguments {
     /// Logical operations per store, instead of the mode's.
     #[arg(long)]
     operations: Option<usize>,
+    /// Whose execute-once helper delivers the intents: the Rust client in
+    /// process, or another client's worker program (faults/workers/).
+    #[arg(long, value_enum, default_value_t = Language::Rust)]
+    client: Language,
 }
 
-fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Settings) {
+/// `--mode short`'s intents on Postgres and on the embedded store for a
+/// worker out of process (`--client` other than rust).
+const EXTERNAL_SHORT: (usize, usize) = (200, 120);
+
+fn settings(
+    mode: Mode,
+    seed: u64,
+    operations: Option<usize>,
+    language: Language,
+) -> (Settings, Settings) {
     let rates = FaultRates {
         lose_reply: 0.02,
         delay_reply: 0.03,
@@ -74,10 +87,14 @@ fn settings(mode: Mode, seed: u64, operations: Option<usize>) -> (Settings, Sett
         statement_failure_rate: 0.1,
         terminate_every: Duration::from_millis(1500),
         seed,
+        language,
     };
-    let (postgres_operations, embedded_operations, concurrency) = match mode {
-        Mode::Short => (500, 300, 24),
-        Mode::Long => (60_000, 40_000, 128),
+    let (postgres_operations, embedded_operations, concurrency) = match (mode, language) {
+        (Mode::Short, Language::Rust) => (500, 300, 24),
+        // A worker out of process is one more toolchain's start in CI: fewer
+        // intents, still enough that every twist and fault occurs (a verdict).
+        (Mode::Short, _) => (EXTERNAL_SHORT.0, EXTERNAL_SHORT.1, 24),
+        (Mode::Long, _) => (60_000, 40_000, 128),
     };
     let postgres = Settings {
         operations: operations.unwrap_or(postgres_operations),
@@ -99,8 +116,12 @@ async fn main() -> ExitCode {
     let seed = arguments
         .seed
         .unwrap_or_else(|| Rng::from_entropy().next_u64());
-    println!("idemd-faults: mode {:?}, seed {seed}", arguments.mode);
-    let (postgres, embedded) = settings(arguments.mode, seed, arguments.operations);
+    println!(
+        "idemd-faults: mode {:?}, client {:?}, seed {seed}",
+        arguments.mode, arguments.client
+    );
+    let (postgres, embedded) =
+        settings(arguments.mode, seed, arguments.operations, arguments.client);
     let mut campaigns = Vec::new();
     match arguments.store {
         Stores::Both => {
@@ -135,6 +156,10 @@ async fn main() -> ExitCode {
         }
     }
     print_table(&reports);
+    // One line per run, for CI's log: the client and its counts per store.
+    for report in &reports {
+        println!("idemd-faults: {}", report.summary(arguments.client));
+    }
     if reports.iter().all(Report::passed) {
         let _ = std::fs::remove_dir_all(&root);
         ExitCode::SUCCESS

@@ -279,10 +279,19 @@ pub(crate) fn idemd(store: &StoreConfig, args: &[&str]) -> Result<Command, Strin
 
 /// Migrates the store and creates the campaign's tenant: its token.
 pub(crate) fn prepare_store(store: &StoreConfig) -> Result<String, String> {
+    // Setup, not under test: the embedded store's first open (the new file
+    // switched to WAL, migrated, fsynced) outlasted the default 2 s on a
+    // machine whose disk other builds kept busy ("pool timed out while
+    // waiting for an open connection", twice in a dozen runs).
+    let patient = |arguments: &[&str]| -> Result<Command, String> {
+        let mut command = idemd(store, arguments)?;
+        command.env("IDEMD_DB_ACQUIRE_TIMEOUT", "30s");
+        Ok(command)
+    };
     if matches!(store, StoreConfig::Postgres { .. }) {
-        run(&mut idemd(store, &["migrate"])?)?;
+        run(&mut patient(&["migrate"])?)?;
     }
-    let created = run(&mut idemd(store, &["tenant", "create", "faults"])?)?;
+    let created = run(&mut patient(&["tenant", "create", "faults"])?)?;
     String::from_utf8(created.stdout)
         .map(|token| token.trim().to_owned())
         .map_err(|_| "the token is not UTF-8".into())

@@ -9,6 +9,7 @@
 //! `report`.
 
 mod checks;
+mod external;
 mod outages;
 mod report;
 mod schedule;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+pub(crate) use external::Language;
 pub(crate) use report::{Report, print_table};
 pub(crate) use settings::{Backend, Settings};
 
@@ -67,9 +69,27 @@ async fn campaign(
     rng: &mut Rng,
     store: Store,
 ) -> Result<Report, String> {
-    let (processes, proxies, clients) =
+    let (processes, proxies, clients, token) =
         setup::start_replicas(settings, directory, rng, store).await?;
-    let world = Arc::new(World::new(settings.clone(), clients));
+    let mut world = World::new(settings.clone(), clients);
+    // Out of process: the provider over HTTP, and the worker of the chosen
+    // language, ready before the faults start.
+    let mut _provider_server = None;
+    if settings.language.external() {
+        let server =
+            external::ProviderServer::start(world.provider.clone(), world.stats.clone()).await?;
+        let worker = external::Worker::start(
+            settings.language,
+            directory,
+            &proxies.targets(),
+            &token,
+            server.addr,
+        )
+        .await?;
+        world.worker = Some(worker);
+        _provider_server = Some(server);
+    }
+    let world = Arc::new(world);
     let postgres = processes.postgres.clone();
     let schedule = Schedule::start(processes, settings, rng);
     let intents = workload::run(&world, rng).await;

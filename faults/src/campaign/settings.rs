@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::external::Language;
 use crate::proxy::FaultRates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,4 +35,6 @@ pub(crate) struct Settings {
     /// backends (each drawn between half and one and a half of it).
     pub(crate) terminate_every: Duration,
     pub(crate) seed: u64,
+    /// Whose execute-once helper delivers the intents.
+    pub(crate) language: Language,
 }

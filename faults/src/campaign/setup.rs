@@ -135,6 +135,14 @@ impl Proxies {
         }
     }
 
+    /// Where the clients reach each replica: its duplicating stage.
+    pub(super) fn targets(&self) -> Vec<String> {
+        self.duplicators
+            .iter()
+            .map(|duplicator| duplicator.addr.to_string())
+            .collect()
+    }
+
     /// A frame proxies' counter, summed over the replicas.
     pub(super) fn forwarded(&self, counter: fn(&ProxyCounters) -> &AtomicU64) -> u64 {
         self.frames
@@ -159,7 +167,7 @@ pub(super) async fn start_replicas(
     directory: &Path,
     rng: &mut Rng,
     store: Store,
-) -> Result<(Processes, Proxies, Vec<Client>), String> {
+) -> Result<(Processes, Proxies, Vec<Client>, String), String> {
     let direct = store.direct.clone();
     let token = tokio::task::spawn_blocking(move || prepare_store(&direct))
         .await
@@ -206,7 +214,7 @@ pub(super) async fn start_replicas(
         proxies.duplicators.push(duplicator);
         processes.replicas.push(replica);
     }
-    Ok((processes, proxies, clients))
+    Ok((processes, proxies, clients, token))
 }
 
 async fn connect(duplicator: &Duplicator, token: &str, rng: &mut Rng) -> Result<Client, String> {

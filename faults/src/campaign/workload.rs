@@ -6,11 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idemd_client::proto;
-use idemd_client::{Disposition, EffectContext, Error, Execution, Operation};
+use idemd_client::{Disposition, EffectContext, Error, Operation};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use serde_json::{Value, json};
+
+use super::external::Reply;
 use super::world::{Boxed, Intent, World, add, result};
 use crate::lock::locked;
 use crate::rng::Rng;
@@ -92,7 +95,13 @@ pub(super) async fn run(world: &Arc<World>, rng: &mut Rng) -> Vec<Arc<Intent>> {
     let mut intents = Vec::new();
     let mut workers = JoinSet::new();
     for index in 0..settings.operations {
-        let twist = pick_twist(rng);
+        let mut twist = pick_twist(rng);
+        // External workers do not run the twists that kill the caller
+        // mid-delivery or need a slow lookup in process: those intents are
+        // delivered plainly (faults/README.md, "Other clients").
+        if world.worker.is_some() && matches!(twist, Twist::Crash(_) | Twist::LateLanding) {
+            twist = Twist::Plain;
+        }
         let honour_key = matches!(twist, Twist::Plain | Twist::Later) && rng.chance(0.3);
         let intent = Arc::new(Intent {
             key: format!("{run_tag:016x}-{index}"),
@@ -191,9 +200,38 @@ impl World {
         }
     }
 
-    /// One delivery of the intent: one `execute_once` call.
-    async fn deliver(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) -> Result<Execution, Error> {
+    /// What an external worker is asked for one delivery of the intent
+    /// (faults/workers/README.md): with `payload`, on a random connection.
+    fn request(&self, intent: &Intent, payload: &str, rng: &mut Rng) -> Value {
+        let work = rng.between(Duration::ZERO, Duration::from_millis(30));
+        json!({
+            "key": intent.key,
+            "payload": payload,
+            "honour_key": intent.honour_key,
+            "client": rng.below(self.connections()),
+            "lease_ms": self.settings.lease.as_millis() as u64,
+            "attempt_ms": self.settings.attempt_duration.as_millis() as u64,
+            "max_attempts": 20,
+            "deadline_ms": 30_000,
+            "work_ms": work.as_millis() as u64,
+        })
+    }
+
+    /// One delivery of the intent: one `execute_once` call, in process or by
+    /// the external worker. True once it needs no other delivery (an answer,
+    /// or NeedsReconciliation).
+    async fn deliver(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) -> bool {
         add(&self.stats.deliveries);
+        if let Some(worker) = &self.worker {
+            let reply = worker
+                .deliver(self.request(intent, &intent.payload, rng))
+                .await;
+            self.note_reply(intent, &reply);
+            return match &reply {
+                Reply::Succeeded { .. } | Reply::Failed { .. } => true,
+                Reply::Error { kind, .. } => kind == "needs_reconciliation",
+            };
+        }
         let client = self.client(rng).clone();
         let operation = self.operation(intent, &intent.payload);
         let work = rng.between(Duration::ZERO, Duration::from_millis(30));
@@ -211,19 +249,17 @@ impl World {
                 .await
         };
         self.note(intent, &outcome);
-        outcome
+        matches!(outcome, Ok(_) | Err(Error::NeedsReconciliation { .. }))
     }
 
     /// Delivers until an outcome is acknowledged (as a caller that retries
     /// would), or leaves the intent to the reconciler.
     pub(super) async fn deliver_until_settled(self: &Arc<Self>, intent: &Intent, rng: &mut Rng) {
         for _ in 0..8 {
-            match self.deliver(intent, rng).await {
-                Ok(_) | Err(Error::NeedsReconciliation { .. }) => return,
-                Err(_) => {
-                    sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await
-                }
+            if self.deliver(intent, rng).await {
+                return;
             }
+            sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await
         }
     }
 
@@ -235,6 +271,26 @@ impl World {
         let operation = self.operation(intent, &payload);
         for _ in 0..8 {
             add(&self.stats.deliveries);
+            if let Some(worker) = &self.worker {
+                let mut request = self.request(intent, &payload, rng);
+                request["conflict"] = json!(true);
+                match worker.deliver(request).await {
+                    Reply::Error { kind, .. } if kind == "conflict" => {
+                        add(&self.stats.conflicts_rejected);
+                        return;
+                    }
+                    Reply::Succeeded { .. } | Reply::Failed { .. } => {
+                        self.stats.violation(format!(
+                            "a conflicting reuse of key {} was answered as the original",
+                            intent.key
+                        ));
+                        return;
+                    }
+                    Reply::Error { .. } => {}
+                }
+                sleep(rng.between(Duration::from_millis(100), Duration::from_millis(600))).await;
+                continue;
+            }
             let world = self.clone();
             let key = intent.key.clone();
             let outcome = self
@@ -283,6 +339,16 @@ impl World {
         add(&self.stats.deliveries);
         add(&self.stats.stalled);
         let stall = self.settings.attempt_duration + Duration::from_secs(1);
+        if let Some(worker) = &self.worker {
+            let mut request = self.request(intent, &intent.payload, rng);
+            request["stall"] = json!({
+                "performed_first": performed_first,
+                "ms": stall.as_millis() as u64,
+            });
+            let reply = worker.deliver(request).await;
+            self.note_reply(intent, &reply);
+            return;
+        }
         let world = self.clone();
         let effect = move |context: EffectContext| {
             world.note_attempt(&context);
@@ -424,6 +490,7 @@ impl World {
         match twist {
             Twist::Plain => self.deliver_until_settled(&intent, &mut rng).await,
             Twist::Concurrent(copies) => {
+                add(&self.stats.concurrent);
                 let mut deliveries = JoinSet::new();
                 for _ in 0..copies {
                     let (world, intent, mut rng) = (self.clone(), intent.clone(), rng.fork());

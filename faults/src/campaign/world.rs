@@ -13,6 +13,7 @@ use idemd_client::{Client, EffectContext, Error, Execution, Operation, Outcome, 
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use super::external::{Reply, Worker};
 use super::settings::Settings;
 use crate::lock::locked;
 use crate::provider::Provider;
@@ -33,6 +34,8 @@ pub(super) struct Stats {
     pub(super) deadline_passed: AtomicU64,
     pub(super) needs_reconciliation: AtomicU64,
     pub(super) other_errors: AtomicU64,
+    /// Intents delivered 2-3 times at once (the concurrent twist).
+    pub(super) concurrent: AtomicU64,
     pub(super) conflicts_sent: AtomicU64,
     pub(super) conflicts_rejected: AtomicU64,
     pub(super) stalled: AtomicU64,
@@ -61,6 +64,16 @@ pub(super) fn get(counter: &AtomicU64) -> u64 {
 impl Stats {
     pub(super) fn violation(&self, message: String) {
         locked(&self.violations).push(message);
+    }
+
+    /// An attempt that reached its effect or its lookup (a takeover when it
+    /// began with ReconcileFirst).
+    pub(super) fn note_attempt(&self, operation_id: &str, fence: u64, takeover: bool) {
+        let attempt = (operation_id.to_owned(), fence);
+        if takeover {
+            locked(&self.takeovers).insert(attempt.clone());
+        }
+        locked(&self.attempts).insert(attempt);
     }
 }
 
@@ -93,8 +106,10 @@ pub(super) fn result(body: Vec<u8>) -> proto::Result {
 pub(super) struct World {
     pub(super) settings: Settings,
     pub(super) clients: Vec<Client>,
-    pub(super) provider: Provider,
-    pub(super) stats: Stats,
+    pub(super) provider: Arc<Provider>,
+    pub(super) stats: Arc<Stats>,
+    /// The worker process, when the deliveries run out of process.
+    pub(super) worker: Option<Worker>,
 }
 
 impl World {
@@ -102,9 +117,15 @@ impl World {
         Self {
             settings,
             clients,
-            provider: Provider::default(),
-            stats: Stats::default(),
+            provider: Arc::default(),
+            stats: Arc::default(),
+            worker: None,
         }
+    }
+
+    /// The number of client connections a delivery picks from.
+    pub(super) fn connections(&self) -> u64 {
+        self.clients.len() as u64
     }
 
     pub(super) fn client(&self, rng: &mut Rng) -> &Client {
@@ -129,11 +150,53 @@ impl World {
     }
 
     pub(super) fn note_attempt(&self, context: &EffectContext) {
-        let attempt = (context.operation_id().to_owned(), context.fence());
-        if context.previous_outcome_unknown().is_some() {
-            locked(&self.stats.takeovers).insert(attempt.clone());
+        self.stats.note_attempt(
+            context.operation_id(),
+            context.fence(),
+            context.previous_outcome_unknown().is_some(),
+        );
+    }
+
+    /// A delivery's outcome as an external worker reported it, counted as
+    /// [`World::note`] counts the Rust client's.
+    pub(super) fn note_reply(&self, intent: &Intent, reply: &Reply) {
+        if let Some(operation_id) = reply.operation_id() {
+            let mut known = locked(&intent.operation_id);
+            if known.as_deref().is_some_and(|known| known != operation_id) {
+                self.stats.violation(format!(
+                    "key {} named two operations: {known:?} and {operation_id}",
+                    intent.key
+                ));
+            }
+            *known = Some(operation_id.to_owned());
         }
-        locked(&self.stats.attempts).insert(attempt);
+        match reply {
+            Reply::Succeeded { body, source, .. } => {
+                add(&self.stats.acknowledged);
+                locked(&intent.acknowledged).push(body.clone());
+                add(match source.as_str() {
+                    "replayed" => &self.stats.replayed,
+                    "reconciled" => &self.stats.reconciled_by_lookup,
+                    "superseded" => &self.stats.superseded,
+                    _ => &self.stats.executed,
+                });
+            }
+            Reply::Failed { code, .. } => self.stats.violation(format!(
+                "key {} ended failed ({code:?}), though no effect fails",
+                intent.key
+            )),
+            Reply::Error { kind, .. } => match kind.as_str() {
+                "conflict" => self.stats.violation(format!(
+                    "key {} was rejected as a conflict with its own payload",
+                    intent.key
+                )),
+                "lease_lost" => add(&self.stats.lease_lost),
+                "outcome_unknown" => add(&self.stats.outcome_unknown),
+                "deadline_passed" => add(&self.stats.deadline_passed),
+                "needs_reconciliation" => add(&self.stats.needs_reconciliation),
+                _ => add(&self.stats.other_errors),
+            },
+        }
     }
 
     pub(super) fn note(&self, intent: &Intent, outcome: &Result<Execution, Error>) {
