@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,17 +22,28 @@ use crate::app::{App, Charge, SCHEMA, insert_charge};
 
 const ENTRIES: usize = 20;
 
-/// Each idempotency key the recipient was called with, and how often.
+/// What the recipient saw: each idempotency key it was called with, how
+/// often, and how often it applied one (a provider that deduplicates: once).
 #[derive(Clone, Default)]
-struct Effects(Arc<Mutex<HashMap<String, usize>>>);
+struct Effects {
+    calls: Arc<Mutex<HashMap<String, usize>>>,
+    applied: Arc<Mutex<HashMap<String, usize>>>,
+    /// The next call applies its effect, then never answers (the answer is
+    /// lost with the dispatcher).
+    hold_next: Arc<AtomicBool>,
+}
 
 impl Effects {
     fn calls(&self) -> usize {
-        self.0.lock().expect("effects").values().sum()
+        self.calls.lock().expect("calls").values().sum()
     }
 
     fn of(&self) -> HashMap<String, usize> {
-        self.0.lock().expect("effects").clone()
+        self.calls.lock().expect("calls").clone()
+    }
+
+    fn applied(&self) -> HashMap<String, usize> {
+        self.applied.lock().expect("applied").clone()
     }
 }
 
@@ -42,11 +54,20 @@ async fn receive(State(effects): State<Effects>, headers: HeaderMap, body: Strin
         .unwrap_or("")
         .to_owned();
     *effects
-        .0
+        .calls
         .lock()
-        .expect("effects")
+        .expect("calls")
         .entry(key.clone())
         .or_default() += 1;
+    {
+        let mut applied = effects.applied.lock().expect("applied");
+        let times = applied.entry(key.clone()).or_default();
+        // A key applied before is answered, not applied again.
+        *times = (*times).max(1);
+    }
+    if effects.hold_next.swap(false, Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_secs(120)).await;
+    }
     format!("applied {body} under {key}")
 }
 
@@ -297,4 +318,76 @@ async fn every_entry_is_delivered_once_across_a_dispatcher_killed_before_its_mar
             "entry {n}'s stored answer: {result}"
         );
     }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_dispatcher_killed_during_the_recipients_call_leaves_one_effect(
+    _: PgPoolOptions,
+    connect: PgConnectOptions,
+) {
+    let database = connect
+        .get_database()
+        .expect("sqlx::test names the database")
+        .to_owned();
+    let app = App::start(connect).await;
+    let (recipient, effects) = start_recipient().await;
+    let service = Service::start().await;
+    let mut keys = Vec::new();
+    for n in 0..3 {
+        let mut transaction = app.pool.begin().await.expect("begin");
+        let entry_id = app
+            .local
+            .enqueue(
+                &mut transaction,
+                NewEntry {
+                    operation: "receipts.send".into(),
+                    recipient: recipient.clone(),
+                    payload: format!("receipt {n}").into_bytes(),
+                },
+            )
+            .await
+            .expect("enqueue");
+        transaction.commit().await.expect("commit");
+        keys.push(entry_id.to_string());
+    }
+    // The first call applies its effect and never answers: the dispatcher
+    // is killed while it waits.
+    effects.hold_next.store(true, Ordering::SeqCst);
+    let mut first = dispatcher(&service, &database, &[]);
+    wait_until("the first call", async || effects.calls() >= 1).await;
+    first.start_kill().expect("SIGKILL");
+    first.wait().await.expect("reaped");
+
+    // The next dispatcher finds the delivery in doubt at the service; once
+    // its lease (1 s) has run out it takes it over and calls again with
+    // the same key, which the recipient applies once.
+    let mut second = dispatcher(&service, &database, &[]);
+    let unsent = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM idemd.outbox WHERE sent_at IS NULL")
+            .fetch_one(&app.pool)
+            .await
+            .expect("count unsent")
+    };
+    wait_until("every entry sent", async || unsent().await == 0).await;
+    second.start_kill().expect("SIGKILL");
+    second.wait().await.expect("reaped");
+
+    let calls = effects.of();
+    let applied = effects.applied();
+    assert_eq!(
+        calls.get(&keys[0]),
+        Some(&2),
+        "called again after the kill: {calls:?}"
+    );
+    // The call after the takeover carried the same key (a new one would be
+    // a second effect here): every entry's key, and no other, was applied.
+    assert_eq!(applied.len(), keys.len(), "{applied:?}");
+    for key in &keys {
+        assert_eq!(
+            applied.get(key),
+            Some(&1),
+            "{key}: applied once: {applied:?}"
+        );
+    }
+    assert_eq!(calls.values().sum::<usize>(), keys.len() + 1, "{calls:?}");
 }
