@@ -6,6 +6,7 @@
 //! qualify is simply absent from the result.
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgConnection;
 use sqlx::types::Json;
 use tracing::Instrument;
 
@@ -179,6 +180,18 @@ pub(super) async fn insert_or_find(
     pool: &Connections,
     members: &[ClaimMember<'_>],
 ) -> StoreResult<Vec<Option<ClaimStart>>> {
+    let mut connection = Held::acquire(pool).await?;
+    let started = insert_or_find_on(&mut connection, members).await;
+    connection.release();
+    started
+}
+
+/// [`insert_or_find`] on a connection the caller holds, in whatever
+/// transaction it has open: the pool's, or (idemd-local) the application's.
+pub(super) async fn insert_or_find_on(
+    connection: &mut PgConnection,
+    members: &[ClaimMember<'_>],
+) -> StoreResult<Vec<Option<ClaimStart>>> {
     let firsts: Vec<_> = members
         .iter()
         .map(|member| decide_first_claim(member.command))
@@ -187,8 +200,7 @@ pub(super) async fn insert_or_find(
         .iter()
         .map(|first| first.history.coalesce_key())
         .collect();
-    let mut connection = Held::acquire(pool).await?;
-    let rows: Result<Vec<ClaimRow>, _> = sqlx::query_as(INSERT_OR_FIND)
+    let rows: Vec<ClaimRow> = sqlx::query_as(INSERT_OR_FIND)
         .bind(column(members, |m| m.operation_id.0))
         .bind(column(members, |m| m.tenant.0))
         .bind(column(members, |m| m.command.scope.operation.as_str()))
@@ -210,9 +222,7 @@ pub(super) async fn insert_or_find(
         .bind(column(members, |m| m.command.on_failed.gets_new_attempt()))
         .fetch_all(&mut *connection)
         .instrument(statement("INSERT operations"))
-        .await;
-    connection.release();
-    let rows = rows?;
+        .await?;
     let mut started: Vec<Option<ClaimStart>> = vec![None; members.len()];
     for ClaimRow {
         inserted,

@@ -40,6 +40,7 @@ use crate::domain::{
 mod batched;
 mod batcher;
 mod held;
+pub mod in_transaction;
 mod keepalive;
 mod notifier;
 mod session;
