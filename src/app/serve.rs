@@ -134,10 +134,6 @@ pub(super) async fn serve(
             application.authenticator.clone(),
             metrics.clone(),
         );
-        background.spawn(
-            "console conflict samples",
-            console.clone().sample_conflicts(stop.clone()),
-        );
         let stopped = stop.clone();
         match (console_tls, console_tls_files) {
             (Some((tls, loaded)), Some(files)) => {
