@@ -571,6 +571,19 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_RESULT_CACHE_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub result_cache_bytes: u64,
 
+    /// How often this replica adds its in-memory counts of replays and
+    /// Pending answers to their operations (one batched statement). The
+    /// counts Lookup shows lag by up to this; a crash loses at most this
+    /// long's counts. A drain flushes them.
+    #[arg(long, env = "IDEMD_ANSWER_COUNT_INTERVAL", default_value = "5s", value_parser = parse_interval)]
+    pub answer_count_interval: Duration,
+
+    /// Operations whose replays and Pending answers this replica counts
+    /// between two flushes; answers for more are not counted (counted in
+    /// idemd_answer_counts_dropped_total instead).
+    #[arg(long, env = "IDEMD_ANSWER_COUNT_CAPACITY", default_value_t = crate::service::tallies::DEFAULT_CAPACITY)]
+    pub answer_count_capacity: usize,
+
     /// How often the store is checked for the readiness probe.
     #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = parse_interval)]
     pub readiness_interval: Duration,

@@ -72,6 +72,7 @@ struct Registry {
 struct Fixed {
     cache_hits: Counter,
     cache_misses: Counter,
+    answer_counts_dropped: Counter,
     requests_in_flight: Gauge,
     claim_wait: Histogram,
 }
@@ -294,6 +295,11 @@ const RESULT_CACHE_LOOKUPS: Family = describe_counter(
     "idemd_result_cache_lookups_total",
     "Claims that looked for a replay in this replica's result cache, by result (hit, miss).",
 );
+const ANSWER_COUNTS_DROPPED: Family = describe_counter(
+    "idemd_answer_counts_dropped_total",
+    "Replays and Pending answers this replica did not count on their operation: past its bound \
+     on operations counted between two flushes.",
+);
 const REQUESTS_IN_FLIGHT: Family = describe_gauge(
     "idemd_requests_in_flight",
     "API calls this replica is handling now, waiting Claims included.",
@@ -346,7 +352,7 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 39] = [
+const FAMILIES: [Family; 40] = [
     CLAIMS,
     TAKEOVERS,
     STALE_WRITES_REFUSED,
@@ -373,6 +379,7 @@ const FAMILIES: [Family; 39] = [
     DB_CLOCK_OFFSET,
     WAITING_CLAIMS,
     RESULT_CACHE_LOOKUPS,
+    ANSWER_COUNTS_DROPPED,
     REQUESTS_IN_FLIGHT,
     SERVING,
     BUILD_INFO,
@@ -435,6 +442,8 @@ impl Metrics {
             cache_hits: recorder.register_counter(&RESULT_CACHE_LOOKUPS.key_with(&HIT), &METADATA),
             cache_misses: recorder
                 .register_counter(&RESULT_CACHE_LOOKUPS.key_with(&MISS), &METADATA),
+            answer_counts_dropped: recorder
+                .register_counter(&ANSWER_COUNTS_DROPPED.key(), &METADATA),
             requests_in_flight: recorder.register_gauge(&REQUESTS_IN_FLIGHT.key(), &METADATA),
             claim_wait: recorder.register_histogram(&CLAIM_WAIT.key(), &METADATA),
         };
@@ -636,6 +645,12 @@ impl Metrics {
         } else {
             fixed.cache_misses.increment(1);
         }
+    }
+
+    /// Replays and Pending answers not counted on their operation (the
+    /// replica's bound on operations counted between flushes was reached).
+    pub fn answer_counts_dropped(&self, answers: u64) {
+        self.0.fixed.answer_counts_dropped.increment(answers);
     }
 
     /// Counts an API call in flight until the guard is dropped (answered,

@@ -2,6 +2,7 @@
 //! the claim loop, waiting for pending operations, and change notification.
 
 pub mod cache;
+pub mod tallies;
 mod waiters;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::{LogLimiter, current_trace_id};
 
 use cache::TerminalCache;
+use tallies::{AnswerTallies, Counted};
 pub use waiters::WaiterLimits;
 use waiters::Waiters;
 
@@ -110,6 +112,9 @@ pub struct IdempotencyService {
     late_writes: Arc<LogLimiter>,
     /// Claims waiting now, within their bounds.
     waiters: Arc<Waiters>,
+    /// Replays and Pending answers, counted per operation in memory and
+    /// added to the database in batches (never a write per answer).
+    tallies: AnswerTallies,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -127,6 +132,7 @@ impl IdempotencyService {
         Self {
             store,
             waiters: Waiters::new(WaiterLimits::default(), metrics.clone()),
+            tallies: AnswerTallies::new(tallies::DEFAULT_CAPACITY, metrics.clone()),
             metrics,
             changes,
             draining,
@@ -146,6 +152,12 @@ impl IdempotencyService {
     pub fn with_result_cache(mut self, results: TerminalCache) -> Self {
         self.results = results;
         self
+    }
+
+    /// This replica's counts of replays and Pending answers, to flush
+    /// ([`AnswerTallies::flush_every`], which `serve` runs).
+    pub fn answer_tallies(&self) -> &AnswerTallies {
+        &self.tallies
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -183,6 +195,15 @@ impl IdempotencyService {
         let Some(outcome) = ClaimOutcome::of(reply.as_ref().map(|reply| &reply.answer)) else {
             return reply;
         };
+        // In memory only: the flush adds the counts to the record later.
+        let counted = match outcome {
+            ClaimOutcome::Replayed => Some(Counted::Replay),
+            ClaimOutcome::Pending => Some(Counted::Pending),
+            _ => None,
+        };
+        if let (Some(counted), Ok(reply)) = (counted, reply.as_ref()) {
+            self.tallies.count(reply.record.operation_id, counted);
+        }
         self.metrics
             .claim(tenant, &command.scope.operation, outcome);
         reply

@@ -336,6 +336,7 @@ fn record(
         retain_until: around(input, now)?,
         conflicts: input.int_in_range(0..=3)?,
         last_conflict_at: around(input, now)?,
+        answers: Default::default(),
     })
 }
 

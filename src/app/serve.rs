@@ -82,6 +82,11 @@ pub(super) async fn serve(
         crate::service::cache::TerminalCache::new(args.result_cache_bytes),
     )
     .await?;
+    // The service the routes serve shares these counts.
+    application
+        .service
+        .answer_tallies()
+        .set_capacity(args.answer_count_capacity);
 
     let stop = application.draining.clone();
     let deaths = TaskDeaths::default();
@@ -128,10 +133,6 @@ pub(super) async fn serve(
             application.api.clone(),
             application.authenticator.clone(),
             metrics.clone(),
-        );
-        background.spawn(
-            "console conflict samples",
-            console.clone().sample_conflicts(stop.clone()),
         );
         let stopped = stop.clone();
         match (console_tls, console_tls_files) {
@@ -227,6 +228,15 @@ pub(super) async fn serve(
             }
         },
     };
+    // The answers given while the calls drained are counted too.
+    let flushed = tokio::time::timeout_at(
+        drain_deadline,
+        application.service.answer_tallies().flush(store.as_ref()),
+    )
+    .await;
+    if !matches!(flushed, Ok(Ok(_))) {
+        warn!("drain: the last counts of replays and Pending answers were not added");
+    }
     background.stop_by(drain_deadline).await;
     store.close().await;
     served?;
@@ -291,6 +301,14 @@ fn spawn_replica_tasks(
             .authenticator
             .clone()
             .record_last_used_every(crate::auth::LAST_USED_INTERVAL, stop.clone()),
+    );
+    background.spawn(
+        "answer counts",
+        application.service.answer_tallies().clone().flush_every(
+            store.clone(),
+            args.answer_count_interval,
+            stop.clone(),
+        ),
     );
     background.spawn(
         "audit pruning",

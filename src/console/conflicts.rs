@@ -1,166 +1,174 @@
-//! Conflicts over time: the console samples this replica's conflict
-//! counters (Claims refused IDEMPOTENCY_KEY_REUSED, by operation label and
-//! tenant label when metrics carry it) once a minute and keeps an hour of
-//! samples, so the conflicts page can show them per minute. The counters
-//! themselves are the metrics' own; nothing here counts a conflict.
+//! The conflicts page's numbers: Claims refused with IDEMPOTENCY_KEY_REUSED,
+//! grouped by operation name over the last day, from the database (every
+//! replica's refusals), not from this replica's counters.
+//!
+//! The page reads them through the API like every other page: one
+//! ListOperations of `is:conflicted` (the operations whose refused Claims
+//! were counted, `Operation.conflicts`, with `last_conflict_at`), newest
+//! first, at most [`READ`] operations, tenant-scoped as the credential is
+//! (an admin's across tenants, with the tenant on each row). Each operation
+//! places all its refusals in the hour of its last one: the per-hour shape
+//! is as exact as that, and the totals are exact for the operations read.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
 
-use super::counters::{Whose, sum_by};
+use chrono::{DateTime, TimeDelta, Utc};
 
-/// Minutes of samples kept.
-pub const MINUTES: usize = 60;
+use crate::proto::Operation;
+use crate::support::format;
 
-const CLAIMS: &str = "idemd_claims_total";
-const CONFLICT: (&str, &str) = ("outcome", "conflict");
+/// The window, in hours, oldest first on the page.
+pub const WINDOW_HOURS: usize = 24;
+/// Operations one page read reads: one ListOperations page.
+pub const READ: u32 = 1000;
+/// The filter the page reads by.
+pub const FILTER: &str = "is:conflicted";
 
-/// Cumulative conflicts by (tenant label, operation label) at one moment.
-type Sample = BTreeMap<(String, String), f64>;
-
-/// Reads one sample from the metrics text.
-pub fn sample(metrics_text: &str) -> Sample {
-    let mut sample = Sample::new();
-    // By tenant first (empty when the label is off), then by operation.
-    for tenant in sum_by(metrics_text, CLAIMS, "tenant", &[CONFLICT], Whose::Everyone).keys() {
-        let only: Vec<(&str, &str)> = if tenant.is_empty() {
-            vec![CONFLICT]
-        } else {
-            vec![CONFLICT, ("tenant", tenant.as_str())]
-        };
-        for (operation, count) in sum_by(metrics_text, CLAIMS, "operation", &only, Whose::Everyone)
-        {
-            // Without the tenant label, `only` also counted series that
-            // carry one; there are none: the label is on for all or none.
-            sample.insert((tenant.clone(), operation), count);
-        }
-    }
-    sample
-}
-
-/// The last hour of samples, oldest first.
-#[derive(Default)]
-pub struct History {
-    samples: Mutex<VecDeque<Sample>>,
-}
-
-/// One operation's conflicts, as the page shows them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+/// One operation name's refusals in the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Named only in an admin's listing (across tenants).
+    pub tenant: String,
     pub operation: String,
-    /// Per minute, oldest first, ending with the minute up to `now`.
-    pub per_minute: Vec<f64>,
-    pub last_hour: f64,
-    pub since_start: f64,
+    /// Refusals per hour, oldest first, each operation's counted at the hour
+    /// of its last refusal.
+    pub per_hour: Vec<u64>,
+    pub refusals: u64,
+    /// Operations (keys) refused.
+    pub operations: u64,
+    pub last_at: DateTime<Utc>,
 }
 
-impl History {
-    pub fn record(&self, sample: Sample) {
-        let mut samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
-        if samples.len() == MINUTES {
-            samples.pop_front();
+/// Groups `operations` by tenant and name, keeping those whose last refusal
+/// was within the window before `now`; most refusals first.
+pub fn groups(operations: &[Operation], now: DateTime<Utc>) -> Vec<Group> {
+    let hours = i64::try_from(WINDOW_HOURS).unwrap_or(i64::MAX);
+    let mut grouped: HashMap<(String, String), Group> = HashMap::new();
+    for operation in operations {
+        let Some(last) = format::timestamp(operation.last_conflict_at.as_ref()) else {
+            continue;
+        };
+        if operation.conflicts == 0 {
+            continue;
         }
-        samples.push_back(sample);
+        // The database's clock may run a little ahead of this replica's.
+        let hours_ago = (now - last).max(TimeDelta::zero()).num_hours();
+        if hours_ago >= hours {
+            continue;
+        }
+        let bucket = WINDOW_HOURS - 1 - usize::try_from(hours_ago).unwrap_or(0);
+        let name = operation
+            .scope
+            .as_ref()
+            .map(|scope| scope.operation.clone())
+            .unwrap_or_default();
+        let group = grouped
+            .entry((operation.tenant.clone(), name.clone()))
+            .or_insert_with(|| Group {
+                tenant: operation.tenant.clone(),
+                operation: name,
+                per_hour: vec![0; WINDOW_HOURS],
+                refusals: 0,
+                operations: 0,
+                last_at: last,
+            });
+        group.per_hour[bucket] = group.per_hour[bucket].saturating_add(operation.conflicts);
+        group.refusals = group.refusals.saturating_add(operation.conflicts);
+        group.operations += 1;
+        group.last_at = group.last_at.max(last);
     }
+    let mut groups: Vec<Group> = grouped.into_values().collect();
+    groups.sort_by(|a, b| {
+        b.refusals
+            .cmp(&a.refusals)
+            .then_with(|| a.tenant.cmp(&b.tenant))
+            .then_with(|| a.operation.cmp(&b.operation))
+    });
+    groups
+}
 
-    /// Each operation's series up to `now` (a sample taken just now), for
-    /// the tenants `whose` admits (a tenant's series only when the label
-    /// is on).
-    pub fn series(&self, now: &Sample, whose: Whose<'_>) -> Vec<Series> {
-        let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
-        let admitted = |tenant: &str| match whose {
-            Whose::Everyone => true,
-            Whose::Tenant(own) => tenant == own,
-        };
-        let by_operation = |sample: &Sample| {
-            let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-            for ((tenant, operation), count) in sample {
-                if admitted(tenant) {
-                    *sums.entry(operation.clone()).or_insert(0.0) += count;
-                }
-            }
-            sums
-        };
-        let points: Vec<BTreeMap<String, f64>> = samples
-            .iter()
-            .chain(std::iter::once(now))
-            .map(by_operation)
-            .collect();
-        let latest = points.last().cloned().unwrap_or_default();
-        latest
-            .into_iter()
-            .map(|(operation, since_start)| {
-                let at =
-                    |point: &BTreeMap<String, f64>| point.get(&operation).copied().unwrap_or(0.0);
-                let per_minute: Vec<f64> = points
-                    .windows(2)
-                    .map(|pair| (at(&pair[1]) - at(&pair[0])).max(0.0))
-                    .collect();
-                let oldest = points.first().map_or(0.0, at);
-                let last_hour = if samples.len() < MINUTES {
-                    since_start
-                } else {
-                    since_start - oldest
-                };
-                Series {
-                    operation,
-                    per_minute,
-                    last_hour,
-                    since_start,
-                }
-            })
-            .collect()
+/// The operation list a group links to: its conflicted operations.
+pub fn group_filter(group: &Group) -> String {
+    let mut filter = format!("{FILTER} op:{}", group.operation);
+    if !group.tenant.is_empty() {
+        let quoted = group.tenant.replace('\\', "\\\\").replace('"', "\\\"");
+        filter.push_str(&format!(" tenant:\"{quoted}\""));
     }
+    filter
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::Scope;
 
-    fn text(charge: u32, refund: u32, tenant: &str) -> String {
-        format!(
-            "idemd_claims_total{{operation=\"charge\",outcome=\"conflict\",tenant=\"{tenant}\"}} {charge}\n\
-             idemd_claims_total{{operation=\"refund\",outcome=\"conflict\",tenant=\"{tenant}\"}} {refund}\n\
-             idemd_claims_total{{operation=\"charge\",outcome=\"acquired\",tenant=\"{tenant}\"}} 99\n"
-        )
+    fn refused(tenant: &str, name: &str, conflicts: u64, at: DateTime<Utc>) -> Operation {
+        Operation {
+            tenant: tenant.into(),
+            scope: Some(Scope {
+                operation: name.into(),
+                key: "k".into(),
+            }),
+            conflicts,
+            last_conflict_at: Some(pbjson_types::Timestamp {
+                seconds: at.timestamp(),
+                nanos: 0,
+            }),
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn conflicts_are_counted_per_minute_per_operation() {
-        let history = History::default();
-        history.record(sample(&text(0, 0, "1")));
-        history.record(sample(&text(2, 0, "1")));
-        let now = sample(&text(5, 1, "1"));
-        let series = history.series(&now, Whose::Everyone);
-        let charge = series
-            .iter()
-            .find(|series| series.operation == "charge")
-            .expect("charge");
-        assert_eq!(charge.per_minute, vec![2.0, 3.0]);
-        assert_eq!((charge.last_hour, charge.since_start), (5.0, 5.0));
-        let refund = series
-            .iter()
-            .find(|series| series.operation == "refund")
-            .expect("refund");
-        assert_eq!(refund.per_minute, vec![0.0, 1.0]);
-    }
-
-    #[test]
-    fn a_tenant_sees_only_its_own_conflicts() {
-        let history = History::default();
-        let mut both = sample(&text(3, 0, "1"));
-        both.extend(sample(&text(7, 0, "2")));
-        assert!(
-            history
-                .series(&both, Whose::Tenant("1"))
-                .iter()
-                .all(|series| series.since_start <= 3.0)
+    fn refusals_are_grouped_by_tenant_and_name_in_the_hour_of_the_last_one() {
+        let now = DateTime::parse_from_rfc3339("2026-12-03T12:00:00Z")
+            .expect("valid")
+            .to_utc();
+        let hour = TimeDelta::hours(1);
+        let groups = groups(
+            &[
+                refused("", "payments.charge", 3, now - TimeDelta::minutes(5)),
+                refused(
+                    "",
+                    "payments.charge",
+                    2,
+                    now - hour * 2 - TimeDelta::minutes(1),
+                ),
+                refused("", "emails.send", 1, now - TimeDelta::minutes(1)),
+                // Outside the window: left out.
+                refused("", "emails.send", 9, now - hour * 25),
+                // Another tenant's (an admin's listing): its own group.
+                refused("b", "payments.charge", 1, now),
+            ],
+            now,
         );
-        let all = history.series(&both, Whose::Everyone);
-        let charge = all
+        let summary: Vec<_> = groups
             .iter()
-            .find(|series| series.operation == "charge")
-            .expect("charge");
-        assert_eq!(charge.since_start, 10.0);
+            .map(|g| {
+                (
+                    g.tenant.as_str(),
+                    g.operation.as_str(),
+                    g.refusals,
+                    g.operations,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("", "payments.charge", 5, 2),
+                ("", "emails.send", 1, 1),
+                ("b", "payments.charge", 1, 1),
+            ]
+        );
+        let charge = &groups[0].per_hour;
+        assert_eq!(charge.len(), WINDOW_HOURS);
+        assert_eq!(charge[WINDOW_HOURS - 1], 3);
+        assert_eq!(charge[WINDOW_HOURS - 3], 2);
+        assert_eq!(charge.iter().sum::<u64>(), 5);
+        assert_eq!(group_filter(&groups[0]), "is:conflicted op:payments.charge");
+        assert_eq!(
+            group_filter(&groups[2]),
+            "is:conflicted op:payments.charge tenant:\"b\""
+        );
     }
 }

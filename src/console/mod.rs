@@ -26,7 +26,6 @@ pub mod timeline;
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -40,15 +39,11 @@ use crate::metrics::Metrics;
 use listener::TlsListener;
 use security::Served;
 
-/// How often the conflicts page's counters are sampled.
-const CONFLICT_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
-
 /// What every console page shares.
 pub struct Console {
     api: calls::Api,
     sessions: session::Sessions,
     metrics: Metrics,
-    conflicts: conflicts::History,
 }
 
 impl Console {
@@ -57,20 +52,7 @@ impl Console {
             api: calls::Api::new(api, authenticator),
             sessions: session::Sessions::default(),
             metrics,
-            conflicts: conflicts::History::default(),
         })
-    }
-
-    /// Samples the conflict counters once a minute until `stop`.
-    pub async fn sample_conflicts(self: Arc<Self>, stop: CancellationToken) {
-        let mut ticks = tokio::time::interval(CONFLICT_SAMPLE_INTERVAL);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => self.conflicts.record(conflicts::sample(&self.metrics.render())),
-                () = stop.cancelled() => return,
-            }
-        }
     }
 }
 

@@ -184,6 +184,9 @@ pub fn operation(
         tenant: String::new(),
         conflicts: record.conflicts,
         last_conflict_at: record.last_conflict_at.map(timestamp),
+        replays: record.answers.replays,
+        pendings: record.answers.pendings,
+        last_replay_at: record.answers.last_replay_at.map(timestamp),
         on_failed: proto_on_failed(record.on_failed).into(),
     }
 }

@@ -199,6 +199,11 @@ impl Store for Bounded {
         .await
     }
 
+    async fn add_answer_counts(&self, tallies: &[super::AnswerTally]) -> Result<()> {
+        self.within("add_answer_counts", self.inner.add_answer_counts(tallies))
+            .await
+    }
+
     /// Unbounded: only the command line administers, and it waits for the
     /// database as long as its operator does.
     fn credentials(&self) -> &dyn Credentials {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Database;
 
 use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
-use super::{Applied, ClaimStart, PauseHook, PoolUsage};
+use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
     ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
@@ -161,6 +161,13 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     }
 
     fn pool_usage(&self) -> PoolUsage;
+
+    /// [`Store::add_answer_counts`](super::Store::add_answer_counts), as
+    /// this database does it best (never empty).
+    fn add_answer_counts(
+        &self,
+        tallies: &[AnswerTally],
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// See [`Store::listen_for_changes`]; a store that one process owns has
     /// no other writers to hear from.

@@ -62,6 +62,7 @@ async fn try_transition<D: Sql>(
     let evidence_only = OperationRecord {
         conflicts: record.conflicts,
         last_conflict_at: record.last_conflict_at,
+        answers: record.answers,
         ..record_after.clone()
     };
     Ok(Some(Applied {

@@ -62,6 +62,7 @@
 //! | tombstone past its retention (no domain spec: stated in the test) | `retain_until <= now` | `sql.rs` `delete_expired_tombstones_sql!` | `due::{postgres,sqlite}_expired_tombstones_are_deleted_past_their_retention` |
 //! | unresolved | `OperationRecord::unresolved` | `sql.rs` `SELECT_UNRESOLVED`, and `unresolved_sql!` in ListOperations' `state:unresolved` (`statements/listing.rs`) | `due::{postgres,sqlite}_select_unresolved_is_unresolved` |
 //! | counting a refused conflicting Claim | `OperationRecord::with_conflict_counted` | `sql.rs` `COUNT_CONFLICT` (both stores) | `conflict::{postgres,sqlite}_count_conflict_is_with_conflict_counted` |
+//! | adding replicas' answer counts (no domain spec: the columns only add up) | `service::tallies` counts | `postgres/sql/add_answer_counts.sql`; `sqlite/sql/add_answer_counts.sql` | `tests/it/answer_counts.rs` (through the API, both stores) |
 //! | gauges' conditions | `OperationRecord::lease_expired` / `unresolved` / `decide_sweep` | `sql.rs` `COUNT_OPERATIONS` | `due::{postgres,sqlite}_count_operations_is_the_domains_conditions` |
 
 use std::sync::Arc;
@@ -173,6 +174,20 @@ pub struct OperationCounts {
     pub oldest_unresolved: Option<DateTime<Utc>>,
     /// The database clock the counts were read at.
     pub database_now: DateTime<Utc>,
+}
+
+/// One replica's counts of the answers that change nothing, for one
+/// operation, since its last flush ([`Store::add_answer_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerTally {
+    pub operation_id: OperationId,
+    /// Claims answered Completed (a replay).
+    pub replays: u64,
+    /// Claims answered Pending.
+    pub pendings: u64,
+    /// How long before the flush the last counted replay was answered
+    /// (`None`: no replay counted): the store places it on its own clock.
+    pub last_replay_ago: Option<std::time::Duration>,
 }
 
 /// Connections of the store's pool (the writer's and readers' together).
@@ -298,6 +313,15 @@ pub trait Store: Send + Sync + 'static {
     /// Sets `last_used_at` to now for these tokens (by SHA-256): called in
     /// batches, never per call.
     async fn record_tokens_used(&self, token_hashes: &[[u8; 32]]) -> Result<()>;
+
+    /// Adds replicas' in-memory counts of replays and Pending answers to
+    /// their operations (`replays`, `pendings`, `last_replay_at`): called by
+    /// the flush every few seconds with a batch, never per answer, so that a
+    /// replay stays free of writes. One statement for the batch on Postgres
+    /// (`postgres/sql/add_answer_counts.sql`), one write transaction on
+    /// SQLite. It touches no other column; operations no longer stored are
+    /// skipped.
+    async fn add_answer_counts(&self, tallies: &[AnswerTally]) -> Result<()>;
 
     /// Tenants, credentials and the audit log, for the CLI.
     fn credentials(&self) -> &dyn Credentials;

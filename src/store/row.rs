@@ -6,9 +6,9 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::domain::{
-    ActedBy, Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata, OnFailed,
-    OperationId, OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope, State,
-    SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer,
+    ActedBy, AnswerCounts, Error, ErrorReport, FailureReason, Fingerprint, HistoryEntry, Metadata,
+    OnFailed, OperationId, OperationRecord, Outcome, PreviousAttempt, RequestDigest, Result, Scope,
+    State, SuccessResult, TenantId, WriteAnswer, WriteReceipt, Writer,
 };
 
 #[derive(Debug, sqlx::FromRow)]
@@ -55,6 +55,9 @@ pub(crate) struct OperationRow {
     pub(crate) failed_gets_new_attempt: bool,
     pub(crate) conflicts: i64,
     pub(crate) last_conflict_at: Option<DateTime<Utc>>,
+    pub(crate) replays: i64,
+    pub(crate) pendings: i64,
+    pub(crate) last_replay_at: Option<DateTime<Utc>>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -174,6 +177,11 @@ impl TryFrom<OperationRow> for OperationRecord {
             retain_until: row.retain_until,
             conflicts: unsigned(row.conflicts, "conflicts")?,
             last_conflict_at: row.last_conflict_at,
+            answers: AnswerCounts {
+                replays: unsigned(row.replays, "replays")?,
+                pendings: unsigned(row.pendings, "pendings")?,
+                last_replay_at: row.last_replay_at,
+            },
         })
     }
 }

@@ -12,7 +12,8 @@ macro_rules! operation_columns {
          failure_reason, error_code, error_message, error_metadata, last_write_fence, \
          last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
          last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence, \
-         taken_over_deadline_at, failed_gets_new_attempt, conflicts, last_conflict_at"
+         taken_over_deadline_at, failed_gets_new_attempt, conflicts, last_conflict_at, \
+         replays, pendings, last_replay_at"
     };
 }
 pub(crate) use operation_columns;

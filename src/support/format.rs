@@ -26,6 +26,25 @@ pub fn operation_conflicts(operation: &Operation) -> String {
     )
 }
 
+/// An operation's counted replays and Pending answers, as of the last flush
+/// of the replicas' counts (they lag by its interval, a few seconds):
+/// `about 7 replays (the last at …), 4 Pending answers`, or `-` when none
+/// was counted.
+pub fn operation_answers(operation: &Operation) -> String {
+    if operation.replays == 0 && operation.pendings == 0 {
+        return "-".to_owned();
+    }
+    let mut text = format!("about {} replays", operation.replays);
+    if operation.replays > 0 {
+        text.push_str(&format!(
+            " (the last at {})",
+            time(operation.last_replay_at.as_ref())
+        ));
+    }
+    text.push_str(&format!(", {} Pending answers", operation.pendings));
+    text
+}
+
 /// A history entry's detail as shown: its own, or for a coalesced entry of
 /// refused conflicting Claims (which has none), how many it stands for.
 pub fn history_detail(entry: &HistoryEntry) -> String {
@@ -116,6 +135,17 @@ mod conflict_tests {
         assert_eq!(history_detail(&renewed), "kept");
         let mut operation = Operation::default();
         assert_eq!(operation_conflicts(&operation), "-");
+        assert_eq!(operation_answers(&operation), "-");
+        operation.pendings = 4;
+        assert_eq!(
+            operation_answers(&operation),
+            "about 0 replays, 4 Pending answers"
+        );
+        operation.replays = 7;
+        assert_eq!(
+            operation_answers(&operation),
+            "about 7 replays (the last at -), 4 Pending answers"
+        );
         operation.conflicts = 3;
         operation.last_conflict_at = Some(pbjson_types::Timestamp {
             seconds: 1_700_000_000,

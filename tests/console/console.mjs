@@ -157,18 +157,25 @@ try {
   assert.match(await main(), /NotFound/);
   await shot("12-other-tenant-refused");
 
-  // A reconciler without the tenant label on the metrics sees no
-  // replica-wide counters: they would count other tenants too.
+  // The conflicts page reads the database: the reconciler sees its own
+  // tenant's refused Claim (order-1's), grouped by operation name, linked
+  // to the conflicted operations.
   await page.goto(`${base}/conflicts`);
-  assert.match(await main(), /only an admin sees them/);
+  assert.equal(await page.locator("table.conflicts tbody tr").count(), 1, await main());
+  assert.match(await main(), /From the database, for this tenant/);
+  await Promise.all([
+    page.waitForURL(/\/operations\?filter=/),
+    page.click("table.conflicts tbody tr a"),
+  ]);
+  assert.equal(await page.locator("table.operations tbody tr").count(), 1, await main());
 
   // Signing out ends the session on the server.
   await Promise.all([page.waitForURL(/\/login$/), page.click(".who form button")]);
   await page.goto(`${base}/`);
   assert.equal(new URL(page.url()).pathname, "/login");
 
-  // An admin sees every tenant: the tenant named on each row, and the
-  // replica's conflicts by operation name.
+  // An admin sees every tenant: the tenant named on each row, and every
+  // tenant's conflicts by operation name.
   await signIn(admin);
   await page.goto(`${base}/operations?order=oldest`);
   text = await main();

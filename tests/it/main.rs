@@ -11,6 +11,7 @@ mod harness;
 
 mod admin;
 mod admission;
+mod answer_counts;
 mod api_retries;
 mod bounds;
 mod cancellation;

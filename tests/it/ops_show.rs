@@ -1,7 +1,8 @@
 //! `idemd ops show [--follow]`: the real binary against a real server. Show
 //! prints the operation and its history as lookup does; --follow prints the
 //! entries written after it started, one JSON document a line with -o json,
-//! and exits 0 once the operation is terminal.
+//! and exits 0 once the operation is terminal; a FAILED operation whose
+//! policy opted in to `on_failed: new_attempt` is followed on.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -290,7 +291,131 @@ async fn show_follow_ends_on_ctrl_c_with_130_and_whole_lines(backend: Backend) {
     server.kill();
 }
 
+/// `payments.*` lets a Claim of a FAILED operation start a new attempt.
+const NEW_ATTEMPT_POLICY: &str = r#"
+policies:
+  - operation: "payments.*"
+    on_failed: new_attempt
+"#;
+
+async fn show_follow_keeps_following_a_failure_a_claim_may_retry(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("support");
+    let file = data.directory().join("policies.yaml");
+    std::fs::write(&file, NEW_ATTEMPT_POLICY).expect("write the policy file");
+    let server = data
+        .serve(&["--policy-file", &file.to_string_lossy()])
+        .await;
+    let mut client = server.client().await;
+    let owned = claim_owned(
+        &mut client,
+        &token,
+        claim_json("payments.charge", "order-5", r#"{"amount":5}"#),
+    )
+    .await;
+
+    let mut follower = follow(&data, server.addr, &token, &owned.operation_id);
+    let received = lines_of(&mut follower);
+    let next_document = || next_document(&received);
+    assert_eq!(next_document()["kind"], "operation");
+    assert_eq!(next_document()["entry"]["event"], "CLAIMED");
+
+    // A terminal failure: printed, with the operation, and the follow goes on.
+    client
+        .fail(authorized(
+            &token,
+            idemd::proto::FailRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                disposition: idemd::proto::FailDisposition::Terminal.into(),
+                error: Some(idemd::proto::OperationError {
+                    code: "card_declined".into(),
+                    ..Default::default()
+                }),
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail");
+    assert_eq!(next_document()["entry"]["event"], "FAILED");
+    let failed = next_document();
+    assert_eq!(failed["kind"], "operation", "{failed}");
+    assert_eq!(failed["operation"]["state"], "OPERATION_STATE_FAILED");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        follower.try_wait().expect("status").is_none(),
+        "a Claim may start a new attempt: it follows on"
+    );
+
+    // The caller tries again: a new attempt, which succeeds.
+    let again = claim_owned(
+        &mut client,
+        &token,
+        claim_json("payments.charge", "order-5", r#"{"amount":5}"#),
+    )
+    .await;
+    assert_eq!(again.attempt, 2);
+    let retried = next_document();
+    assert_eq!(
+        retried["entry"]["event"], "RETRIED_AFTER_FAILURE",
+        "{retried}"
+    );
+    complete(&mut client, &token, &again, r#"{"charge":"ch_5"}"#).await;
+    assert_eq!(next_document()["entry"]["event"], "COMPLETED");
+    assert_eq!(
+        next_document()["operation"]["state"],
+        "OPERATION_STATE_SUCCEEDED"
+    );
+    let output = follower.wait_with_output().expect("idemd ends");
+    assert_eq!(output.status.code(), Some(0));
+    server.kill();
+}
+
+async fn show_follow_ends_at_a_failure_that_is_replayed(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("support");
+    let server = data.serve(&[]).await;
+    let mut client = server.client().await;
+    let owned = claim_owned(
+        &mut client,
+        &token,
+        claim_json("payments.charge", "order-6", r#"{"amount":6}"#),
+    )
+    .await;
+    let mut follower = follow(&data, server.addr, &token, &owned.operation_id);
+    let received = lines_of(&mut follower);
+    let next_document = || next_document(&received);
+    assert_eq!(next_document()["kind"], "operation");
+    assert_eq!(next_document()["entry"]["event"], "CLAIMED");
+    client
+        .fail(authorized(
+            &token,
+            idemd::proto::FailRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                disposition: idemd::proto::FailDisposition::Terminal.into(),
+                error: Some(idemd::proto::OperationError {
+                    code: "card_declined".into(),
+                    ..Default::default()
+                }),
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail");
+    assert_eq!(next_document()["entry"]["event"], "FAILED");
+    assert_eq!(
+        next_document()["operation"]["state"],
+        "OPERATION_STATE_FAILED"
+    );
+    let output = follower.wait_with_output().expect("idemd ends");
+    assert_eq!(output.status.code(), Some(0));
+    server.kill();
+}
+
 store_tests!(
+    show_follow_keeps_following_a_failure_a_claim_may_retry,
+    show_follow_ends_at_a_failure_that_is_replayed,
     show_follow_ends_on_ctrl_c_with_130_and_whole_lines,
     show_prints_the_operation_and_its_history,
     show_follow_prints_what_happens_after_it_started_and_exits_0_once_terminal,

@@ -2170,8 +2170,28 @@ type Operation struct {
 	Conflicts uint64 `protobuf:"varint,21,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
 	// The database time of the last of them; unset when conflicts is 0.
 	LastConflictAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=last_conflict_at,json=lastConflictAt,proto3" json:"last_conflict_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// About how many Claims were answered Completed (a replay of the stored
+	// result or failure), as of the last flush. Each replica counts replays
+	// in memory, so that a replay stays free of database writes, and adds its
+	// counts in one batched statement every flush interval (the server's
+	// --answer-count-interval, default 5 s) and when it drains: the count lags
+	// by up to that interval, and a replica that crashes loses at most one
+	// interval's counts. Past a replica's bound on operations counted in one
+	// interval, the rest are not counted (idemd_answer_counts_dropped_total).
+	// Evidence only: counting changes neither the state, the fence, the lease
+	// nor updated_at. 0 for answers of servers that predate the count.
+	Replays uint64 `protobuf:"varint,23,opt,name=replays,proto3" json:"replays,omitempty"`
+	// About how many Claims were answered Pending (another attempt holds the
+	// lease, or a retry is not yet due), counted as replays are: as of the
+	// last flush, at most one interval lost in a crash. A Claim that waited
+	// (`wait`) counts once, with the answer it finally got.
+	Pendings uint64 `protobuf:"varint,24,opt,name=pendings,proto3" json:"pendings,omitempty"`
+	// About when the last counted replay was answered, on the database clock
+	// (the replica's time since the replay, subtracted from the database
+	// clock at the flush); unset when replays is 0.
+	LastReplayAt  *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=last_replay_at,json=lastReplayAt,proto3" json:"last_replay_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2354,6 +2374,27 @@ func (x *Operation) GetConflicts() uint64 {
 func (x *Operation) GetLastConflictAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastConflictAt
+	}
+	return nil
+}
+
+func (x *Operation) GetReplays() uint64 {
+	if x != nil {
+		return x.Replays
+	}
+	return 0
+}
+
+func (x *Operation) GetPendings() uint64 {
+	if x != nil {
+		return x.Pendings
+	}
+	return 0
+}
+
+func (x *Operation) GetLastReplayAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastReplayAt
 	}
 	return nil
 }
@@ -3519,7 +3560,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
 	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
-	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xae\b\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xa6\t\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
 	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
@@ -3545,7 +3586,10 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x06tenant\x18\x13 \x01(\tR\x06tenant\x12.\n" +
 	"\ton_failed\x18\x14 \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed\x12\x1c\n" +
 	"\tconflicts\x18\x15 \x01(\x04R\tconflicts\x12D\n" +
-	"\x10last_conflict_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastConflictAt\"\xd2\x03\n" +
+	"\x10last_conflict_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastConflictAt\x12\x18\n" +
+	"\areplays\x18\x17 \x01(\x04R\areplays\x12\x1a\n" +
+	"\bpendings\x18\x18 \x01(\x04R\bpendings\x12@\n" +
+	"\x0elast_replay_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\flastReplayAt\"\xd2\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +
@@ -3785,53 +3829,54 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	41, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
 	3,  // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
 	41, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
-	2,  // 55: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
-	2,  // 56: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	41, // 57: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	41, // 58: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	15, // 59: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	16, // 60: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	28, // 61: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
-	2,  // 62: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	25, // 63: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	5,  // 64: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
-	25, // 65: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	2,  // 66: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	41, // 67: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	40, // 68: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	40, // 69: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	40, // 70: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 71: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 72: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	40, // 73: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	40, // 74: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	40, // 75: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
-	3,  // 76: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
-	7,  // 77: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	17, // 78: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	19, // 79: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	21, // 80: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	23, // 81: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	27, // 82: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	30, // 83: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	32, // 84: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	34, // 85: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	36, // 86: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	8,  // 87: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	18, // 88: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	20, // 89: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	22, // 90: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	24, // 91: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	29, // 92: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	31, // 93: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	33, // 94: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	35, // 95: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	37, // 96: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	87, // [87:97] is the sub-list for method output_type
-	77, // [77:87] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	41, // 55: idem.v1.Operation.last_replay_at:type_name -> google.protobuf.Timestamp
+	2,  // 56: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,  // 57: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	41, // 58: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	41, // 59: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	15, // 60: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	16, // 61: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	28, // 62: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,  // 63: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	25, // 64: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	5,  // 65: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	25, // 66: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	2,  // 67: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	41, // 68: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	40, // 69: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	40, // 70: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	40, // 71: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 72: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	40, // 73: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	40, // 74: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	40, // 75: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	40, // 76: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	3,  // 77: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
+	7,  // 78: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	17, // 79: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	19, // 80: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	21, // 81: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	23, // 82: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	27, // 83: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	30, // 84: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	32, // 85: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	34, // 86: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	36, // 87: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	8,  // 88: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	18, // 89: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	20, // 90: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	22, // 91: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	24, // 92: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	29, // 93: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	31, // 94: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	33, // 95: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	35, // 96: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	37, // 97: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	88, // [88:98] is the sub-list for method output_type
+	78, // [78:88] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }

@@ -367,6 +367,24 @@ pub struct OperationRecord {
     pub conflicts: u64,
     /// The database time of the last of them.
     pub last_conflict_at: Option<DateTime<Utc>>,
+    /// Replays and Pending answers counted by the replicas and added in
+    /// batches (`service::tallies`): evidence, not a transition, and never
+    /// written by a transition's update.
+    pub answers: AnswerCounts,
+}
+
+/// How many Claims of an operation were answered with its stored outcome
+/// (Completed, a replay) or with Pending, as flushed so far. Each replica
+/// counts in memory and adds its counts every flush interval, so these lag
+/// by up to that interval, and a replica that crashes loses at most one
+/// interval's counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnswerCounts {
+    pub replays: u64,
+    pub pendings: u64,
+    /// The database time of the last counted replay (as its replica saw it,
+    /// placed on the database clock at the flush).
+    pub last_replay_at: Option<DateTime<Utc>>,
 }
 
 /// Time left until `moment`, never negative; zero when there is no moment.

@@ -176,6 +176,8 @@ pub(super) fn print_operation(operation: &Operation) {
             render::time(operation.retain_until.as_ref()),
         ),
         ("conflicts", format::operation_conflicts(operation)),
+        // As of the replicas' last flush of their counts (a few seconds).
+        ("answered", format::operation_answers(operation)),
     ];
     if let Some(result) = &operation.result {
         fields.push(("content_type", result.content_type.clone()));

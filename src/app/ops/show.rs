@@ -1,6 +1,10 @@
 //! `idemd ops show`: one operation and its history, printed as `ops lookup`
 //! prints them; with --follow, the history entries that come after, as they
-//! come, until the operation is terminal (`tail -f` of its timeline).
+//! come, until no entry can come but the sweeper's (`tail -f` of its
+//! timeline): SUCCEEDED, a tombstone, or FAILED for good. A FAILED operation
+//! whose policy opted in to `on_failed: new_attempt` is followed on, since a
+//! Claim may start a new attempt of it (its failure is printed, and the
+//! follow goes on).
 //!
 //! Following polls Lookup. History page tokens are opaque, and the server
 //! hands one out only when more entries follow the page, so there is no token
@@ -22,9 +26,11 @@ use super::failure::{EXIT_INTERRUPTED, OpsFailure};
 use super::{lookup, render};
 use crate::backoff::Backoff;
 use crate::config::OutputFormat;
+use crate::domain::transition::MOST_ATTEMPTS_EVER;
 use crate::error::BoxError;
 use crate::proto::{
-    HistoryEntry, LookupRequest, Operation, OperationState, lookup_request::Target,
+    FailureReason, HistoryEntry, LookupRequest, OnFailed, Operation, OperationState,
+    lookup_request::Target,
 };
 
 /// History entries a Lookup page holds while following: a poll re-reads at
@@ -86,10 +92,12 @@ pub(super) async fn run(
     let Some(interval) = follow else {
         return Ok(());
     };
-    let first_state = first.operation.state;
-    if is_terminal(&first.operation) {
+    if is_final(&first.operation) {
         return Ok(());
     }
+    // The ended operation is printed once per attempt that ends: a FAILED
+    // one that is followed on may end again after a new attempt.
+    let mut announced = ended_as(&first.operation);
     loop {
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
@@ -104,10 +112,16 @@ pub(super) async fn run(
         }
         // The operation and the history's last page come from one snapshot:
         // a terminal state here means its terminal entry was just printed.
-        if is_terminal(&polled.operation) {
-            if polled.operation.state != first_state {
-                printer.ended(&polled.operation)?;
+        let ended = ended_as(&polled.operation);
+        if ended.is_some() && ended != announced {
+            printer.ended(&polled.operation)?;
+            if !is_final(&polled.operation) {
+                // The entries that follow get a heading again.
+                printer.history_heading();
             }
+        }
+        announced = ended;
+        if is_final(&polled.operation) {
             return Ok(());
         }
     }
@@ -117,12 +131,39 @@ fn interrupted_error() -> BoxError {
     OpsFailure::new(EXIT_INTERRUPTED, "interrupted").into()
 }
 
-/// Terminal: no entry can follow but the sweeper's EXPIRED, days later.
-fn is_terminal(operation: &Operation) -> bool {
+/// No entry can follow but the sweeper's EXPIRED, days later: SUCCEEDED, a
+/// tombstone, or FAILED where a Claim replays the failure. A FAILED
+/// operation opted in to `on_failed: new_attempt` is not final while a Claim
+/// may still start a new attempt: below the server's attempt ceiling, and
+/// not failed by its operation deadline (a Claim past that deadline replays
+/// the failure too, but deciding so here would compare this machine's clock
+/// with the database's: the follow goes on until interrupted).
+fn is_final(operation: &Operation) -> bool {
+    match render::state(operation.state) {
+        OperationState::Succeeded | OperationState::Expired => true,
+        OperationState::Failed => !may_start_a_new_attempt(operation),
+        _ => false,
+    }
+}
+
+fn may_start_a_new_attempt(operation: &Operation) -> bool {
+    let failed_by_deadline = operation
+        .error
+        .as_ref()
+        .is_some_and(|error| error.reason() == FailureReason::DeadlineExceeded);
+    operation.on_failed() == OnFailed::NewAttempt
+        && operation.attempt < MOST_ATTEMPTS_EVER
+        && !failed_by_deadline
+}
+
+/// The attempt that ended and how (terminal states only): what `ended`
+/// printed last.
+fn ended_as(operation: &Operation) -> Option<(i32, u32)> {
     matches!(
         render::state(operation.state),
         OperationState::Succeeded | OperationState::Failed | OperationState::Expired
     )
+    .then_some((operation.state, operation.attempt))
 }
 
 /// What one poll read: the operation, and the history from the resume point
@@ -313,12 +354,17 @@ impl Printer {
         }
     }
 
-    /// The operation once more, now that it ended (its result or error).
+    /// The operation once more, now that it ended (its result or error);
+    /// for a FAILED one that is followed on, the attempt that ended.
     fn ended(&self, operation: &Operation) -> Result<(), BoxError> {
         match self {
             Printer::Table(_) => {
                 println!();
-                println!("ended:");
+                if is_final(operation) {
+                    println!("ended:");
+                } else {
+                    println!("failed (a Claim may start a new attempt; following on):");
+                }
                 lookup::print_operation(operation);
                 Ok(())
             }

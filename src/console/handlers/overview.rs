@@ -1,5 +1,5 @@
-//! The dashboard and the conflicts page: this replica's counters, and the
-//! tenant's unresolved operations by age.
+//! The dashboard (this replica's counters, and the tenant's unresolved
+//! operations by age) and the conflicts page (from the database).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -9,7 +9,7 @@ use axum::response::Response;
 use crate::auth::Scope;
 use crate::console::counters::{Whose, sum_by, total};
 use crate::console::pages::dashboard::{AgeBand, Counter, Dashboard, dashboard_page};
-use crate::console::pages::lists::{ConflictRow, conflicts_page};
+use crate::console::pages::lists::conflicts_page;
 use crate::proto::{self, ListUnresolvedRequest};
 use crate::support::format;
 
@@ -141,43 +141,39 @@ pub(in crate::console) async fn conflicts(State(console): Shared, headers: Heade
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    let own = signed_in.principal.tenant.0.to_string();
-    let whose = whose_counters(&signed_in, &own, console.metrics.labels_tenants());
-    let (rows, note) = match whose {
-        Some(whose) => {
-            let now = crate::console::conflicts::sample(&console.metrics.render());
-            let rows = console
-                .conflicts
-                .series(&now, whose)
-                .into_iter()
-                .map(|series| ConflictRow {
-                    operation: series.operation,
-                    per_minute: series.per_minute,
-                    last_hour: series.last_hour,
-                    since_start: series.since_start,
-                })
-                .collect();
-            let whom = match whose {
-                Whose::Everyone => "every tenant".to_owned(),
-                Whose::Tenant(tenant) => format!("tenant {tenant}"),
-            };
-            (
-                rows,
-                format!(
-                    "Counted by this replica for {whom}, by operation name as metrics label it \
-                 (names off the --metrics-operations allow-list count as `other`)."
-                ),
-            )
-        }
-        None => (
-            Vec::new(),
-            "Not shown: this replica's metrics do not carry the tenant label, \
-                 so they count every tenant; only an admin sees them."
-                .to_owned(),
-        ),
+    let request = proto::ListOperationsRequest {
+        filter: crate::console::conflicts::FILTER.to_owned(),
+        page_size: crate::console::conflicts::READ,
+        page_token: String::new(),
+        order: proto::list_operations_request::Order::NewestFirst.into(),
     };
+    let page = match console
+        .api
+        .list_operations(&signed_in.principal, request)
+        .await
+    {
+        Ok(page) => page,
+        Err(refusal) => return refused(&signed_in, "", "Conflicts", &refusal),
+    };
+    let groups = crate::console::conflicts::groups(&page.operations, shown_now());
+    let whom = if signed_in.principal.scopes.contains(Scope::Admin) {
+        "every tenant"
+    } else {
+        "this tenant"
+    };
+    let note = format!(
+        "From the database, for {whom}, every replica's refusals: the operations whose refused \
+         Claims were counted ({} read, newest first{}), each operation's refusals placed in \
+         the hour of its last one.",
+        page.operations.len(),
+        if page.next_page_token.is_empty() {
+            ""
+        } else {
+            "; older ones not read"
+        }
+    );
     html(
         StatusCode::OK,
-        conflicts_page(&signed_in.viewer(), &rows, &note),
+        conflicts_page(&signed_in.viewer(), &groups, &note),
     )
 }

@@ -6,6 +6,7 @@ use maud::{Markup, html};
 
 use super::layout::{Viewer, page};
 use super::operation::{deadline_passed, unresolved};
+use crate::console::conflicts::{FILTER, Group, WINDOW_HOURS, group_filter};
 use crate::console::paths;
 use crate::proto::Operation;
 use crate::support::format::{age, state, state_name, time};
@@ -124,45 +125,43 @@ pub fn unresolved_page(
     page("Unresolved", viewer, "state:unresolved", body)
 }
 
-/// Conflicts refused per operation name, per minute, over the last hour
-/// of this replica.
-pub struct ConflictRow {
-    pub operation: String,
-    /// Per minute, oldest first.
-    pub per_minute: Vec<f64>,
-    pub last_hour: f64,
-    pub since_start: f64,
-}
-
-pub fn conflicts_page(viewer: &Viewer, rows: &[ConflictRow], scope_note: &str) -> Markup {
+/// Conflicts refused per operation name, per hour over the last day, from
+/// the database ([`crate::console::conflicts`]).
+pub fn conflicts_page(viewer: &Viewer, groups: &[Group], scope_note: &str) -> Markup {
     let body = html! {
         p { "Claims refused with " code { "IDEMPOTENCY_KEY_REUSED" } ": the same key with another payload. "
             "Frequent conflicts mean a caller reuses keys across intents, or its payload normalisation is unstable "
             "(a timestamp or a random id inside the fingerprinted payload)." }
         p.note { (scope_note) }
-        @if rows.is_empty() {
-            p.empty { "No conflicts since this replica started." }
+        @if groups.is_empty() {
+            p.empty { "No refused conflicting Claims in the last " (WINDOW_HOURS) " hours." }
         } @else {
             table.conflicts {
-                thead { tr { th { "operation" } th { "last 60 min, per minute" } th { "last hour" } th { "since start" } } }
+                thead { tr {
+                    @if viewer.admin { th { "tenant" } }
+                    th { "operation" } th { "last " (WINDOW_HOURS) " h, per hour" }
+                    th { "refused" } th { "keys" } th { "last at" } } }
                 tbody {
-                    @for row in rows {
-                        @let peak = row.per_minute.iter().copied().fold(1.0, f64::max);
+                    @for group in groups {
+                        @let peak = group.per_hour.iter().copied().max().unwrap_or(1).max(1) as f64;
                         tr {
-                            td { a href=(paths::filtered(&format!("op:{}", row.operation))) { (row.operation) } }
+                            @if viewer.admin { td { (group.tenant) } }
+                            td { a href=(paths::filtered(&group_filter(group))) { (group.operation) } }
                             td {
-                                svg.spark viewBox="0 0 120 20" role="img" aria-label="conflicts per minute" {
-                                    @for (minute, count) in row.per_minute.iter().enumerate() {
-                                        rect x=(minute * 2) y=(20.0 - count / peak * 20.0) width="2" height=(count / peak * 20.0) {}
+                                svg.spark viewBox="0 0 120 20" role="img" aria-label="refusals per hour" {
+                                    @for (hour, count) in group.per_hour.iter().enumerate() {
+                                        @let height = *count as f64 / peak * 20.0;
+                                        rect x=(hour * 5) y=(20.0 - height) width="4" height=(height) {}
                                     }
                                 }
                             }
-                            td { (row.last_hour) } td { (row.since_start) }
+                            td { (group.refusals) } td { (group.operations) }
+                            td { (group.last_at.format("%Y-%m-%dT%H:%M:%SZ").to_string()) }
                         }
                     }
                 }
             }
         }
     };
-    page("Conflicts", viewer, "", body)
+    page("Conflicts", viewer, FILTER, body)
 }

@@ -99,6 +99,9 @@ pub fn operation_page(
                         " (Claims of this key with another request, refused "
                         code { "IDEMPOTENCY_KEY_REUSED" } ")"
                     } } }
+                tr { th { "answered" } td.answers { (format::operation_answers(operation))
+                    " (Claims answered with the stored outcome, and Pending; counted by each \
+                     replica and added every few seconds, so as of then)" } }
             }
         }
         @if let Some(result) = &operation.result {
@@ -124,7 +127,7 @@ pub fn operation_page(
         }
         section {
             h2 { "Timeline" }
-            (timeline_chart(&timeline(history, now, operation.lease_expired)))
+            (timeline_chart(&timeline(history, now, operation.lease_expired), operation))
         }
         section {
             h2 { "History" }
@@ -162,7 +165,7 @@ const ROW_HEIGHT: f64 = 26.0;
 /// Attempts as bars on one time axis (SVG attributes, no inline style: the
 /// CSP allows none), the unknown stretches hatched behind them, markers as
 /// ticks. Colours come from the stylesheet, by class.
-fn timeline_chart(timeline: &Timeline) -> Markup {
+fn timeline_chart(timeline: &Timeline, operation: &Operation) -> Markup {
     let Some((start, end)) = timeline.bounds() else {
         return html! { p { "No history." } };
     };
@@ -228,7 +231,12 @@ fn timeline_chart(timeline: &Timeline) -> Markup {
                 }
                 "." }
         }
-        p { (refused) " stale or late writes refused in all. Replays and Pending answers are counted in the server's metrics, not per operation." }
+        p { (refused) " stale or late writes refused in all." }
+        p.answers { "Claims answered without a write: "
+            @if operation.replays == 0 && operation.pendings == 0 { "none counted" }
+            @else { (format::operation_answers(operation)) }
+            ", as of the replicas' last flush of their counts (every few seconds; a replica \
+             that crashed loses at most one interval's)." }
         @if timeline.conflicting_claims_refused > 0 {
             p.conflicts { (format::conflicts(timeline.conflicting_claims_refused))
                 " in this history: Claims of the key with another request, refused "

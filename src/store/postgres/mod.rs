@@ -30,7 +30,7 @@ use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
-use super::{Applied, ClaimStart, PauseHook, PoolUsage};
+use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::backoff::Backoff;
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
@@ -622,6 +622,32 @@ impl Dialect for PostgresStore {
             history_cap: self.history_cap,
         };
         Ok(self.writes.call(request).await?)
+    }
+
+    /// One statement for the batch (sorted by operation_id), outside any
+    /// explicit transaction.
+    async fn add_answer_counts(&self, sorted: &[AnswerTally]) -> StoreResult<()> {
+        let wide = |count: u64| i64::try_from(count).unwrap_or(i64::MAX);
+        let mut connection = Held::acquire(&self.connections).await?;
+        let added = sqlx::query(include_str!("sql/add_answer_counts.sql"))
+            .bind(sorted.iter().map(|t| t.operation_id.0).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|t| wide(t.replays)).collect::<Vec<_>>())
+            .bind(sorted.iter().map(|t| wide(t.pendings)).collect::<Vec<_>>())
+            .bind(
+                sorted
+                    .iter()
+                    .map(|t| {
+                        t.last_replay_ago
+                            .map(|ago| i64::try_from(ago.as_millis()).unwrap_or(i64::MAX))
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .execute(&mut *connection)
+            .instrument(Self::statement("UPDATE operations answer counts"))
+            .await;
+        connection.release();
+        added?;
+        Ok(())
     }
 
     fn announce_change(&self, operation_id: OperationId) {

@@ -30,14 +30,14 @@ use tracing::Instrument;
 
 use super::acquire::AcquireWaits;
 use super::dialect::Dialect;
-use super::error::{ErrorClass, StoreResult};
+use super::error::{ErrorClass, StoreError, StoreResult};
 use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
 use super::statements::Sql;
-use super::{ClaimStart, PauseHook, PoolUsage};
+use super::{AnswerTally, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
     ClaimCommand, Error, Found, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result,
     Target, TenantId, decide_first_claim,
@@ -442,6 +442,38 @@ impl Dialect for SqliteStore {
         // process may own it now.
         if let Ok(mut lock) = self.lock.lock() {
             lock.take();
+        }
+    }
+
+    /// One write transaction (a place in the writer's group commit), one
+    /// UPDATE per operation: SQLite runs in this process, so a statement is
+    /// a function call, and the commit is what costs.
+    async fn add_answer_counts(&self, tallies: &[AnswerTally]) -> StoreResult<()> {
+        let mut transaction = self.begin_write().await?;
+        let added = async {
+            let now = Self::database_now(&mut transaction).await?;
+            for tally in tallies {
+                let last_replay_at = tally.last_replay_ago.map(|ago| {
+                    stamp(now - chrono::TimeDelta::from_std(ago).unwrap_or(chrono::TimeDelta::MAX))
+                });
+                sqlx::query(include_str!("sql/add_answer_counts.sql"))
+                    .bind(tally.operation_id.0)
+                    .bind(i64::try_from(tally.replays).unwrap_or(i64::MAX))
+                    .bind(i64::try_from(tally.pendings).unwrap_or(i64::MAX))
+                    .bind(last_replay_at)
+                    .execute(&mut *transaction)
+                    .instrument(Self::statement("UPDATE operations answer counts"))
+                    .await?;
+            }
+            Ok::<_, StoreError>(())
+        }
+        .await;
+        match added {
+            Ok(()) => self.commit(transaction).await,
+            Err(error) => {
+                let _ = self.rollback(transaction).await;
+                Err(error)
+            }
         }
     }
 

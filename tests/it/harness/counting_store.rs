@@ -138,6 +138,13 @@ impl Store for CountingStore {
         self.inner.record_tokens_used(token_hashes).await
     }
 
+    async fn add_answer_counts(
+        &self,
+        tallies: &[idemd::store::AnswerTally],
+    ) -> idemd::domain::Result<()> {
+        self.inner.add_answer_counts(tallies).await
+    }
+
     fn credentials(&self) -> &dyn idemd::store::Credentials {
         self.inner.credentials()
     }

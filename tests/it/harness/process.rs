@@ -266,6 +266,16 @@ impl Daemon {
         self.child.wait().expect("reaped");
     }
 
+    /// SIGTERM, as an orchestrator stops it: it drains and exits by itself.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let signalled = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(signalled.success());
+        self.child.wait().expect("reaped")
+    }
+
     /// GET /metrics from its metrics listener on `port`.
     pub async fn scrape(&self, port: u16) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

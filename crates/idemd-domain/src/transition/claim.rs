@@ -10,8 +10,8 @@ use super::ending::{doubt_detail, end_without_new_attempt, keep_doubt};
 use crate::command::ClaimCommand;
 use crate::error::Error;
 use crate::model::{
-    FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId, OperationRecord, Outcome,
-    PreviousAttempt, State, TenantId, time_left,
+    AnswerCounts, FailureReason, Fence, HistoryEvent, NewHistoryEntry, OperationId,
+    OperationRecord, Outcome, PreviousAttempt, State, TenantId, time_left,
 };
 
 /// The `(none) → Claim` row: what a store inserts when the scope has no
@@ -92,6 +92,7 @@ impl FirstClaim {
             retain_until: None,
             conflicts: 0,
             last_conflict_at: None,
+            answers: AnswerCounts::default(),
         }
     }
 }

@@ -974,7 +974,35 @@ export interface Operation {
    */
   conflicts: string;
   /** The database time of the last of them; unset when conflicts is 0. */
-  last_conflict_at: Timestamp | null;
+  last_conflict_at:
+    | Timestamp
+    | null;
+  /**
+   * About how many Claims were answered Completed (a replay of the stored
+   * result or failure), as of the last flush. Each replica counts replays
+   * in memory, so that a replay stays free of database writes, and adds its
+   * counts in one batched statement every flush interval (the server's
+   * --answer-count-interval, default 5 s) and when it drains: the count lags
+   * by up to that interval, and a replica that crashes loses at most one
+   * interval's counts. Past a replica's bound on operations counted in one
+   * interval, the rest are not counted (idemd_answer_counts_dropped_total).
+   * Evidence only: counting changes neither the state, the fence, the lease
+   * nor updated_at. 0 for answers of servers that predate the count.
+   */
+  replays: string;
+  /**
+   * About how many Claims were answered Pending (another attempt holds the
+   * lease, or a retry is not yet due), counted as replays are: as of the
+   * last flush, at most one interval lost in a crash. A Claim that waited
+   * (`wait`) counts once, with the answer it finally got.
+   */
+  pendings: string;
+  /**
+   * About when the last counted replay was answered, on the database clock
+   * (the replica's time since the replay, subtracted from the database
+   * clock at the flush); unset when replays is 0.
+   */
+  last_replay_at: Timestamp | null;
 }
 
 /**
@@ -3027,6 +3055,9 @@ function createBaseOperation(): Operation {
     on_failed: OnFailed.ON_FAILED_UNSPECIFIED,
     conflicts: "0",
     last_conflict_at: null,
+    replays: "0",
+    pendings: "0",
+    last_replay_at: null,
   };
 }
 
@@ -3097,6 +3128,15 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.last_conflict_at !== undefined && message.last_conflict_at !== null) {
       Timestamp.encode(message.last_conflict_at, writer.uint32(178).fork()).join();
+    }
+    if (message.replays !== "0") {
+      writer.uint32(184).uint64(message.replays);
+    }
+    if (message.pendings !== "0") {
+      writer.uint32(192).uint64(message.pendings);
+    }
+    if (message.last_replay_at !== undefined && message.last_replay_at !== null) {
+      Timestamp.encode(message.last_replay_at, writer.uint32(202).fork()).join();
     }
     return writer;
   },
@@ -3288,6 +3328,30 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.last_conflict_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.replays = reader.uint64().toString();
+            continue;
+          }
+          case 24: {
+            if (tag !== 192) {
+              break;
+            }
+
+            message.pendings = reader.uint64().toString();
+            continue;
+          }
+          case 25: {
+            if (tag !== 202) {
+              break;
+            }
+
+            message.last_replay_at = Timestamp.decode(reader, reader.uint32());
             continue;
           }
         }
