@@ -264,10 +264,13 @@ class ExecuteOnceTest extends ServerTest {
             OP,
             key(),
             PAYLOAD,
-            options().lease(ms(200)).attemptDuration(Duration.ofSeconds(1)).build(),
+            // A 3 s attempt, as in the blocking test above: its 0.3 s margin lets the UNKNOWN
+            // report land before the deadline on a loaded CI machine (1 s left 0.1 s, and the
+            // report was refused as late under load).
+            options().lease(ms(300)).attemptDuration(Duration.ofSeconds(3)).build(),
             ctx -> never);
     ExecutionException failed =
-        assertThrows(ExecutionException.class, () -> call.get(5, TimeUnit.SECONDS));
+        assertThrows(ExecutionException.class, () -> call.get(10, TimeUnit.SECONDS));
     assertInstanceOf(AttemptTimeoutException.class, failed.getCause());
     assertTrue(never.isCancelled());
     String operationId = ((AttemptTimeoutException) failed.getCause()).operationId().orElseThrow();
