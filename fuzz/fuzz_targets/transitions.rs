@@ -421,5 +421,6 @@ fn claim_requested(
         retention: optional_duration(input, limits.max_retention)?,
         operation_deadline: optional_duration(input, limits.max_operation_deadline)?,
         wait: optional_duration(input, limits.max_wait)?,
+        previous_fingerprints: Vec::new(),
     })
 }

@@ -160,5 +160,6 @@ fn claim(key: &str) -> ClaimRequested {
         retention: None,
         operation_deadline: None,
         wait: None,
+        previous_fingerprints: Vec::new(),
     }
 }

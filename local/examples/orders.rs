@@ -143,6 +143,7 @@ fn request(key: &str, amount: i64) -> ClaimRequested {
         retention: None,
         operation_deadline: None,
         wait: None,
+        previous_fingerprints: Vec::new(),
     }
 }
 

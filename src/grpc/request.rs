@@ -107,6 +107,7 @@ pub fn claim_command(
             &mut violations,
         ),
         wait: duration("wait", request.wait, &mut violations),
+        previous_fingerprints: request.previous_fingerprints,
     };
     policies.claim(requested, violations, limits)
 }

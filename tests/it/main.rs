@@ -37,6 +37,7 @@ mod inputs;
 mod keepalive;
 mod leases;
 mod listing;
+mod migration_window;
 mod mtls;
 mod notify;
 mod observability;

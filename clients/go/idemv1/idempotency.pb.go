@@ -582,9 +582,19 @@ type ClaimRequest struct {
 	// call's own gRPC deadline minus a margin. Negative is INVALID_ARGUMENT.
 	// When the server already has as many waiting Claims as it allows (per
 	// tenant or in all), the Claim answers Pending at once instead.
-	Wait          *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Wait *durationpb.Duration `protobuf:"bytes,11,opt,name=wait,proto3" json:"wait,omitempty"`
+	// The fingerprints of this same request under earlier normalisations, while
+	// a deployment that changes how the request is normalised (a field added
+	// with a default, a changed selector) rolls out: at most 4, 32 bytes each.
+	// An operation whose stored fingerprint equals the request's or any of
+	// these is the same request (replayed, resumed or retried, never a
+	// conflict); one that matches none is IDEMPOTENCY_KEY_REUSED as always. A
+	// Claim that writes (a new attempt, a takeover) records in its history
+	// entry that a previous fingerprint matched, and which; the stored
+	// fingerprint stays the first Claim's. Empty outside a migration window.
+	PreviousFingerprints [][]byte `protobuf:"bytes,12,rep,name=previous_fingerprints,json=previousFingerprints,proto3" json:"previous_fingerprints,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ClaimRequest) Reset() {
@@ -703,6 +713,13 @@ func (x *ClaimRequest) GetOperationDeadline() *durationpb.Duration {
 func (x *ClaimRequest) GetWait() *durationpb.Duration {
 	if x != nil {
 		return x.Wait
+	}
+	return nil
+}
+
+func (x *ClaimRequest) GetPreviousFingerprints() [][]byte {
+	if x != nil {
+		return x.PreviousFingerprints
 	}
 	return nil
 }
@@ -3453,7 +3470,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x19idem/v1/idempotency.proto\x12\aidem.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n" +
 	"\x05Scope\x12\x1c\n" +
 	"\toperation\x18\x01 \x01(\tR\toperation\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xac\x04\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xe1\x04\n" +
 	"\fClaimRequest\x12$\n" +
 	"\x05scope\x18\x01 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12\"\n" +
 	"\vfingerprint\x18\x02 \x01(\fH\x00R\vfingerprint\x12#\n" +
@@ -3467,7 +3484,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\tretention\x18\t \x01(\v2\x19.google.protobuf.DurationR\tretention\x12H\n" +
 	"\x12operation_deadline\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x11operationDeadline\x12-\n" +
-	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04waitB\x12\n" +
+	"\x04wait\x18\v \x01(\v2\x19.google.protobuf.DurationR\x04wait\x123\n" +
+	"\x15previous_fingerprints\x18\f \x03(\fR\x14previousFingerprintsB\x12\n" +
 	"\x10request_identity\"\xc4\x02\n" +
 	"\rClaimResponse\x12/\n" +
 	"\bacquired\x18\x01 \x01(\v2\x11.idem.v1.AcquiredH\x00R\bacquired\x12B\n" +

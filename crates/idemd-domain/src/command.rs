@@ -24,6 +24,10 @@ pub struct ClaimCommand {
     /// Added to every deadline that decides whether an earlier attempt may
     /// still be in flight (server policy, not the caller's).
     pub clock_margin: TimeDelta,
+    /// The request's fingerprints under earlier normalisations: a stored
+    /// fingerprint equal to one of them is this same request, not a
+    /// conflict. Empty outside a migration window.
+    pub previous_fingerprints: Vec<Fingerprint>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

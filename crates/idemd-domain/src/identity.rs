@@ -59,6 +59,38 @@ impl Limits {
     }
 }
 
+/// At most this many previous fingerprints ride on one Claim: a migration
+/// window spans a deployment or two, not a history of normalisations.
+pub const MAX_PREVIOUS_FINGERPRINTS: usize = 4;
+
+impl Limits {
+    /// The fingerprints of the request under earlier normalisations, each
+    /// checked as a client's fingerprint is; a violation names its index.
+    pub(super) fn previous_fingerprints(
+        &self,
+        sent: Vec<Vec<u8>>,
+        violations: &mut Violations,
+    ) -> Vec<Fingerprint> {
+        if sent.len() > MAX_PREVIOUS_FINGERPRINTS {
+            violations.add(
+                "previous_fingerprints",
+                format!("must hold at most {MAX_PREVIOUS_FINGERPRINTS} fingerprints"),
+            );
+            return Vec::new();
+        }
+        sent.iter()
+            .enumerate()
+            .filter_map(|(index, bytes)| {
+                fingerprint::from_client_bytes(bytes)
+                    .map_err(|error| {
+                        violations.add(format!("previous_fingerprints[{index}]"), error.to_string())
+                    })
+                    .ok()
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

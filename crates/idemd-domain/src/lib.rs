@@ -27,6 +27,7 @@ pub use error::{
     CertificateRefusal, Error, ErrorReason, FieldViolation, Refusal, Result, Violations,
 };
 pub use filter::{FilterError, OperationFilter};
+pub use identity::MAX_PREVIOUS_FINGERPRINTS;
 pub use limits::Limits;
 pub use model::*;
 pub use query::{

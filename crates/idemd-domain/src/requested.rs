@@ -32,6 +32,9 @@ pub struct ClaimRequested {
     pub retention: Option<TimeDelta>,
     pub operation_deadline: Option<TimeDelta>,
     pub wait: Option<TimeDelta>,
+    /// The request's fingerprints under earlier normalisations (a rolling
+    /// deployment's migration window), as sent: checked by `Limits::claim`.
+    pub previous_fingerprints: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

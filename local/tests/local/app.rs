@@ -57,6 +57,7 @@ impl Charge {
             retention: None,
             operation_deadline: None,
             wait: None,
+            previous_fingerprints: Vec::new(),
         }
     }
 }

@@ -269,6 +269,7 @@ fn claim_command(lease: TimeDelta, attempt: TimeDelta, max_attempts: u32) -> Cla
         operation_deadline: None,
         on_failed: crate::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
+        previous_fingerprints: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         operation_deadline: Some(TimeDelta::days(30)),
         on_failed: idemd::domain::OnFailed::NewAttempt,
         clock_margin: TimeDelta::zero(),
+        previous_fingerprints: Vec::new(),
     };
     let owner = acquired(fixture.claim(&command).await);
     assert_eq!(

@@ -54,6 +54,7 @@ pub fn claim_command(key: &str) -> idemd::domain::ClaimCommand {
         operation_deadline: None,
         on_failed: idemd::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
+        previous_fingerprints: Vec::new(),
     }
 }
 

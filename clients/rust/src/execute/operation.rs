@@ -68,6 +68,13 @@ pub struct Operation {
     /// ([`Client::execute_once_with_lookup`](crate::Client::execute_once_with_lookup)) the lookup decides and this is
     /// not consulted.
     pub provider_deduplicates: bool,
+    /// While a deployment changes how the request is normalised (a field
+    /// added with a default, a changed [`Selector`](crate::Selector)): the
+    /// request's fingerprints under the earlier normalisations (at most 4;
+    /// e.g. `old_selector.fingerprint(body, headers)?`). An operation a
+    /// previous version claimed under one of them is this same request, not
+    /// a conflict. Empty (the default) outside such a window.
+    pub previous_fingerprints: Vec<[u8; 32]>,
 }
 
 impl Operation {
@@ -84,6 +91,7 @@ impl Operation {
             deadline: Duration::from_secs(60),
             lookup_interval: Duration::from_secs(1),
             provider_deduplicates: false,
+            previous_fingerprints: Vec::new(),
         }
     }
 
@@ -111,6 +119,11 @@ impl Operation {
             retention: self.retention.and_then(proto_duration),
             operation_deadline: self.operation_deadline.and_then(proto_duration),
             wait: wait.and_then(proto_duration),
+            previous_fingerprints: self
+                .previous_fingerprints
+                .iter()
+                .map(|fingerprint| fingerprint.to_vec())
+                .collect(),
         }
     }
 }

@@ -88,6 +88,8 @@ impl Limits {
             }
             Some(asked) => asked.min(self.max_wait),
         };
+        let previous_fingerprints =
+            self.previous_fingerprints(requested.previous_fingerprints, &mut violations);
         violations.into_result()?;
         let fingerprint = fingerprint
             .ok_or_else(|| Error::Internal("fingerprint missing after validation".into()))?;
@@ -104,6 +106,7 @@ impl Limits {
                 // The server's own: the replay. A policy may opt in.
                 on_failed: OnFailed::Replay,
                 clock_margin: self.clock_margin,
+                previous_fingerprints,
             },
             wait,
         ))
@@ -118,6 +121,7 @@ mod tests {
     use crate::error::{Error, FieldViolation, Violations};
     use crate::fingerprint;
     use crate::limits::Limits;
+    use crate::model::Fingerprint;
     use crate::requested::ClaimRequested;
 
     #[test]
@@ -166,6 +170,7 @@ mod tests {
             operation_deadline: Some(TimeDelta::zero()),
             // Above the cap a wait is clamped; only a negative one is refused.
             wait: Some(TimeDelta::seconds(-1)),
+            previous_fingerprints: vec![vec![0; 32], vec![0; 31]],
         };
         assert_eq!(
             refused_fields(limits.claim(requested, Violations::default())),
@@ -178,8 +183,31 @@ mod tests {
                 "max_attempts",
                 "retention",
                 "operation_deadline",
-                "wait"
+                "wait",
+                "previous_fingerprints[1]"
             ]
+        );
+    }
+
+    #[test]
+    fn previous_fingerprints_are_bounded_and_kept_in_order() {
+        let limits = Limits::default();
+        let previous = |count: u8| ClaimRequested {
+            previous_fingerprints: (0..count).map(|byte| vec![byte; 32]).collect(),
+            ..claim_requested()
+        };
+        let (command, _) = limits
+            .claim(previous(4), Violations::default())
+            .expect("four are allowed");
+        assert_eq!(
+            command.previous_fingerprints,
+            (0..4)
+                .map(|byte| Fingerprint([byte; 32]))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            refused_fields(limits.claim(previous(5), Violations::default())),
+            ["previous_fingerprints"]
         );
     }
 

@@ -22,6 +22,7 @@ pub(crate) fn claim_requested() -> ClaimRequested {
         retention: None,
         operation_deadline: None,
         wait: None,
+        previous_fingerprints: Vec::new(),
     }
 }
 

@@ -107,8 +107,38 @@ pub fn decide_claim(
     command: &ClaimCommand,
     now: DateTime<Utc>,
 ) -> Decision {
+    // The stored fingerprint may be this request's under an earlier
+    // normalisation (a rolling deployment's migration window): the same
+    // request, decided as if the fingerprints were equal. A Claim that
+    // writes says so in its history entry; a replay writes nothing.
+    let matched_previous = (record.fingerprint != command.fingerprint)
+        .then(|| {
+            command
+                .previous_fingerprints
+                .iter()
+                .position(|previous| *previous == record.fingerprint)
+        })
+        .flatten();
+    let mut decision = decide_same_or_conflicting(record, command, matched_previous.is_some(), now);
+    if let (Some(index), Some(history)) = (matched_previous, decision.effects.history.as_mut()) {
+        let matched = format!("request matched by previous_fingerprints[{index}]");
+        history.detail = if history.detail.is_empty() {
+            matched
+        } else {
+            format!("{}; {matched}", history.detail)
+        };
+    }
+    decision
+}
+
+fn decide_same_or_conflicting(
+    record: &OperationRecord,
+    command: &ClaimCommand,
+    matched_previous: bool,
+    now: DateTime<Utc>,
+) -> Decision {
     let operation_id = record.operation_id;
-    if record.fingerprint != command.fingerprint {
+    if record.fingerprint != command.fingerprint && !matched_previous {
         // Refused as before, and counted on the record with a history entry
         // (coalesced: one growing entry however often it happens). Neither
         // changes the state, the fence or the lease.

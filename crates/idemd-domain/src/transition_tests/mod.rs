@@ -104,6 +104,7 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
         operation_deadline: None,
         on_failed: crate::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
+        previous_fingerprints: Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@ mod failed;
 mod first;
 mod key_reuse;
 mod live_lease;
+mod migration_window;
 mod retry_wait;
 mod takeover;
 mod terminal;

@@ -550,7 +550,21 @@ export interface ClaimRequest {
    * When the server already has as many waiting Claims as it allows (per
    * tenant or in all), the Claim answers Pending at once instead.
    */
-  wait: Duration | null;
+  wait:
+    | Duration
+    | null;
+  /**
+   * The fingerprints of this same request under earlier normalisations, while
+   * a deployment that changes how the request is normalised (a field added
+   * with a default, a changed selector) rolls out: at most 4, 32 bytes each.
+   * An operation whose stored fingerprint equals the request's or any of
+   * these is the same request (replayed, resumed or retried, never a
+   * conflict); one that matches none is IDEMPOTENCY_KEY_REUSED as always. A
+   * Claim that writes (a new attempt, a takeover) records in its history
+   * entry that a previous fingerprint matched, and which; the stored
+   * fingerprint stays the first Claim's. Empty outside a migration window.
+   */
+  previous_fingerprints: Buffer[];
 }
 
 /**
@@ -1438,6 +1452,7 @@ function createBaseClaimRequest(): ClaimRequest {
     retention: null,
     operation_deadline: null,
     wait: null,
+    previous_fingerprints: [],
   };
 }
 
@@ -1475,6 +1490,9 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
     }
     if (message.wait !== undefined && message.wait !== null) {
       Duration.encode(message.wait, writer.uint32(90).fork()).join();
+    }
+    for (const v of message.previous_fingerprints) {
+      writer.uint32(98).bytes(v!);
     }
     return writer;
   },
@@ -1578,6 +1596,14 @@ export const ClaimRequest: MessageFns<ClaimRequest> = {
             }
 
             message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.previous_fingerprints.push(Buffer.from(reader.bytes()));
             continue;
           }
         }
