@@ -25,6 +25,12 @@
 -- table came to 3.9 GB, its indexes to 4.0 GB.
 \set ON_ERROR_STOP on
 \timing on
+-- How many operations: 10 000 000 unless the including script set `rows`
+-- (bench/sql/listing_1m_conflicts_load.sql loads a tenth of them).
+\if :{?rows}
+\else
+\set rows 10000000
+\endif
 
 INSERT INTO tenants (name)
 SELECT 'tenant-' || lpad(t::text, 2, '0') FROM generate_series(1, 50) AS t;
@@ -78,7 +84,7 @@ SELECT
          WHEN state = 'expired' THEN made_at + interval '37 days' END
 FROM (
     SELECT n,
-        now() - interval '30 days' + n * interval '259.2 milliseconds' AS made_at,
+        now() - interval '30 days' + n * (interval '30 days' / :rows) AS made_at,
         abs(hashint8(n)) % 50 AS tenant_draw,
         abs(hashint8(n * 3 + 1)) % 200 AS name_draw,
         CASE WHEN abs(hashint8(n * 7 + 2)) % 7 = 0 THEN 2 ELSE 1 END AS attempt,
@@ -92,13 +98,13 @@ FROM (
         END AS state
     FROM (
         SELECT n, abs(hashint8(n * 5 + 3)) % 10000 AS draw
-        FROM generate_series(1::bigint, 10000000) AS n
+        FROM generate_series(1::bigint, :rows) AS n
     ) AS drawn
 ) AS row
 JOIN tenants ON tenants.name = 'tenant-' || lpad((1 + tenant_draw)::text, 2, '0')
 ORDER BY n;
 
-SELECT setval('operation_fence', 10000000);
+SELECT setval('operation_fence', :rows);
 VACUUM ANALYZE operations;
 VACUUM ANALYZE tenants;
 
