@@ -137,13 +137,23 @@ impl Backend {
     }
 
     /// Runs one statement on the database, outside the store; for SQL that
-    /// both dialects spell alike.
+    /// both dialects spell alike. Without the server's statement timeout: a
+    /// test's own setup statement is not what is under test, and on a loaded
+    /// CI machine a one-row UPDATE once took longer than its 5 s.
     pub async fn execute(&self, statement: &'static str) -> u64 {
         match self {
-            Self::Postgres { pool, .. } => sqlx::query(statement)
-                .execute(pool)
+            Self::Postgres { pool, .. } => {
+                async {
+                    let mut transaction = pool.begin().await?;
+                    sqlx::query("SET LOCAL statement_timeout = 0")
+                        .execute(&mut *transaction)
+                        .await?;
+                    let done = sqlx::query(statement).execute(&mut *transaction).await?;
+                    transaction.commit().await?;
+                    Ok::<_, sqlx::Error>(done.rows_affected())
+                }
                 .await
-                .map(|done| done.rows_affected()),
+            }
             Self::Sqlite { store, .. } => sqlx::query(statement)
                 .execute(store.writer_pool())
                 .await
