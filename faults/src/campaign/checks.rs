@@ -11,7 +11,8 @@ use idemd_client::{OperationState, proto};
 
 use super::settling::Settling;
 use super::setup::blocking;
-use super::world::{Intent, World, get};
+use super::stats::get;
+use super::world::{Intent, World};
 use crate::database;
 use crate::lock::locked;
 use crate::process::Postgres;

@@ -13,7 +13,7 @@
 //! violation).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,40 +25,10 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::world::Stats;
+use super::settings::Language;
+use super::stats::Stats;
 use crate::lock::locked;
 use crate::provider::Provider;
-
-/// The languages whose execute-once helper a campaign can drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Language {
-    /// In process (tokio tasks on the Rust client): every twist.
-    Rust,
-    Python,
-    Go,
-    Typescript,
-    Java,
-}
-
-impl Language {
-    pub(crate) fn external(self) -> bool {
-        self != Language::Rust
-    }
-
-    /// The worker program: `faults/workers/<language>/run` (it builds or
-    /// prepares what it needs, then runs the worker); `IDEMD_FAULTS_WORKER`
-    /// names another.
-    fn program(self) -> PathBuf {
-        if let Some(program) = std::env::var_os("IDEMD_FAULTS_WORKER") {
-            return PathBuf::from(program);
-        }
-        let name = format!("{self:?}").to_lowercase();
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("workers")
-            .join(name)
-            .join("run")
-    }
-}
 
 /// The provider over HTTP, on 127.0.0.1; stops when dropped.
 pub(super) struct ProviderServer {

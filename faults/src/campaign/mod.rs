@@ -16,6 +16,7 @@ mod schedule;
 mod settings;
 mod settling;
 mod setup;
+mod stats;
 mod workload;
 mod world;
 
@@ -24,8 +25,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub(crate) use external::Language;
 pub(crate) use report::{Report, print_table};
+pub(crate) use settings::Language;
 pub(crate) use settings::{Backend, Settings};
 
 use crate::rng::Rng;

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use super::checks::{Verified, verdicts};
-use super::external::Language;
 use super::outages::quantile;
 use super::schedule::Injected;
 use super::settings::Backend;
+use super::settings::Language;
 use super::settling::Settling;
 use super::setup::Proxies;
-use super::world::{World, get};
+use super::stats::get;
+use super::world::World;
 use crate::lock::locked;
 
 /// What a campaign counted and what it found wrong.

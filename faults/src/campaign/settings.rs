@@ -1,8 +1,8 @@
 //! What a campaign is asked to run: its store and its sizes, rates and seed.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::external::Language;
 use crate::proxy::FaultRates;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,4 +37,35 @@ pub(crate) struct Settings {
     pub(crate) seed: u64,
     /// Whose execute-once helper delivers the intents.
     pub(crate) language: Language,
+}
+
+/// The languages whose execute-once helper a campaign can drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Language {
+    /// In process (tokio tasks on the Rust client): every twist.
+    Rust,
+    Python,
+    Go,
+    Typescript,
+    Java,
+}
+
+impl Language {
+    pub(crate) fn external(self) -> bool {
+        self != Language::Rust
+    }
+
+    /// The worker program: `faults/workers/<language>/run` (it builds or
+    /// prepares what it needs, then runs the worker); `IDEMD_FAULTS_WORKER`
+    /// names another.
+    pub(super) fn program(self) -> PathBuf {
+        if let Some(program) = std::env::var_os("IDEMD_FAULTS_WORKER") {
+            return PathBuf::from(program);
+        }
+        let name = format!("{self:?}").to_lowercase();
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("workers")
+            .join(name)
+            .join("run")
+    }
 }

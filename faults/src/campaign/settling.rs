@@ -8,7 +8,8 @@ use idemd_client::proto::{self, reconcile_request::Resolution};
 use idemd_client::{Error, OperationState};
 use tokio::time::{Instant, sleep};
 
-use super::world::{Intent, World, add, result};
+use super::stats::add;
+use super::world::{Intent, World, result};
 use crate::lock::locked;
 use crate::rng::Rng;
 

@@ -14,7 +14,8 @@ use tokio::time::{Instant, sleep, sleep_until};
 use serde_json::{Value, json};
 
 use super::external::Reply;
-use super::world::{Boxed, Intent, World, add, result};
+use super::stats::add;
+use super::world::{Boxed, Intent, World, result};
 use crate::lock::locked;
 use crate::rng::Rng;
 
