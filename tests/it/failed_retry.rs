@@ -69,25 +69,7 @@ async fn execute_and_fail(
     provider: &Provider,
 ) {
     provider.charge(&owned.operation_id);
-    let failed = client
-        .fail(authorized(
-            tenant,
-            proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: proto::FailDisposition::Terminal.into(),
-                error: Some(proto::OperationError {
-                    code: "card_declined".into(),
-                    message: "declined".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail")
-        .into_inner();
-    assert_eq!(failed.state(), proto::OperationState::Failed);
+    fail_terminal(client, tenant, owned).await;
 }
 
 async fn execute_and_complete(

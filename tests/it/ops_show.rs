@@ -321,22 +321,7 @@ async fn show_follow_keeps_following_a_failure_a_claim_may_retry(backend: Backen
     assert_eq!(next_document()["entry"]["event"], "CLAIMED");
 
     // A terminal failure: printed, with the operation, and the follow goes on.
-    client
-        .fail(authorized(
-            &token,
-            idemd::proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: idemd::proto::FailDisposition::Terminal.into(),
-                error: Some(idemd::proto::OperationError {
-                    code: "card_declined".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail");
+    fail_terminal(&mut client, &token, &owned).await;
     assert_eq!(next_document()["entry"]["event"], "FAILED");
     let failed = next_document();
     assert_eq!(failed["kind"], "operation", "{failed}");
@@ -387,22 +372,7 @@ async fn show_follow_ends_at_a_failure_that_is_replayed(backend: Backend) {
     let next_document = || next_document(&received);
     assert_eq!(next_document()["kind"], "operation");
     assert_eq!(next_document()["entry"]["event"], "CLAIMED");
-    client
-        .fail(authorized(
-            &token,
-            idemd::proto::FailRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                disposition: idemd::proto::FailDisposition::Terminal.into(),
-                error: Some(idemd::proto::OperationError {
-                    code: "card_declined".into(),
-                    ..Default::default()
-                }),
-                retry_after: None,
-            },
-        ))
-        .await
-        .expect("fail");
+    fail_terminal(&mut client, &token, &owned).await;
     assert_eq!(next_document()["entry"]["event"], "FAILED");
     assert_eq!(
         next_document()["operation"]["state"],

@@ -206,6 +206,30 @@ pub async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Owner
     assert_eq!(answer.state(), proto::OperationState::Unknown);
 }
 
+/// Reports the owned attempt's failure TERMINAL (`card_declined`), as a
+/// caller whose provider refused for good; it must be FAILED afterwards.
+pub async fn fail_terminal(client: &mut Client, token: &str, owned: &proto::Ownership) {
+    let answer = client
+        .fail(authorized(
+            token,
+            proto::FailRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                disposition: proto::FailDisposition::Terminal.into(),
+                error: Some(proto::OperationError {
+                    code: "card_declined".into(),
+                    message: "declined".into(),
+                    ..Default::default()
+                }),
+                retry_after: None,
+            },
+        ))
+        .await
+        .expect("fail terminal")
+        .into_inner();
+    assert_eq!(answer.state(), proto::OperationState::Failed);
+}
+
 /// The operation of `operation_id`, without history, as `token` reads it.
 pub async fn operation_by_id(
     client: &mut Client,
