@@ -122,6 +122,53 @@ fn message_id(delivery: &Delivery) -> String {
         .expect("a message id")
 }
 
+/// The work queue's MESSAGES messages: `m-N` carrying `order-N`.
+async fn publish_orders(channel: &Channel, queue: &str) {
+    for number in 0..MESSAGES {
+        publish(
+            channel,
+            queue,
+            &format!("m-{number}"),
+            &format!("order-{number}"),
+        )
+        .await;
+    }
+}
+
+/// A second consumer, on a connection of its own, takes every message the
+/// first left unacked and must be told each one's stored answer (a replay,
+/// acked), never run it again; how many came back flagged redelivered.
+async fn a_new_consumer_replays_every_message<H, F>(
+    world: &World,
+    broker_url: &str,
+    queues: &Queues,
+    handler: &H,
+) -> usize
+where
+    H: Fn(idemd_client::EffectContext, std::sync::Arc<idemd_client::consumer::Message>) -> F,
+    F: Future<Output = Disposition>,
+{
+    let (connection, channel) = connect(broker_url).await;
+    let second = consumer(world, &channel, queues).await;
+    let mut deliveries = deliveries(&channel, &queues.work).await;
+    let mut redelivered = 0;
+    for _ in 0..MESSAGES {
+        let delivery = next(&mut deliveries).await;
+        redelivered += usize::from(delivery.redelivered);
+        let verdict = second.handle(&delivery, handler).await.expect("settled");
+        assert!(
+            matches!(&verdict, Verdict::Ack(execution) if execution.source == Source::Replayed),
+            "{verdict:?}"
+        );
+    }
+    // Closed cleanly, so that every ack has reached the broker.
+    connection
+        .close(200, "done".into())
+        .await
+        .expect("close the second consumer's connection");
+    redelivered
+}
+
 /// Decides every first delivery (the effect runs and is recorded), then
 /// `lose` drops the consumer without a single ack; a second consumer gets
 /// every message again, flagged redelivered, and replays it.
@@ -134,15 +181,7 @@ where
     let world = World::start(Store::Embedded).await;
     let (setup_connection, setup) = connect(&broker.url).await;
     let queues = declare(&setup).await;
-    for number in 0..MESSAGES {
-        publish(
-            &setup,
-            &queues.work,
-            &format!("m-{number}"),
-            &format!("order-{number}"),
-        )
-        .await;
-    }
+    publish_orders(&setup, &queues.work).await;
     let effects = Effects::default();
     let handler = effects.handler();
 
@@ -162,19 +201,8 @@ where
     assert_eq!(effects.total(), MESSAGES);
     lose(first_connection, first_channel).await;
 
-    let (_second_connection, second_channel) = connect(&broker.url).await;
-    let second = consumer(&world, &second_channel, &queues).await;
-    let mut second_deliveries = deliveries(&second_channel, &queues.work).await;
-    let mut redelivered = 0;
-    for _ in 0..MESSAGES {
-        let delivery = next(&mut second_deliveries).await;
-        redelivered += usize::from(delivery.redelivered);
-        let verdict = second.handle(&delivery, &handler).await.expect("settled");
-        assert!(
-            matches!(&verdict, Verdict::Ack(execution) if execution.source == Source::Replayed),
-            "{verdict:?}"
-        );
-    }
+    let redelivered =
+        a_new_consumer_replays_every_message(&world, &broker.url, &queues, &handler).await;
     eprintln!(
         "rabbitmq: {redelivered} redeliveries seen, {} effects",
         effects.total()
@@ -214,15 +242,7 @@ async fn a_dropped_connection_before_the_acks_executes_each_message_once() {
     let world = World::start(Store::Embedded).await;
     let (_setup_connection, setup) = connect(&broker.url).await;
     let queues = declare(&setup).await;
-    for number in 0..MESSAGES {
-        publish(
-            &setup,
-            &queues.work,
-            &format!("m-{number}"),
-            &format!("order-{number}"),
-        )
-        .await;
-    }
+    publish_orders(&setup, &queues.work).await;
     let effects = Effects::default();
     let handler = effects.handler();
 
@@ -247,19 +267,8 @@ async fn a_dropped_connection_before_the_acks_executes_each_message_once() {
     );
     drop(first_connection);
 
-    let (_second_connection, second_channel) = connect(&broker.url).await;
-    let second = consumer(&world, &second_channel, &queues).await;
-    let mut second_deliveries = deliveries(&second_channel, &queues.work).await;
-    let mut redelivered = 0;
-    for _ in 0..MESSAGES {
-        let delivery = next(&mut second_deliveries).await;
-        redelivered += usize::from(delivery.redelivered);
-        let verdict = second.handle(&delivery, &handler).await.expect("settled");
-        assert!(
-            matches!(&verdict, Verdict::Ack(execution) if execution.source == Source::Replayed),
-            "{verdict:?}"
-        );
-    }
+    let redelivered =
+        a_new_consumer_replays_every_message(&world, &broker.url, &queues, &handler).await;
     eprintln!(
         "rabbitmq (cut): {redelivered} redeliveries seen, {} effects",
         effects.total()
@@ -282,15 +291,7 @@ async fn nacks_with_requeue_redeliver_and_replay_never_reexecute() {
     let world = World::start(Store::Embedded).await;
     let (_connection, channel) = connect(&broker.url).await;
     let queues = declare(&channel).await;
-    for number in 0..MESSAGES {
-        publish(
-            &channel,
-            &queues.work,
-            &format!("m-{number}"),
-            &format!("order-{number}"),
-        )
-        .await;
-    }
+    publish_orders(&channel, &queues.work).await;
     let effects = Effects::default();
     let handler = effects.handler();
     let consumer = consumer(&world, &channel, &queues).await;
