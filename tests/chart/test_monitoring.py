@@ -19,7 +19,7 @@ from promql import Selector, parse_many, selectors
 
 METRICS_RS = REPO_ROOT / "src" / "metrics.rs"
 # Label values metrics.rs takes from the domain (the one function naming claim outcomes).
-LABEL_VALUE_SOURCES = (REPO_ROOT / "src" / "domain" / "claim_outcome.rs",)
+LABEL_VALUE_SOURCES = (REPO_ROOT / "crates" / "idemd-domain" / "src" / "claim_outcome.rs",)
 DASHBOARD = CHART / "dashboards" / "idemd-overview.json"
 RULES_FILE = REPO_ROOT / "deploy" / "prometheus" / "idemd-alerts.yaml"
 DEPLOY_README = REPO_ROOT / "deploy" / "README.md"

@@ -269,6 +269,8 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_RESULT_CACHE_BYTES" $config.resultCacheBytes)
   (list "IDEMD_READINESS_INTERVAL" $config.readinessInterval)
   (list "IDEMD_CLOCK_MARGIN" $config.clockMargin)
+  (list "IDEMD_ANSWER_COUNT_INTERVAL" $config.answerCounts.interval)
+  (list "IDEMD_ANSWER_COUNT_CAPACITY" $config.answerCounts.capacity)
   (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
   (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
   (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)
