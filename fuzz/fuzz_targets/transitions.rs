@@ -305,6 +305,7 @@ fn record(
     } else {
         None
     };
+    let fence = input.int_in_range(1..=u64::MAX - 1)?;
     Ok(OperationRecord {
         operation_id: OperationId(Uuid::from_bytes(input.arbitrary()?)),
         tenant_id: TenantId(input.arbitrary()?),
@@ -314,10 +315,12 @@ fn record(
         },
         fingerprint: Fingerprint(input.arbitrary()?),
         state,
-        fence: input.int_in_range(1..=u64::MAX - 1)?,
+        fence,
         attempt: input.int_in_range(1..=max_attempts)?,
         max_attempts,
         claim_token: input.arbitrary::<[u8; 2]>()?.to_vec(),
+        // The owner renewed, an earlier owner did, or nobody.
+        renewed_under_fence: *input.choose(&[Some(fence), Some(fence - 1), None])?,
         taken_over_from,
         lease_duration: duration(input, limits.max_lease)?.max(limits.min_lease),
         max_attempt_duration: duration(input, limits.max_attempt_duration)?.max(limits.min_lease),

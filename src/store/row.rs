@@ -58,6 +58,7 @@ pub(crate) struct OperationRow {
     pub(crate) replays: i64,
     pub(crate) pendings: i64,
     pub(crate) last_replay_at: Option<DateTime<Utc>>,
+    pub(crate) renewed_under_fence: Option<i64>,
 }
 
 fn corrupt(what: &str) -> Error {
@@ -159,6 +160,10 @@ impl TryFrom<OperationRow> for OperationRecord {
             attempt: unsigned(row.attempt.into(), "attempt")?,
             max_attempts: unsigned(row.max_attempts.into(), "max_attempts")?,
             claim_token: row.claim_token,
+            renewed_under_fence: row
+                .renewed_under_fence
+                .map(|fence| unsigned(fence, "renewed_under_fence"))
+                .transpose()?,
             taken_over_from,
             lease_duration: TimeDelta::milliseconds(row.lease_ms),
             max_attempt_duration: TimeDelta::milliseconds(row.max_attempt_duration_ms),
@@ -228,6 +233,7 @@ pub(crate) struct OperationWrite<'a> {
     pub(crate) last_write_retry_at: Option<DateTime<Utc>>,
     pub(crate) last_write_answer_fence: Option<i64>,
     pub(crate) taken_over_deadline_at: Option<DateTime<Utc>>,
+    pub(crate) renewed_under_fence: Option<i64>,
     pub(crate) updated_at: DateTime<Utc>,
     pub(crate) completed_at: Option<DateTime<Utc>>,
     pub(crate) retain_until: Option<DateTime<Utc>>,
@@ -288,6 +294,7 @@ impl<'a> OperationWrite<'a> {
             taken_over_deadline_at: record
                 .taken_over_from
                 .and_then(|previous| previous.attempt_deadline_at),
+            renewed_under_fence: record.renewed_under_fence.map(signed).transpose()?,
             updated_at: record.updated_at,
             completed_at: record.completed_at,
             retain_until: record.retain_until,

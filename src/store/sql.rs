@@ -13,7 +13,7 @@ macro_rules! operation_columns {
          last_write_digest, last_write_by, created_at, updated_at, completed_at, retain_until, \
          last_write_state, last_write_failure, last_write_retry_at, last_write_answer_fence, \
          taken_over_deadline_at, failed_gets_new_attempt, conflicts, last_conflict_at, \
-         replays, pendings, last_replay_at"
+         replays, pendings, last_replay_at, renewed_under_fence"
     };
 }
 pub(crate) use operation_columns;
@@ -62,7 +62,8 @@ macro_rules! guarded_update_sql {
              last_write_fence = $21, last_write_digest = $22, updated_at = $23, \
              completed_at = $24, retain_until = $25, last_write_by = $27, max_attempts = $28, \
              last_write_state = $29, last_write_failure = $30, last_write_retry_at = $31, \
-             last_write_answer_fence = $32, taken_over_deadline_at = $33 \
+             last_write_answer_fence = $32, taken_over_deadline_at = $33, \
+             renewed_under_fence = $34 \
              WHERE operation_id = $1 AND fence = $2 AND state = $26 \
              RETURNING fence"
         )

@@ -51,6 +51,68 @@ async fn a_resent_claim_with_its_token_gets_the_same_acquired_answer(backend: Ba
     assert_eq!(outcome_name(&other), "pending");
 }
 
+/// A claim_token derived from a message id (a mistake: tokens are random per
+/// attempt) makes a duplicate delivery look like the owner re-sending its
+/// Claim. Once the owner has written under its fence (here a Renew), the
+/// token is spent: the duplicate is told Pending, then the replay, and runs
+/// no effect; only the owner's Claim re-sent before that write gets the
+/// fence again.
+async fn a_token_repeated_after_the_owner_renewed_never_gets_the_fence_again(backend: Backend) {
+    let world = World::start(backend).await;
+    let token = &world.tenant_a;
+    let mut client = world.client().await;
+    let delivery = || proto::ClaimRequest {
+        claim_token: b"msg-0001".to_vec(),
+        ..claim_json("orders.ship", "order-1", r#"{"order":1}"#)
+    };
+    let mut effects = 0;
+    let first = claim_owned(&mut client, token, delivery()).await;
+    effects += 1;
+    client
+        .renew(authorized(
+            token,
+            proto::RenewRequest {
+                operation_id: first.operation_id.clone(),
+                fence: first.fence,
+                lease: None,
+            },
+        ))
+        .await
+        .expect("renew");
+
+    // The duplicate delivery, while the first one's effect runs.
+    let duplicate = client
+        .claim(authorized(token, delivery()))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(outcome_name(&duplicate), "pending", "{duplicate:?}");
+    if ownership(&duplicate).is_some() {
+        effects += 1;
+    }
+
+    client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: first.operation_id.clone(),
+                fence: first.fence,
+                result: result("shipped"),
+            },
+        ))
+        .await
+        .expect("complete");
+    let after = client
+        .claim(authorized(token, delivery()))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(outcome_name(&after), "completed");
+    assert_eq!(effects, 1);
+    let history = history(&mut client, token, &first.operation_id).await;
+    assert_eq!(events(&history), ["CLAIMED", "RENEWED", "COMPLETED"]);
+}
+
 async fn a_resent_complete_gets_the_original_ok_and_records_once(backend: Backend) {
     let world = World::start(backend).await;
     let token = &world.tenant_a;
@@ -144,6 +206,7 @@ async fn a_resent_fail_gets_the_original_ok_and_records_once(backend: Backend) {
 
 store_tests!(
     a_resent_claim_with_its_token_gets_the_same_acquired_answer,
+    a_token_repeated_after_the_owner_renewed_never_gets_the_fence_again,
     a_resent_complete_gets_the_original_ok_and_records_once,
     a_resent_fail_gets_the_original_ok_and_records_once,
     a_resent_write_gets_its_original_answer_after_the_record_moved_on,

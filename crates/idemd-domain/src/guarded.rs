@@ -129,6 +129,10 @@ impl Write {
                 )
             }
         };
+        // Only a Renew extends the lease: its owner has written.
+        if matches!(self.lease, LeaseWrite::Extend(_)) {
+            next.renewed_under_fence = Some(record.fence);
+        }
         if let Some(retry_after) = self.retry_after {
             next.retry_at = Some(now + retry_after);
         }

@@ -333,6 +333,11 @@ pub struct OperationRecord {
     pub max_attempts: u32,
     /// Token of the Claim that made the current owner; empty when none.
     pub claim_token: Vec<u8>,
+    /// The fence whose owner last renewed its lease. While it is the
+    /// current fence ([`OperationRecord::owner_renewed`]), the owner's
+    /// claim_token is spent. A new owner has a new fence, so nothing needs
+    /// to clear it (nor does a binary that predates it).
+    pub renewed_under_fence: Option<Fence>,
     /// Set when the current owner took over an attempt of unknown outcome, so
     /// that a re-sent Claim is told ReconcileFirst again, never Acquired.
     pub taken_over_from: Option<PreviousAttempt>,
@@ -395,6 +400,15 @@ pub fn time_left(moment: Option<DateTime<Utc>>, now: DateTime<Utc>) -> TimeDelta
 }
 
 impl OperationRecord {
+    /// Whether the current owner has renewed its lease. The owner got its
+    /// Claim's answer before it wrote, so from then on a Claim repeating
+    /// its claim_token is another sender's (a token derived from a message
+    /// id, a duplicate delivery): answered Pending, never Acquired with the
+    /// owner's fence.
+    pub fn owner_renewed(&self) -> bool {
+        self.renewed_under_fence == Some(self.fence)
+    }
+
     /// An IN_PROGRESS record whose lease has run out counts as unknown.
     pub fn lease_expired(&self, now: DateTime<Utc>) -> bool {
         self.state == State::InProgress && self.lease_expires_at.is_none_or(|expiry| expiry <= now)

@@ -218,6 +218,7 @@ where
                 .bind(write.last_write_retry_at.map(D::stamp))
                 .bind(write.last_write_answer_fence)
                 .bind(write.taken_over_deadline_at.map(D::stamp))
+                .bind(write.renewed_under_fence)
                 .fetch_optional(&mut *connection)
                 .instrument(D::statement("UPDATE operations"))
                 .await?;

@@ -74,6 +74,7 @@ impl FirstClaim {
             attempt: self.history.attempt,
             max_attempts: command.max_attempts,
             claim_token: command.claim_token.clone(),
+            renewed_under_fence: None,
             taken_over_from: None,
             lease_duration: command.lease,
             max_attempt_duration: command.max_attempt_duration,
@@ -161,8 +162,12 @@ fn decide_same_or_conflicting(
         }
         State::Succeeded | State::Failed => Decision::answer(Answer::Claim(ClaimAnswer::Completed)),
         State::InProgress if !record.lease_expired(now) => {
-            let resent_by_owner =
-                !command.claim_token.is_empty() && command.claim_token == record.claim_token;
+            // The owner's Claim re-sent after a lost reply: only until the
+            // owner has written (it writes only after it got the reply), so
+            // a token shared by two senders never gives both the fence.
+            let resent_by_owner = !command.claim_token.is_empty()
+                && command.claim_token == record.claim_token
+                && !record.owner_renewed();
             if resent_by_owner {
                 // The same answer again; the attempt is not counted twice.
                 let answer = match record.taken_over_from {

@@ -74,6 +74,7 @@ pub fn decide_renew(
         .map_or(TimeDelta::zero(), |deadline| deadline - now);
     let next = OperationRecord {
         lease_expires_at: Some(now + lease_within_attempt(lease, attempt_time_left)),
+        renewed_under_fence: Some(record.fence),
         updated_at: now,
         ..record.clone()
     };

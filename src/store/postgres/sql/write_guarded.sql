@@ -49,6 +49,10 @@ WITH input AS (
             ELSE o.error_message END,
         error_metadata = CASE WHEN in_set_outcome THEN in_error_metadata
             ELSE o.error_metadata END,
+        -- Only a Renew extends the lease: its owner has written, and its
+        -- claim_token is spent.
+        renewed_under_fence = CASE WHEN in_lease_clear THEN o.renewed_under_fence
+            ELSE o.fence END,
         -- The lease cap: never past the attempt deadline.
         lease_expires_at = CASE WHEN in_lease_clear THEN NULL
             ELSE LEAST(clock.now

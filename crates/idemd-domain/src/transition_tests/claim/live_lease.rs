@@ -23,6 +23,42 @@ fn resent_claim_with_the_owners_token_gets_the_same_acquired_without_writing() {
 }
 
 #[test]
+fn a_claim_repeating_the_owners_token_after_it_renewed_is_pending_never_acquired() {
+    // A token derived from a message id: the duplicate delivery repeats it.
+    // Before the owner writes, the two cannot be told apart from a re-sent
+    // Claim; once the owner renewed, the token is spent.
+    let mut sim = Sim::new();
+    sim.now = at(5);
+    sim.renew(FIRST_FENCE).written();
+    assert!(sim.record.owner_renewed());
+    let renewed = sim.record.clone();
+    sim.now = at(6);
+    let duplicate = sim.claim_as(OWNER);
+    assert_pending(&duplicate, PendingReason::InProgress, secs(29));
+    duplicate.assert_no_effects();
+    assert_eq!(sim.record, renewed);
+}
+
+#[test]
+fn a_new_owner_starts_with_an_unspent_token() {
+    let mut sim = Sim::new();
+    sim.now = at(5);
+    sim.renew(FIRST_FENCE).written();
+    sim.now = at(36);
+    let takeover = sim.claim_as(b"taker");
+    assert!(matches!(
+        takeover.claim_answer(),
+        ClaimAnswer::ReconcileFirst(_)
+    ));
+    assert!(!sim.record.owner_renewed());
+    sim.now = at(37);
+    assert!(matches!(
+        sim.claim_as(b"taker").claim_answer(),
+        ClaimAnswer::ReconcileFirst(_)
+    ));
+}
+
+#[test]
 fn claim_with_another_token_on_a_live_lease_is_pending_for_the_remaining_lease() {
     let mut sim = Sim::new();
     sim.now = at(12);

@@ -683,9 +683,11 @@ impl Run {
                         ),
                     }
                 } else {
-                    // The owner re-sending its Claim.
+                    // The owner re-sending its Claim, before it wrote: a
+                    // token repeated after a Renew never gets the fence.
                     assert!(!command.claim_token.is_empty());
                     assert_eq!(command.claim_token, before.claim_token);
+                    assert!(!before.owner_renewed(), "{step:#?}");
                     assert_eq!(
                         answer == ClaimAnswer::Acquired,
                         before.taken_over_from.is_none()
