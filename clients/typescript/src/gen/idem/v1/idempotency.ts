@@ -502,7 +502,11 @@ export interface ClaimRequest {
    * Random, made per attempt (at most 64 bytes) and reused only when re-sending
    * this same Claim after UNAVAILABLE or a lost response: a re-sent Claim whose
    * token matches the live owner's gets the same Acquired answer again, and the
-   * attempt is counted once. Empty means no token.
+   * attempt is counted once, until the owner has renewed its lease: the owner
+   * writes only after it got its Claim's answer, so from then on a Claim with
+   * its token is another sender's (a token derived from a message id makes a
+   * duplicate delivery look like a re-send) and is answered Pending, never the
+   * owner's fence. Empty means no token.
    */
   claim_token: Buffer;
   /**
