@@ -58,6 +58,9 @@ func (c *Client) ExecuteOnce(ctx context.Context, operation, key string, payload
 	case config.lease <= 0 || config.attemptDuration <= 0:
 		return nil, errors.New("idemd: the lease and the attempt duration must be positive")
 	}
+	if err := checkPreviousFingerprints(config.previousFingerprints); err != nil {
+		return nil, err
+	}
 	if !config.selector.Empty() {
 		selected, err := selectedPayload(payload, config.selector)
 		if err != nil {

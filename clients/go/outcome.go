@@ -1,7 +1,9 @@
 package idemd
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -206,6 +208,7 @@ type executeConfig struct {
 	operationDeadline    *time.Duration
 	lookupInterval       time.Duration
 	selector             *Selector
+	previousFingerprints [][]byte
 }
 
 func defaultExecuteConfig() executeConfig {
@@ -225,6 +228,46 @@ func defaultExecuteConfig() executeConfig {
 // ErrInvalidRequest before any RPC. A nil or empty selector is the whole payload.
 func WithSelector(selector *Selector) ExecuteOption {
 	return func(c *executeConfig) { c.selector = selector }
+}
+
+// MaxPreviousFingerprints is the most previous fingerprints a Claim may carry.
+const MaxPreviousFingerprints = 4
+
+// WithPreviousFingerprints opens a migration window (docs/api.md, "Changing the
+// normalisation while operations are in flight"): the request's 32-byte fingerprints
+// under the normalisations of the versions being replaced (at most
+// MaxPreviousFingerprints), e.g. oldSelector.Fingerprint(body, nil), or
+// FingerprintJSON of the payload as the old version wrote it. An operation a previous
+// version claimed under one of them is this same request (replayed, resumed or taken
+// over), not IDEMPOTENCY_KEY_REUSED; a request that matches none still conflicts.
+// Every Claim of the call carries them, re-sends included. More than
+// MaxPreviousFingerprints, or one that is not 32 bytes, fails with a *StatusError
+// matching ErrInvalidRequest before any RPC, as the server would refuse it. Stop
+// passing them once no operation of the old version can still be retried (its
+// retention or operation deadline has passed). None (the default) is no window.
+func WithPreviousFingerprints(fingerprints ...[]byte) ExecuteOption {
+	// Copied now: the caller may reuse its slices while a call runs.
+	copies := make([][]byte, 0, len(fingerprints))
+	for _, fingerprint := range fingerprints {
+		copies = append(copies, bytes.Clone(fingerprint))
+	}
+	return func(c *executeConfig) { c.previousFingerprints = copies }
+}
+
+// checkPreviousFingerprints refuses, as the server would, previous fingerprints it
+// would refuse, naming the field the server names.
+func checkPreviousFingerprints(fingerprints [][]byte) error {
+	if len(fingerprints) > MaxPreviousFingerprints {
+		return invalidArgument("previous_fingerprints",
+			fmt.Sprintf("at most %d previous fingerprints, not %d", MaxPreviousFingerprints, len(fingerprints)))
+	}
+	for i, fingerprint := range fingerprints {
+		if len(fingerprint) != sha256.Size {
+			return invalidArgument(fmt.Sprintf("previous_fingerprints[%d]", i),
+				fmt.Sprintf("a fingerprint is %d bytes, not %d", sha256.Size, len(fingerprint)))
+		}
+	}
+	return nil
 }
 
 // WithLease is the lease each attempt claims (default 30 s).

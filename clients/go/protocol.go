@@ -142,6 +142,8 @@ func (x *protocol) claimRequest(wait time.Duration, waiting bool) *idemv1.ClaimR
 		Lease:              durationpb.New(x.config.lease),
 		MaxAttemptDuration: durationpb.New(x.config.attemptDuration),
 		MaxAttempts:        x.config.maxAttempts,
+		// Every Claim, re-sends and waits included: the window is the call's.
+		PreviousFingerprints: x.config.previousFingerprints,
 	}
 	x.payload.set(request)
 	if x.config.retention != nil {

@@ -619,3 +619,29 @@ func TestCoreRenewalsComeTwoThirdsIntoEachGrantUntilTheDeadlineOrALoss(t *testin
 		t.Fatalf("renewed %v, lost %d times", r.renewed, lostCalls)
 	}
 }
+
+// A migration window's previous fingerprints go on every Claim of the call (the
+// first, and the one after Pending), copied when the option is made.
+func TestCoreEveryClaimCarriesThePreviousFingerprints(t *testing.T) {
+	f := newFake(t)
+	f.onClaim = func(n int, _ *idemv1.ClaimRequest) (*idemv1.ClaimResponse, error) {
+		if n == 1 {
+			return pending(time.Second), nil
+		}
+		return acquired(1, 30*time.Second, 5*time.Minute), nil
+	}
+	old, older := make([]byte, 32), make([]byte, 32)
+	old[0], older[0] = 1, 2
+	option := WithPreviousFingerprints(old, older)
+	old[0] = 9 // the caller reusing its slice
+	if _, err := f.run(option); err != nil {
+		t.Fatal(err)
+	}
+	f.expectSteps("claim", "claim", "effect", "complete")
+	for _, request := range f.claims {
+		sent := request.GetPreviousFingerprints()
+		if len(sent) != 2 || sent[0][0] != 1 || sent[1][0] != 2 || len(sent[0]) != 32 {
+			t.Fatalf("claim %v", request)
+		}
+	}
+}

@@ -171,11 +171,17 @@ func (s *Selector) document(body []byte, headers [][2]string) (jsonValue, error)
 }
 
 func selectionRefused(message string) error {
+	return invalidArgument("json_payload", message)
+}
+
+// invalidArgument is the INVALID_ARGUMENT the server would answer for field, made
+// locally before any RPC.
+func invalidArgument(field, message string) error {
 	return &StatusError{
 		Code:       codes.InvalidArgument,
 		Message:    message,
 		Reason:     ErrInvalidRequest.Reason(),
-		Violations: []FieldViolation{{Field: "json_payload", Description: message}},
+		Violations: []FieldViolation{{Field: field, Description: message}},
 	}
 }
 

@@ -114,3 +114,66 @@ func TestExecuteOnceWithASelectorReplaysChangesOutsideItAndRefusesChangesInside(
 		}
 	})
 }
+
+// A migration window's previous fingerprints are selectors' fingerprints
+// (WithPreviousFingerprints): each must be the fingerprint the server computes for
+// the selected document sent as json_payload. For every selector vector, the
+// selector's fingerprint, the vector's and FingerprintJSON of the selected canonical
+// document are one value; for every fingerprint vector of a JSON document the server
+// accepts, the empty selector's fingerprint is the server's.
+func TestASelectorsFingerprintIsTheServersFingerprintOfTheSelectedDocument(t *testing.T) {
+	var selectors struct {
+		Vectors []selectorVector `json:"vectors"`
+	}
+	var fingerprints struct {
+		Vectors []struct {
+			Mode        string `json:"mode"`
+			Input       string `json:"input"`
+			Fingerprint string `json:"fingerprint"`
+			Refused     string `json:"refused"`
+		} `json:"vectors"`
+	}
+	for file, into := range map[string]any{"selectors.json": &selectors, "fingerprints.json": &fingerprints} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checked := 0
+	for _, v := range selectors.Vectors {
+		if v.RefusedAt != "" {
+			continue
+		}
+		selector := idemd.MustSelector(v.Selector)
+		sum, err := selector.Fingerprint([]byte(v.Body), v.Headers)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		canonical, err := selector.Canonical([]byte(v.Body), v.Headers)
+		if err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		server, err := idemd.FingerprintJSON(canonical)
+		if got := hex.EncodeToString(sum[:]); err != nil || sum != server || got != v.Fingerprint {
+			t.Fatalf("%s: selector %s, server %x (%v), vector %s", v.Name, got, server, err, v.Fingerprint)
+		}
+		checked++
+	}
+	whole := idemd.MustSelector(idemd.SelectorFields{})
+	for _, v := range fingerprints.Vectors {
+		if v.Mode != "json" || v.Refused != "" {
+			continue
+		}
+		sum, err := whole.Fingerprint([]byte(v.Input), nil)
+		if got := hex.EncodeToString(sum[:]); err != nil || got != v.Fingerprint {
+			t.Fatalf("%q: empty selector %s (%v), server %s", v.Input, got, err, v.Fingerprint)
+		}
+		checked++
+	}
+	if checked < 50 {
+		t.Fatalf("only %d vectors checked", checked)
+	}
+}

@@ -6,8 +6,9 @@
 //   - no Idempotency-Key where one is required: 400;
 //   - a key but no caller to scope it to (no principal), unless keys are shared: 400;
 //   - the same key with another request (method, path, query, content type, body;
-//     or with WithSelector, the fields it selects), or a key whose response is no
-//     longer kept: 422 (WithConflictStatus);
+//     or with WithSelector, the fields it selects; while a deployment changes the
+//     selector, WithPreviousSelectors keeps the old versions' requests the same), or
+//     a key whose response is no longer kept: 422 (WithConflictStatus);
 //   - the same key while the first request still runs: 409 with Retry-After
 //     (WithInProgressStatus);
 //   - the same key again: the stored response replayed (status, the kept headers,
@@ -44,6 +45,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +151,7 @@ type config struct {
 	conflictStatus   int
 	inProgress       int
 	selector         *idemd.Selector
+	previous         []*idemd.Selector
 }
 
 // WithMethods are the methods that need a key (default POST and PATCH); others
@@ -242,11 +245,28 @@ func WithReconcileFirstRun() Option { return func(c *config) { c.reconcileFirst 
 // idemd.NewSelector (or idemd.MustSelector), which refuses one that cannot be right.
 func WithSelector(selector *idemd.Selector) Option { return func(c *config) { c.selector = selector } }
 
+// WithPreviousSelectors opens a migration window (docs/api.md, "Changing the
+// normalisation while operations are in flight") while a deployment changes
+// WithSelector: the selectors of the versions being replaced, at most
+// idemd.MaxPreviousFingerprints. Each request's fingerprint under each of them is
+// sent as a previous fingerprint, so a retry of a request an old version took (its
+// response kept, or still in doubt) replays or is taken over instead of getting the
+// conflict status; a request that differs under every normalisation still gets it. A
+// nil or empty selector stands for a version without WithSelector, whose requests
+// were the whole request (method, path, query, content type, body). A previous
+// selector that cannot apply to a request (its body is not a JSON object) is left
+// out: that version answered 400 and took nothing. Remove the option once the old
+// versions' responses are no longer kept. None (the default) is no window.
+func WithPreviousSelectors(selectors ...*idemd.Selector) Option {
+	selectors = slices.Clone(selectors)
+	return func(c *config) { c.previous = selectors }
+}
+
 // Middleware wraps a handler with the Idempotency-Key contract, backed by client.
 //
 // It panics, as http.ServeMux.Handle does for a bad pattern, when an option is a
 // programming error: a WithConflictStatus or WithInProgressStatus code outside
-// 400..599. The panic is at this call, while the server is put together, never
+// 400..599, or more WithPreviousSelectors than idemd.MaxPreviousFingerprints. The panic is at this call, while the server is put together, never
 // while it serves.
 func Middleware(client *idemd.Client, options ...Option) func(http.Handler) http.Handler {
 	c := config{
@@ -268,6 +288,9 @@ func Middleware(client *idemd.Client, options ...Option) func(http.Handler) http
 	}
 	checkStatus("WithConflictStatus", c.conflictStatus)
 	checkStatus("WithInProgressStatus", c.inProgress)
+	if len(c.previous) > idemd.MaxPreviousFingerprints {
+		panic(fmt.Sprintf("idemdhttp: WithPreviousSelectors: at most %d selectors, not %d", idemd.MaxPreviousFingerprints, len(c.previous)))
+	}
 	return func(next http.Handler) http.Handler {
 		return &middleware{client: client, config: c, next: next}
 	}
@@ -355,6 +378,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		identity = idemd.Fingerprint(sum)
 	}
+	if len(m.previous) > 0 {
+		options = append(options, idemd.WithPreviousFingerprints(m.previousFingerprints(r, body)...))
+	}
 	result, err := m.client.ExecuteOnce(r.Context(), m.operation(r), key, identity, effect, options...)
 	if err != nil {
 		m.answerError(w, err)
@@ -366,16 +392,43 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // requestIdentity is what the key must always be used with: method, path, query,
 // content type, body (fingerprinted when too long to send).
 func requestIdentity(r *http.Request, body []byte) idemd.Payload {
+	framed := framedRequest(r, body)
+	if len(framed) <= maxSentPayload {
+		return idemd.Bytes(framed)
+	}
+	return idemd.Fingerprint(idemd.FingerprintBytes(framed))
+}
+
+// framedRequest is the whole request as its identity without a selector: method,
+// path, query and content type as a JSON array, a newline, the body.
+func framedRequest(r *http.Request, body []byte) []byte {
 	path := r.URL.Path
 	if path == "" {
 		path = "/"
 	}
 	head, _ := json.Marshal([]string{strings.ToUpper(r.Method), path, r.URL.RawQuery, r.Header.Get("Content-Type")})
-	framed := append(append(head, '\n'), body...)
-	if len(framed) <= maxSentPayload {
-		return idemd.Bytes(framed)
+	return append(append(head, '\n'), body...)
+}
+
+// previousFingerprints are the request's fingerprints under the previous selectors
+// that apply to it, each as that version computed it.
+func (m *middleware) previousFingerprints(r *http.Request, body []byte) [][]byte {
+	fingerprints := make([][]byte, 0, len(m.previous))
+	for _, selector := range m.previous {
+		if selector.Empty() {
+			// Without a selector the request went as bytes_payload (or, too long to
+			// send, its fingerprint): the server's fingerprint is this one.
+			sum := idemd.FingerprintBytes(framedRequest(r, body))
+			fingerprints = append(fingerprints, sum[:])
+			continue
+		}
+		sum, err := selector.Fingerprint(body, selectedHeaders(r, selector))
+		if err != nil {
+			continue // that version refused this body (400) and claimed nothing
+		}
+		fingerprints = append(fingerprints, sum[:])
 	}
-	return idemd.Fingerprint(idemd.FingerprintBytes(framed))
+	return fingerprints
 }
 
 // selectedHeaders are the request's values of the selector's headers, each name's in
