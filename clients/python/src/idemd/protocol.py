@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -77,7 +77,7 @@ from idemd.outcome import (  # part of the protocol's vocabulary: handed on from
 from idemd.proto import pb
 from idemd.retry import is_retryable
 from idemd.selector import Selector
-from idemd.wire import claim_request, seconds
+from idemd.wire import checked_previous_fingerprints, claim_request, seconds
 
 T = TypeVar("T")
 
@@ -216,8 +216,6 @@ def _selected_fingerprint(payload: str | bytes | Mapping[str, Any] | list[Any], 
     (docs/api.md, "Request selectors"); sent instead of the payload."""
     if isinstance(payload, bytes):
         raise ValueError("a selector applies to a JSON payload (str, mapping or list), not to bytes")
-    if not isinstance(payload, str):
-        payload = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     return selector.fingerprint(payload)
 
 
@@ -257,12 +255,15 @@ def execute_once_steps(
     clock: Callable[[], float] = time.monotonic,
     new_claim_token: Callable[[], bytes] = lambda: secrets.token_bytes(16),
     selector: Selector | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> Steps[Result]:
     """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`).
 
     ``clock`` (monotonic seconds) and ``new_claim_token`` are the only inputs besides
     the answers sent back: the shared protocol vectors (testdata/protocol/) drive the
     protocol with a scripted clock and numbered tokens."""
+    # Checked before the first step: a list the server would refuse sends nothing.
+    previous = checked_previous_fingerprints(previous_fingerprints)
     if payload is None:
         if fingerprint is None:
             raise ValueError("give a payload or a fingerprint")
@@ -285,6 +286,7 @@ def execute_once_steps(
             retention=retention,
             operation_deadline=operation_deadline,
             wait=wait,
+            previous_fingerprints=previous,
         )
         response, sent_at = yield Call(
             "send_claim", (request,), {"deadline": max(end, clock() + MIN_CLAIM_TIME)}

@@ -278,6 +278,7 @@ def execute_once(
     operation_deadline: float | None = None,
     lookup_interval: float = 1.0,
     selector: Selector | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> Result:
     """Runs the blocking ``effect`` at most once for ``(operation, key, payload)``.
 
@@ -302,6 +303,7 @@ def execute_once(
         operation_deadline=operation_deadline,
         lookup_interval=lookup_interval,
         selector=selector,
+        previous_fingerprints=previous_fingerprints,
     )
     return run_steps(steps, _Driver(client, effect, lookup).perform)
 

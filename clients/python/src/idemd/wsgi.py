@@ -108,11 +108,12 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         return _send(start_response, http.replayed(result))
 
     def _selected_headers(self, environ: Environ) -> http.Headers:
-        """The selector's headers as WSGI gives them: one value per name, so a header
-        sent more than once is as the server joined it (wsgiref joins with ``,``, not
+        """The headers the selectors pick (the current one and the previous ones), as
+        WSGI gives them: one value per name, so a header sent more than once is as the
+        server joined it (wsgiref joins with ``,``, not
         the ``", "`` of docs/api.md), the one place a WSGI app may differ."""
         headers: http.Headers = []
-        for name in self.selector.headers if self.selector is not None else ():
+        for name in self.selected_headers:
             key = name.upper().replace("-", "_")
             value = environ.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key)
             if value is not None:
