@@ -15,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from idemd.selector import Selector
 from idemd.protocol import (
     MAX_CLAIM_WAIT,
     Attempt,
@@ -37,6 +36,7 @@ from idemd.protocol import (
     execute_once_steps,
     previous_attempt_settles_at,
 )
+from idemd.selector import Selector
 
 T = TypeVar("T")
 

@@ -239,9 +239,12 @@ def answer_for(
                        retry_after=error.retry_after)
     if isinstance(error, InvalidArgumentError):
         return problem(400, "Invalid request", error.message)
-    if isinstance(error, OutcomeUnknownError):
-        if error.__cause__ is not None and not isinstance(error.__cause__, IdemError):
-            raise error.__cause__ from None  # the app's own exception
+    if (
+        isinstance(error, OutcomeUnknownError)
+        and error.__cause__ is not None
+        and not isinstance(error.__cause__, IdemError)
+    ):
+        raise error.__cause__ from None  # the app's own exception
     if isinstance(error, (OutcomeUnknownError, NeedsReconciliationError, OperationFailedError)):
         return problem(500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect")
     if isinstance(error, StatusError):
@@ -256,7 +259,9 @@ def _previous_selectors(given: Iterable[Selector | None]) -> tuple[Selector | No
         raise ValueError("previous_selectors must be a list of idemd.Selector (or None), not one Selector")
     listed = list(given)
     if len(listed) > MAX_PREVIOUS_FINGERPRINTS:
-        raise ValueError(f"previous_selectors may name at most {MAX_PREVIOUS_FINGERPRINTS} selectors, not {len(listed)}")
+        raise ValueError(
+            f"previous_selectors may name at most {MAX_PREVIOUS_FINGERPRINTS} selectors, not {len(listed)}"
+        )
     for earlier in listed:
         if earlier is not None and not isinstance(earlier, Selector):
             raise ValueError(f"previous_selectors must hold idemd.Selector or None, not {earlier!r}")

@@ -44,6 +44,7 @@ decided here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
@@ -638,10 +639,8 @@ class Attempt:
     def fail_unknown(self, code: str, message: str) -> Steps[None]:
         """Best effort: an attempt whose outcome is unknown says so; if it cannot, its
         lease runs out and the next owner reconciles first all the same."""
-        try:
+        with contextlib.suppress(IdemError):
             yield self._fail(pb.FAIL_DISPOSITION_UNKNOWN, code, message)
-        except IdemError:
-            pass
 
     def report_time_up(self) -> Steps[None]:
         """The blocking client's watchdog, at the attempt's cancel point: UNKNOWN once
@@ -660,10 +659,8 @@ class Attempt:
     def _send_decline(self) -> Steps[None]:
         """Best effort Fail NOT_STARTED (the lease runs out otherwise, and the next
         owner reconciles first all the same)."""
-        try:
+        with contextlib.suppress(IdemError):
             yield self._decline_call()
-        except IdemError:
-            pass
 
     def decline(self) -> Steps[Result | None]:
         """The effect is not started: Fail NOT_STARTED, which hands the operation on as

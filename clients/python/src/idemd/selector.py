@@ -93,7 +93,9 @@ class Selector:
     exclude: tuple[str, ...]
     headers: tuple[str, ...]
 
-    def __init__(self, *, include: Iterable[str] = (), exclude: Iterable[str] = (), headers: Iterable[str] = ()) -> None:
+    def __init__(
+        self, *, include: Iterable[str] = (), exclude: Iterable[str] = (), headers: Iterable[str] = ()
+    ) -> None:
         for field, given in (("include", include), ("exclude", exclude), ("headers", headers)):
             if isinstance(given, (str, bytes)):
                 raise SelectorError(f"{field} must be a list of str, not one str")

@@ -68,7 +68,9 @@ def checked_previous_fingerprints(fingerprints: Sequence[bytes]) -> tuple[bytes,
         if not isinstance(fingerprint, (bytes, bytearray)):
             raise _invalid(f"previous_fingerprints[{index}]", "a fingerprint is bytes (32 of them)")
         if len(fingerprint) != 32:
-            raise _invalid(f"previous_fingerprints[{index}]", f"a fingerprint is exactly 32 bytes, got {len(fingerprint)}")
+            raise _invalid(
+                f"previous_fingerprints[{index}]", f"a fingerprint is exactly 32 bytes, got {len(fingerprint)}"
+            )
     return tuple(bytes(fingerprint) for fingerprint in listed)
 
 

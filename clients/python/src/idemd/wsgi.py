@@ -31,8 +31,8 @@ from what the server does pass (``REMOTE_USER``, a session).
 from __future__ import annotations
 
 import io
-from http import HTTPStatus  # the standard library's, not idemd.http
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from http import HTTPStatus  # the standard library's, not idemd.http
 from typing import Any, Protocol
 
 from idemd import http
@@ -127,7 +127,9 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         inner[CONTEXT_KEY] = ctx
         response = self.response_buffer()
 
-        def capture(status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /) -> Callable[[bytes], object]:
+        def capture(
+            status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /
+        ) -> Callable[[bytes], object]:
             # Nothing is sent before the app is done, so a later call (with exc_info)
             # simply replaces the response.
             response.status = int(status_line.split(" ", 1)[0])
