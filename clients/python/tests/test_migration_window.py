@@ -199,9 +199,9 @@ async def test_execute_once_refuses_a_bad_list_without_creating_anything(client:
 )
 def test_a_middleware_refuses_previous_selectors_it_cannot_send(previous: Any) -> None:
     with pytest.raises(ValueError, match="previous_selectors"):
-        AsgiMiddleware(lambda *a: None, client=lambda: None, previous_selectors=previous)  # type: ignore[arg-type]
+        AsgiMiddleware(lambda *a: None, client=lambda: None, previous_selectors=previous)  # type: ignore[arg-type, return-value]
     with pytest.raises(ValueError, match="previous_selectors"):
-        WsgiMiddleware(lambda *a: None, client=lambda: None, previous_selectors=previous)  # type: ignore[arg-type]
+        WsgiMiddleware(lambda *a: None, client=lambda: None, previous_selectors=previous)  # type: ignore[arg-type, return-value]
 
 
 # ---- the selector's fingerprint is the server's -----------------------------------
