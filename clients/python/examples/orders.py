@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import os
 import uuid
 from dataclasses import dataclass, field
 
@@ -88,7 +87,8 @@ async def main(addr: str | None, token: str | None, key: str) -> None:
         try:
             await agent.create_order(key, 2500)
         except idemd.OutcomeUnknownError as unknown:
-            print(f"attempt 1: timed out after the provider created an order; outcome unknown ({type(unknown).__name__})")
+            print("attempt 1: timed out after the provider created an order; "
+                  f"outcome unknown ({type(unknown).__name__})")
         provider.answer_delay = 0.0
 
         results = await asyncio.gather(*(agent.create_order(key, 2500) for _ in range(10)))

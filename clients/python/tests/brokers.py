@@ -54,7 +54,7 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, withi
                 return
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError(f"broker exited: {log.read_text(errors='replace')}")
+                raise RuntimeError(f"broker exited: {log.read_text(errors='replace')}") from None
             time.sleep(0.1)
     raise RuntimeError(f"broker did not listen on {port}: {log.read_text(errors='replace')}")
 

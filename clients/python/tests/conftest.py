@@ -18,15 +18,17 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 import idemd
 import idemd.sync
+
+from brokers import nats_url, rabbitmq_url  # noqa: F401 (the consumer tests' broker fixtures)
 from proxy import Proxy
 
 REPO = Path(__file__).resolve().parents[3]

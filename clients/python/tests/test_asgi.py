@@ -286,7 +286,7 @@ async def test_a_principal_function_names_the_caller(client: idemd.Client) -> No
 
 def test_the_scoped_key_is_the_documented_formula() -> None:
     """hex(SHA-256(UTF-8 principal))[0:32] + ":" + key, the same in every client."""
-    expected = hashlib.sha256("Bearer alice".encode()).hexdigest()[:32]
+    expected = hashlib.sha256(b"Bearer alice").hexdigest()[:32]
     assert expected == "9d7cce461e4b2f090a3d686b4ae72d25"  # the vector every client pins
     assert scoped_key("Bearer alice", "order-1") == "9d7cce461e4b2f090a3d686b4ae72d25:order-1"
     assert default_principal({"headers": [(b"authorization", b"Bearer alice")]}) == "Bearer alice"

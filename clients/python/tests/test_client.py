@@ -190,11 +190,12 @@ async def test_result_expired(client: idemd.Client) -> None:
     while True:
         try:
             await client.claim("reports.send", k, bytes_payload=b"r")
-        except idemd.ResultExpiredError as expired:
-            assert expired.operation_id == owner.operation_id
+        except idemd.ResultExpiredError as refused:
+            expired = refused
             break
         assert time.monotonic() < end, "the sweeper never made a tombstone"
         await asyncio.sleep(0.05)
+    assert expired.operation_id == owner.operation_id
 
 
 async def test_a_dead_address_is_unavailable_without_a_reason() -> None:
@@ -215,7 +216,9 @@ def _status(code: grpc.StatusCode, *details: object) -> bytes:
 def test_retry_info_and_codes_without_a_server() -> None:
     info = error_details_pb2.ErrorInfo(reason="STORE_UNAVAILABLE", domain="idem.v1")
     retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(nanos=200_000_000))
-    unavailable = errors.from_status(grpc.StatusCode.UNAVAILABLE, "busy", _status(grpc.StatusCode.UNAVAILABLE, info, retry))
+    unavailable = errors.from_status(
+        grpc.StatusCode.UNAVAILABLE, "busy", _status(grpc.StatusCode.UNAVAILABLE, info, retry)
+    )
     assert isinstance(unavailable, idemd.UnavailableError)
     assert unavailable.retry_after == pytest.approx(0.2)
     assert unavailable.reason == "STORE_UNAVAILABLE"
@@ -232,6 +235,8 @@ def test_retry_info_and_codes_without_a_server() -> None:
         ("STATE_FORBIDS", errors.StateForbidsError),
     ]:
         detail = error_details_pb2.ErrorInfo(reason=reason, domain="idem.v1", metadata={"operation_id": "o"})
-        err = errors.from_status(grpc.StatusCode.FAILED_PRECONDITION, "", _status(grpc.StatusCode.FAILED_PRECONDITION, detail))
+        err = errors.from_status(
+            grpc.StatusCode.FAILED_PRECONDITION, "", _status(grpc.StatusCode.FAILED_PRECONDITION, detail)
+        )
         assert type(err) is cls and err.operation_id == "o"
     assert type(errors.from_status(grpc.StatusCode.PERMISSION_DENIED, "", None)) is errors.PermissionDeniedError

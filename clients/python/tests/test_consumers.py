@@ -27,8 +27,6 @@ from idemd.consumer import (
 )
 from idemd.execute import EffectContext, Result, Success, Unknown
 
-from brokers import nats_url, rabbitmq_url  # noqa: F401 (fixtures)
-
 MESSAGES = 5
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -264,8 +262,9 @@ class CutProxy:
 async def test_rabbitmq_a_connection_cut_before_the_acks_executes_each_message_once(
     rabbitmq_url: str, client: idemd.Client,
 ) -> None:
-    import aio_pika
     from urllib.parse import urlsplit
+
+    import aio_pika
 
     from idemd.rabbitmq import RabbitConsumer
 

@@ -4,6 +4,7 @@ at once with a typed error, before any connection."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from typing import Any
@@ -92,10 +93,8 @@ async def test_an_empty_token_is_refused_at_once_before_any_connection(
     accepted: list[socket.socket] = []
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(listener.accept()[0])
-        except OSError:
-            pass
 
     watcher = threading.Thread(target=accept)
     watcher.start()

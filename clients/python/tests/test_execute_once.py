@@ -72,7 +72,8 @@ async def test_terminal_is_stored_and_replayed_as_a_typed_exception(client: idem
     with pytest.raises(idemd.OperationFailedError) as replay:
         await execute_once(client, OP, k, PAYLOAD, never)
     assert replay.value.replayed and replay.value.error.message == "insufficient funds"
-    assert dict(replay.value.error.metadata) == {"decline_code": "51"} and replay.value.reason == "FAILURE_REASON_TERMINAL"
+    assert dict(replay.value.error.metadata) == {"decline_code": "51"}
+    assert replay.value.reason == "FAILURE_REASON_TERMINAL"
     assert ran == []
 
 

@@ -296,7 +296,9 @@ class World:
     def send_claim(self, request: pb.ClaimRequest, *, deadline: float) -> tuple[pb.ClaimResponse, float]:
         def check(step: dict[str, Any]) -> None:
             number = self.tokens.index(request.claim_token) + 1
-            assert step["token"] == number, f"{self.where()}: Claim with token {number}, the vector says {step['token']}"
+            assert step["token"] == number, (
+                f"{self.where()}: Claim with token {number}, the vector says {step['token']}"
+            )
             sent = request.SerializeToString(deterministic=True)
             # A re-send is the whole Claim unchanged; a new token is a new Claim.
             assert self.first_sends.setdefault(number, sent) == sent, f"{self.where()}: a re-sent Claim changed"
@@ -321,7 +323,10 @@ class World:
             assert lease == self.call["lease"], f"{self.where()}: Renew asks for {lease}, not the lease asked for"
 
         answer, sent_at = self.send("renew", deadline, check)
-        return pb.RenewResponse(lease=duration(answer["lease"]), attempt_deadline=duration(answer["attempt_deadline"])), sent_at
+        renewed = pb.RenewResponse(
+            lease=duration(answer["lease"]), attempt_deadline=duration(answer["attempt_deadline"])
+        )
+        return renewed, sent_at
 
     def complete(self, operation_id: str, fence: int, body: bytes, **kwargs: Any) -> pb.CompleteResponse:
         def check(step: dict[str, Any]) -> None:

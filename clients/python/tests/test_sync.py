@@ -104,9 +104,11 @@ def test_refusals_are_the_same_typed_exceptions(server: Server, sync_client: ide
     with pytest.raises(idemd.NotFoundError) as missing:
         client.lookup(operation_id="01a2269b-92ba-727d-ab2a-b74a6876d78e")
     assert missing.value.reason == "OPERATION_NOT_FOUND"
-    with idemd.SyncClient(server.addr, "idem_" + "0" * 64) as stranger:
-        with pytest.raises(idemd.UnauthenticatedError) as refused:
-            stranger.list_unresolved()
+    with (
+        idemd.SyncClient(server.addr, "idem_" + "0" * 64) as stranger,
+        pytest.raises(idemd.UnauthenticatedError) as refused,
+    ):
+        stranger.list_unresolved()
     assert refused.value.reason == "INVALID_CREDENTIALS"
 
 
@@ -135,18 +137,22 @@ def test_list_operations_filters_pages_and_refuses(server: Server, sync_client: 
     assert invalid.value.reason == "INVALID_REQUEST"
     assert [v.field for v in invalid.value.violations] == ["filter"]
     operations_only = server.run("tenant", "create", f"py-ops-{key()[2:14]}", "--scopes", "operations")
-    with idemd.SyncClient(server.addr, operations_only) as caller:
-        with pytest.raises(idemd.errors.PermissionDeniedError) as denied:
-            caller.list_operations()
+    with (
+        idemd.SyncClient(server.addr, operations_only) as caller,
+        pytest.raises(idemd.errors.PermissionDeniedError) as denied,
+    ):
+        caller.list_operations()
     assert denied.value.reason == "MISSING_SCOPE" and denied.value.metadata.get("scope") == "reconcile"
 
 
 def test_a_dead_address_is_re_sent_then_unavailable() -> None:
     policy = idemd.RetryPolicy(max_sends=3, initial_backoff=0.01, call_timeout=2)
     started = time.monotonic()
-    with idemd.sync.Client("127.0.0.1:1", "t", retry=policy) as nowhere:
-        with pytest.raises(idemd.UnavailableError) as unavailable:
-            nowhere.lookup(operation_id="x")
+    with (
+        idemd.sync.Client("127.0.0.1:1", "t", retry=policy) as nowhere,
+        pytest.raises(idemd.UnavailableError) as unavailable,
+    ):
+        nowhere.lookup(operation_id="x")
     assert unavailable.value.reason is None and time.monotonic() - started < 5
 
 

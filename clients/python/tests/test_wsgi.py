@@ -215,7 +215,8 @@ def test_an_app_that_raises_is_unknown_and_never_rerun(server: Server) -> None:
 
 def test_operation_names() -> None:
     assert default_operation({"REQUEST_METHOD": "POST", "PATH_INFO": "/orders/{x} y"}) == "http.post/orders/_x__y"
-    assert default_operation({"REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": "/o"}) == "http.post/shop/o"
+    mounted = {"REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": "/o"}
+    assert default_operation(mounted) == "http.post/shop/o"
     assert len(default_operation({"REQUEST_METHOD": "POST", "PATH_INFO": "/" + "a" * 300})) == 128
 
 

@@ -39,8 +39,8 @@ from idemd.errors import (
     OutcomeUnknownError,
     PendingError,
     RequestMismatchError,
-    ResourceExhaustedError,
     RequestTooLargeError,
+    ResourceExhaustedError,
     ResultExpiredError,
     StatusError,
     SupersededError,
@@ -60,7 +60,10 @@ from idemd.execute import (
 from idemd.fingerprint import fingerprint_bytes, fingerprint_json
 from idemd.retry import RetryPolicy
 from idemd.selector import Selector, SelectorError
-from idemd import sync  # noqa: E402 (after what it imports)
+
+# isort: split
+# The blocking client last: it is built on the modules imported above.
+from idemd import sync
 
 SyncClient = sync.Client
 
@@ -84,8 +87,8 @@ __all__ = [
     "OutcomeUnknownError",
     "PendingError",
     "RequestMismatchError",
-    "ResourceExhaustedError",
     "RequestTooLargeError",
+    "ResourceExhaustedError",
     "Result",
     "ResultExpiredError",
     "RetryPolicy",

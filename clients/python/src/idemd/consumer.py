@@ -34,12 +34,12 @@ from idemd import errors
 from idemd.execute import EffectContext, Outcome, Result, execute_once
 
 __all__ = [
-    "ConsumerSettings",
-    "Handler",
     "HEADER_DETAIL",
     "HEADER_OPERATION_ID",
     "HEADER_REASON",
     "HEADER_VERDICT",
+    "ConsumerSettings",
+    "Handler",
     "Message",
     "NoIdentity",
     "Verdict",

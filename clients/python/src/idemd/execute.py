@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from idemd.selector import Selector
 from idemd.protocol import (
     MAX_CLAIM_WAIT,
     Attempt,
@@ -37,6 +36,7 @@ from idemd.protocol import (
     execute_once_steps,
     previous_attempt_settles_at,
 )
+from idemd.selector import Selector
 
 T = TypeVar("T")
 
@@ -94,6 +94,7 @@ async def execute_once(
     operation_deadline: float | None = None,
     lookup_interval: float = 1.0,
     selector: Selector | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> Result:
     """Runs ``effect`` at most once for the intent ``(operation, key, payload)``.
 
@@ -104,6 +105,16 @@ async def execute_once(
     (:class:`~idemd.selector.Selector`) names the fields of a JSON payload that define
     the request: a change outside them replays, one inside them conflicts; a payload it
     cannot apply to raises :class:`~idemd.errors.InvalidArgumentError` before any RPC.
+
+    ``previous_fingerprints`` (at most 4, 32 bytes each; README "Changing the
+    normalisation"): while a deployment that changes how this request is normalised
+    rolls out, the same request's fingerprints under the earlier normalisations
+    (``old_selector.fingerprint(payload)``, :func:`~idemd.fingerprint.fingerprint_json`
+    of the old document). Every Claim of this call carries them, and an operation the
+    earlier version claimed under one of them is this same request (replayed, resumed,
+    taken over), not a conflict. A list the server would refuse raises
+    :class:`~idemd.errors.InvalidArgumentError` before any RPC. Empty (the default)
+    outside such a window.
 
     ``lease`` and ``attempt_duration`` (seconds) go to the Claim (the attempt duration
     is fixed by the scope's first Claim). ``deadline`` bounds the time spent claiming
@@ -156,6 +167,7 @@ async def execute_once(
         operation_deadline=operation_deadline,
         lookup_interval=lookup_interval,
         selector=selector,
+        previous_fingerprints=previous_fingerprints,
     )
     return await _Driver(client, effect, lookup).run(steps)
 

@@ -51,6 +51,7 @@ from idemd.errors import (
 from idemd.fingerprint import fingerprint_bytes
 from idemd.protocol import Result, Success
 from idemd.selector import Selector
+from idemd.wire import MAX_PREVIOUS_FINGERPRINTS
 
 DEFAULT_KEEP_HEADERS = (
     "location",
@@ -122,11 +123,21 @@ def operation_name(method: str, path: str) -> str:
 def request_identity(method: str, path: str, query: str, content_type: str, body: bytes) -> dict[str, Any]:
     """``execute_once``'s payload arguments for what the key must always be used with:
     method, path, query, content type, body (fingerprinted when too long to send)."""
-    head = json.dumps([method.upper(), path or "/", query, content_type], separators=(",", ":")).encode()
-    framed = head + b"\n" + body
+    framed = _framed(method, path, query, content_type, body)
     if len(framed) <= _MAX_SENT_PAYLOAD:
         return {"payload": framed}
     return {"payload": None, "fingerprint": fingerprint_bytes(framed)}
+
+
+def request_fingerprint(method: str, path: str, query: str, content_type: str, body: bytes) -> bytes:
+    """The fingerprint idemd keeps for :func:`request_identity` (sent or computed here,
+    it is the bytes-mode fingerprint of the same framing)."""
+    return fingerprint_bytes(_framed(method, path, query, content_type, body))
+
+
+def _framed(method: str, path: str, query: str, content_type: str, body: bytes) -> bytes:
+    head = json.dumps([method.upper(), path or "/", query, content_type], separators=(",", ":")).encode()
+    return head + b"\n" + body
 
 
 def selected_identity(selector: Selector, body: bytes, headers: Iterable[tuple[str, str]]) -> dict[str, Any]:
@@ -228,14 +239,33 @@ def answer_for(
                        retry_after=error.retry_after)
     if isinstance(error, InvalidArgumentError):
         return problem(400, "Invalid request", error.message)
-    if isinstance(error, OutcomeUnknownError):
-        if error.__cause__ is not None and not isinstance(error.__cause__, IdemError):
-            raise error.__cause__ from None  # the app's own exception
+    if (
+        isinstance(error, OutcomeUnknownError)
+        and error.__cause__ is not None
+        and not isinstance(error.__cause__, IdemError)
+    ):
+        raise error.__cause__ from None  # the app's own exception
     if isinstance(error, (OutcomeUnknownError, NeedsReconciliationError, OperationFailedError)):
         return problem(500, "Outcome unknown", "an earlier attempt with this Idempotency-Key may have taken effect")
     if isinstance(error, StatusError):
         return problem(503, "Idempotency service unavailable", error.code.name, retry_after=error.retry_after or 1.0)
     raise error
+
+
+def _previous_selectors(given: Iterable[Selector | None]) -> tuple[Selector | None, ...]:
+    """A middleware's ``previous_selectors``, an empty selector as None (the whole
+    request); ValueError for what the server could not be sent."""
+    if isinstance(given, Selector):
+        raise ValueError("previous_selectors must be a list of idemd.Selector (or None), not one Selector")
+    listed = list(given)
+    if len(listed) > MAX_PREVIOUS_FINGERPRINTS:
+        raise ValueError(
+            f"previous_selectors may name at most {MAX_PREVIOUS_FINGERPRINTS} selectors, not {len(listed)}"
+        )
+    for earlier in listed:
+        if earlier is not None and not isinstance(earlier, Selector):
+            raise ValueError(f"previous_selectors must hold idemd.Selector or None, not {earlier!r}")
+    return tuple(None if earlier is None or earlier.empty else earlier for earlier in listed)
 
 
 # ---- what both middleware do, whatever their server interface -------------------------
@@ -284,7 +314,17 @@ class Middleware(Generic[App, C, Req]):
     ``selector`` (:class:`~idemd.selector.Selector`): the fields of the JSON body (and
     the headers) that define a request, instead of the whole request; a change outside
     them replays, one inside them conflicts. A body it cannot apply to (not I-JSON, or
-    not an object while ``include``/``exclude`` is given) is answered 400."""
+    not an object while ``include``/``exclude`` is given) is answered 400.
+
+    ``previous_selectors`` (at most 4; README "Changing the normalisation"): while a
+    deployment that changes ``selector`` rolls out, the selectors of the versions being
+    replaced (``None``, or an empty selector, for a version without one: the whole
+    request). Each request's fingerprint under each of them is sent in
+    ``previous_fingerprints``, so that a retry of a request an old version took is
+    the same request (replayed, or 409 while it runs), not a conflict. A body a
+    previous selector cannot apply to was refused (400) by its version, which so
+    holds no operation for it: that selector is skipped. Empty (the default) outside
+    such a window."""
 
     #: The client class: ``client`` is either one, or a function that makes one.
     _client_type: type[Any]
@@ -310,6 +350,7 @@ class Middleware(Generic[App, C, Req]):
         conflict_status: int = DEFAULT_CONFLICT_STATUS,
         in_progress_status: int = DEFAULT_IN_PROGRESS_STATUS,
         selector: Selector | None = None,
+        previous_selectors: Iterable[Selector | None] = (),
     ) -> None:
         self.conflict_status = error_status("conflict_status", conflict_status)
         self.in_progress_status = error_status("in_progress_status", in_progress_status)
@@ -340,6 +381,17 @@ class Middleware(Generic[App, C, Req]):
             raise ValueError(f"selector must be an idemd.Selector, not {selector!r}")
         #: The fields that define a request; None (or an empty one): the whole request.
         self.selector = None if selector is None or selector.empty else selector
+        #: The normalisations of the versions being replaced (None: the whole request).
+        self.previous_selectors = _previous_selectors(previous_selectors)
+        #: The headers some selector picks (read from a request only when needed).
+        self.selected_headers = tuple(
+            dict.fromkeys(
+                name.lower()
+                for chosen in (self.selector, *self.previous_selectors)
+                if chosen is not None
+                for name in chosen.headers
+            )
+        )
 
     def _use_header(self, header: str) -> None:
         """Keeps the key's header name in the form the server interface gives it."""
@@ -392,16 +444,31 @@ class Middleware(Generic[App, C, Req]):
         After an earlier attempt whose outcome is unknown, the app runs again only when
         ``reconcile_first="run"`` declares that its providers deduplicate by
         ``ctx.operation_id``; otherwise the attempt declines and the answer is 500."""
+        identity = (
+            selected_identity(self.selector, body, headers())
+            if self.selector is not None
+            else request_identity(method, path, query, content_type, body)
+        )
+        # What idemd stores for this request; a previous one equal to it adds nothing.
+        current = identity.get("fingerprint") or request_fingerprint(method, path, query, content_type, body)
+        previous: list[bytes] = []
+        for earlier in self.previous_selectors:
+            if earlier is None:
+                fingerprint = request_fingerprint(method, path, query, content_type, body)
+            else:
+                try:
+                    fingerprint = earlier.fingerprint(body, headers())
+                except InvalidArgumentError:
+                    continue  # the earlier version answered 400: it holds no operation for this body
+            if fingerprint != current and fingerprint not in previous:
+                previous.append(fingerprint)
         return {
             "lease": self.lease,
             "attempt_duration": self.attempt_duration,
             "deadline": self.pending_wait,
             "provider_deduplicates": self.reconcile_first == "run",
-            **(
-                selected_identity(self.selector, body, headers())
-                if self.selector is not None
-                else request_identity(method, path, query, content_type, body)
-            ),
+            "previous_fingerprints": previous,
+            **identity,
         }
 
     def answer(self, error: IdemError) -> Response:

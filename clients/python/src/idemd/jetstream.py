@@ -33,7 +33,7 @@ from idemd.consumer import (
     consume,
 )
 
-__all__ = ["JetStreamConsumer", "LONGEST_DELAY", "message_of"]
+__all__ = ["LONGEST_DELAY", "JetStreamConsumer", "message_of"]
 
 #: The longest redelivery delay asked for (retry_later), in seconds.
 LONGEST_DELAY = 60.0

@@ -44,10 +44,11 @@ decided here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -77,7 +78,7 @@ from idemd.outcome import (  # part of the protocol's vocabulary: handed on from
 from idemd.proto import pb
 from idemd.retry import is_retryable
 from idemd.selector import Selector
-from idemd.wire import claim_request, seconds
+from idemd.wire import checked_previous_fingerprints, claim_request, seconds
 
 T = TypeVar("T")
 
@@ -216,8 +217,6 @@ def _selected_fingerprint(payload: str | bytes | Mapping[str, Any] | list[Any], 
     (docs/api.md, "Request selectors"); sent instead of the payload."""
     if isinstance(payload, bytes):
         raise ValueError("a selector applies to a JSON payload (str, mapping or list), not to bytes")
-    if not isinstance(payload, str):
-        payload = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     return selector.fingerprint(payload)
 
 
@@ -257,12 +256,15 @@ def execute_once_steps(
     clock: Callable[[], float] = time.monotonic,
     new_claim_token: Callable[[], bytes] = lambda: secrets.token_bytes(16),
     selector: Selector | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> Steps[Result]:
     """The whole of ``execute_once`` (see :func:`idemd.execute.execute_once`).
 
     ``clock`` (monotonic seconds) and ``new_claim_token`` are the only inputs besides
     the answers sent back: the shared protocol vectors (testdata/protocol/) drive the
     protocol with a scripted clock and numbered tokens."""
+    # Checked before the first step: a list the server would refuse sends nothing.
+    previous = checked_previous_fingerprints(previous_fingerprints)
     if payload is None:
         if fingerprint is None:
             raise ValueError("give a payload or a fingerprint")
@@ -285,6 +287,7 @@ def execute_once_steps(
             retention=retention,
             operation_deadline=operation_deadline,
             wait=wait,
+            previous_fingerprints=previous,
         )
         response, sent_at = yield Call(
             "send_claim", (request,), {"deadline": max(end, clock() + MIN_CLAIM_TIME)}
@@ -636,10 +639,8 @@ class Attempt:
     def fail_unknown(self, code: str, message: str) -> Steps[None]:
         """Best effort: an attempt whose outcome is unknown says so; if it cannot, its
         lease runs out and the next owner reconciles first all the same."""
-        try:
+        with contextlib.suppress(IdemError):
             yield self._fail(pb.FAIL_DISPOSITION_UNKNOWN, code, message)
-        except IdemError:
-            pass
 
     def report_time_up(self) -> Steps[None]:
         """The blocking client's watchdog, at the attempt's cancel point: UNKNOWN once
@@ -658,10 +659,8 @@ class Attempt:
     def _send_decline(self) -> Steps[None]:
         """Best effort Fail NOT_STARTED (the lease runs out otherwise, and the next
         owner reconciles first all the same)."""
-        try:
+        with contextlib.suppress(IdemError):
             yield self._decline_call()
-        except IdemError:
-            pass
 
     def decline(self) -> Steps[Result | None]:
         """The effect is not started: Fail NOT_STARTED, which hands the operation on as

@@ -19,8 +19,9 @@ I-JSON; not a JSON object while ``include`` or ``exclude`` is given) raises
 from __future__ import annotations
 
 import copy
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,9 @@ from idemd.errors import FieldViolation, IdemError, InvalidArgumentError
 from idemd.fingerprint import NotIJsonError, canonical_value, fingerprint_json, parse_i_json
 
 __all__ = ["Selector", "SelectorError"]
+
+#: A JSON body: its text, or a document a mapping or list stands for.
+JsonBody = str | bytes | Mapping[str, Any] | list[Any]
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_ESCAPE = re.compile(r"~(?![01])")
@@ -89,7 +93,9 @@ class Selector:
     exclude: tuple[str, ...]
     headers: tuple[str, ...]
 
-    def __init__(self, *, include: Iterable[str] = (), exclude: Iterable[str] = (), headers: Iterable[str] = ()) -> None:
+    def __init__(
+        self, *, include: Iterable[str] = (), exclude: Iterable[str] = (), headers: Iterable[str] = ()
+    ) -> None:
         for field, given in (("include", include), ("exclude", exclude), ("headers", headers)):
             if isinstance(given, (str, bytes)):
                 raise SelectorError(f"{field} must be a list of str, not one str")
@@ -110,9 +116,12 @@ class Selector:
         """No field is selected: the request is the whole body, as without a selector."""
         return not (self.include or self.exclude or self.headers)
 
-    def document(self, body: str | bytes, headers: Iterable[tuple[str, str]] = ()) -> Any:
-        """The selected document of a JSON ``body`` and the request's ``headers``
-        ((name, value) pairs in arrival order, names in any case)."""
+    def document(self, body: JsonBody, headers: Iterable[tuple[str, str]] = ()) -> Any:
+        """The selected document of a JSON ``body`` (JSON text, or a mapping or list
+        serialised as ``execute_once`` serialises a payload) and the request's
+        ``headers`` ((name, value) pairs in arrival order, names in any case)."""
+        if not isinstance(body, (str, bytes)):
+            body = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         try:
             document = parse_i_json(body)
         except NotIJsonError as error:
@@ -147,10 +156,13 @@ class Selector:
                 picked[wanted] = ", ".join(values)
         return {"body": document, "headers": picked}
 
-    def canonical(self, body: str | bytes, headers: Iterable[tuple[str, str]] = ()) -> bytes:
+    def canonical(self, body: JsonBody, headers: Iterable[tuple[str, str]] = ()) -> bytes:
         """The RFC 8785 form (UTF-8) of :meth:`document`: what is fingerprinted."""
         return canonical_value(self.document(body, headers))
 
-    def fingerprint(self, body: str | bytes, headers: Iterable[tuple[str, str]] = ()) -> bytes:
-        """The json-mode fingerprint of :meth:`document`."""
+    def fingerprint(self, body: JsonBody, headers: Iterable[tuple[str, str]] = ()) -> bytes:
+        """The json-mode fingerprint of :meth:`document`: what the server computes for
+        the selected document (its canonical form). During a migration window this is
+        how a request's fingerprint under an earlier selector is computed, to be sent
+        in ``previous_fingerprints``."""
         return fingerprint_json(self.canonical(body, headers))

@@ -23,6 +23,7 @@ A Client is safe to share between threads (gRPC channels are).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,24 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from idemd.proto import pb
+from idemd.protocol import (
+    Attempt,
+    Call,
+    EffectContext,
+    Guarded,
+    Outcome,
+    Result,
+    Sleep,
+    StartRenewing,
+    Step,
+    StopRenewing,
+    Success,
+    Terminal,
+    execute_once_steps,
+    run_steps,
+)
+from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_answered_sync
 from idemd.selector import Selector
 from idemd.wire import (
     CLAIM,
@@ -57,24 +76,6 @@ from idemd.wire import (
     resolve_endpoint,
     resolve_token,
 )
-from idemd.protocol import (
-    Attempt,
-    Call,
-    EffectContext,
-    Guarded,
-    Outcome,
-    Result,
-    Sleep,
-    StartRenewing,
-    Step,
-    StopRenewing,
-    Success,
-    Terminal,
-    execute_once_steps,
-    run_steps,
-)
-from idemd.proto import pb
-from idemd.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry_answered_sync
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
@@ -278,6 +279,7 @@ def execute_once(
     operation_deadline: float | None = None,
     lookup_interval: float = 1.0,
     selector: Selector | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> Result:
     """Runs the blocking ``effect`` at most once for ``(operation, key, payload)``.
 
@@ -302,6 +304,7 @@ def execute_once(
         operation_deadline=operation_deadline,
         lookup_interval=lookup_interval,
         selector=selector,
+        previous_fingerprints=previous_fingerprints,
     )
     return run_steps(steps, _Driver(client, effect, lookup).perform)
 
@@ -350,12 +353,10 @@ class _Driver:
                 raise _RenewalsStopped()
             return self.perform(step)
 
-        try:
+        # Stopped, or e.g. the channel closed under it: the lease then lapses, which
+        # the protocol allows for (the next owner reconciles first).
+        with contextlib.suppress(Exception):
             run_steps(attempt.keep_renewing(), perform)
-        except Exception:
-            # Stopped, or e.g. the channel closed under it: the lease then lapses,
-            # which the protocol allows for (the next owner reconciles first).
-            pass
 
     def guarded(self, step: Guarded) -> Any:
         """Runs the effect or the lookup on this thread with a watchdog for the
@@ -399,10 +400,8 @@ class _Driver:
             return
         attempt.timed_out = True
         attempt.ctx.cancelled.set()
-        try:
+        with contextlib.suppress(Exception):  # best effort, as fail_unknown itself is
             run_steps(attempt.report_time_up(), self.perform)
-        except Exception:  # best effort, as fail_unknown itself is
-            pass
 
 
 __all__ = ["Client", "Effect", "Lookup", "execute_once"]

@@ -21,7 +21,13 @@ import grpc.aio
 from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 
-from idemd.errors import EmptyTokenError, InvalidAddressError, InvalidTokenError
+from idemd.errors import (
+    EmptyTokenError,
+    FieldViolation,
+    InvalidAddressError,
+    InvalidArgumentError,
+    InvalidTokenError,
+)
 from idemd.proto import SERVICE, pb
 
 Req = TypeVar("Req", bound=Message)
@@ -42,6 +48,42 @@ def seconds(message: duration_pb2.Duration) -> float:
 
 # ---- requests ----------------------------------------------------------------------
 
+#: The most ``previous_fingerprints`` one Claim may carry (the server's bound): a
+#: migration window spans a deployment or two, not a history of normalisations.
+MAX_PREVIOUS_FINGERPRINTS = 4
+
+
+def checked_previous_fingerprints(fingerprints: Sequence[bytes]) -> tuple[bytes, ...]:
+    """``fingerprints`` when the server would accept them as a Claim's
+    ``previous_fingerprints`` (at most 4, each exactly 32 bytes), else
+    :class:`~idemd.errors.InvalidArgumentError` naming the field as the server does,
+    raised here so that nothing is sent."""
+    if isinstance(fingerprints, (bytes, bytearray, str)):
+        # One fingerprint given where a list belongs: its bytes are not fingerprints.
+        raise _invalid("previous_fingerprints", "must be a list of 32-byte fingerprints, not one value")
+    listed = tuple(fingerprints)
+    if len(listed) > MAX_PREVIOUS_FINGERPRINTS:
+        raise _invalid("previous_fingerprints", f"must hold at most {MAX_PREVIOUS_FINGERPRINTS} fingerprints")
+    for index, fingerprint in enumerate(listed):
+        if not isinstance(fingerprint, (bytes, bytearray)):
+            raise _invalid(f"previous_fingerprints[{index}]", "a fingerprint is bytes (32 of them)")
+        if len(fingerprint) != 32:
+            raise _invalid(
+                f"previous_fingerprints[{index}]", f"a fingerprint is exactly 32 bytes, got {len(fingerprint)}"
+            )
+    return tuple(bytes(fingerprint) for fingerprint in listed)
+
+
+def _invalid(field: str, description: str) -> InvalidArgumentError:
+    """The error the server would answer, raised before sending."""
+    return InvalidArgumentError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"{field}: {description}",
+        reason="INVALID_REQUEST",
+        violations=[FieldViolation(field, description)],
+    )
+
+
 
 def claim_request(
     operation: str,
@@ -57,9 +99,12 @@ def claim_request(
     retention: float | None = None,
     operation_deadline: float | None = None,
     wait: float | None = None,
+    previous_fingerprints: Sequence[bytes] = (),
 ) -> pb.ClaimRequest:
     """A ClaimRequest; exactly one of ``json_payload``, ``bytes_payload`` and
-    ``fingerprint`` identifies the request."""
+    ``fingerprint`` identifies the request. ``previous_fingerprints``: the same
+    request's fingerprints under earlier normalisations, during a migration window
+    (:func:`checked_previous_fingerprints`)."""
     given = [x is not None for x in (json_payload, bytes_payload, fingerprint)]
     if sum(given) != 1:
         raise ValueError("give exactly one of json_payload, bytes_payload, fingerprint")
@@ -67,6 +112,7 @@ def claim_request(
         scope=pb.Scope(operation=operation, key=key),
         claim_token=claim_token,
         max_attempts=max_attempts,
+        previous_fingerprints=checked_previous_fingerprints(previous_fingerprints),
     )
     if json_payload is not None:
         request.json_payload = json_payload

@@ -31,8 +31,8 @@ from what the server does pass (``REMOTE_USER``, a session).
 from __future__ import annotations
 
 import io
-from http import HTTPStatus  # the standard library's, not idemd.http
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from http import HTTPStatus  # the standard library's, not idemd.http
 from typing import Any, Protocol
 
 from idemd import http
@@ -108,11 +108,12 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         return _send(start_response, http.replayed(result))
 
     def _selected_headers(self, environ: Environ) -> http.Headers:
-        """The selector's headers as WSGI gives them: one value per name, so a header
-        sent more than once is as the server joined it (wsgiref joins with ``,``, not
+        """The headers the selectors pick (the current one and the previous ones), as
+        WSGI gives them: one value per name, so a header sent more than once is as the
+        server joined it (wsgiref joins with ``,``, not
         the ``", "`` of docs/api.md), the one place a WSGI app may differ."""
         headers: http.Headers = []
-        for name in self.selector.headers if self.selector is not None else ():
+        for name in self.selected_headers:
             key = name.upper().replace("-", "_")
             value = environ.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key)
             if value is not None:
@@ -126,7 +127,9 @@ class IdempotencyMiddleware(http.Middleware[WSGIApp, Client, Mapping[str, Any]])
         inner[CONTEXT_KEY] = ctx
         response = self.response_buffer()
 
-        def capture(status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /) -> Callable[[bytes], object]:
+        def capture(
+            status_line: str, response_headers: ResponseHeaders, exc_info: Any = None, /
+        ) -> Callable[[bytes], object]:
             # Nothing is sent before the app is done, so a later call (with exc_info)
             # simply replaces the response.
             response.status = int(status_line.split(" ", 1)[0])
