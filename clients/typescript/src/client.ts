@@ -19,7 +19,7 @@ import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
 
 // Built in requests.ts since both Client and executeOnce send them; exported here as before.
-export { duration, newClaimToken, seconds } from "./requests.js";
+export { checkPreviousFingerprints, duration, MAX_PREVIOUS_FINGERPRINTS, newClaimToken, seconds } from "./requests.js";
 export type { ClaimOptions, ListOperationsOptions, SendOptions } from "./requests.js";
 
 /**
