@@ -92,6 +92,8 @@ export function checkToken(token: string): string {
   if (token === "") {
     throw new EmptyTokenError(`the token is empty: pass one or set ${ENV_TOKEN}`);
   }
+  // Control characters are what this looks for: a token with one is refused.
+  // eslint-disable-next-line no-control-regex
   if (/[\s\x00-\x1f\x7f]/.test(token)) {
     throw new ConfigError("the token contains whitespace or a control character (a newline read from a file?)");
   }
