@@ -128,6 +128,34 @@ eachStore("migration window", (store) => {
     assert.deepEqual(charges, [first.operationId, stalledId]);
   });
 
+  test("executeOnce: a retry while the old version still runs waits for its result, Claim after Claim", async () => {
+    charges.length = 0;
+    const k = key();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    // The old version's attempt is running (its lease live) when the new version retries.
+    const old = executeOnce(client, OP, k, oldPayload(400), async (ctx) => {
+      started();
+      await released;
+      return await charge(ctx);
+    });
+    await running;
+    setTimeout(release, 300);
+    // Pending first; the next Claim (waiting on the server) must carry the previous
+    // fingerprint too, or it is a key reuse instead of the replay.
+    const retrying = executeOnce(client, OP, k, newPayload(400), charge, {
+      previousFingerprints: previousOf(400),
+      deadline: 10,
+    });
+    // Both settle before the checks, so that a failure leaves nothing running.
+    const [first, retried] = await Promise.all([old, retrying]);
+    assert.equal(retried.replayed, true);
+    assert.equal(retried.operationId, first.operationId);
+    assert.deepEqual(charges, [first.operationId]);
+  });
+
   test("executeOnce: the old selector's fingerprint is an easy previous fingerprint", async () => {
     charges.length = 0;
     const oldSelector = new Selector({ include: ["/amount"] });
