@@ -120,13 +120,13 @@ export interface IdempotencyOptions {
   selector?: Selector | SelectorFields;
   /** During a rollout that changes `selector` (docs/api.md, "Changing the normalisation
    *  while operations are in flight"): the selectors of the versions being replaced, at
-   *  most 4; an empty one (`{}`) stands for a version without a selector, whose identity
-   *  was the whole request. Each request's fingerprint under each is sent as
+   *  most 4; `null` (or an empty one, `{}`) stands for a version without a selector,
+   *  whose identity was the whole request. Each request's fingerprint under each is sent as
    *  previous_fingerprints, so a retry of a request the old version took replays (or is
    *  resumed) instead of answering `conflictStatus`. Empty (the default) outside such a
    *  window: nothing changes. idempotency() throws a RangeError for more than 4, a
    *  SelectorError for one that cannot be right. */
-  previousSelectors?: ReadonlyArray<Selector | SelectorFields>;
+  previousSelectors?: ReadonlyArray<Selector | SelectorFields | null>;
 }
 
 /** The default principal: the request's Authorization header. */

@@ -249,20 +249,23 @@ eachStore("migration window", (store) => {
     }
   });
 
-  test("the middleware: an empty previous selector is a version that had none", async () => {
+  test("the middleware: a null or empty previous selector is a version that had none", async () => {
     const shop = new Shop();
     const wholeRequest = await shop.serve(client, {});
     const selecting = await shop.serve(client, { selector: { include: ["/amount"] }, previousSelectors: [{}] });
+    const selectingNull = await shop.serve(client, { selector: { include: ["/amount"] }, previousSelectors: [null] });
     try {
-      const k = key();
-      assert.equal((await post(wholeRequest.url, { amount: 5 }, k)).status, 201);
-      const replayed = await post(selecting.url, { amount: 5 }, k);
-      assert.equal(replayed.status, 201);
-      assert.equal(replayed.headers.get("idempotent-replayed"), "true");
-      assert.equal((await post(selecting.url, { amount: 6 }, k)).status, 422);
-      assert.equal(shop.orders.length, 1);
+      for (const [version, amount] of [[selecting, 5], [selectingNull, 7]] as const) {
+        const k = key();
+        assert.equal((await post(wholeRequest.url, { amount }, k)).status, 201);
+        const replayed = await post(version.url, { amount }, k);
+        assert.equal(replayed.status, 201);
+        assert.equal(replayed.headers.get("idempotent-replayed"), "true");
+        assert.equal((await post(version.url, { amount: amount + 1 }, k)).status, 422);
+      }
+      assert.deepEqual(shop.orders.map((o) => o.amount), [5, 7]);
     } finally {
-      await Promise.all([wholeRequest.close(), selecting.close()]);
+      await Promise.all([wholeRequest.close(), selecting.close(), selectingNull.close()]);
     }
   });
 });
