@@ -19,7 +19,7 @@ import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
 
 // Built in requests.ts since both Client and executeOnce send them; exported here as before.
-export { duration, newClaimToken, seconds } from "./requests.js";
+export { checkPreviousFingerprints, duration, MAX_PREVIOUS_FINGERPRINTS, newClaimToken, seconds } from "./requests.js";
 export type { ClaimOptions, ListOperationsOptions, SendOptions } from "./requests.js";
 
 /**
@@ -92,6 +92,8 @@ export function checkToken(token: string): string {
   if (token === "") {
     throw new EmptyTokenError(`the token is empty: pass one or set ${ENV_TOKEN}`);
   }
+  // Control characters are what this looks for: a token with one is refused.
+  // eslint-disable-next-line no-control-regex
   if (/[\s\x00-\x1f\x7f]/.test(token)) {
     throw new ConfigError("the token contains whitespace or a control character (a newline read from a file?)");
   }

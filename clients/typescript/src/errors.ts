@@ -159,7 +159,7 @@ export function fromStatus(code: Code, message: string, details?: Uint8Array): S
   let retryAfter: number | undefined;
   const violations: FieldViolation[] = [];
   if (details && details.length > 0) {
-    let parsed: Any[] = [];
+    let parsed: Any[];
     try {
       parsed = Status.decode(details).details;
     } catch {

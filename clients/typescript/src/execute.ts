@@ -13,7 +13,10 @@ import {
   Call, executeOnceSteps, Guarded, type RequestIdentity, Sleep, StartRenewing, type Step, type Steps, Stopped,
   StopRenewing,
 } from "./protocol.js";
-import { type CompleteOptions, type FailOptions, type LookupOptions, type LookupTarget, newClaimToken, type SendOptions } from "./requests.js";
+import {
+  checkPreviousFingerprints, type CompleteOptions, type FailOptions, type LookupOptions, type LookupTarget, newClaimToken,
+  type SendOptions,
+} from "./requests.js";
 import { monotonic } from "./retry.js";
 import { Selector, type SelectorFields } from "./selector.js";
 import type * as pb from "./types.js";
@@ -59,6 +62,15 @@ export interface ExecuteOptions {
    *  are made into a Selector (SelectorError for one that cannot be right); a payload it
    *  cannot apply to throws InvalidArgumentError, before any RPC. */
   selector?: Selector | SelectorFields;
+  /** During a rollout that changes how this request is normalised (a field now written
+   *  out with its default, a selector that takes one more field): the request's
+   *  fingerprints under the versions being replaced, e.g.
+   *  `oldSelector.fingerprint(body)` or `fingerprintJson(oldDocument)`; at most 4, each
+   *  32 bytes (else InvalidArgumentError, before any RPC). Sent in every Claim, so an
+   *  operation the old version claimed replays, waits or is taken over instead of
+   *  conflicting. Empty (the default) outside such a window; see docs/api.md,
+   *  "Changing the normalisation while operations are in flight". */
+  previousFingerprints?: readonly Uint8Array[];
   maxAttempts?: number;
   retention?: number;
   operationDeadline?: number;
@@ -122,6 +134,8 @@ export async function executeOnce(
   effect: Effect,
   options: ExecuteOptions = {},
 ): Promise<Result> {
+  // Checked first: a wrong list is the caller's mistake whatever the payload.
+  const previousFingerprints = checkPreviousFingerprints(options.previousFingerprints ?? []);
   let identity: RequestIdentity;
   if (payload === null) {
     if (options.fingerprint === undefined) throw new TypeError("give a payload or a fingerprint");
@@ -141,6 +155,7 @@ export async function executeOnce(
     maxAttempts: options.maxAttempts ?? 0,
     retention: options.retention,
     operationDeadline: options.operationDeadline,
+    previousFingerprints,
     clock: monotonic,
     newClaimToken,
   });

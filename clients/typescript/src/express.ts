@@ -13,6 +13,10 @@
  * - the same key again: the stored response replayed (status, the headers kept, body),
  *   with `Idempotent-Replayed: true`, without calling the route.
  *
+ * During a rollout that changes the selector, `previousSelectors` names the ones being
+ * replaced: a request's fingerprints under them go along as previous_fingerprints, so a
+ * retry of a request an old version took replays instead of answering `conflictStatus`.
+ *
  * The route's response is captured whole (at most `maxResponseBytes`), stored, and only
  * then sent: a client never sees a response that a retry would not see again. A
  * response with a 5xx status (Express answers 500 when a route throws) is not stored:
@@ -43,6 +47,7 @@ import {
 import { type EffectContext, executeOnce, type Result, Success, Unknown } from "./execute.js";
 import { Code } from "./errors.js";
 import { fingerprintBytes } from "./fingerprint.js";
+import { MAX_PREVIOUS_FINGERPRINTS } from "./requests.js";
 import { Selector, type SelectorFields } from "./selector.js";
 
 export const DEFAULT_KEEP_HEADERS = ["location", "etag", "last-modified", "cache-control", "content-language", "link"];
@@ -113,6 +118,15 @@ export interface IdempotencyOptions {
    *  object while include/exclude is given) is answered 400. Plain fields are made into
    *  a Selector by idempotency(), which throws SelectorError for one that cannot be right. */
   selector?: Selector | SelectorFields;
+  /** During a rollout that changes `selector` (docs/api.md, "Changing the normalisation
+   *  while operations are in flight"): the selectors of the versions being replaced, at
+   *  most 4; `null` (or an empty one, `{}`) stands for a version without a selector,
+   *  whose identity was the whole request. Each request's fingerprint under each is sent as
+   *  previous_fingerprints, so a retry of a request the old version took replays (or is
+   *  resumed) instead of answering `conflictStatus`. Empty (the default) outside such a
+   *  window: nothing changes. idempotency() throws a RangeError for more than 4, a
+   *  SelectorError for one that cannot be right. */
+  previousSelectors?: ReadonlyArray<Selector | SelectorFields | null>;
 }
 
 /** The default principal: the request's Authorization header. */
@@ -313,6 +327,8 @@ interface Settings {
   inProgressStatus: number;
   /** Undefined for none (or an empty one): the whole request is its identity. */
   selector: Selector | undefined;
+  /** The previous versions' selectors, in the same form (undefined: the whole request). */
+  previousSelectors: Array<Selector | undefined>;
 }
 
 /** The default status of a key used with another request (or expired): the IETF draft's. */
@@ -361,7 +377,44 @@ function settingsOf(options: IdempotencyOptions): Settings {
     conflictStatus: errorStatus("conflictStatus", options.conflictStatus ?? DEFAULT_CONFLICT_STATUS),
     inProgressStatus: errorStatus("inProgressStatus", options.inProgressStatus ?? DEFAULT_IN_PROGRESS_STATUS),
     selector: selectorOf(options.selector),
+    previousSelectors: previousSelectorsOf(options.previousSelectors),
   };
+}
+
+function previousSelectorsOf(given: IdempotencyOptions["previousSelectors"]): Array<Selector | undefined> {
+  const listed = [...(given ?? [])];
+  if (listed.length > MAX_PREVIOUS_FINGERPRINTS) {
+    throw new RangeError(`previousSelectors: at most ${MAX_PREVIOUS_FINGERPRINTS}, not ${listed.length}`);
+  }
+  return listed.map((selector) => selectorOf(selector ?? {}));
+}
+
+/** The request's fingerprint under `selector`, as the version that used it sent it:
+ *  the selected document's, or (no selector) the whole request's, which that version
+ *  sent as bytes_payload or as its fingerprint. */
+function fingerprintUnder(selector: Selector | undefined, req: RequestLike, body: Buffer): Buffer {
+  if (selector === undefined) return fingerprintBytes(requestIdentity(req, body));
+  return selector.fingerprint(body, headerPairs(req));
+}
+
+/** The request's fingerprints under the previous versions' selectors, less the current
+ *  one. A selector that cannot apply to this body is left out: the version that used it
+ *  refused the request (400), so it claimed no operation that this one could retry. */
+function previousFingerprintsOf(settings: Settings, req: RequestLike, body: Buffer, current: Buffer): Buffer[] {
+  const fingerprints: Buffer[] = [];
+  for (const selector of settings.previousSelectors) {
+    let fingerprint: Buffer;
+    try {
+      fingerprint = fingerprintUnder(selector, req, body);
+    } catch (error) {
+      if (error instanceof InvalidArgumentError) continue;
+      throw error;
+    }
+    if (!fingerprint.equals(current) && !fingerprints.some((seen) => seen.equals(fingerprint))) {
+      fingerprints.push(fingerprint);
+    }
+  }
+  return fingerprints;
 }
 
 /** The key to send idemd for this request (the caller's, scoped by its principal unless
@@ -492,6 +545,9 @@ export function idempotency(options: IdempotencyOptions) {
       return answerFailure(error, res, own, next, settings); // not JSON, or not an object: 400
     }
     const framed = selected === undefined ? requestIdentity(req, body) : Buffer.alloc(0);
+    const previousFingerprints = settings.previousSelectors.length === 0
+      ? []
+      : previousFingerprintsOf(settings, req, body, selected ?? fingerprintBytes(framed));
     let passedOn: Captured | undefined;
 
     const effect = async (ctx: EffectContext): Promise<Success | Unknown> => {
@@ -519,6 +575,7 @@ export function idempotency(options: IdempotencyOptions) {
           deadline: options.pendingWait ?? 0,
           // "refuse": executeOnce declines a ReconcileFirst itself (NOT_STARTED).
           providerDeduplicates: settings.reconcileFirst === "run",
+          previousFingerprints,
           ...(selected !== undefined
             ? { fingerprint: selected }
             : framed.length > MAX_SENT_PAYLOAD

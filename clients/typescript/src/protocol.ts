@@ -141,6 +141,9 @@ export interface ProtocolOptions {
   maxAttempts: number;
   retention?: number | undefined;
   operationDeadline?: number | undefined;
+  /** Sent in every Claim (docs/api.md, "Changing the normalisation while operations are
+   *  in flight"); empty outside a migration window. */
+  previousFingerprints?: readonly Uint8Array[] | undefined;
   /** The monotonic clock, seconds. */
   clock: () => number;
   newClaimToken: () => Uint8Array;
@@ -186,6 +189,7 @@ export function* executeOnceSteps(
       ...(options.retention !== undefined ? { retention: options.retention } : {}),
       ...(options.operationDeadline !== undefined ? { operationDeadline: options.operationDeadline } : {}),
       ...(wait !== undefined ? { wait } : {}),
+      ...(options.previousFingerprints !== undefined ? { previousFingerprints: options.previousFingerprints } : {}),
     });
     const [response, sentAt] = (yield new Call("sendClaim", [
       request,

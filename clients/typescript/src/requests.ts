@@ -3,6 +3,7 @@
  * request is the same whoever sends it. Durations are seconds.
  */
 import { randomBytes } from "node:crypto";
+import { Code, InvalidArgumentError } from "./errors.js";
 import * as gen from "./gen/idem/v1/idempotency.js";
 import { filled } from "./proto.js";
 import type * as pb from "./types.js";
@@ -42,6 +43,43 @@ export interface ClaimOptions {
   retention?: number;
   operationDeadline?: number;
   wait?: number;
+  /** While a deployment changes how requests are normalised (docs/api.md, "Changing the
+   *  normalisation while operations are in flight"): the request's fingerprints under the
+   *  earlier normalisations, at most MAX_PREVIOUS_FINGERPRINTS, each 32 bytes. */
+  previousFingerprints?: readonly Uint8Array[];
+}
+
+/** The server's bound on ClaimRequest.previous_fingerprints. */
+export const MAX_PREVIOUS_FINGERPRINTS = 4;
+const FINGERPRINT_BYTES = 32;
+
+function refusedPrevious(field: string, description: string): InvalidArgumentError {
+  return new InvalidArgumentError(Code.INVALID_ARGUMENT, `${field}: ${description}`, {
+    reason: "INVALID_REQUEST",
+    violations: [{ field, description }],
+  });
+}
+
+/** `previous` as the server would accept it, or the InvalidArgumentError it would answer
+ *  (naming `previous_fingerprints` or `previous_fingerprints[i]`), thrown here so that a
+ *  wrong list never costs an RPC nor reaches an operation. */
+export function checkPreviousFingerprints(previous: readonly Uint8Array[]): Buffer[] {
+  if (!Array.isArray(previous)) {
+    throw refusedPrevious("previous_fingerprints", "must be a list of 32-byte fingerprints");
+  }
+  if (previous.length > MAX_PREVIOUS_FINGERPRINTS) {
+    throw refusedPrevious(
+      "previous_fingerprints",
+      `at most ${MAX_PREVIOUS_FINGERPRINTS} previous fingerprints, not ${previous.length}`,
+    );
+  }
+  return previous.map((fingerprint: unknown, i) => {
+    if (!(fingerprint instanceof Uint8Array) || fingerprint.length !== FINGERPRINT_BYTES) {
+      const size = fingerprint instanceof Uint8Array ? `${fingerprint.length} bytes` : typeof fingerprint;
+      throw refusedPrevious(`previous_fingerprints[${i}]`, `a fingerprint is ${FINGERPRINT_BYTES} bytes, not ${size}`);
+    }
+    return Buffer.from(fingerprint);
+  });
 }
 
 export interface CompleteOptions { contentType?: string; metadata?: Record<string, string> }
@@ -67,10 +105,12 @@ export interface ListOperationsOptions {
 export function claimRequest(operation: string, key: string, options: ClaimOptions): pb.ClaimRequest {
   const given = [options.jsonPayload, options.bytesPayload, options.fingerprint].filter((x) => x !== undefined);
   if (given.length !== 1) throw new TypeError("give exactly one of jsonPayload, bytesPayload, fingerprint");
+  const previous = checkPreviousFingerprints(options.previousFingerprints ?? []);
   const request: pb.ClaimRequest = filled(gen.ClaimRequest, {
     scope: { operation, key },
     claim_token: Buffer.from(options.claimToken ?? new Uint8Array()),
     max_attempts: options.maxAttempts ?? 0,
+    previous_fingerprints: previous,
   });
   if (options.jsonPayload !== undefined) request.json_payload = options.jsonPayload;
   else if (options.bytesPayload !== undefined) request.bytes_payload = Buffer.from(options.bytesPayload);

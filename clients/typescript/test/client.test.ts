@@ -8,6 +8,7 @@ import {
   type ListOperationsResponse, LeaseLostError, LeaseStillLiveError, NotFoundError,
   OperationTerminalError, PermissionDeniedError, RequestMismatchError, ResourceExhaustedError,
   ResultExpiredError, RetryPolicy, StateForbidsError, UnauthenticatedError, UnavailableError,
+  type StatusError,
 } from "../src/index.js";
 import { statusBytes } from "./details.js";
 import { eachStore, key, type Server, startServer } from "./harness.js";
@@ -239,7 +240,7 @@ test("RetryInfo, BadRequest and reasons decode without a server", () => {
   const garbage = fromStatus(Code.INTERNAL, "x", Buffer.from("\xff\xff not a status", "latin1"));
   assert.ok(garbage instanceof InternalError);
   assert.equal(garbage.reason, undefined);
-  const cases: [string, Function][] = [
+  const cases: [string, typeof StatusError][] = [
     ["RESULT_EXPIRED", ResultExpiredError],
     ["LEASE_STILL_LIVE", LeaseStillLiveError],
     ["ATTEMPT_STILL_RUNNING", AttemptStillRunningError],

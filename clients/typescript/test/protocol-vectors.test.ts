@@ -23,6 +23,9 @@ import { callWithRetryAnswered, DEFAULT_RETRY } from "../src/retry.js";
 import type * as pb from "../src/types.js";
 import { serviceError } from "./details.js";
 
+// The shared vectors are JSON read field by field as each step needs (their schema is
+// testdata/protocol/README.md); a field that is missing fails the assertion reading it.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = Record<string, any>;
 
 // From dist/test/ (compiled) or test/: the repository root holds testdata/.
@@ -207,6 +210,8 @@ class World {
   }
 
   async sendCall(call: Call): Promise<unknown> {
+    // Each method's own arguments, read below per method.
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const args = call.args as any[];
     switch (call.method) {
       case "sendClaim": {

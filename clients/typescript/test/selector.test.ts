@@ -47,6 +47,27 @@ for (const vector of vectors) {
   });
 }
 
+// What a migration window relies on: the fingerprint a Selector computes is the one the
+// server computes for the document it selects, so an old selector's fingerprint matches
+// what the old version's Claims stored.
+test("a selector's fingerprint is the server's fingerprint of the selected canonical document", () => {
+  const applied = vectors.filter((v) => v.refused_at === undefined);
+  assert.ok(applied.length >= 20, `only ${applied.length} vectors`);
+  for (const vector of applied) {
+    const selector = new Selector(vector.selector);
+    const fingerprint = selector.fingerprint(vector.body, vector.headers ?? []).toString("hex");
+    assert.equal(fingerprintJson(vector.canonical ?? "").toString("hex"), vector.fingerprint, vector.name);
+    assert.equal(fingerprint, vector.fingerprint, vector.name);
+  }
+  const documents = (JSON.parse(readFileSync(join(REPO, "testdata", "fingerprints.json"), "utf8")) as {
+    vectors: Array<{ name: string; mode: string; input?: string; fingerprint?: string; refused?: string }>;
+  }).vectors.filter((v) => v.mode === "json" && v.refused === undefined);
+  assert.ok(documents.length >= 20, `only ${documents.length} json vectors`);
+  for (const vector of documents) {
+    assert.equal(new Selector().fingerprint(vector.input ?? "").toString("hex"), vector.fingerprint, vector.name);
+  }
+});
+
 test("the empty selector is today's fingerprint", () => {
   const body = '{"currency":"EUR","amount":1000}';
   assert.ok(new Selector().empty);
