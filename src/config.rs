@@ -586,6 +586,21 @@ pub struct ServeArgs {
     #[arg(long, env = "IDEMD_ANSWER_COUNT_CAPACITY", default_value_t = 10000)]
     pub answer_count_capacity: usize,
 
+    /// How close together new operations with the same request (one tenant,
+    /// one operation name, one fingerprint) count as one intent retried
+    /// under new keys; 0 turns the watch off. In memory, per replica.
+    /// (The default is `service::new_keys::DEFAULT_WINDOW`; a test holds
+    /// the two equal.)
+    #[arg(long, env = "IDEMD_NEW_KEY_RETRY_WINDOW", default_value = "60s", value_parser = parse_interval)]
+    pub new_key_retry_window: Duration,
+
+    /// How many keys for the same request within the window make the
+    /// caller suspected of a new key per retry (counted in
+    /// idemd_suspected_new_key_retries_total, logged, and shown by Lookup).
+    /// (The default is `service::new_keys::DEFAULT_THRESHOLD`.)
+    #[arg(long, env = "IDEMD_NEW_KEY_RETRY_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..))]
+    pub new_key_retry_threshold: u32,
+
     /// How often the store is checked for the readiness probe.
     #[arg(long, env = "IDEMD_READINESS_INTERVAL", default_value = "5s", value_parser = parse_interval)]
     pub readiness_interval: Duration,
@@ -902,6 +917,20 @@ mod tests {
         };
         assert_eq!(serve.answer_count_capacity, DEFAULT_CAPACITY);
         assert_eq!(serve.answer_count_interval, DEFAULT_INTERVAL);
+    }
+
+    #[test]
+    fn the_new_key_retry_flags_default_to_what_the_detector_says() {
+        use crate::service::new_keys::NewKeySettings;
+        let cli = Cli::try_parse_from(["idemd", "serve"]).expect("defaults parse");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve parses as serve");
+        };
+        let defaults = NewKeySettings::default();
+        assert_eq!(serve.new_key_retry_window, defaults.window);
+        assert_eq!(serve.new_key_retry_threshold, defaults.threshold);
+        let one = Cli::try_parse_from(["idemd", "serve", "--new-key-retry-threshold", "1"]);
+        assert!(one.is_err(), "one key is every operation: refused");
     }
 
     #[test]

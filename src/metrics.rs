@@ -201,6 +201,12 @@ const TAKEOVERS: Family = describe_counter(
     "idemd_takeovers_total",
     "New owners of an attempt whose lease expired or whose outcome was unknown.",
 );
+const SUSPECTED_NEW_KEY_RETRIES: Family = describe_counter(
+    "idemd_suspected_new_key_retries_total",
+    "New operations created with the same request (fingerprint) as at least --new-key-retry-threshold \
+     - 1 others of their tenant and operation name within --new-key-retry-window, as this replica saw \
+     them: a caller that makes a new idempotency key per retry.",
+);
 const STALE_WRITES_REFUSED: Family = describe_counter(
     "idemd_stale_writes_refused_total",
     "Owner or reconciler writes refused for a stale fence.",
@@ -352,9 +358,10 @@ const STORE_DURATION: Family = describe_histogram(
     "Store call latency, by call.",
 );
 /// Every family, described to the recorder when a registry is built.
-const FAMILIES: [Family; 40] = [
+const FAMILIES: [Family; 41] = [
     CLAIMS,
     TAKEOVERS,
+    SUSPECTED_NEW_KEY_RETRIES,
     STALE_WRITES_REFUSED,
     LATE_WRITES_REFUSED,
     COMPLETIONS,
@@ -534,6 +541,10 @@ impl Metrics {
         if outcome == ClaimOutcome::ReconcileFirst {
             self.count(TAKEOVERS, tenant, operation, None);
         }
+    }
+
+    pub fn suspected_new_key_retry(&self, tenant: TenantId, operation: &str) {
+        self.count(SUSPECTED_NEW_KEY_RETRIES, tenant, operation, None);
     }
 
     pub fn stale_write(&self, tenant: TenantId, operation: &str, rpc: &'static str) {

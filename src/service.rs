@@ -2,6 +2,7 @@
 //! the claim loop, waiting for pending operations, and change notification.
 
 pub mod cache;
+pub mod new_keys;
 pub mod tallies;
 mod waiters;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
@@ -29,6 +30,7 @@ use crate::store::{Applied, ClaimStart, Decide, Store};
 use crate::telemetry::{LogLimiter, current_trace_id};
 
 use cache::TerminalCache;
+use new_keys::{NewKeyRetries, NewKeySettings};
 use tallies::{AnswerTallies, Counted};
 pub use waiters::WaiterLimits;
 use waiters::Waiters;
@@ -115,6 +117,10 @@ pub struct IdempotencyService {
     /// Replays and Pending answers, counted per operation in memory and
     /// added to the database in batches (never a write per answer).
     tallies: AnswerTallies,
+    /// The same request under many new keys, watched in memory.
+    new_keys: NewKeyRetries,
+    /// Suspected new-key retries are logged at most once a second.
+    new_key_logs: Arc<LogLimiter>,
 }
 
 impl std::fmt::Debug for IdempotencyService {
@@ -133,6 +139,8 @@ impl IdempotencyService {
             store,
             waiters: Waiters::new(WaiterLimits::default(), metrics.clone()),
             tallies: AnswerTallies::new(tallies::DEFAULT_CAPACITY, metrics.clone()),
+            new_keys: NewKeyRetries::new(NewKeySettings::default(), metrics.clone()),
+            new_key_logs: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
             metrics,
             changes,
             draining,
@@ -158,6 +166,12 @@ impl IdempotencyService {
     /// ([`AnswerTallies::flush_every`], which `serve` runs).
     pub fn answer_tallies(&self) -> &AnswerTallies {
         &self.tallies
+    }
+
+    /// This replica's watch for the same request under many new keys
+    /// (configured by `serve`; read by Lookup).
+    pub fn new_key_retries(&self) -> &NewKeyRetries {
+        &self.new_keys
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -331,6 +345,7 @@ impl IdempotencyService {
             let found = match started {
                 Some(ClaimStart::Inserted(record)) => {
                     debug!(%operation_id, fence = record.fence, "operation acquired");
+                    self.watch_for_new_key_retries(tenant, &record);
                     return Ok(ClaimReply {
                         answer: ClaimAnswer::Acquired,
                         now: record.created_at,
@@ -702,6 +717,34 @@ async fn wait_for_change(
             // Missed some: ours may be among them.
             Err(broadcast::error::RecvError::Lagged(_)) => return,
             Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+impl IdempotencyService {
+    /// Notes a new operation with the detector; logs (at most once a
+    /// second) when its request has now come under too many keys. The log
+    /// names the operation, never the payload or its fingerprint.
+    fn watch_for_new_key_retries(&self, tenant: TenantId, record: &OperationRecord) {
+        let Some(seen) = self.new_keys.observe(
+            tenant,
+            &record.scope.operation,
+            record.fingerprint,
+            record.operation_id,
+        ) else {
+            return;
+        };
+        if let Some(suppressed) = self.new_key_logs.admit(std::time::Instant::now()) {
+            warn!(
+                operation_id = %record.operation_id,
+                tenant = tenant.0,
+                operation = %record.scope.operation,
+                keys = seen.keys,
+                window_seconds = seen.window.as_secs(),
+                suppressed,
+                "the same request under many new idempotency keys: the caller may make a new \
+                 key per retry instead of per intent"
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::error::BoxError;
 use crate::listen::{ConnectionSettings, incoming};
 use crate::listen::{ServerTls, TlsFiles, reload_every};
 use crate::metrics::{self, Metrics};
+use crate::service::new_keys::NewKeySettings;
 use crate::store::Store;
 use crate::sweeper::{self, SweeperSettings};
 
@@ -87,6 +88,13 @@ pub(super) async fn serve(
         .service
         .answer_tallies()
         .set_capacity(args.answer_count_capacity);
+    application
+        .service
+        .new_key_retries()
+        .configure(NewKeySettings {
+            window: args.new_key_retry_window,
+            threshold: args.new_key_retry_threshold,
+        });
 
     let stop = application.draining.clone();
     let deaths = TaskDeaths::default();

@@ -11,6 +11,7 @@ use crate::domain::{
     time_left,
 };
 use crate::proto;
+use crate::service::new_keys::SameRequest;
 use crate::service::{ClaimReply, WriteReply};
 
 pub fn proto_duration(delta: TimeDelta) -> pbjson_types::Duration {
@@ -188,6 +189,8 @@ pub fn operation(
         pendings: record.answers.pendings,
         last_replay_at: record.answers.last_replay_at.map(timestamp),
         on_failed: proto_on_failed(record.on_failed).into(),
+        same_request_keys: 0,
+        suspected_new_key_retry: false,
     }
 }
 
@@ -226,9 +229,15 @@ fn history_entry(entry: &HistoryEntry) -> proto::HistoryEntry {
     }
 }
 
-pub fn lookup_response(reply: &Found) -> proto::LookupResponse {
+/// `same_request`: what this replica saw of the operation's request under
+/// other keys lately ([`crate::service::new_keys`]).
+pub fn lookup_response(reply: &Found, same_request: Option<&SameRequest>) -> proto::LookupResponse {
     proto::LookupResponse {
-        operation: Some(operation(&reply.record, reply.now, true)),
+        operation: Some(proto::Operation {
+            same_request_keys: same_request.map_or(0, |seen| seen.keys),
+            suspected_new_key_retry: same_request.is_some_and(|seen| seen.suspected),
+            ..operation(&reply.record, reply.now, true)
+        }),
         history: reply.history.iter().map(history_entry).collect(),
         next_history_page_token: match reply.history.last() {
             Some(last) if reply.more_history => {

@@ -221,7 +221,15 @@ impl IdempotencyRpcs for IdempotencyApi {
             .lookup(tenant, &target, history)
             .await
             .map_err(to_status)?;
-        Ok(Response::new(lookup_response(&reply)))
+        let same_request = self.service.new_key_retries().same_request(
+            tenant,
+            &reply.record.scope.operation,
+            reply.record.fingerprint,
+        );
+        Ok(Response::new(lookup_response(
+            &reply,
+            same_request.as_ref(),
+        )))
     }
 
     async fn reconcile(

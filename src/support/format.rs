@@ -45,6 +45,22 @@ pub fn operation_answers(operation: &Operation) -> String {
     text
 }
 
+/// The same request under other new keys lately, as the replica that
+/// answered saw it: `-` when none; a warning at the threshold.
+pub fn operation_same_request(operation: &Operation) -> String {
+    match (
+        operation.same_request_keys,
+        operation.suspected_new_key_retry,
+    ) {
+        (0 | 1, _) => "-".to_owned(),
+        (keys, false) => format!("{keys} operations with this same request lately"),
+        (keys, true) => format!(
+            "{keys} operations with this same request lately, each under its own key: \
+             the caller may make a new idempotency key per retry instead of per intent"
+        ),
+    }
+}
+
 /// A history entry's detail as shown: its own, or for a coalesced entry of
 /// refused conflicting Claims (which has none), how many it stands for.
 pub fn history_detail(entry: &HistoryEntry) -> String {

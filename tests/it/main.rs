@@ -39,6 +39,7 @@ mod leases;
 mod listing;
 mod migration_window;
 mod mtls;
+mod new_key_retries;
 mod notify;
 mod observability;
 mod ops;

@@ -7,7 +7,7 @@
 //! store. Only the bound on metric labels is checked in this process: it
 //! needs no exporter and no store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,36 +22,14 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use tonic::{Code, Request};
 
 use crate::harness::{
-    Backend, World, authorized, claim_json, free_port, millis, ownership, result, store_tests,
+    Backend, World, authorized, claim_json, free_port, millis, ownership, result, samples,
+    store_tests,
 };
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_SPAN_ID: &str = "00f067aa0ba902b7";
 const SECRET_KEY: &str = "order-key-do-not-log-7c1e";
 const SECRET_PAYLOAD: &str = r#"{"card":"4242-secret-pan"}"#;
-
-/// `name{a="x",b="y"} value` lines, keyed by name and sorted labels.
-fn samples(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (name, labels) = match series.split_once('{') {
-                Some((name, labels)) => (name, labels.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let mut labels: Vec<&str> = labels
-                .split(',')
-                .filter(|label| !label.is_empty())
-                .collect();
-            labels.sort_unstable();
-            Some((
-                format!("{name}{{{}}}", labels.join(",")),
-                value.parse().ok()?,
-            ))
-        })
-        .collect()
-}
 
 fn traced<T>(token: &str, message: T) -> Request<T> {
     let mut request = authorized(token, message);

@@ -2210,9 +2210,22 @@ type Operation struct {
 	// About when the last counted replay was answered, on the database clock
 	// (the replica's time since the replay, subtracted from the database
 	// clock at the flush); unset when replays is 0.
-	LastReplayAt  *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=last_replay_at,json=lastReplayAt,proto3" json:"last_replay_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastReplayAt *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=last_replay_at,json=lastReplayAt,proto3" json:"last_replay_at,omitempty"`
+	// Lookup only: how many operations of this tenant and operation name the
+	// replica that answered saw created with this operation's request (its
+	// fingerprint) within its current new-key-retry window (the server's
+	// --new-key-retry-window, default 60 s), this one's own included when it is
+	// that recent; 0 when none lately. Counted in that replica's memory from
+	// fingerprints alone: a Lookup answered by another replica may say less.
+	SameRequestKeys uint32 `protobuf:"varint,26,opt,name=same_request_keys,json=sameRequestKeys,proto3" json:"same_request_keys,omitempty"`
+	// Lookup only: same_request_keys reached the server's
+	// --new-key-retry-threshold (default 3). The caller probably makes a new
+	// idempotency key per retry instead of one per intent, which protects
+	// nothing: each retry is a new operation. Also counted in
+	// idemd_suspected_new_key_retries_total.
+	SuspectedNewKeyRetry bool `protobuf:"varint,27,opt,name=suspected_new_key_retry,json=suspectedNewKeyRetry,proto3" json:"suspected_new_key_retry,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2418,6 +2431,20 @@ func (x *Operation) GetLastReplayAt() *timestamppb.Timestamp {
 		return x.LastReplayAt
 	}
 	return nil
+}
+
+func (x *Operation) GetSameRequestKeys() uint32 {
+	if x != nil {
+		return x.SameRequestKeys
+	}
+	return 0
+}
+
+func (x *Operation) GetSuspectedNewKeyRetry() bool {
+	if x != nil {
+		return x.SuspectedNewKeyRetry
+	}
+	return false
 }
 
 // One transition of an operation, or one run of coalesced events (an owner's
@@ -3582,7 +3609,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eLookupResponse\x120\n" +
 	"\toperation\x18\x01 \x01(\v2\x12.idem.v1.OperationR\toperation\x12/\n" +
 	"\ahistory\x18\x02 \x03(\v2\x15.idem.v1.HistoryEntryR\ahistory\x125\n" +
-	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\xa6\t\n" +
+	"\x17next_history_page_token\x18\x03 \x01(\tR\x14nextHistoryPageToken\"\x89\n" +
+	"\n" +
 	"\tOperation\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
 	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12-\n" +
@@ -3611,7 +3639,9 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x10last_conflict_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastConflictAt\x12\x18\n" +
 	"\areplays\x18\x17 \x01(\x04R\areplays\x12\x1a\n" +
 	"\bpendings\x18\x18 \x01(\x04R\bpendings\x12@\n" +
-	"\x0elast_replay_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\flastReplayAt\"\xd2\x03\n" +
+	"\x0elast_replay_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\flastReplayAt\x12*\n" +
+	"\x11same_request_keys\x18\x1a \x01(\rR\x0fsameRequestKeys\x125\n" +
+	"\x17suspected_new_key_retry\x18\x1b \x01(\bR\x14suspectedNewKeyRetry\"\xd2\x03\n" +
 	"\fHistoryEntry\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x14\n" +
 	"\x05event\x18\x02 \x01(\tR\x05event\x126\n" +

@@ -178,6 +178,7 @@ pub(super) fn print_operation(operation: &Operation) {
         ("conflicts", format::operation_conflicts(operation)),
         // As of the replicas' last flush of their counts (a few seconds).
         ("answered", format::operation_answers(operation)),
+        ("same_request", format::operation_same_request(operation)),
     ];
     if let Some(result) = &operation.result {
         fields.push(("content_type", result.content_type.clone()));

@@ -99,6 +99,13 @@ pub fn operation_page(
                         " (Claims of this key with another request, refused "
                         code { "IDEMPOTENCY_KEY_REUSED" } ")"
                     } } }
+                @if operation.same_request_keys > 1 {
+                    tr { th { "same request" } td.same-request
+                        .warning[operation.suspected_new_key_retry] {
+                        (format::operation_same_request(operation))
+                        " (new operations of this name with this request, as the replica \
+                         that answered saw them within its window)" } }
+                }
                 tr { th { "answered" } td.answers { (format::operation_answers(operation))
                     " (Claims answered with the stored outcome, and Pending; counted by each \
                      replica and added every few seconds, so as of then)" } }

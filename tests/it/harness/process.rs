@@ -1,6 +1,7 @@
 //! The real binary: `idemd` processes over a test's data, and a running
 //! `idemd serve`.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -307,4 +308,27 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `name{a="x",b="y"} value` lines, keyed by name and sorted labels.
+pub fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let mut labels: Vec<&str> = labels
+                .split(',')
+                .filter(|label| !label.is_empty())
+                .collect();
+            labels.sort_unstable();
+            Some((
+                format!("{name}{{{}}}", labels.join(",")),
+                value.parse().ok()?,
+            ))
+        })
+        .collect()
 }

@@ -1020,7 +1020,26 @@ export interface Operation {
    * (the replica's time since the replay, subtracted from the database
    * clock at the flush); unset when replays is 0.
    */
-  last_replay_at: Timestamp | null;
+  last_replay_at:
+    | Timestamp
+    | null;
+  /**
+   * Lookup only: how many operations of this tenant and operation name the
+   * replica that answered saw created with this operation's request (its
+   * fingerprint) within its current new-key-retry window (the server's
+   * --new-key-retry-window, default 60 s), this one's own included when it is
+   * that recent; 0 when none lately. Counted in that replica's memory from
+   * fingerprints alone: a Lookup answered by another replica may say less.
+   */
+  same_request_keys: number;
+  /**
+   * Lookup only: same_request_keys reached the server's
+   * --new-key-retry-threshold (default 3). The caller probably makes a new
+   * idempotency key per retry instead of one per intent, which protects
+   * nothing: each retry is a new operation. Also counted in
+   * idemd_suspected_new_key_retries_total.
+   */
+  suspected_new_key_retry: boolean;
 }
 
 /**
@@ -3088,6 +3107,8 @@ function createBaseOperation(): Operation {
     replays: "0",
     pendings: "0",
     last_replay_at: null,
+    same_request_keys: 0,
+    suspected_new_key_retry: false,
   };
 }
 
@@ -3167,6 +3188,12 @@ export const Operation: MessageFns<Operation> = {
     }
     if (message.last_replay_at !== undefined && message.last_replay_at !== null) {
       Timestamp.encode(message.last_replay_at, writer.uint32(202).fork()).join();
+    }
+    if (message.same_request_keys !== 0) {
+      writer.uint32(208).uint32(message.same_request_keys);
+    }
+    if (message.suspected_new_key_retry !== false) {
+      writer.uint32(216).bool(message.suspected_new_key_retry);
     }
     return writer;
   },
@@ -3382,6 +3409,22 @@ export const Operation: MessageFns<Operation> = {
             }
 
             message.last_replay_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 26: {
+            if (tag !== 208) {
+              break;
+            }
+
+            message.same_request_keys = reader.uint32();
+            continue;
+          }
+          case 27: {
+            if (tag !== 216) {
+              break;
+            }
+
+            message.suspected_new_key_retry = reader.bool();
             continue;
           }
         }
