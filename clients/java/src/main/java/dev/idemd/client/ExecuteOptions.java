@@ -301,14 +301,14 @@ public final class ExecuteOptions {
     /**
      * While a deployment changes how the request is normalised (a field now written out with its
      * default, a changed {@link Selector}): this same request's fingerprints under the earlier
-     * normalisations, at most {@value #MAX_PREVIOUS_FINGERPRINTS} of 32 bytes each, e.g. {@code
-     * oldSelector.fingerprint(json)} or {@link Fingerprints#json(String)} of the old document. An
-     * operation an earlier version claimed under one of them is this request (replayed, pending,
-     * resumed or taken over), not a {@link ConflictException}; every Claim of the call carries
-     * them. Replaces any given before; none (the default) outside such a window. Stop passing them
-     * once no operation of the old version can still be retried (its retention, or its operation
-     * deadline, has passed). {@link IdemdClient#executeOnce} refuses too many, or one that is not
-     * 32 bytes, with {@link InvalidArgumentException} before any RPC.
+     * normalisations, at most {@value ExecuteOptions#MAX_PREVIOUS_FINGERPRINTS} of 32 bytes each,
+     * e.g. {@code oldSelector.fingerprint(json)} or {@link Fingerprints#json(String)} of the old
+     * document. An operation an earlier version claimed under one of them is this request
+     * (replayed, pending, resumed or taken over), not a {@link ConflictException}; every Claim of
+     * the call carries them. Replaces any given before; none (the default) outside such a window.
+     * Stop passing them once no operation of the old version can still be retried (its retention,
+     * or its operation deadline, has passed). {@link IdemdClient#executeOnce} refuses too many, or
+     * one that is not 32 bytes, with {@link InvalidArgumentException} before any RPC.
      */
     public Builder previousFingerprints(byte[]... fingerprints) {
       return previousFingerprints(Arrays.asList(fingerprints));

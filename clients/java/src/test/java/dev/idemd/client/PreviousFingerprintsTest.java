@@ -5,6 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.protobuf.ByteString;
+import dev.idemd.idem.v1.ClaimRequest;
+import dev.idemd.idem.v1.FailResponse;
+import dev.idemd.idem.v1.OperationState;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
@@ -145,6 +149,44 @@ class PreviousFingerprintsTest {
             || unreachable instanceof DeadlineExceededException,
         unreachable.toString());
     assertTrue(calls.get() >= 1);
+  }
+
+  @Test
+  void everyClaimOfTheCallCarriesThem() {
+    // The protocol's pure core, as ProtocolTest drives it: the first Claim, and the Claim of the
+    // next attempt after a retryable failure.
+    byte[] old = Fingerprints.json("{\"amount\":100}");
+    long[] now = {0};
+    ExecuteOnceProtocol protocol =
+        new ExecuteOnceProtocol(
+            "payments.charge",
+            "k",
+            Payload.json("{\"amount\":100,\"currency\":\"EUR\"}"),
+            ExecuteOptions.builder().previousFingerprints(old).build(),
+            () -> now[0],
+            () -> new byte[] {1});
+    ClaimRequest first = ProtocolTest.sent(protocol.start(), ClaimRequest.class);
+    assertEquals(List.of(ByteString.copyFrom(old)), first.getPreviousFingerprintsList());
+    protocol.next(new Answer.Replied(ProtocolTest.acquired(1), now[0]));
+    protocol.next(Answer.DONE);
+    protocol.next(
+        new Answer.Returned(Outcome.retryable("busy", "", java.time.Duration.ofMillis(10))));
+    protocol.next(
+        new Answer.Replied(
+            FailResponse.newBuilder().setState(OperationState.OPERATION_STATE_RETRY_WAIT).build(),
+            now[0]));
+    ClaimRequest second = ProtocolTest.sent(protocol.next(Answer.DONE), ClaimRequest.class);
+    assertEquals(List.of(ByteString.copyFrom(old)), second.getPreviousFingerprintsList());
+    assertEquals(
+        0,
+        ProtocolTest.sent(protocol(ExecuteOptions.defaults()).start(), ClaimRequest.class)
+            .getPreviousFingerprintsCount(),
+        "outside a window a Claim carries none");
+  }
+
+  ExecuteOnceProtocol protocol(ExecuteOptions options) {
+    return new ExecuteOnceProtocol(
+        "payments.charge", "k", Payload.json("{}"), options, () -> 0L, () -> new byte[] {1});
   }
 
   @Test
