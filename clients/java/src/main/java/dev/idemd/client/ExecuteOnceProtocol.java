@@ -145,7 +145,10 @@ final class ExecuteOnceProtocol {
             .setClaimToken(ByteString.copyFrom(claimTokens.get()))
             .setLease(IdemdClient.Durations.of(options.lease()))
             .setMaxAttemptDuration(IdemdClient.Durations.of(options.attemptDuration()))
-            .setMaxAttempts(options.maxAttempts());
+            .setMaxAttempts(options.maxAttempts())
+            // Every Claim of the call, not only the first: a later attempt (after a retryable
+            // failure, a decline or Pending) meets the same stored fingerprint.
+            .addAllPreviousFingerprints(options.previousFingerprintBytes());
     payload.setOn(request);
     if (options.retention() != null) {
       request.setRetention(IdemdClient.Durations.of(options.retention()));

@@ -1,6 +1,12 @@
 package dev.idemd.client;
 
+import com.google.protobuf.ByteString;
+import io.grpc.Status;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -10,6 +16,15 @@ import java.util.Objects;
  * and the call fails with {@link OutcomeUnknownException}.
  */
 public final class ExecuteOptions {
+  /**
+   * The most previous fingerprints one Claim may carry (the server's bound): a rollout replaces one
+   * normalisation at a time, rarely more than a few.
+   */
+  public static final int MAX_PREVIOUS_FINGERPRINTS = 4;
+
+  /** The length of a fingerprint: SHA-256. */
+  static final int FINGERPRINT_BYTES = 32;
+
   private final Duration lease;
   private final Duration attemptDuration;
   private final Duration deadline;
@@ -21,6 +36,7 @@ public final class ExecuteOptions {
   private final Duration operationDeadline;
   private final Duration lookupInterval;
   private final Selector selector;
+  private final List<ByteString> previousFingerprints;
 
   private ExecuteOptions(Builder builder) {
     this.lease = builder.lease;
@@ -34,6 +50,7 @@ public final class ExecuteOptions {
     this.operationDeadline = builder.operationDeadline;
     this.lookupInterval = builder.lookupInterval;
     this.selector = builder.selector;
+    this.previousFingerprints = List.copyOf(builder.previousFingerprints);
   }
 
   public static Builder builder() {
@@ -94,6 +111,84 @@ public final class ExecuteOptions {
     return lookupInterval;
   }
 
+  /** The request's fingerprints under earlier normalisations (copies); empty outside a window. */
+  public List<byte[]> previousFingerprints() {
+    List<byte[]> copies = new ArrayList<>();
+    previousFingerprints.forEach(fingerprint -> copies.add(fingerprint.toByteArray()));
+    return copies;
+  }
+
+  /** As sent in every Claim. */
+  List<ByteString> previousFingerprintBytes() {
+    return previousFingerprints;
+  }
+
+  /**
+   * Refuses previous fingerprints the server would refuse (more than {@value
+   * #MAX_PREVIOUS_FINGERPRINTS}, one not 32 bytes), naming the field as the server does, so that
+   * the mistake is found before any RPC and not after the first Claim's send.
+   *
+   * @throws InvalidArgumentException naming {@code previous_fingerprints} or {@code
+   *     previous_fingerprints[i]}
+   */
+  void checkPreviousFingerprints() {
+    List<IdemdStatusException.FieldViolation> violations = new ArrayList<>();
+    if (previousFingerprints.size() > MAX_PREVIOUS_FINGERPRINTS) {
+      violations.add(
+          new IdemdStatusException.FieldViolation(
+              "previous_fingerprints",
+              "at most "
+                  + MAX_PREVIOUS_FINGERPRINTS
+                  + " previous fingerprints, not "
+                  + previousFingerprints.size()));
+    }
+    for (int index = 0; index < previousFingerprints.size(); index++) {
+      int length = previousFingerprints.get(index).size();
+      if (length != FINGERPRINT_BYTES) {
+        violations.add(
+            new IdemdStatusException.FieldViolation(
+                "previous_fingerprints[" + index + "]",
+                "a fingerprint is " + FINGERPRINT_BYTES + " bytes, not " + length));
+      }
+    }
+    if (violations.isEmpty()) {
+      return;
+    }
+    String message =
+        violations.stream()
+            .map(violation -> violation.field() + ": " + violation.description())
+            .reduce((first, second) -> first + "; " + second)
+            .orElseThrow();
+    throw (InvalidArgumentException)
+        new StatusDetails(
+                Status.Code.INVALID_ARGUMENT,
+                message,
+                "INVALID_REQUEST",
+                Map.of(),
+                null,
+                List.copyOf(violations),
+                null)
+            .toException();
+  }
+
+  /** A builder holding these options, to derive others from them. */
+  public Builder toBuilder() {
+    Builder builder = new Builder();
+    builder.lease = lease;
+    builder.attemptDuration = attemptDuration;
+    builder.deadline = deadline;
+    builder.lookup = lookup;
+    builder.asyncLookup = asyncLookup;
+    builder.providerDeduplicates = providerDeduplicates;
+    builder.maxAttempts = maxAttempts;
+    builder.retention = retention;
+    builder.operationDeadline = operationDeadline;
+    builder.lookupInterval = lookupInterval;
+    builder.selector = selector;
+    builder.previousFingerprints.addAll(previousFingerprints);
+    return builder;
+  }
+
   /** A builder of {@link ExecuteOptions}. */
   public static final class Builder {
     private Duration lease = Duration.ofSeconds(30);
@@ -108,6 +203,7 @@ public final class ExecuteOptions {
     private Duration lookupInterval = Duration.ofSeconds(1);
 
     private Selector selector;
+    private final List<ByteString> previousFingerprints = new ArrayList<>();
 
     private Builder() {}
 
@@ -199,6 +295,33 @@ public final class ExecuteOptions {
      */
     public Builder selector(Selector selector) {
       this.selector = selector;
+      return this;
+    }
+
+    /**
+     * While a deployment changes how the request is normalised (a field now written out with its
+     * default, a changed {@link Selector}): this same request's fingerprints under the earlier
+     * normalisations, at most {@value ExecuteOptions#MAX_PREVIOUS_FINGERPRINTS} of 32 bytes each,
+     * e.g. {@code oldSelector.fingerprint(json)} or {@link Fingerprints#json(String)} of the old
+     * document. An operation an earlier version claimed under one of them is this request
+     * (replayed, pending, resumed or taken over), not a {@link ConflictException}; every Claim of
+     * the call carries them. Replaces any given before; none (the default) outside such a window.
+     * Stop passing them once no operation of the old version can still be retried (its retention,
+     * or its operation deadline, has passed). {@link IdemdClient#executeOnce} refuses too many, or
+     * one that is not 32 bytes, with {@link InvalidArgumentException} before any RPC.
+     */
+    public Builder previousFingerprints(byte[]... fingerprints) {
+      return previousFingerprints(Arrays.asList(fingerprints));
+    }
+
+    /** {@link #previousFingerprints(byte[]...)} from a list. */
+    public Builder previousFingerprints(List<byte[]> fingerprints) {
+      List<ByteString> copies = new ArrayList<>();
+      for (byte[] fingerprint : fingerprints) {
+        copies.add(ByteString.copyFrom(Objects.requireNonNull(fingerprint, "fingerprint")));
+      }
+      previousFingerprints.clear();
+      previousFingerprints.addAll(copies);
       return this;
     }
 

@@ -292,6 +292,7 @@ public final class IdemdClient implements AutoCloseable {
     Objects.requireNonNull(key, "key");
     Objects.requireNonNull(payload, "payload");
     Objects.requireNonNull(options, "options");
+    options.checkPreviousFingerprints();
     return new ExecuteOnceProtocol(
         operation,
         key,

@@ -95,6 +95,17 @@ public final class Selector {
     return Fingerprints.json(canonical(body, requestHeaders));
   }
 
+  /**
+   * The json-mode fingerprint of the document selected from a JSON body, without headers: what the
+   * server computes for the selected document, and what {@link
+   * ExecuteOptions.Builder#previousFingerprints} takes from the selector a deployment replaces.
+   *
+   * @throws InvalidArgumentException for a body this selector cannot apply to
+   */
+  public byte[] fingerprint(String body) {
+    return fingerprint(body, List.of());
+  }
+
   /** {@link #fingerprint(String, List)} of a UTF-8 body. */
   public byte[] fingerprint(byte[] body, List<Map.Entry<String, String>> requestHeaders) {
     String text;

@@ -133,6 +133,16 @@ final class HttpMapping {
     return Payload.fingerprint(Fingerprints.bytes(framed));
   }
 
+  /**
+   * The fingerprint idemd computes for {@link #requestIdentity} (mode {@code bytes} of the framed
+   * request, whether it was sent or fingerprinted here): the request's fingerprint without a
+   * selector.
+   */
+  static byte[] requestFingerprint(
+      String method, String path, String query, String contentType, byte[] body) {
+    return Fingerprints.bytes(framed(method, path, query, contentType, body));
+  }
+
   /** {@code ["METHOD","path","query","content type"]}, a newline, the body. */
   static byte[] framed(String method, String path, String query, String contentType, byte[] body) {
     String head =

@@ -105,6 +105,7 @@ public final class IdempotencyFilter implements Filter {
   private final int conflictStatus;
   private final int inProgressStatus;
   private final Selector selector;
+  private final List<Selector> previousSelectors;
 
   private IdempotencyFilter(Builder builder) {
     this.clientSupplier = builder.client;
@@ -134,6 +135,7 @@ public final class IdempotencyFilter implements Filter {
     this.inProgressStatus = builder.inProgressStatus;
     this.selector =
         builder.selector == null || builder.selector.isEmpty() ? null : builder.selector;
+    this.previousSelectors = builder.previousSelectors;
   }
 
   /** A builder; {@code client} is required. */
@@ -227,12 +229,16 @@ public final class IdempotencyFilter implements Filter {
       identity = HttpMapping.requestIdentity(method, path(request), query, contentType, body);
     } else {
       try {
-        identity = Payload.fingerprint(selector.fingerprint(body, selectedHeaders(request)));
+        identity =
+            Payload.fingerprint(selector.fingerprint(body, selectedHeaders(selector, request)));
       } catch (InvalidArgumentException notAnObject) { // not JSON, or not an object: 400
         send(response, HttpMapping.answerFor(notAnObject, conflictStatus, inProgressStatus));
         return;
       }
     }
+    List<byte[]> previous = previousFingerprints(request, method, query, contentType, body);
+    ExecuteOptions requestOptions =
+        previous.isEmpty() ? options : options.toBuilder().previousFingerprints(previous).build();
     OperationResult result;
     try {
       result =
@@ -241,7 +247,7 @@ public final class IdempotencyFilter implements Filter {
                   operation.apply(request),
                   key,
                   identity,
-                  options,
+                  requestOptions,
                   ctx -> runApplication(request, response, body, chain, ctx));
     } catch (ExecuteOnceException | IdemdStatusException failed) {
       Throwable cause = failed.getCause();
@@ -262,8 +268,32 @@ public final class IdempotencyFilter implements Filter {
     send(response, HttpMapping.replayed(result));
   }
 
+  /**
+   * The request's fingerprints under the previous selectors (an empty one: the whole request, as
+   * without a selector). A body a previous selector cannot apply to gives none under it: the
+   * version that used it refused that body (400), so no operation of its can be waiting for it.
+   */
+  private List<byte[]> previousFingerprints(
+      HttpServletRequest request, String method, String query, String contentType, byte[] body) {
+    List<byte[]> fingerprints = new ArrayList<>();
+    for (Selector previous : previousSelectors) {
+      if (previous.isEmpty()) {
+        fingerprints.add(
+            HttpMapping.requestFingerprint(method, path(request), query, contentType, body));
+        continue;
+      }
+      try {
+        fingerprints.add(previous.fingerprint(body, selectedHeaders(previous, request)));
+      } catch (InvalidArgumentException notForThisSelector) {
+        // Nothing to match under it (above).
+      }
+    }
+    return fingerprints;
+  }
+
   /** The request's values of the selector's headers, each name's in arrival order. */
-  private List<Map.Entry<String, String>> selectedHeaders(HttpServletRequest request) {
+  private static List<Map.Entry<String, String>> selectedHeaders(
+      Selector selector, HttpServletRequest request) {
     List<Map.Entry<String, String>> pairs = new ArrayList<>();
     for (String name : selector.headers()) {
       for (String value : Collections.list(request.getHeaders(name))) {
@@ -389,6 +419,7 @@ public final class IdempotencyFilter implements Filter {
     private ReconcileFirst reconcileFirst = ReconcileFirst.REFUSE;
     private int conflictStatus = HttpMapping.DEFAULT_CONFLICT_STATUS;
     private Selector selector;
+    private List<Selector> previousSelectors = List.of();
     private int inProgressStatus = HttpMapping.DEFAULT_IN_PROGRESS_STATUS;
 
     private Builder() {}
@@ -531,11 +562,33 @@ public final class IdempotencyFilter implements Filter {
     }
 
     /**
+     * While a deployment replaces the {@link #selector} (a field added to it, or a selector where
+     * there was none): the selectors of the versions being replaced, at most {@value
+     * ExecuteOptions#MAX_PREVIOUS_FINGERPRINTS}; an empty {@code Selector.builder().build()} stands
+     * for the whole request (method, path, query, content type, body), as without a selector. The
+     * filter computes each request's fingerprint under each and sends them as the Claim's previous
+     * fingerprints, so that a retry of a request an old version took replays (or waits, or resumes)
+     * instead of getting {@link #conflictStatus}; a request that differs under every selector still
+     * conflicts. None (the default) outside a rollout; remove them once the old version's responses
+     * are no longer kept. {@link #build} refuses more than four.
+     */
+    public Builder previousSelectors(Selector... selectors) {
+      return previousSelectors(java.util.Arrays.asList(selectors));
+    }
+
+    /** {@link #previousSelectors(Selector...)} from a list. */
+    public Builder previousSelectors(List<Selector> selectors) {
+      selectors.forEach(selector -> Objects.requireNonNull(selector, "selector"));
+      this.previousSelectors = List.copyOf(selectors);
+      return this;
+    }
+
+    /**
      * The filter.
      *
      * @throws IllegalArgumentException without a client, or with a {@code conflictStatus} or {@code
      *     inProgressStatus} outside 400..599 (a refusal answered 2xx or 3xx would tell the client
-     *     its request was done)
+     *     its request was done), or more than four {@code previousSelectors}
      */
     public IdempotencyFilter build() {
       if (client == null) {
@@ -543,6 +596,13 @@ public final class IdempotencyFilter implements Filter {
       }
       checkStatus("conflictStatus", conflictStatus);
       checkStatus("inProgressStatus", inProgressStatus);
+      if (previousSelectors.size() > ExecuteOptions.MAX_PREVIOUS_FINGERPRINTS) {
+        throw new IllegalArgumentException(
+            "previousSelectors: at most "
+                + ExecuteOptions.MAX_PREVIOUS_FINGERPRINTS
+                + ", not "
+                + previousSelectors.size());
+      }
       return new IdempotencyFilter(this);
     }
 
