@@ -591,7 +591,7 @@ pub struct ServeArgs {
     /// under new keys; 0 turns the watch off. In memory, per replica.
     /// (The default is `service::new_keys::DEFAULT_WINDOW`; a test holds
     /// the two equal.)
-    #[arg(long, env = "IDEMD_NEW_KEY_RETRY_WINDOW", default_value = "60s", value_parser = parse_interval)]
+    #[arg(long, env = "IDEMD_NEW_KEY_RETRY_WINDOW", default_value = "60s", value_parser = humantime::parse_duration)]
     pub new_key_retry_window: Duration,
 
     /// How many keys for the same request within the window make the
@@ -931,6 +931,12 @@ mod tests {
         assert_eq!(serve.new_key_retry_threshold, defaults.threshold);
         let one = Cli::try_parse_from(["idemd", "serve", "--new-key-retry-threshold", "1"]);
         assert!(one.is_err(), "one key is every operation: refused");
+        let off = Cli::try_parse_from(["idemd", "serve", "--new-key-retry-window", "0s"])
+            .expect("zero parses: the watch is off");
+        let Command::Serve(off) = off.command else {
+            panic!("serve parses as serve");
+        };
+        assert!(off.new_key_retry_window.is_zero());
     }
 
     #[test]

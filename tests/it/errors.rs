@@ -241,11 +241,16 @@ async fn a_tombstone_refuses_claims_with_result_expired(backend: Backend) {
     let token = &world.tenant_a;
     let mut client = world.client().await;
     let provider = Provider::default();
+    // Kept as briefly as the server allows: one attempt of a second.
     let request = proto::ClaimRequest {
-        retention: millis(0),
+        lease: millis(1_000),
+        max_attempt_duration: millis(1_000),
+        max_attempts: 1,
+        retention: millis(1_000),
         ..claim_json("payments.charge", "k", "{}")
     };
     attempt(&mut client, token, request.clone(), &provider).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     // The retention sweeper: the result goes, the scope stays.
     let swept = sweep_backlog(
         world.store.as_ref(),

@@ -184,7 +184,13 @@ def server_env() -> dict[str, str]:
 
 async def test_result_expired(client: idemd.Client) -> None:
     k = key()
-    owner = (await client.claim("reports.send", k, bytes_payload=b"r", retention=0)).acquired.ownership
+    # Retention as short as the server allows: never below the retry window (one attempt
+    # of two seconds here).
+    owner = (
+        await client.claim(
+            "reports.send", k, bytes_payload=b"r", lease=1, max_attempt_duration=2, max_attempts=1, retention=2
+        )
+    ).acquired.ownership
     await client.complete(owner.operation_id, owner.fence, b"sent")
     end = time.monotonic() + 10
     while True:

@@ -195,7 +195,17 @@ eachStore("client", (store) => {
 
   test("a claim on a tombstone is ResultExpiredError", async () => {
     const k = key();
-    const owner = (await client.claim("reports.send", k, { bytesPayload: Buffer.from("r"), retention: 0 })).acquired!.ownership!;
+    // Retention as short as the server allows: never below the retry window (one attempt of
+    // two seconds here).
+    const owner = (
+      await client.claim("reports.send", k, {
+        bytesPayload: Buffer.from("r"),
+        lease: 1,
+        maxAttemptDuration: 2,
+        maxAttempts: 1,
+        retention: 2,
+      })
+    ).acquired!.ownership!;
     await client.complete(owner.operation_id, owner.fence, Buffer.from("sent"));
     const end = Date.now() + 10_000;
     for (;;) {

@@ -60,16 +60,48 @@ impl Limits {
             }
             asked => asked,
         };
-        let retention = duration_or_default(
-            "retention",
-            requested.retention,
-            self.default_retention,
-            (TimeDelta::zero(), self.max_retention),
-            &mut violations,
-        );
         let operation_deadline = requested
             .operation_deadline
             .or(self.default_operation_deadline);
+        let retry_window = RetryWindow::of(operation_deadline, max_attempts, max_attempt_duration);
+        // Retention never shorter than the retry window: a retry after the
+        // result expired (and, later, its tombstone) would run the effect
+        // again. Asked for, a shorter one is refused; by default, it grows
+        // to the window, up to the longest allowed.
+        let retention = duration_or_default(
+            "retention",
+            requested.retention,
+            self.default_retention
+                .max(retry_window.length.min(self.max_retention)),
+            (TimeDelta::zero(), self.max_retention),
+            &mut violations,
+        );
+        // Judged only from a valid budget: a refused one is named already.
+        let window_known = max_attempts <= self.max_attempts
+            && within(
+                max_attempt_duration,
+                (self.min_lease, self.max_attempt_duration),
+            )
+            && operation_deadline.is_none_or(|deadline| {
+                within(deadline, (self.min_lease, self.max_operation_deadline))
+            });
+        if window_known
+            && retention < retry_window.length
+            && within(retention, (TimeDelta::zero(), self.max_retention))
+        {
+            let asked = match requested.retention {
+                Some(_) => describe(retention),
+                None => format!("its longest allowed, {}", describe(self.max_retention)),
+            };
+            violations.add(
+                "retention",
+                format!(
+                    "must be at least the operation's retry window, {}, not {asked}: a retry \
+                     after the result expired would run the effect again",
+                    retry_window.describe()
+                ),
+            );
+        }
         if let Some(deadline) = requested.operation_deadline {
             check_between(
                 "operation_deadline",
@@ -110,6 +142,48 @@ impl Limits {
             },
             wait,
         ))
+    }
+}
+
+/// How long a caller may retry an operation: until its operation deadline,
+/// or, without one, for its whole attempt budget (each attempt at most its
+/// duration).
+struct RetryWindow {
+    length: TimeDelta,
+    operation_deadline: Option<TimeDelta>,
+    max_attempts: u32,
+    max_attempt_duration: TimeDelta,
+}
+
+impl RetryWindow {
+    fn of(
+        operation_deadline: Option<TimeDelta>,
+        max_attempts: u32,
+        max_attempt_duration: TimeDelta,
+    ) -> Self {
+        let length = operation_deadline.unwrap_or_else(|| {
+            max_attempt_duration
+                .checked_mul(i32::try_from(max_attempts).unwrap_or(i32::MAX))
+                .unwrap_or(TimeDelta::MAX)
+        });
+        Self {
+            length,
+            operation_deadline,
+            max_attempts,
+            max_attempt_duration,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.operation_deadline {
+            Some(deadline) => format!("the operation deadline, {}", describe(deadline)),
+            None => format!(
+                "max_attempts ({}) × max_attempt_duration ({}) = {}",
+                self.max_attempts,
+                describe(self.max_attempt_duration),
+                describe(self.length)
+            ),
+        }
     }
 }
 
@@ -154,6 +228,101 @@ mod tests {
             .claim(requested, Violations::default())
             .expect("valid");
         assert_eq!(command.max_attempt_duration, lease);
+    }
+
+    /// The one violation of `requested`, which must be on `retention`.
+    fn retention_refusal(limits: &Limits, requested: ClaimRequested) -> String {
+        let violations = violations_of(limits.claim(requested, Violations::default()));
+        match violations.as_slice() {
+            [FieldViolation { field, description }] if field == "retention" => description.clone(),
+            other => panic!("expected one violation on retention, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn retention_shorter_than_the_retry_window_is_refused_naming_both() {
+        let limits = Limits::default();
+        // Five attempts of five minutes (the defaults): retried for 25 minutes.
+        let short = ClaimRequested {
+            retention: Some(TimeDelta::minutes(10)),
+            ..claim_requested()
+        };
+        assert_eq!(
+            retention_refusal(&limits, short),
+            "must be at least the operation's retry window, max_attempts (5) × \
+             max_attempt_duration (5m) = 25m, not 10m: a retry after the result expired would \
+             run the effect again"
+        );
+        // With an operation deadline, retried until it.
+        let deadline = ClaimRequested {
+            retention: Some(TimeDelta::hours(1)),
+            operation_deadline: Some(TimeDelta::hours(2)),
+            ..claim_requested()
+        };
+        assert!(retention_refusal(&limits, deadline).starts_with(
+            "must be at least the operation's retry window, the operation \
+                              deadline, 2h, not 1h"
+        ),);
+        // Zero retention (no replay at all) is refused as well.
+        let none = ClaimRequested {
+            retention: Some(TimeDelta::zero()),
+            ..claim_requested()
+        };
+        assert!(retention_refusal(&limits, none).contains("not 0s"));
+    }
+
+    #[test]
+    fn retention_as_long_as_the_retry_window_is_accepted() {
+        let limits = Limits::default();
+        for requested in [
+            ClaimRequested {
+                retention: Some(TimeDelta::minutes(25)),
+                ..claim_requested()
+            },
+            ClaimRequested {
+                retention: Some(TimeDelta::minutes(1)),
+                max_attempts: 1,
+                max_attempt_duration: Some(TimeDelta::minutes(1)),
+                ..claim_requested()
+            },
+            ClaimRequested {
+                retention: Some(TimeDelta::minutes(30)),
+                operation_deadline: Some(TimeDelta::minutes(30)),
+                max_attempts: 100,
+                ..claim_requested()
+            },
+        ] {
+            let (command, _) = limits
+                .claim(requested.clone(), Violations::default())
+                .expect("valid");
+            assert_eq!(Some(command.retention), requested.retention);
+        }
+    }
+
+    #[test]
+    fn the_default_retention_grows_to_the_retry_window_within_the_longest_allowed() {
+        let limits = Limits::default();
+        let long_budget = ClaimRequested {
+            max_attempts: 100,
+            max_attempt_duration: Some(TimeDelta::hours(1)),
+            ..claim_requested()
+        };
+        let (command, _) = limits
+            .claim(long_budget, Violations::default())
+            .expect("valid");
+        assert_eq!(command.retention, TimeDelta::hours(100));
+
+        let beyond = ClaimRequested {
+            max_attempts: 100,
+            max_attempt_duration: Some(TimeDelta::hours(24)),
+            ..claim_requested()
+        };
+        assert_eq!(
+            retention_refusal(&limits, beyond),
+            "must be at least the operation's retry window, max_attempts (100) × \
+             max_attempt_duration (24h) = 2400h, not its longest allowed, 720h: a retry after \
+             the result expired would run the effect again"
+        );
     }
 
     #[test]
