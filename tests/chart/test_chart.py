@@ -890,7 +890,8 @@ def test_prometheus_rules_are_complete_alerts(full_render):
 def test_prometheus_rules_cover_idemd_metrics(full_render):
     exprs = " ".join(rule["expr"] for rule in _rules(full_render))
     for needle in ("idemd_unresolved_operations", 'outcome="conflict"', "idemd_claims_total",
-                   "idemd_stale_writes_refused_total", "idemd_sweep_backlog"):
+                   "idemd_stale_writes_refused_total", "idemd_sweep_backlog",
+                   "idemd_suspected_new_key_retries_total"):
         assert needle in exprs, needle
     # Series are scoped to this release, so two releases do not alert for each other.
     assert f'namespace="{NAMESPACE}"' in exprs
@@ -900,11 +901,13 @@ def test_prometheus_rule_thresholds_are_values():
     values = {"metrics.prometheusRule.enabled": True,
               "metrics.prometheusRule.rules.unresolvedHigh.threshold": 4321,
               "metrics.prometheusRule.rules.conflictRate.threshold": 0.75,
+              "metrics.prometheusRule.rules.newKeyRetryRate.window": "15m",
               "metrics.prometheusRule.rules.sweepBacklog.for": "2h",
               "metrics.prometheusRule.rules.staleWriteRate.enabled": False}
     rules = {rule["alert"]: rule for rule in _rules(render({**POSTGRES, **values}))}
     assert rules["IdemdUnresolvedOperationsHigh"]["expr"].endswith("> 4321")
     assert rules["IdemdPayloadConflicts"]["expr"].endswith("> 0.75")
+    assert "[15m]" in rules["IdemdSuspectedNewKeyRetries"]["expr"]
     assert rules["IdemdSweepBacklog"]["for"] == "2h"
     assert "IdemdStaleWritesRefused" not in rules
 
