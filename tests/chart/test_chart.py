@@ -517,6 +517,9 @@ def test_pods_are_hardened(all_features):
     {"config.bounds.maxResultBytes": "1MiB"},
     {"config.answerCounts.capacity": 0},
     {"config.answerCounts.interval": "often"},
+    {"config.newKeyRetries.threshold": 1},
+    {"config.newKeyRetries.threshold": "3"},
+    {"config.newKeyRetries.window": "a minute"},
     {"config.sweeper.batch": "many"},
     {"config.sweeper.tombstoneRetention": "forever"},
     {"config.authCacheTtl": 5},
@@ -659,6 +662,8 @@ OPTIONAL_SETTINGS = {
     "config.clockMargin": "IDEMD_CLOCK_MARGIN",
     "config.answerCounts.interval": "IDEMD_ANSWER_COUNT_INTERVAL",
     "config.answerCounts.capacity": "IDEMD_ANSWER_COUNT_CAPACITY",
+    "config.newKeyRetries.window": "IDEMD_NEW_KEY_RETRY_WINDOW",
+    "config.newKeyRetries.threshold": "IDEMD_NEW_KEY_RETRY_THRESHOLD",
     "config.sweeper.interval": "IDEMD_SWEEP_INTERVAL",
     "config.sweeper.batch": "IDEMD_SWEEP_BATCH",
     "config.sweeper.tombstoneRetention": "IDEMD_TOMBSTONE_RETENTION",
@@ -885,7 +890,8 @@ def test_prometheus_rules_are_complete_alerts(full_render):
 def test_prometheus_rules_cover_idemd_metrics(full_render):
     exprs = " ".join(rule["expr"] for rule in _rules(full_render))
     for needle in ("idemd_unresolved_operations", 'outcome="conflict"', "idemd_claims_total",
-                   "idemd_stale_writes_refused_total", "idemd_sweep_backlog"):
+                   "idemd_stale_writes_refused_total", "idemd_sweep_backlog",
+                   "idemd_suspected_new_key_retries_total"):
         assert needle in exprs, needle
     # Series are scoped to this release, so two releases do not alert for each other.
     assert f'namespace="{NAMESPACE}"' in exprs
@@ -895,11 +901,13 @@ def test_prometheus_rule_thresholds_are_values():
     values = {"metrics.prometheusRule.enabled": True,
               "metrics.prometheusRule.rules.unresolvedHigh.threshold": 4321,
               "metrics.prometheusRule.rules.conflictRate.threshold": 0.75,
+              "metrics.prometheusRule.rules.newKeyRetryRate.window": "15m",
               "metrics.prometheusRule.rules.sweepBacklog.for": "2h",
               "metrics.prometheusRule.rules.staleWriteRate.enabled": False}
     rules = {rule["alert"]: rule for rule in _rules(render({**POSTGRES, **values}))}
     assert rules["IdemdUnresolvedOperationsHigh"]["expr"].endswith("> 4321")
     assert rules["IdemdPayloadConflicts"]["expr"].endswith("> 0.75")
+    assert "[15m]" in rules["IdemdSuspectedNewKeyRetries"]["expr"]
     assert rules["IdemdSweepBacklog"]["for"] == "2h"
     assert "IdemdStaleWritesRefused" not in rules
 

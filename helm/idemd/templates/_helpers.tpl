@@ -271,6 +271,8 @@ IDEMD_METRICS_OPERATIONS: {{ join "," . | quote }}
   (list "IDEMD_CLOCK_MARGIN" $config.clockMargin)
   (list "IDEMD_ANSWER_COUNT_INTERVAL" $config.answerCounts.interval)
   (list "IDEMD_ANSWER_COUNT_CAPACITY" $config.answerCounts.capacity)
+  (list "IDEMD_NEW_KEY_RETRY_WINDOW" $config.newKeyRetries.window)
+  (list "IDEMD_NEW_KEY_RETRY_THRESHOLD" $config.newKeyRetries.threshold)
   (list "IDEMD_SWEEP_INTERVAL" $config.sweeper.interval)
   (list "IDEMD_SWEEP_BATCH" $config.sweeper.batch)
   (list "IDEMD_TOMBSTONE_RETENTION" $config.sweeper.tombstoneRetention)
