@@ -574,7 +574,10 @@ type ClaimRequest struct {
 	// included. Default 5, at most 100. Fixed by the first Claim of a scope.
 	MaxAttempts uint32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// How long a terminal result is kept for replay after completion. Default and
-	// maximum are server configuration (default 24h). Fixed by the first Claim.
+	// maximum are server configuration (default 24h). Never shorter than the
+	// retry window (operation_deadline, or max_attempts × max_attempt_duration):
+	// asked for, a shorter one is INVALID_ARGUMENT naming both values; left out,
+	// the default grows to the window. Fixed by the first Claim.
 	Retention *durationpb.Duration `protobuf:"bytes,9,opt,name=retention,proto3" json:"retention,omitempty"`
 	// Optional: no new attempt starts after this long from the first Claim; a
 	// RETRYABLE failure past it ends the operation as FAILED (DEADLINE_EXCEEDED).

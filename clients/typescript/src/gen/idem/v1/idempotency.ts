@@ -533,7 +533,10 @@ export interface ClaimRequest {
   max_attempts: number;
   /**
    * How long a terminal result is kept for replay after completion. Default and
-   * maximum are server configuration (default 24h). Fixed by the first Claim.
+   * maximum are server configuration (default 24h). Never shorter than the
+   * retry window (operation_deadline, or max_attempts × max_attempt_duration):
+   * asked for, a shorter one is INVALID_ARGUMENT naming both values; left out,
+   * the default grows to the window. Fixed by the first Claim.
    */
   retention:
     | Duration
