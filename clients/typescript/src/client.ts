@@ -9,17 +9,18 @@ import * as grpc from "@grpc/grpc-js";
 import { ConfigError, EmptyTokenError } from "./errors.js";
 import { executeOnce, type ExecuteOptions, type Payload } from "./execute.js";
 import type { Effect, Result } from "./outcome.js";
-import { METHODS, type Rpc } from "./proto.js";
+import { METHODS, type Rpc, seconds } from "./proto.js";
 import {
   type ClaimOptions, claimRequest, type CompleteOptions, completeRequest, type FailOptions, failRequest,
   type ListOperationsOptions, listOperationsRequest, type ListUnresolvedOptions, listUnresolvedRequest, type LookupOptions, lookupRequest, type LookupTarget,
-  reconcileRequest, type Resolution, renewRequest, seconds, type SendOptions,
+  reconcileRequest, type Resolution, renewRequest, type SendOptions,
 } from "./requests.js";
 import { callWithRetryAnswered, DEFAULT_RETRY, RetryPolicy } from "./retry.js";
 import type * as pb from "./types.js";
 
 // Built in requests.ts since both Client and executeOnce send them; exported here as before.
-export { checkPreviousFingerprints, duration, MAX_PREVIOUS_FINGERPRINTS, newClaimToken, seconds } from "./requests.js";
+export { checkPreviousFingerprints, MAX_PREVIOUS_FINGERPRINTS, newClaimToken } from "./requests.js";
+export { duration, seconds } from "./proto.js";
 export type { ClaimOptions, ListOperationsOptions, SendOptions } from "./requests.js";
 
 /**

@@ -11,7 +11,7 @@ import { type Metadata, status as Code } from "@grpc/grpc-js";
 import type { Any } from "./gen/google/protobuf/any.js";
 import { BadRequest, ErrorInfo, RetryInfo } from "./gen/google/rpc/error_details.js";
 import { Status } from "./gen/google/rpc/status.js";
-import { seconds } from "./requests.js";
+import { seconds } from "./proto.js";
 import type { OperationError, OperationMessage } from "./types.js";
 
 export const DOMAIN = "idem.v1";

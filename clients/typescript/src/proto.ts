@@ -7,6 +7,18 @@ import type * as pb from "./types.js";
 
 export const SERVICE = "idem.v1.IdempotencyService";
 
+/** A protobuf Duration of `seconds`. */
+export function duration(seconds: number): pb.Duration {
+  const whole = Math.floor(seconds);
+  return { seconds: String(whole), nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+/** A Duration the server sent, in seconds; missing or negative counts as zero. */
+export function seconds(message: pb.Duration | null | undefined): number {
+  if (!message) return 0;
+  return Math.max(0, Number(message.seconds) + message.nanos / 1e9);
+}
+
 /** What ts-proto generates for each message (its MessageFns, which it does not export). */
 interface Codec<T> {
   encode(message: T): { finish(): Uint8Array };

@@ -38,7 +38,8 @@ import {
   UnrecognisedOutcomeError,
 } from "./errors.js";
 import { type EffectContext, type Outcome, type Result, Retryable, Success, Terminal, Unknown } from "./outcome.js";
-import { claimRequest, seconds } from "./requests.js";
+import { seconds } from "./proto.js";
+import { claimRequest } from "./requests.js";
 import { isRetryable } from "./retry.js";
 import type * as pb from "./types.js";
 

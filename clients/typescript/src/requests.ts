@@ -5,20 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { Code, InvalidArgumentError } from "./errors.js";
 import * as gen from "./gen/idem/v1/idempotency.js";
-import { filled } from "./proto.js";
+import { duration, filled } from "./proto.js";
 import type * as pb from "./types.js";
-
-/** A protobuf Duration of `seconds`. */
-export function duration(seconds: number): pb.Duration {
-  const whole = Math.floor(seconds);
-  return { seconds: String(whole), nanos: Math.round((seconds - whole) * 1e9) };
-}
-
-/** A Duration the server sent, in seconds; missing or negative counts as zero. */
-export function seconds(message: pb.Duration | null | undefined): number {
-  if (!message) return 0;
-  return Math.max(0, Number(message.seconds) + message.nanos / 1e9);
-}
 
 /** A fresh random claim_token (16 bytes). */
 export function newClaimToken(): Buffer {

@@ -18,7 +18,7 @@ import { ClaimRequest } from "../src/gen/idem/v1/idempotency.js";
 import {
   type Attempt, Call, executeOnceSteps, Guarded, Sleep, StartRenewing, type Step, type Steps, Stopped, StopRenewing,
 } from "../src/protocol.js";
-import { duration, seconds } from "../src/requests.js";
+import { duration, seconds } from "../src/proto.js";
 import { callWithRetryAnswered, DEFAULT_RETRY } from "../src/retry.js";
 import type * as pb from "../src/types.js";
 import { serviceError } from "./details.js";
