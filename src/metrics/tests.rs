@@ -72,6 +72,7 @@ fn every_family_is_exposed_with_its_help_text() {
     metrics.claim(tenant, "op", ClaimOutcome::ReconcileFirst);
     metrics.stale_write(tenant, "op", "complete");
     metrics.late_write(tenant, "op", "complete");
+    metrics.suspected_new_key_retry(tenant, "op");
     metrics.completion(tenant, "op");
     metrics.failure(tenant, "op", FailDisposition::Retryable);
     metrics.reconciliation(tenant, "op", &Resolution::NotApplied);
