@@ -277,13 +277,21 @@ public final class IdemdClient implements AutoCloseable {
    * {@link #executeOnce(String, String, Payload, ExecuteOptions, Effect)} without blocking: the
    * future completes with the result, or fails with the same exceptions. A blocking {@link
    * ExecuteOptions.Builder#lookup lookup} runs on the common fork-join pool; prefer {@link
-   * ExecuteOptions.Builder#asyncLookup asyncLookup}.
+   * ExecuteOptions.Builder#asyncLookup asyncLookup}. A request refused before any RPC (a selector
+   * that cannot read the payload, previous fingerprints out of bounds) fails the future too, with
+   * {@link InvalidArgumentException}; only a null argument throws.
    */
   public CompletableFuture<OperationResult> executeOnceAsync(
       String operation, String key, Payload payload, ExecuteOptions options, AsyncEffect effect) {
     Objects.requireNonNull(effect, "effect");
+    ExecuteOnceProtocol protocol;
+    try {
+      protocol = protocol(operation, key, payload, options);
+    } catch (IdemdStatusException refused) {
+      return CompletableFuture.failedFuture(refused);
+    }
     return new AsyncDriver(this, effect, options, java.util.concurrent.ForkJoinPool.commonPool())
-        .run(protocol(operation, key, payload, options));
+        .run(protocol);
   }
 
   private ExecuteOnceProtocol protocol(

@@ -110,18 +110,18 @@ class PreviousFingerprintsTest {
     assertEquals(List.of("previous_fingerprints[1]"), fields(error));
     assertTrue(error.getMessage().contains("not 31"), error.getMessage());
     assertEquals(0, calls.get());
-    // The asynchronous form checks them too, before any RPC.
-    assertThrows(
-        InvalidArgumentException.class,
-        () ->
-            client.executeOnceAsync(
-                "payments.charge",
-                "k",
-                Payload.json("{}"),
-                ExecuteOptions.builder().previousFingerprints(new byte[33]).build(),
-                ctx ->
-                    java.util.concurrent.CompletableFuture.completedFuture(
-                        Outcome.unknown("x", "y"))));
+    // The asynchronous form checks them too, before any RPC, and fails its future.
+    java.util.concurrent.CompletableFuture<OperationResult> refused =
+        client.executeOnceAsync(
+            "payments.charge",
+            "k",
+            Payload.json("{}"),
+            ExecuteOptions.builder().previousFingerprints(new byte[33]).build(),
+            ctx ->
+                java.util.concurrent.CompletableFuture.completedFuture(Outcome.unknown("x", "y")));
+    java.util.concurrent.ExecutionException failed =
+        assertThrows(java.util.concurrent.ExecutionException.class, refused::get);
+    assertTrue(failed.getCause() instanceof InvalidArgumentException, failed.toString());
     assertEquals(0, calls.get());
     assertTrue(effects.isEmpty());
   }
