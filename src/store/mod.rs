@@ -82,6 +82,7 @@ pub mod acquire;
 pub mod bounded;
 pub mod credentials;
 mod dialect;
+pub mod holds;
 mod error;
 mod locked;
 #[cfg(test)]
@@ -325,6 +326,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Tenants, credentials and the audit log, for the CLI.
     fn credentials(&self) -> &dyn Credentials;
+
+    /// Holds of operation names and tenants, for the service and its admins.
+    fn holds(&self) -> &dyn holds::Holds;
 
     /// A tenant and its first token, named `initial`, with the default
     /// scopes and no expiry (the dev tenant's, and tests').

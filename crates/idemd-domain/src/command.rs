@@ -92,6 +92,17 @@ pub enum Resolution {
     NotApplied,
 }
 
+/// A hold to set or release ([`crate::Limits::hold`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldCommand {
+    /// `None`: every operation of the tenant.
+    pub operation: Option<String>,
+    /// Why, as the audit log keeps it (bounded, no control characters).
+    pub reason: String,
+    /// What a held Claim is told to wait (unused by a release).
+    pub retry_after: TimeDelta,
+}
+
 /// An admin's Forget: turn an ended operation into a tombstone now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForgetCommand {

@@ -28,6 +28,7 @@ pub use error::{
 };
 pub use filter::{FilterError, OperationFilter};
 pub use identity::MAX_PREVIOUS_FINGERPRINTS;
+pub use admit::DEFAULT_HELD_RETRY_AFTER;
 pub use limits::Limits;
 pub use model::*;
 pub use query::{
