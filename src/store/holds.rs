@@ -12,6 +12,8 @@ use tracing::instrument;
 use super::access::Actor;
 use super::error::StoreError;
 use super::statements::{HoldRow, HoldWrite, NewAuditEntry, Sql};
+
+pub use super::statements::MOST_HOLDS;
 use crate::domain::{Result, TenantId};
 
 /// A hold in force.

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::FromRow;
 
 /// Holds in all, at most: each replica reads every one every refresh.
-pub(crate) const MOST_HOLDS: i64 = 1000;
+pub const MOST_HOLDS: i64 = 1000;
 
 /// A new hold, unless the name (or the tenant) is held already or the table
 /// is full: a second Hold keeps the first one's reason and time.

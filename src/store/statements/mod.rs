@@ -33,7 +33,8 @@ mod tenants;
 
 #[cfg(test)]
 pub(crate) use tenants::AUTHENTICATE;
-pub(crate) use holds::{HoldRow, MOST_HOLDS};
+pub use holds::MOST_HOLDS;
+pub(crate) use holds::HoldRow;
 pub(crate) use tenants::{
     AuditRow, GrantRow, HashOwner, NewAuditEntry, StoredToken, TenantRow, TokenRow, TokenWrite,
 };
