@@ -23,9 +23,9 @@ use crate::domain::transition::{
 };
 use crate::domain::{
     ActedBy, Answer, AuditNote, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error,
-    FailCommand, ForgetCommand, Found, HistoryPage, HoldCommand, OperationId, OperationRecord, OperationsPage,
-    OperationsQuery, ReconcileCommand, Refusal, RenewCommand, Resolution, Result, Target, TenantId,
-    TenantSelection, UnresolvedPage, UnresolvedQuery, WriteAnswer,
+    FailCommand, ForgetCommand, Found, HistoryPage, HoldCommand, OperationId, OperationRecord,
+    OperationsPage, OperationsQuery, ReconcileCommand, Refusal, RenewCommand, Resolution, Result,
+    Target, TenantId, TenantSelection, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
 use crate::store::holds::{Hold, HoldSet};
@@ -332,7 +332,9 @@ impl IdempotencyService {
             )
             .await?;
         let Some(applied) = applied else {
-            return Err(Error::unavailable("the operation changed while held: retry"));
+            return Err(Error::unavailable(
+                "the operation changed while held: retry",
+            ));
         };
         self.announce(&applied);
         claim_reply(applied.record, applied.now, applied.answer)

@@ -13,10 +13,10 @@ use crate::domain::policy::Policies;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, Error, ErrorReport,
     FailCommand, FailDisposition, FailRequested, ForgetCommand, ForgetRequested, HistoryPage,
-    HoldCommand, HoldRequested,
-    Limits, ListOrder, Metadata, OperationFilter, OperationId, OperationsQuery, ReconcileCommand,
-    ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
-    SuccessResult, Target, TenantSelection, UnresolvedQuery, UnresolvedRequested, Violations,
+    HoldCommand, HoldRequested, Limits, ListOrder, Metadata, OperationFilter, OperationId,
+    OperationsQuery, ReconcileCommand, ReconcileRequested, RenewCommand, RenewRequested,
+    RequestIdentity, Resolution, Result, Scope, SuccessResult, Target, TenantSelection,
+    UnresolvedQuery, UnresolvedRequested, Violations,
 };
 use crate::proto;
 

@@ -12,8 +12,8 @@ use crate::domain::{
 };
 use crate::proto;
 use crate::service::new_keys::SameRequest;
-use crate::store::holds::Hold;
 use crate::service::{ClaimReply, WriteReply};
+use crate::store::holds::Hold;
 
 pub fn proto_duration(delta: TimeDelta) -> pbjson_types::Duration {
     let delta = delta.max(TimeDelta::zero());

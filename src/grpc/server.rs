@@ -368,12 +368,9 @@ impl IdempotencyRpcs for IdempotencyApi {
                 Some(tenant)
             }
             TenantSelection::Own(_) | TenantSelection::All => None,
-            named @ TenantSelection::Named(_) => Some(
-                self.service
-                    .tenant_of(&named)
-                    .await
-                    .map_err(to_status)?,
-            ),
+            named @ TenantSelection::Named(_) => {
+                Some(self.service.tenant_of(&named).await.map_err(to_status)?)
+            }
         };
         let holds = self.service.list_holds().await.map_err(to_status)?;
         Ok(Response::new(proto::ListHoldsResponse {

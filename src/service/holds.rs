@@ -35,7 +35,10 @@ impl HoldsInForce {
     /// The retry_after a held Claim of `operation` is told; `None` when
     /// neither the name nor the tenant is held.
     pub fn held(&self, tenant: TenantId, operation: &str) -> Option<TimeDelta> {
-        let by_tenant = self.by_tenant.read().unwrap_or_else(PoisonError::into_inner);
+        let by_tenant = self
+            .by_tenant
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         let holds = by_tenant.get(&tenant)?;
         match (holds.whole, holds.operations.get(operation)) {
             (Some(whole), Some(named)) => Some(whole.max(*named)),
@@ -51,11 +54,16 @@ impl HoldsInForce {
             match &hold.operation {
                 None => tenant.whole = Some(hold.retry_after),
                 Some(operation) => {
-                    tenant.operations.insert(operation.clone(), hold.retry_after);
+                    tenant
+                        .operations
+                        .insert(operation.clone(), hold.retry_after);
                 }
             }
         }
-        *self.by_tenant.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+        *self
+            .by_tenant
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = fresh;
     }
 
     /// Reads the holds from `store` into the view.

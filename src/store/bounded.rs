@@ -12,9 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::warn;
 
+use super::Actor;
 use super::holds::{Hold, HoldSet, Holds};
 use super::one_at_a_time::OneAtATime;
-use super::Actor;
 use super::{
     Applied, ClaimStart, Credentials, Decide, OperationCounts, PoolUsage, Store, SweepReport,
     TokenGrant,
@@ -246,7 +246,9 @@ impl Holds for Bounded {
     ) -> Result<HoldSet> {
         self.within(
             "hold",
-            self.inner.holds().hold(tenant, operation, retry_after, actor),
+            self.inner
+                .holds()
+                .hold(tenant, operation, retry_after, actor),
         )
         .await
     }

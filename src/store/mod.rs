@@ -82,8 +82,8 @@ pub mod acquire;
 pub mod bounded;
 pub mod credentials;
 mod dialect;
-pub mod holds;
 mod error;
+pub mod holds;
 mod locked;
 #[cfg(test)]
 mod mirror_tests;

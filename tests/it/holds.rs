@@ -54,7 +54,11 @@ fn pending_held(response: &proto::ClaimResponse) -> Option<&proto::Pending> {
     }
 }
 
-async fn claim(client: &mut Client, token: &str, request: proto::ClaimRequest) -> proto::ClaimResponse {
+async fn claim(
+    client: &mut Client,
+    token: &str,
+    request: proto::ClaimRequest,
+) -> proto::ClaimResponse {
     client
         .claim(authorized(token, request))
         .await
@@ -303,9 +307,7 @@ async fn a_whole_tenant_is_held_and_other_tenants_are_not(backend: Backend) {
 /// No Claim sent after the hold answered, and answered before the release
 /// was sent, makes an owner; every intent is executed exactly once in the
 /// end.
-async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held(
-    backend: Backend,
-) {
+async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held(backend: Backend) {
     const WORKERS: usize = 8;
     const INTENTS_PER_WORKER: usize = 12;
     let world = World::start(backend).await;
@@ -316,14 +318,18 @@ async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held
     let held_answers = Arc::new(Mutex::new(0_u32));
     let started = Instant::now();
 
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|worker| {
+    let mut clients = Vec::new();
+    for _ in 0..WORKERS {
+        clients.push(world.client().await);
+    }
+    let workers: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(worker, mut client)| {
             let (effects, owners, held_answers) =
                 (effects.clone(), owners.clone(), held_answers.clone());
             let token = world.tenant_a.clone();
-            let client = world.client();
             tokio::spawn(async move {
-                let mut client = client.await;
                 for intent in 0..INTENTS_PER_WORKER {
                     let key = format!("w{worker}-i{intent}");
                     loop {
@@ -332,8 +338,11 @@ async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held
                         let answered = Instant::now();
                         if let Some(owned) = ownership(&answer) {
                             owners.lock().expect("owners").push((sent, answered));
-                            *effects.lock().expect("effects").entry(key.clone()).or_default() +=
-                                1;
+                            *effects
+                                .lock()
+                                .expect("effects")
+                                .entry(key.clone())
+                                .or_default() += 1;
                             tokio::time::sleep(Duration::from_millis(5)).await;
                             complete(&mut client, &token, owned).await;
                             break;
@@ -372,7 +381,11 @@ async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held
     }
 
     let effects = effects.lock().expect("effects");
-    assert_eq!(effects.len(), WORKERS * INTENTS_PER_WORKER, "every intent ran");
+    assert_eq!(
+        effects.len(),
+        WORKERS * INTENTS_PER_WORKER,
+        "every intent ran"
+    );
     assert!(effects.values().all(|&count| count == 1), "{effects:?}");
     let owners = owners.lock().expect("owners");
     let made_while_held = owners

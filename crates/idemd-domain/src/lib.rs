@@ -21,6 +21,7 @@ mod purity_tests;
 #[cfg(test)]
 mod transition_tests;
 
+pub use admit::DEFAULT_HELD_RETRY_AFTER;
 pub use claim_outcome::ClaimOutcome;
 pub use command::*;
 pub use error::{
@@ -28,7 +29,6 @@ pub use error::{
 };
 pub use filter::{FilterError, OperationFilter};
 pub use identity::MAX_PREVIOUS_FINGERPRINTS;
-pub use admit::DEFAULT_HELD_RETRY_AFTER;
 pub use limits::Limits;
 pub use model::*;
 pub use query::{

@@ -166,7 +166,14 @@ pub(super) async fn list(
         })),
         OutputFormat::Table => {
             render::print_table(
-                &["TENANT", "OPERATION", "SINCE", "BY", "RETRY AFTER", "REASON"],
+                &[
+                    "TENANT",
+                    "OPERATION",
+                    "SINCE",
+                    "BY",
+                    "RETRY AFTER",
+                    "REASON",
+                ],
                 holds
                     .iter()
                     .map(|hold| {

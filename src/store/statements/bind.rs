@@ -15,6 +15,7 @@ use super::super::row::{
     HistoryRow, ListedRow, OperationRow, OperationWrite, RowWithClock, signed,
 };
 use super::super::sql;
+use super::holds::{DELETE_HOLD, HOLD, HoldRow, INSERT_HOLD, LIST_HOLDS, MOST_HOLDS};
 use super::listing::{self, Piece};
 use super::tenants::{
     ACTIVE_TENANT, ACTIVE_TOKEN_NAMED, ACTIVE_TOKENS, AUDIT_LOG, AUTHENTICATE, AuditRow, GrantRow,
@@ -23,7 +24,6 @@ use super::tenants::{
     REVOKE_TOKEN, REVOKE_TOKEN_BY_HASH, StoredToken, TOKEN_BY_HASH, TenantRow, TokenRow,
     TokenWrite, UPDATE_TOKEN,
 };
-use super::holds::{DELETE_HOLD, HOLD, HoldRow, INSERT_HOLD, LIST_HOLDS, MOST_HOLDS};
 use super::{Connection, HoldWrite, Sql};
 use crate::domain::{
     ActedBy, AuditNote, Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,

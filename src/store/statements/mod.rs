@@ -31,10 +31,10 @@ mod holds;
 pub(super) mod listing;
 mod tenants;
 
+pub(crate) use holds::HoldRow;
+pub use holds::MOST_HOLDS;
 #[cfg(test)]
 pub(crate) use tenants::AUTHENTICATE;
-pub use holds::MOST_HOLDS;
-pub(crate) use holds::HoldRow;
 pub(crate) use tenants::{
     AuditRow, GrantRow, HashOwner, NewAuditEntry, StoredToken, TenantRow, TokenRow, TokenWrite,
 };

@@ -14,7 +14,11 @@ pub const DEFAULT_HELD_RETRY_AFTER: TimeDelta = TimeDelta::seconds(30);
 
 impl Limits {
     pub fn hold(&self, requested: HoldRequested, violations: Violations) -> Result<HoldCommand> {
-        self.hold_or_release(requested, violations, "duplicates still occur, requests stuck")
+        self.hold_or_release(
+            requested,
+            violations,
+            "duplicates still occur, requests stuck",
+        )
     }
 
     /// A release: the same fields, its `retry_after` unused.
@@ -104,7 +108,9 @@ mod tests {
             ["operation", "reason", "retry_after"]
         );
         assert_eq!(
-            refused_fields(limits.release(requested("x", "two\nlines", None), Violations::default())),
+            refused_fields(
+                limits.release(requested("x", "two\nlines", None), Violations::default())
+            ),
             ["reason"]
         );
     }
