@@ -225,6 +225,60 @@ pub enum OpsCommand {
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// Stop new owners of an operation name, or of a whole tenant (Hold,
+    /// admin scope): new operations and new attempts are told Pending while
+    /// replays, running owners and reconciliation go on. Audited.
+    Hold {
+        /// The operation name to hold.
+        operation: Option<String>,
+        /// Hold every operation of the tenant instead of one name.
+        #[arg(long)]
+        whole_tenant: bool,
+        /// Why (duplicates still occur, requests stuck in progress): kept
+        /// with the hold and in the audit log.
+        #[arg(long)]
+        reason: String,
+        /// What a held Claim is told to wait before it claims again (the
+        /// server's default: 30s).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        retry_after: Option<Duration>,
+        /// Another tenant, by name.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// End a hold (Release, admin scope): new owners start again. Audited.
+    Release {
+        /// The operation name held.
+        operation: Option<String>,
+        /// The whole tenant's hold.
+        #[arg(long)]
+        whole_tenant: bool,
+        /// Why (drained and reconciled): kept in the audit log.
+        #[arg(long)]
+        reason: String,
+        /// Another tenant, by name.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
+    /// The holds in force (ListHolds): the caller's tenant's, or an admin's
+    /// across tenants.
+    Holds {
+        /// One tenant's, by name (admin).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
     /// The effective policy for an operation name (GetPolicy): the defaults
     /// and ceilings its first Claim gets, and which policy entry decided.
     Policy {

@@ -2,6 +2,7 @@
 //! the claim loop, waiting for pending operations, and change notification.
 
 pub mod cache;
+pub mod holds;
 pub mod new_keys;
 pub mod tallies;
 mod waiters;
@@ -17,19 +18,22 @@ use tracing::{debug, info, warn};
 use crate::backoff::Backoff;
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::{
-    decide_claim, decide_complete, decide_fail, decide_forget, decide_reconcile, decide_renew,
+    PendingReason, decide_claim, decide_complete, decide_fail, decide_forget, decide_reconcile,
+    decide_renew,
 };
 use crate::domain::{
     ActedBy, Answer, AuditNote, ClaimAnswer, ClaimCommand, ClaimOutcome, CompleteCommand, Error,
-    FailCommand, ForgetCommand, Found, HistoryPage, OperationId, OperationRecord, OperationsPage,
-    OperationsQuery, ReconcileCommand, Refusal, RenewCommand, Resolution, Result, Target, TenantId,
-    TenantSelection, UnresolvedPage, UnresolvedQuery, WriteAnswer,
+    FailCommand, ForgetCommand, Found, HistoryPage, HoldCommand, OperationId, OperationRecord,
+    OperationsPage, OperationsQuery, ReconcileCommand, Refusal, RenewCommand, Resolution, Result,
+    Target, TenantId, TenantSelection, UnresolvedPage, UnresolvedQuery, WriteAnswer,
 };
 use crate::metrics::Metrics;
-use crate::store::{Applied, ClaimStart, Decide, Store};
+use crate::store::holds::{Hold, HoldSet};
+use crate::store::{Actor, Applied, ClaimStart, Decide, Store};
 use crate::telemetry::{LogLimiter, current_trace_id};
 
 use cache::TerminalCache;
+use holds::HoldsInForce;
 use new_keys::{NewKeyRetries, NewKeySettings};
 use tallies::{AnswerTallies, Counted};
 pub use waiters::WaiterLimits;
@@ -71,7 +75,9 @@ const RELAY_MAX_PAUSE: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct ClaimReply {
     pub answer: ClaimAnswer,
-    pub record: OperationRecord,
+    /// `None` only for a Pending answer to a scope with no operation yet,
+    /// whose name or tenant is held: nothing was created.
+    pub record: Option<OperationRecord>,
     pub now: DateTime<Utc>,
     /// How long the Claim waited for the operation to change (its `wait`):
     /// kept apart from the time it worked, for `idemd_claim_wait_seconds`.
@@ -119,6 +125,8 @@ pub struct IdempotencyService {
     tallies: AnswerTallies,
     /// The same request under many new keys, watched in memory.
     new_keys: NewKeyRetries,
+    /// The holds in force, as this replica last read them.
+    holds: HoldsInForce,
     /// Suspected new-key retries are logged at most once a second.
     new_key_logs: Arc<LogLimiter>,
 }
@@ -140,6 +148,7 @@ impl IdempotencyService {
             waiters: Waiters::new(WaiterLimits::default(), metrics.clone()),
             tallies: AnswerTallies::new(tallies::DEFAULT_CAPACITY, metrics.clone()),
             new_keys: NewKeyRetries::new(NewKeySettings::default(), metrics.clone()),
+            holds: HoldsInForce::default(),
             new_key_logs: Arc::new(LogLimiter::new(REFUSAL_LOG_INTERVAL)),
             metrics,
             changes,
@@ -166,6 +175,12 @@ impl IdempotencyService {
     /// ([`AnswerTallies::flush_every`], which `serve` runs).
     pub fn answer_tallies(&self) -> &AnswerTallies {
         &self.tallies
+    }
+
+    /// The holds in force, as this replica knows them (refreshed by
+    /// `serve`, and at once after this replica's own Hold and Release).
+    pub fn holds_in_force(&self) -> &HoldsInForce {
+        &self.holds
     }
 
     /// This replica's watch for the same request under many new keys
@@ -215,8 +230,10 @@ impl IdempotencyService {
             ClaimOutcome::Pending => Some(Counted::Pending),
             _ => None,
         };
-        if let (Some(counted), Ok(reply)) = (counted, reply.as_ref()) {
-            self.tallies.count(reply.record.operation_id, counted);
+        if let (Some(counted), Ok(Some(record))) =
+            (counted, reply.as_ref().map(|reply| reply.record.as_ref()))
+        {
+            self.tallies.count(record.operation_id, counted);
         }
         self.metrics
             .claim(tenant, &command.scope.operation, outcome);
@@ -257,7 +274,10 @@ impl IdempotencyService {
             let due = retry_after.to_std().unwrap_or_default();
             let nap = poll.min(due.max(Duration::from_millis(1)));
             let wake_at = (now + nap).min(give_up_at);
-            let operation_id = reply.record.operation_id;
+            // Held with no operation yet: nothing to wait for a change of.
+            let Some(operation_id) = reply.record.as_ref().map(|record| record.operation_id) else {
+                return Ok(reply);
+            };
             let Some(changes) = changes.as_mut() else {
                 return Ok(reply);
             };
@@ -277,6 +297,47 @@ impl IdempotencyService {
             *waited += napping.elapsed();
             poll = (poll * 2).min(WAIT_POLL_MAX);
         }
+    }
+
+    /// A Claim while its name or tenant is held: nothing is inserted. A
+    /// scope with no operation is told Pending (Held); an existing one is
+    /// decided as ever, with the hold (no new owner is made).
+    async fn claim_held(&self, tenant: TenantId, command: &ClaimCommand) -> Result<ClaimReply> {
+        let retry_after = command.held.unwrap_or_default();
+        let target = Target::Scope(command.scope.clone());
+        let found = self
+            .timed("find", self.store.find(tenant, &target, None))
+            .await?;
+        let Some(found) = found else {
+            return Ok(ClaimReply {
+                answer: ClaimAnswer::Pending {
+                    reason: PendingReason::Held,
+                    retry_after,
+                },
+                record: None,
+                now: Utc::now(),
+                waited: Duration::ZERO,
+            });
+        };
+        if let Some(reply) = self.answer_from_read(found, command) {
+            return reply;
+        }
+        // A write that makes no owner (an escalation to reconciliation),
+        // under the lock as every Claim that writes.
+        let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
+        let applied = self
+            .timed(
+                "transition",
+                self.store.transition(tenant, &target, &decide),
+            )
+            .await?;
+        let Some(applied) = applied else {
+            return Err(Error::unavailable(
+                "the operation changed while held: retry",
+            ));
+        };
+        self.announce(&applied);
+        claim_reply(applied.record, applied.now, applied.answer)
     }
 
     /// A waiting Claim's poll: a read, decided without the lock. It claims
@@ -333,6 +394,13 @@ impl IdempotencyService {
         if let Some(reply) = self.cached_answer(tenant, command) {
             return reply;
         }
+        if let Some(retry_after) = self.holds.held(tenant, &command.scope.operation) {
+            let held = ClaimCommand {
+                held: Some(retry_after),
+                ..command.clone()
+            };
+            return self.claim_held(tenant, &held).await;
+        }
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
             let operation_id = OperationId::generate();
@@ -349,7 +417,7 @@ impl IdempotencyService {
                     return Ok(ClaimReply {
                         answer: ClaimAnswer::Acquired,
                         now: record.created_at,
-                        record,
+                        record: Some(record),
                         waited: Duration::ZERO,
                     });
                 }
@@ -519,6 +587,77 @@ impl IdempotencyService {
             TenantSelection::All => Err(Error::Internal(
                 "a call on one operation selected every tenant".into(),
             )),
+        }
+    }
+
+    /// Holds `command.operation` (or the whole tenant), audited with
+    /// `actor`. This replica sees the holds at once; the others within their
+    /// refresh interval.
+    pub async fn hold(
+        &self,
+        tenant: TenantId,
+        command: &HoldCommand,
+        actor: &Actor,
+    ) -> Result<HoldSet> {
+        let operation = command.operation.as_deref();
+        let set = self
+            .timed(
+                "hold",
+                self.store
+                    .holds()
+                    .hold(tenant, operation, command.retry_after, actor),
+            )
+            .await?;
+        self.refresh_holds().await;
+        if let HoldSet::Held(hold) = &set {
+            info!(
+                tenant = tenant.0,
+                operation = hold.operation.as_deref().unwrap_or("*"),
+                held_by = %hold.held_by,
+                "held: no new owners until released"
+            );
+        }
+        Ok(set)
+    }
+
+    /// Releases the hold on `command.operation` (or the whole tenant's),
+    /// audited with `actor`; the hold that was in force.
+    pub async fn release(
+        &self,
+        tenant: TenantId,
+        command: &HoldCommand,
+        actor: &Actor,
+    ) -> Result<Option<Hold>> {
+        let operation = command.operation.as_deref();
+        let released = self
+            .timed(
+                "release",
+                self.store.holds().release(tenant, operation, actor),
+            )
+            .await?;
+        self.refresh_holds().await;
+        if released.is_some() {
+            info!(
+                tenant = tenant.0,
+                operation = operation.unwrap_or("*"),
+                released_by = %actor.name,
+                "hold released"
+            );
+        }
+        Ok(released)
+    }
+
+    /// Every hold in force, from the store.
+    pub async fn list_holds(&self) -> Result<Vec<Hold>> {
+        self.timed("list_holds", self.store.holds().list_holds())
+            .await
+    }
+
+    /// This replica's view after its own change; a failed read leaves it
+    /// to the next refresh.
+    async fn refresh_holds(&self) {
+        if let Err(error) = self.holds.refresh(self.store.as_ref()).await {
+            warn!(%error, "could not read the holds after a change; the next refresh will");
         }
     }
 
@@ -759,7 +898,7 @@ fn claim_reply(
             log_claim_answer(&record, &answer);
             Ok(ClaimReply {
                 answer,
-                record,
+                record: Some(record),
                 now,
                 waited: Duration::ZERO,
             })

@@ -319,6 +319,14 @@ fn spawn_replica_tasks(
         ),
     );
     background.spawn(
+        "holds",
+        application.service.holds_in_force().clone().refresh_every(
+            store.clone(),
+            crate::service::holds::DEFAULT_REFRESH,
+            stop.clone(),
+        ),
+    );
+    background.spawn(
         "audit pruning",
         sweeper::prune_audit_log(
             store.clone(),

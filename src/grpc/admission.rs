@@ -131,6 +131,10 @@ pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
         ApiMethod::Forget => &[Scope::Admin],
         // What bounds a Claim gets: a reconciler's question and an operator's.
         ApiMethod::GetPolicy => &[Scope::Reconcile, Scope::Admin],
+        // Stopping and restarting new owners is the operator's alone; which
+        // holds are in force, a reconciler's question too.
+        ApiMethod::Hold | ApiMethod::Release => &[Scope::Admin],
+        ApiMethod::ListHolds => &[Scope::Reconcile, Scope::Admin],
         ApiMethod::Unknown => &[],
     }
 }
@@ -438,7 +442,10 @@ mod tests {
                 ApiMethod::Lookup => {
                     assert_eq!(needed, [Scope::Operations, Scope::Reconcile, Scope::Admin]);
                 }
-                ApiMethod::Forget => assert_eq!(needed, [Scope::Admin]),
+                ApiMethod::Forget | ApiMethod::Hold | ApiMethod::Release => {
+                    assert_eq!(needed, [Scope::Admin]);
+                }
+                ApiMethod::ListHolds => assert_eq!(needed, [Scope::Reconcile, Scope::Admin]),
                 _ => assert!(!needed.contains(&Scope::Admin), "{method:?}"),
             }
         }

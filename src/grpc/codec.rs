@@ -86,6 +86,12 @@ impl MapFields for proto::ForgetRequest {}
 impl MapFields for proto::ForgetResponse {}
 impl MapFields for proto::GetPolicyRequest {}
 impl MapFields for proto::GetPolicyResponse {}
+impl MapFields for proto::HoldRequest {}
+impl MapFields for proto::HoldResponse {}
+impl MapFields for proto::ReleaseRequest {}
+impl MapFields for proto::ReleaseResponse {}
+impl MapFields for proto::ListHoldsRequest {}
+impl MapFields for proto::ListHoldsResponse {}
 
 /// The codec the generated service and client use (build.rs names it).
 #[derive(Debug, Clone)]

@@ -13,9 +13,10 @@ use crate::domain::policy::Policies;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, Error, ErrorReport,
     FailCommand, FailDisposition, FailRequested, ForgetCommand, ForgetRequested, HistoryPage,
-    Limits, ListOrder, Metadata, OperationFilter, OperationId, OperationsQuery, ReconcileCommand,
-    ReconcileRequested, RenewCommand, RenewRequested, RequestIdentity, Resolution, Result, Scope,
-    SuccessResult, Target, TenantSelection, UnresolvedQuery, UnresolvedRequested, Violations,
+    HoldCommand, HoldRequested, Limits, ListOrder, Metadata, OperationFilter, OperationId,
+    OperationsQuery, ReconcileCommand, ReconcileRequested, RenewCommand, RenewRequested,
+    RequestIdentity, Resolution, Result, Scope, SuccessResult, Target, TenantSelection,
+    UnresolvedQuery, UnresolvedRequested, Violations,
 };
 use crate::proto;
 
@@ -239,6 +240,28 @@ pub fn tenant_selection(principal: &Principal, named: Option<&str>) -> Result<Te
         }),
         Some(name) => Ok(TenantSelection::Named(name.to_owned())),
     }
+}
+
+/// A Hold's command: the operation name (empty: the whole tenant), the
+/// reason and what held Claims are told to wait.
+pub fn hold_command(request: proto::HoldRequest, limits: &Limits) -> Result<HoldCommand> {
+    let mut violations = Violations::default();
+    let requested = HoldRequested {
+        operation: request.operation,
+        reason: request.reason,
+        retry_after: duration("retry_after", request.retry_after, &mut violations),
+    };
+    limits.hold(requested, violations)
+}
+
+/// A Release's command: the hold's name (empty: the whole tenant's) and why.
+pub fn release_command(request: proto::ReleaseRequest, limits: &Limits) -> Result<HoldCommand> {
+    let requested = HoldRequested {
+        operation: request.operation,
+        reason: request.reason,
+        retry_after: None,
+    };
+    limits.release(requested, Violations::default())
 }
 
 pub fn forget_command(request: proto::ForgetRequest, limits: &Limits) -> Result<ForgetCommand> {

@@ -13,6 +13,7 @@ use crate::domain::{
 use crate::proto;
 use crate::service::new_keys::SameRequest;
 use crate::service::{ClaimReply, WriteReply};
+use crate::store::holds::Hold;
 
 pub fn proto_duration(delta: TimeDelta) -> pbjson_types::Duration {
     let delta = delta.max(TimeDelta::zero());
@@ -87,7 +88,26 @@ fn ownership(record: &OperationRecord, now: DateTime<Utc>) -> proto::Ownership {
 
 pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
     use proto::claim_response::Outcome as ProtoOutcome;
-    let record = &reply.record;
+    let Some(record) = &reply.record else {
+        // Held, with no operation yet (the only reply without a record):
+        // Pending, naming no operation. Any other answer without a record
+        // is answered the same, which executes nothing.
+        let (reason, retry_after) = match reply.answer {
+            ClaimAnswer::Pending {
+                reason,
+                retry_after,
+            } => (reason, retry_after),
+            _ => (PendingReason::Held, TimeDelta::seconds(1)),
+        };
+        return proto::ClaimResponse {
+            outcome: Some(ProtoOutcome::Pending(proto::Pending {
+                operation_id: String::new(),
+                reason: proto_pending_reason(reason).into(),
+                retry_after: Some(proto_duration(retry_after)),
+                attempt: 0,
+            })),
+        };
+    };
     let outcome = match reply.answer {
         ClaimAnswer::Acquired => ProtoOutcome::Acquired(proto::Acquired {
             ownership: Some(ownership(record, reply.now)),
@@ -110,11 +130,7 @@ pub fn claim_response(reply: &ClaimReply) -> proto::ClaimResponse {
             retry_after,
         } => ProtoOutcome::Pending(proto::Pending {
             operation_id: record.operation_id.to_string(),
-            reason: match reason {
-                PendingReason::InProgress => proto::PendingReason::InProgress,
-                PendingReason::RetryScheduled => proto::PendingReason::RetryScheduled,
-            }
-            .into(),
+            reason: proto_pending_reason(reason).into(),
             retry_after: Some(proto_duration(retry_after)),
             attempt: record.attempt,
         }),
@@ -191,6 +207,26 @@ pub fn operation(
         on_failed: proto_on_failed(record.on_failed).into(),
         same_request_keys: 0,
         suspected_new_key_retry: false,
+    }
+}
+
+fn proto_pending_reason(reason: PendingReason) -> proto::PendingReason {
+    match reason {
+        PendingReason::InProgress => proto::PendingReason::InProgress,
+        PendingReason::RetryScheduled => proto::PendingReason::RetryScheduled,
+        PendingReason::Held => proto::PendingReason::Held,
+    }
+}
+
+/// A hold as the API answers it.
+pub fn proto_hold(hold: &Hold) -> proto::Hold {
+    proto::Hold {
+        tenant: hold.tenant_name.clone(),
+        operation: hold.operation.clone().unwrap_or_default(),
+        reason: hold.reason.clone(),
+        retry_after: Some(proto_duration(hold.retry_after)),
+        held_at: Some(timestamp(hold.held_at)),
+        held_by: hold.held_by.clone(),
     }
 }
 

@@ -15,12 +15,14 @@ use super::connect::Connect;
 use super::observe::{Observed, Waited};
 use super::page_token;
 use super::request::{
-    claim_command, complete_command, fail_command, forget_command, list_operations_query,
-    lookup_request, reconcile_command, renew_command, tenant_selection, unresolved_query,
+    claim_command, complete_command, fail_command, forget_command, hold_command,
+    list_operations_query, lookup_request, reconcile_command, release_command, renew_command,
+    tenant_selection, unresolved_query,
 };
 use super::response::{
     claim_response, complete_response, fail_response, forget_response, lookup_response,
-    operations_response, policy_response, reconcile_response, renew_response, unresolved_response,
+    operations_response, policy_response, proto_hold, reconcile_response, renew_response,
+    unresolved_response,
 };
 use crate::auth::{Authenticator, Principal, Scope};
 use crate::domain::policy::Policies;
@@ -32,6 +34,8 @@ use crate::proto::idempotency_service_server::{
     IdempotencyService as IdempotencyRpcs, IdempotencyServiceServer,
 };
 use crate::service::{IdempotencyService, WriteReply};
+use crate::store::Actor;
+use crate::store::holds::{HoldSet, MOST_HOLDS};
 
 /// What is left of the caller's deadline is not all ours to wait: the answer
 /// must still travel back. At least this much is kept for it.
@@ -81,6 +85,15 @@ fn acted_by(principal: &Principal, selection: &TenantSelection, tenant: TenantId
         credential: principal.credential.to_string(),
         admin_on_behalf: matches!(selection, TenantSelection::Named(_))
             && tenant != principal.tenant,
+    }
+}
+
+/// Who sets or releases a hold, as the audit log names them: the
+/// credential, with the reason the request gave.
+fn admin_actor(principal: &Principal, reason: &str) -> Actor {
+    Actor {
+        name: principal.credential.to_string(),
+        reason: Some(reason.to_owned()),
     }
 }
 
@@ -147,7 +160,9 @@ impl IdempotencyRpcs for IdempotencyApi {
             .await
             .map_err(to_status)?;
         span.record("idem.outcome", reply.answer.outcome().as_str());
-        span.record("idem.fence", fence_attribute(reply.record.fence));
+        if let Some(record) = &reply.record {
+            span.record("idem.fence", fence_attribute(record.fence));
+        }
         let mut response = Response::new(claim_response(&reply));
         if !reply.waited.is_zero() {
             response.extensions_mut().insert(Waited(reply.waited));
@@ -277,6 +292,94 @@ impl IdempotencyRpcs for IdempotencyApi {
             .map_err(to_status)?;
         record_write(&reply);
         Ok(Response::new(forget_response(&reply, dropped_bytes)))
+    }
+
+    async fn hold(
+        &self,
+        request: Request<proto::HoldRequest>,
+    ) -> Result<Response<proto::HoldResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let command = hold_command(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
+        let actor = admin_actor(principal, &command.reason);
+        let (hold, already_held) = match self
+            .service
+            .hold(tenant, &command, &actor)
+            .await
+            .map_err(to_status)?
+        {
+            HoldSet::Held(hold) => (hold, false),
+            HoldSet::AlreadyHeld(hold) => (hold, true),
+            HoldSet::Full => {
+                return Err(to_status(Error::invalid(
+                    "operation",
+                    format!(
+                        "{MOST_HOLDS} holds are in force already, the most kept: release one first"
+                    ),
+                )));
+            }
+        };
+        Ok(Response::new(proto::HoldResponse {
+            hold: Some(proto_hold(&hold)),
+            already_held,
+        }))
+    }
+
+    async fn release(
+        &self,
+        request: Request<proto::ReleaseRequest>,
+    ) -> Result<Response<proto::ReleaseResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let command = release_command(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
+        let actor = admin_actor(principal, &command.reason);
+        let released = self
+            .service
+            .release(tenant, &command, &actor)
+            .await
+            .map_err(to_status)?
+            .ok_or_else(|| to_status(Error::NotFound))?;
+        Ok(Response::new(proto::ReleaseResponse {
+            released: Some(proto_hold(&released)),
+        }))
+    }
+
+    async fn list_holds(
+        &self,
+        request: Request<proto::ListHoldsRequest>,
+    ) -> Result<Response<proto::ListHoldsResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        // An admin sees every tenant's unless it names one; others their own.
+        let only = match tenant_selection(principal, Some(&message.tenant)).map_err(to_status)? {
+            TenantSelection::Own(tenant) if !principal.scopes.contains(Scope::Admin) => {
+                Some(tenant)
+            }
+            TenantSelection::Own(_) | TenantSelection::All => None,
+            named @ TenantSelection::Named(_) => {
+                Some(self.service.tenant_of(&named).await.map_err(to_status)?)
+            }
+        };
+        let holds = self.service.list_holds().await.map_err(to_status)?;
+        Ok(Response::new(proto::ListHoldsResponse {
+            holds: holds
+                .iter()
+                .filter(|hold| only.is_none_or(|tenant| hold.tenant == tenant))
+                .map(proto_hold)
+                .collect(),
+        }))
     }
 
     async fn get_policy(

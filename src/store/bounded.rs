@@ -12,6 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::warn;
 
+use super::Actor;
+use super::holds::{Hold, HoldSet, Holds};
 use super::one_at_a_time::OneAtATime;
 use super::{
     Applied, ClaimStart, Credentials, Decide, OperationCounts, PoolUsage, Store, SweepReport,
@@ -210,6 +212,12 @@ impl Store for Bounded {
         self.inner.credentials()
     }
 
+    /// Bounded: the service reads them every second, and admins set them
+    /// through the API.
+    fn holds(&self) -> &dyn Holds {
+        self
+    }
+
     /// Unbounded: it runs as long as the store does.
     async fn listen_for_changes(
         &self,
@@ -224,5 +232,42 @@ impl Store for Bounded {
 
     async fn close(&self) {
         self.inner.close().await;
+    }
+}
+
+#[async_trait]
+impl Holds for Bounded {
+    async fn hold(
+        &self,
+        tenant: TenantId,
+        operation: Option<&str>,
+        retry_after: chrono::TimeDelta,
+        actor: &Actor,
+    ) -> Result<HoldSet> {
+        self.within(
+            "hold",
+            self.inner
+                .holds()
+                .hold(tenant, operation, retry_after, actor),
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        tenant: TenantId,
+        operation: Option<&str>,
+        actor: &Actor,
+    ) -> Result<Option<Hold>> {
+        self.within(
+            "release",
+            self.inner.holds().release(tenant, operation, actor),
+        )
+        .await
+    }
+
+    async fn list_holds(&self) -> Result<Vec<Hold>> {
+        self.within("list_holds", self.inner.holds().list_holds())
+            .await
     }
 }

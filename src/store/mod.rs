@@ -83,6 +83,7 @@ pub mod bounded;
 pub mod credentials;
 mod dialect;
 mod error;
+pub mod holds;
 mod locked;
 #[cfg(test)]
 mod mirror_tests;
@@ -325,6 +326,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Tenants, credentials and the audit log, for the CLI.
     fn credentials(&self) -> &dyn Credentials;
+
+    /// Holds of operation names and tenants, for the service and its admins.
+    fn holds(&self) -> &dyn holds::Holds;
 
     /// A tenant and its first token, named `initial`, with the default
     /// scopes and no expiry (the dev tenant's, and tests').

@@ -269,6 +269,10 @@ impl<D: Sql> Store for D {
         self
     }
 
+    fn holds(&self) -> &dyn super::holds::Holds {
+        self
+    }
+
     async fn listen_for_changes(
         &self,
         changed: &(dyn Fn(OperationId) + Send + Sync),

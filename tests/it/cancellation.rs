@@ -39,7 +39,7 @@ async fn acquire(service: &IdempotencyService, tenant: TenantId, key: &str) -> O
         .await
         .expect("claimed");
     assert_eq!(reply.answer, ClaimAnswer::Acquired);
-    reply.record
+    reply.record.expect("an acquired operation")
 }
 
 /// Renews (the write the client abandons) cut off at every await from the

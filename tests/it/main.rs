@@ -32,6 +32,7 @@ mod fingerprint_vectors;
 #[cfg(target_os = "linux")]
 mod frozen;
 mod history;
+mod holds;
 mod inputs;
 #[cfg(target_os = "linux")]
 mod keepalive;

@@ -28,6 +28,12 @@ pub struct ClaimCommand {
     /// fingerprint equal to one of them is this same request, not a
     /// conflict. Empty outside a migration window.
     pub previous_fingerprints: Vec<Fingerprint>,
+    /// An administrator holds the operation name (or the tenant): no Claim
+    /// is made an owner, new operation or new attempt alike; it is told
+    /// Pending (`Held`) with this retry_after instead. Replays, the owner's
+    /// re-sent Claim and everything but a new owner go on. `None` when no
+    /// hold is in force (the service decides, from its holds).
+    pub held: Option<TimeDelta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +90,17 @@ pub enum Resolution {
     Succeeded(SuccessResult),
     Failed(ErrorReport),
     NotApplied,
+}
+
+/// A hold to set or release ([`crate::Limits::hold`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldCommand {
+    /// `None`: every operation of the tenant.
+    pub operation: Option<String>,
+    /// Why, as the audit log keeps it (bounded, no control characters).
+    pub reason: String,
+    /// What a held Claim is told to wait (unused by a release).
+    pub retry_after: TimeDelta,
 }
 
 /// An admin's Forget: turn an ended operation into a tombstone now.

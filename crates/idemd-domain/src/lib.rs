@@ -21,6 +21,7 @@ mod purity_tests;
 #[cfg(test)]
 mod transition_tests;
 
+pub use admit::DEFAULT_HELD_RETRY_AFTER;
 pub use claim_outcome::ClaimOutcome;
 pub use command::*;
 pub use error::{

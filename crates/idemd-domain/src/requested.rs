@@ -75,6 +75,16 @@ pub struct ForgetRequested {
     pub reason: String,
 }
 
+/// A Hold or a Release as the transport read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRequested {
+    /// Empty: the whole tenant.
+    pub operation: String,
+    pub reason: String,
+    /// Hold only; `None`: the default.
+    pub retry_after: Option<TimeDelta>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnresolvedRequested {
     /// None: every operation name.

@@ -7,6 +7,7 @@ mod bulk;
 mod connect;
 mod failure;
 mod forget;
+mod hold;
 mod list;
 mod lookup;
 mod policy;
@@ -148,6 +149,49 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
                 confirmed: yes,
             };
             forget::run(&mut server, plan, output).await
+        }
+        OpsCommand::Hold {
+            operation,
+            whole_tenant,
+            reason,
+            retry_after,
+            tenant,
+            connection,
+            output,
+        } => {
+            let target = hold::Target {
+                operation,
+                whole_tenant,
+                tenant: tenant.unwrap_or_default(),
+                reason,
+            };
+            let mut server = connect::Server::connect(&connection).await?;
+            hold::hold(&mut server, target, retry_after, output).await
+        }
+        OpsCommand::Release {
+            operation,
+            whole_tenant,
+            reason,
+            tenant,
+            connection,
+            output,
+        } => {
+            let target = hold::Target {
+                operation,
+                whole_tenant,
+                tenant: tenant.unwrap_or_default(),
+                reason,
+            };
+            let mut server = connect::Server::connect(&connection).await?;
+            hold::release(&mut server, target, output).await
+        }
+        OpsCommand::Holds {
+            tenant,
+            connection,
+            output,
+        } => {
+            let mut server = connect::Server::connect(&connection).await?;
+            hold::list(&mut server, tenant, output).await
         }
         OpsCommand::Policy {
             operation,

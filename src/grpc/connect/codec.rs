@@ -55,6 +55,9 @@ pub(super) fn codec_of(method: ApiMethod) -> Option<Codec> {
         }
         ApiMethod::Forget => codec::<proto::ForgetRequest, proto::ForgetResponse>(),
         ApiMethod::GetPolicy => codec::<proto::GetPolicyRequest, proto::GetPolicyResponse>(),
+        ApiMethod::Hold => codec::<proto::HoldRequest, proto::HoldResponse>(),
+        ApiMethod::Release => codec::<proto::ReleaseRequest, proto::ReleaseResponse>(),
+        ApiMethod::ListHolds => codec::<proto::ListHoldsRequest, proto::ListHoldsResponse>(),
         ApiMethod::Unknown => return None,
     })
 }

@@ -6,7 +6,7 @@ use super::super::statements::{AuditRow, NewAuditEntry};
 
 impl Actor {
     /// An entry by this actor for `action`; the rest is set by the caller.
-    pub(super) fn entry<'a>(&'a self, action: &'a str) -> NewAuditEntry<'a> {
+    pub(in crate::store) fn entry<'a>(&'a self, action: &'a str) -> NewAuditEntry<'a> {
         NewAuditEntry {
             actor: &self.name,
             reason: self.reason.as_deref(),

@@ -15,6 +15,7 @@ use super::super::row::{
     HistoryRow, ListedRow, OperationRow, OperationWrite, RowWithClock, signed,
 };
 use super::super::sql;
+use super::holds::{DELETE_HOLD, HOLD, HoldRow, INSERT_HOLD, LIST_HOLDS, MOST_HOLDS};
 use super::listing::{self, Piece};
 use super::tenants::{
     ACTIVE_TENANT, ACTIVE_TOKEN_NAMED, ACTIVE_TOKENS, AUDIT_LOG, AUTHENTICATE, AuditRow, GrantRow,
@@ -23,7 +24,7 @@ use super::tenants::{
     REVOKE_TOKEN, REVOKE_TOKEN_BY_HASH, StoredToken, TOKEN_BY_HASH, TenantRow, TokenRow,
     TokenWrite, UPDATE_TOKEN,
 };
-use super::{Connection, Sql};
+use super::{Connection, HoldWrite, Sql};
 use crate::domain::{
     ActedBy, AuditNote, Effects, Error, HistoryCap, HistoryEntry, HistoryEvent, HistoryPage,
     ListedOperation, Metadata, NewHistoryEntry, OperationId, OperationRecord, OperationsQuery,
@@ -59,6 +60,7 @@ where
     HashOwner: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     TenantRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     AuditRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
+    HoldRow: for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (i64,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (i64, i64, i64, i64, Option<DateTime<Utc>>): for<'r> FromRow<'r, <D::Db as Database>::Row>,
     (DateTime<Utc>,): for<'r> FromRow<'r, <D::Db as Database>::Row>,
@@ -680,6 +682,60 @@ where
             .instrument(D::statement("DELETE audit_log"))
             .await?;
         Ok(D::rows_affected(&done))
+    }
+
+    async fn insert_hold(
+        connection: &mut Connection<D>,
+        hold: &HoldWrite<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(INSERT_HOLD)
+            .bind(hold.tenant.0)
+            .bind(hold.operation)
+            .bind(hold.reason)
+            .bind(hold.retry_after_ms)
+            .bind(D::stamp(now))
+            .bind(hold.held_by)
+            .bind(MOST_HOLDS)
+            .execute(&mut *connection)
+            .instrument(D::statement("INSERT holds"))
+            .await?;
+        Ok(D::rows_affected(&done) == 1)
+    }
+
+    async fn delete_hold(
+        connection: &mut Connection<D>,
+        tenant: TenantId,
+        operation: &str,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(DELETE_HOLD)
+            .bind(tenant.0)
+            .bind(operation)
+            .execute(&mut *connection)
+            .instrument(D::statement("DELETE holds"))
+            .await?;
+        Ok(D::rows_affected(&done) == 1)
+    }
+
+    async fn hold(
+        connection: &mut Connection<D>,
+        tenant: TenantId,
+        operation: &str,
+    ) -> StoreResult<Option<HoldRow>> {
+        Ok(sqlx::query_as(HOLD)
+            .bind(tenant.0)
+            .bind(operation)
+            .fetch_optional(&mut *connection)
+            .instrument(D::statement("SELECT holds"))
+            .await?)
+    }
+
+    async fn list_holds(connection: &mut Connection<D>) -> StoreResult<Vec<HoldRow>> {
+        Ok(sqlx::query_as(LIST_HOLDS)
+            .bind(MOST_HOLDS)
+            .fetch_all(&mut *connection)
+            .instrument(D::statement("SELECT holds"))
+            .await?)
     }
 }
 

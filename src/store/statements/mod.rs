@@ -27,9 +27,12 @@ use crate::domain::{
 };
 
 mod bind;
+mod holds;
 pub(super) mod listing;
 mod tenants;
 
+pub(crate) use holds::HoldRow;
+pub use holds::MOST_HOLDS;
 #[cfg(test)]
 pub(crate) use tenants::AUTHENTICATE;
 pub(crate) use tenants::{
@@ -299,4 +302,41 @@ pub(crate) trait Sql: Dialect {
         connection: &mut Connection<Self>,
         before: DateTime<Utc>,
     ) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// Holds `operation` ('' for the whole tenant) unless it is held
+    /// already or [`MOST_HOLDS`] are; whether it did.
+    fn insert_hold(
+        connection: &mut Connection<Self>,
+        hold: &HoldWrite<'_>,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// Releases the hold; whether there was one.
+    fn delete_hold(
+        connection: &mut Connection<Self>,
+        tenant: TenantId,
+        operation: &str,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+
+    /// The hold on `operation` ('' for the whole tenant), if any.
+    fn hold(
+        connection: &mut Connection<Self>,
+        tenant: TenantId,
+        operation: &str,
+    ) -> impl Future<Output = StoreResult<Option<HoldRow>>> + Send;
+
+    /// Every hold (at most [`MOST_HOLDS`]), by tenant and name.
+    fn list_holds(
+        connection: &mut Connection<Self>,
+    ) -> impl Future<Output = StoreResult<Vec<HoldRow>>> + Send;
+}
+
+/// A hold as [`Sql::insert_hold`] writes it.
+pub(crate) struct HoldWrite<'a> {
+    pub(crate) tenant: TenantId,
+    /// '' for the whole tenant.
+    pub(crate) operation: &'a str,
+    pub(crate) reason: &'a str,
+    pub(crate) retry_after_ms: i64,
+    pub(crate) held_by: &'a str,
 }

@@ -31,6 +31,7 @@ async fn values_at_their_bounds_are_stored_and_read_back_exactly(backend: Backen
         on_failed: idemd::domain::OnFailed::NewAttempt,
         clock_margin: TimeDelta::zero(),
         previous_fingerprints: Vec::new(),
+        held: None,
     };
     let owner = acquired(fixture.claim(&command).await);
     assert_eq!(

@@ -55,6 +55,7 @@ pub fn claim_command(key: &str) -> idemd::domain::ClaimCommand {
         on_failed: idemd::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
         previous_fingerprints: Vec::new(),
+        held: None,
     }
 }
 

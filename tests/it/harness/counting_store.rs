@@ -149,6 +149,10 @@ impl Store for CountingStore {
         self.inner.credentials()
     }
 
+    fn holds(&self) -> &dyn idemd::store::holds::Holds {
+        self.inner.holds()
+    }
+
     async fn listen_for_changes(
         &self,
         changed: &(dyn Fn(idemd::domain::OperationId) + Send + Sync),

@@ -139,6 +139,8 @@ impl Limits {
                 on_failed: OnFailed::Replay,
                 clock_margin: self.clock_margin,
                 previous_fingerprints,
+                // Holds are the service's to know.
+                held: None,
             },
             wait,
         ))

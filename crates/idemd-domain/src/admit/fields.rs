@@ -150,6 +150,33 @@ pub(super) fn check_fence(field: &str, fence: Fence, violations: &mut Violations
 }
 
 /// A duration field: absent means the default; present must lie in bounds.
+impl Limits {
+    /// An admin's reason, as the audit log (and a history) keeps it: 1 to
+    /// `max_forget_reason_bytes` bytes once trimmed, one line. `examples`
+    /// say what a reason looks like, in the refusal.
+    pub(super) fn admin_reason(
+        &self,
+        reason: &str,
+        examples: &str,
+        violations: &mut Violations,
+    ) -> String {
+        let reason = reason.trim();
+        if reason.is_empty() || reason.len() > self.max_forget_reason_bytes {
+            violations.add(
+                "reason",
+                format!(
+                    "must be 1-{} bytes: say why ({examples})",
+                    self.max_forget_reason_bytes
+                ),
+            );
+        } else if reason.chars().any(char::is_control) {
+            // One line in the audit log and the history, as printed.
+            violations.add("reason", "may not contain control characters");
+        }
+        reason.to_owned()
+    }
+}
+
 pub(super) fn duration_or_default(
     field: &str,
     requested: Option<TimeDelta>,

@@ -14,24 +14,16 @@ impl Limits {
         mut violations: Violations,
     ) -> Result<ForgetCommand> {
         check_fence("expected_fence", requested.expected_fence, &mut violations);
-        let reason = requested.reason.trim();
-        if reason.is_empty() || reason.len() > self.max_forget_reason_bytes {
-            violations.add(
-                "reason",
-                format!(
-                    "must be 1-{} bytes: say why (a deletion request, a poisoned result)",
-                    self.max_forget_reason_bytes
-                ),
-            );
-        } else if reason.chars().any(char::is_control) {
-            // One line in the audit log and the history, as printed.
-            violations.add("reason", "may not contain control characters");
-        }
+        let reason = self.admin_reason(
+            &requested.reason,
+            "a deletion request, a poisoned result",
+            &mut violations,
+        );
         violations.into_result()?;
         Ok(ForgetCommand {
             operation_id: requested.operation_id,
             expected_fence: requested.expected_fence,
-            reason: reason.to_owned(),
+            reason,
             tombstone_retention: self.tombstone_retention,
         })
     }

@@ -14,6 +14,7 @@ mod complete;
 mod fail;
 mod fields;
 mod forget;
+mod hold;
 mod lookup;
 mod policy;
 mod reconcile;
@@ -21,6 +22,7 @@ mod renew;
 mod unresolved;
 
 pub(super) use fields::describe;
+pub use hold::DEFAULT_HELD_RETRY_AFTER;
 
 #[cfg(test)]
 pub(super) mod testing;

@@ -121,6 +121,16 @@ pub fn decide_claim(
         })
         .flatten();
     let mut decision = decide_same_or_conflicting(record, command, matched_previous.is_some(), now);
+    if let Some(retry_after) = command.held
+        && decision.makes_an_owner()
+    {
+        // Held: the owner this Claim would have become is not made, and
+        // nothing is written (the record stays as it is for the release).
+        return Decision::answer(Answer::Claim(ClaimAnswer::Pending {
+            reason: PendingReason::Held,
+            retry_after,
+        }));
+    }
     if let (Some(index), Some(history)) = (matched_previous, decision.effects.history.as_mut()) {
         let matched = format!("request matched by previous_fingerprints[{index}]");
         history.detail = if history.detail.is_empty() {

@@ -47,6 +47,9 @@ impl Doubt {
 pub enum PendingReason {
     InProgress,
     RetryScheduled,
+    /// An administrator holds the operation name or the tenant: nothing new
+    /// is started until the hold is released.
+    Held,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +138,18 @@ impl Decision {
             self.effects.audit = audit;
         }
         self
+    }
+
+    /// Whether this decision makes a new owner: a Claim answered Acquired or
+    /// ReconcileFirst with a new fence (not the owner's re-sent Claim, which
+    /// writes nothing).
+    pub fn makes_an_owner(&self) -> bool {
+        matches!(
+            self.answer,
+            Ok(Answer::Claim(
+                ClaimAnswer::Acquired | ClaimAnswer::ReconcileFirst(_)
+            ))
+        ) && self.effects.takes_new_fence()
     }
 
     pub(super) fn answer(answer: Answer) -> Self {

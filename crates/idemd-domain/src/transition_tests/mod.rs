@@ -105,6 +105,7 @@ fn claim_as(token: &[u8]) -> ClaimCommand {
         on_failed: crate::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
         previous_fingerprints: Vec::new(),
+        held: None,
     }
 }
 

@@ -4,6 +4,7 @@
 mod budget_spent;
 mod failed;
 mod first;
+mod held;
 mod key_reuse;
 mod live_lease;
 mod migration_window;

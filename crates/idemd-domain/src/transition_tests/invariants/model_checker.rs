@@ -11,8 +11,8 @@ use crate::model::{
     RequestDigest, State, Writer,
 };
 use crate::transition::{
-    Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, decide_complete, decide_fail, decide_reconcile,
-    decide_renew,
+    Answer, ClaimAnswer, NOT_APPLIED_WITH_GRANT, PendingReason, decide_complete, decide_fail,
+    decide_reconcile, decide_renew,
 };
 
 use crate::transition_tests::{
@@ -50,6 +50,8 @@ enum Event {
         token: u8,
         reused_key: bool,
         lease_secs: i64,
+        /// An administrator's hold is in force.
+        held: bool,
     },
     Renew {
         fence: FencePick,
@@ -128,8 +130,8 @@ fn event_strategy() -> impl Strategy<Value = Event> {
     prop_oneof![
         5 => prop_oneof![0i64..=2_000, 0i64..=70_000, 0i64..=700_000]
             .prop_map(|millis| Event::Advance { millis }),
-        4 => (0u8..4, prop::bool::weighted(0.1), 1i64..=90).prop_map(
-            |(token, reused_key, lease_secs)| Event::Claim { token, reused_key, lease_secs }
+        4 => (0u8..4, prop::bool::weighted(0.1), 1i64..=90, prop::bool::weighted(0.2)).prop_map(
+            |(token, reused_key, lease_secs, held)| Event::Claim { token, reused_key, lease_secs, held }
         ),
         2 => (fence_strategy(), prop::option::of(1i64..=90))
             .prop_map(|(fence, lease_secs)| Event::Renew { fence, lease_secs }),
@@ -246,6 +248,7 @@ impl Run {
                 token: index,
                 reused_key,
                 lease_secs,
+                held,
             } => {
                 let command = ClaimCommand {
                     fingerprint: if *reused_key {
@@ -255,6 +258,7 @@ impl Run {
                     },
                     claim_token: token(*index),
                     lease: secs(*lease_secs),
+                    held: held.then(|| secs(30)),
                     ..self.first.clone()
                 };
                 let step = self.sim.claim(&command);
@@ -648,7 +652,9 @@ impl Run {
                     "granted an expired lease"
                 );
                 if step.effects.update.is_some() {
-                    // A new owner: a new fence and one more attempt.
+                    // A new owner: a new fence and one more attempt, never
+                    // while a hold is in force.
+                    assert!(command.held.is_none(), "{step:#?}");
                     assert!(step.effects.takes_new_fence());
                     assert_eq!(after.attempt, before.attempt + 1);
                     assert_eq!(after.claim_token, command.claim_token);
@@ -695,9 +701,15 @@ impl Run {
                 }
                 self.grant(after.fence);
             }
-            ClaimAnswer::Pending { retry_after, .. } => {
+            ClaimAnswer::Pending {
+                retry_after,
+                reason,
+            } => {
                 step.assert_no_effects();
                 assert!(retry_after > TimeDelta::zero());
+                if reason == PendingReason::Held {
+                    assert!(command.held.is_some());
+                }
             }
             ClaimAnswer::Completed => {
                 assert!(after.state.is_terminal());
