@@ -127,6 +127,11 @@ const (
 	PendingReason_PENDING_REASON_IN_PROGRESS PendingReason = 1
 	// A retryable failure was recorded; the next attempt is not yet due.
 	PendingReason_PENDING_REASON_RETRY_SCHEDULED PendingReason = 2
+	// An administrator holds the operation name or the tenant (Hold): nothing
+	// new is started until the hold is released. Claim again after
+	// retry_after. The Pending carries no operation_id when the scope has no
+	// operation yet.
+	PendingReason_PENDING_REASON_HELD PendingReason = 3
 )
 
 // Enum value maps for PendingReason.
@@ -135,11 +140,13 @@ var (
 		0: "PENDING_REASON_UNSPECIFIED",
 		1: "PENDING_REASON_IN_PROGRESS",
 		2: "PENDING_REASON_RETRY_SCHEDULED",
+		3: "PENDING_REASON_HELD",
 	}
 	PendingReason_value = map[string]int32{
 		"PENDING_REASON_UNSPECIFIED":     0,
 		"PENDING_REASON_IN_PROGRESS":     1,
 		"PENDING_REASON_RETRY_SCHEDULED": 2,
+		"PENDING_REASON_HELD":            3,
 	}
 )
 
@@ -3497,6 +3504,433 @@ func (x *GetPolicyResponse) GetOnFailed() OnFailed {
 	return OnFailed_ON_FAILED_UNSPECIFIED
 }
 
+// Hold an operation name, or a whole tenant.
+type HoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: the name of the tenant to hold in; empty, the caller's own. A
+	// name with no active tenant is NOT_FOUND (TENANT_NOT_FOUND).
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The operation name to hold; empty holds every operation of the tenant.
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Why (duplicates still occur, requests stuck in progress): 1-512 bytes of
+	// UTF-8, kept with the hold and in the audit log. Required.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What a held Claim is told to wait before it claims again: at most 1 h,
+	// default 30 s.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldRequest) Reset() {
+	*x = HoldRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRequest) ProtoMessage() {}
+
+func (x *HoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
+func (*HoldRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *HoldRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *HoldRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *HoldRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HoldRequest) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+// A hold in force.
+type Hold struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's name.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The operation name held; empty when the whole tenant is.
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Why, as the Hold gave it.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What a held Claim is told to wait.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// When it was set, on the database clock.
+	HeldAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=held_at,json=heldAt,proto3" json:"held_at,omitempty"`
+	// Who set it: the credential (token:NAME, certificate:IDENTITY) or the
+	// command line (cli:USER@HOST).
+	HeldBy        string `protobuf:"bytes,6,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hold) Reset() {
+	*x = Hold{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hold) ProtoMessage() {}
+
+func (x *Hold) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hold.ProtoReflect.Descriptor instead.
+func (*Hold) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Hold) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Hold) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Hold) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Hold) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *Hold) GetHeldAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldAt
+	}
+	return nil
+}
+
+func (x *Hold) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
+// The hold in force after a Hold.
+type HoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hold: this one, or the one that was in force already.
+	Hold *Hold `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	// Whether it was held already: the first hold stays as it was set (its
+	// reason and time), and nothing is audited again.
+	AlreadyHeld   bool `protobuf:"varint,2,opt,name=already_held,json=alreadyHeld,proto3" json:"already_held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldResponse) Reset() {
+	*x = HoldResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldResponse) ProtoMessage() {}
+
+func (x *HoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
+func (*HoldResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *HoldResponse) GetHold() *Hold {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *HoldResponse) GetAlreadyHeld() bool {
+	if x != nil {
+		return x.AlreadyHeld
+	}
+	return false
+}
+
+// End a hold.
+type ReleaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: the name of the tenant; empty, the caller's own.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The operation name; empty for the hold of the whole tenant.
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Why: 1-512 bytes of UTF-8, kept in the audit log. Required.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReleaseRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// The hold that ended.
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As it was in force.
+	Released      *Hold `protobuf:"bytes,1,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReleaseResponse) GetReleased() *Hold {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
+// List the holds in force.
+type ListHoldsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional, admin only: one tenant's holds, by name; empty: the caller's
+	// own tenant's, or for an admin every tenant's.
+	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldsRequest) Reset() {
+	*x = ListHoldsRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldsRequest) ProtoMessage() {}
+
+func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
+func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListHoldsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// The holds in force (at most 1000 in all).
+type ListHoldsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By tenant, then operation name.
+	Holds         []*Hold `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldsResponse) Reset() {
+	*x = ListHoldsResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldsResponse) ProtoMessage() {}
+
+func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
+func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListHoldsResponse) GetHolds() []*Hold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
 var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
 
 const file_idem_v1_idempotency_proto_rawDesc = "" +
@@ -3729,11 +4163,39 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\fmaxRetention\x12W\n" +
 	"\x1adefault_operation_deadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\x18defaultOperationDeadline\x12O\n" +
 	"\x16max_operation_deadline\x18\f \x01(\v2\x19.google.protobuf.DurationR\x14maxOperationDeadline\x12.\n" +
-	"\ton_failed\x18\r \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed*s\n" +
+	"\ton_failed\x18\r \x01(\x0e2\x11.idem.v1.OnFailedR\bonFailed\"\x97\x01\n" +
+	"\vHoldRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12:\n" +
+	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"\xde\x01\n" +
+	"\x04Hold\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12:\n" +
+	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x123\n" +
+	"\aheld_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06heldAt\x12\x17\n" +
+	"\aheld_by\x18\x06 \x01(\tR\x06heldBy\"T\n" +
+	"\fHoldResponse\x12!\n" +
+	"\x04hold\x18\x01 \x01(\v2\r.idem.v1.HoldR\x04hold\x12!\n" +
+	"\falready_held\x18\x02 \x01(\bR\valreadyHeld\"^\n" +
+	"\x0eReleaseRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"<\n" +
+	"\x0fReleaseResponse\x12)\n" +
+	"\breleased\x18\x01 \x01(\v2\r.idem.v1.HoldR\breleased\"*\n" +
+	"\x10ListHoldsRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"8\n" +
+	"\x11ListHoldsResponse\x12#\n" +
+	"\x05holds\x18\x01 \x03(\v2\r.idem.v1.HoldR\x05holds*\x8c\x01\n" +
 	"\rPendingReason\x12\x1e\n" +
 	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPENDING_REASON_IN_PROGRESS\x10\x01\x12\"\n" +
-	"\x1ePENDING_REASON_RETRY_SCHEDULED\x10\x02*\x99\x01\n" +
+	"\x1ePENDING_REASON_RETRY_SCHEDULED\x10\x02\x12\x17\n" +
+	"\x13PENDING_REASON_HELD\x10\x03*\x99\x01\n" +
 	"\rFailureReason\x12\x1e\n" +
 	"\x1aFAILURE_REASON_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17FAILURE_REASON_TERMINAL\x10\x01\x12%\n" +
@@ -3756,7 +4218,7 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
 	"\x1aFAIL_DISPOSITION_RETRYABLE\x10\x02\x12\x1c\n" +
 	"\x18FAIL_DISPOSITION_UNKNOWN\x10\x03\x12 \n" +
-	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\x9e\x05\n" +
+	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\xd5\x06\n" +
 	"\x12IdempotencyService\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x126\n" +
 	"\x05Renew\x12\x15.idem.v1.RenewRequest\x1a\x16.idem.v1.RenewResponse\x12?\n" +
@@ -3767,7 +4229,10 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x0eListUnresolved\x12\x1e.idem.v1.ListUnresolvedRequest\x1a\x1f.idem.v1.ListUnresolvedResponse\x12Q\n" +
 	"\x0eListOperations\x12\x1e.idem.v1.ListOperationsRequest\x1a\x1f.idem.v1.ListOperationsResponse\x129\n" +
 	"\x06Forget\x12\x16.idem.v1.ForgetRequest\x1a\x17.idem.v1.ForgetResponse\x12B\n" +
-	"\tGetPolicy\x12\x19.idem.v1.GetPolicyRequest\x1a\x1a.idem.v1.GetPolicyResponseBC\n" +
+	"\tGetPolicy\x12\x19.idem.v1.GetPolicyRequest\x1a\x1a.idem.v1.GetPolicyResponse\x123\n" +
+	"\x04Hold\x12\x14.idem.v1.HoldRequest\x1a\x15.idem.v1.HoldResponse\x12<\n" +
+	"\aRelease\x12\x17.idem.v1.ReleaseRequest\x1a\x18.idem.v1.ReleaseResponse\x12B\n" +
+	"\tListHolds\x12\x19.idem.v1.ListHoldsRequest\x1a\x1a.idem.v1.ListHoldsResponseBC\n" +
 	"\x11dev.idemd.idem.v1P\x01Z,github.com/idemd/idemd/gen/go/idem/v1;idemv1b\x06proto3"
 
 var (
@@ -3783,7 +4248,7 @@ func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
 }
 
 var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_idem_v1_idempotency_proto_goTypes = []any{
 	(PendingReason)(0),               // 0: idem.v1.PendingReason
 	(FailureReason)(0),               // 1: idem.v1.FailureReason
@@ -3823,50 +4288,57 @@ var file_idem_v1_idempotency_proto_goTypes = []any{
 	(*ForgetResponse)(nil),           // 35: idem.v1.ForgetResponse
 	(*GetPolicyRequest)(nil),         // 36: idem.v1.GetPolicyRequest
 	(*GetPolicyResponse)(nil),        // 37: idem.v1.GetPolicyResponse
-	nil,                              // 38: idem.v1.Result.MetadataEntry
-	nil,                              // 39: idem.v1.OperationError.MetadataEntry
-	(*durationpb.Duration)(nil),      // 40: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
+	(*HoldRequest)(nil),              // 38: idem.v1.HoldRequest
+	(*Hold)(nil),                     // 39: idem.v1.Hold
+	(*HoldResponse)(nil),             // 40: idem.v1.HoldResponse
+	(*ReleaseRequest)(nil),           // 41: idem.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),          // 42: idem.v1.ReleaseResponse
+	(*ListHoldsRequest)(nil),         // 43: idem.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),        // 44: idem.v1.ListHoldsResponse
+	nil,                              // 45: idem.v1.Result.MetadataEntry
+	nil,                              // 46: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),      // 47: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 48: google.protobuf.Timestamp
 }
 var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	6,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
-	40, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	40, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	40, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
-	40, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	47, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	47, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	47, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	47, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	47, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
 	10, // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
 	11, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
 	12, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
 	13, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
 	14, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
-	40, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
-	40, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	47, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	47, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
 	9,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
 	9,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
 	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
-	40, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	47, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
 	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
-	40, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	47, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
 	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
 	15, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
 	16, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
-	41, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	41, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
-	38, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	48, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	48, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
+	45, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
 	1,  // 25: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	39, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	40, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	40, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	40, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	46, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	47, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	47, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	47, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
 	15, // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
 	2,  // 31: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
 	4,  // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
 	16, // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	40, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	47, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
 	2,  // 35: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
 	1,  // 36: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	40, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	47, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
 	6,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
 	25, // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
 	26, // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
@@ -3874,21 +4346,21 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	2,  // 42: idem.v1.Operation.state:type_name -> idem.v1.OperationState
 	15, // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
 	16, // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	41, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	41, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	41, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	41, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	41, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	41, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	41, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	48, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	48, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	48, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	48, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	48, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	48, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	48, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
 	3,  // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
-	41, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
-	41, // 55: idem.v1.Operation.last_replay_at:type_name -> google.protobuf.Timestamp
+	48, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
+	48, // 55: idem.v1.Operation.last_replay_at:type_name -> google.protobuf.Timestamp
 	2,  // 56: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
 	2,  // 57: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	41, // 58: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	41, // 59: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	48, // 58: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	48, // 59: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
 	15, // 60: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
 	16, // 61: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
 	28, // 62: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
@@ -3897,41 +4369,53 @@ var file_idem_v1_idempotency_proto_depIdxs = []int32{
 	5,  // 65: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
 	25, // 66: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
 	2,  // 67: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	41, // 68: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	40, // 69: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	40, // 70: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	40, // 71: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 72: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	40, // 73: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	40, // 74: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	40, // 75: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	40, // 76: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	48, // 68: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	47, // 69: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	47, // 70: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	47, // 71: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	47, // 72: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	47, // 73: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	47, // 74: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	47, // 75: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	47, // 76: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
 	3,  // 77: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
-	7,  // 78: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	17, // 79: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	19, // 80: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	21, // 81: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	23, // 82: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	27, // 83: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	30, // 84: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	32, // 85: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	34, // 86: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	36, // 87: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	8,  // 88: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	18, // 89: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	20, // 90: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	22, // 91: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	24, // 92: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	29, // 93: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	31, // 94: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	33, // 95: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	35, // 96: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	37, // 97: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	88, // [88:98] is the sub-list for method output_type
-	78, // [78:88] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	47, // 78: idem.v1.HoldRequest.retry_after:type_name -> google.protobuf.Duration
+	47, // 79: idem.v1.Hold.retry_after:type_name -> google.protobuf.Duration
+	48, // 80: idem.v1.Hold.held_at:type_name -> google.protobuf.Timestamp
+	39, // 81: idem.v1.HoldResponse.hold:type_name -> idem.v1.Hold
+	39, // 82: idem.v1.ReleaseResponse.released:type_name -> idem.v1.Hold
+	39, // 83: idem.v1.ListHoldsResponse.holds:type_name -> idem.v1.Hold
+	7,  // 84: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	17, // 85: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	19, // 86: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	21, // 87: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	23, // 88: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	27, // 89: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	30, // 90: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	32, // 91: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	34, // 92: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	36, // 93: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	38, // 94: idem.v1.IdempotencyService.Hold:input_type -> idem.v1.HoldRequest
+	41, // 95: idem.v1.IdempotencyService.Release:input_type -> idem.v1.ReleaseRequest
+	43, // 96: idem.v1.IdempotencyService.ListHolds:input_type -> idem.v1.ListHoldsRequest
+	8,  // 97: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	18, // 98: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	20, // 99: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	22, // 100: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	24, // 101: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	29, // 102: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	31, // 103: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	33, // 104: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	35, // 105: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	37, // 106: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	40, // 107: idem.v1.IdempotencyService.Hold:output_type -> idem.v1.HoldResponse
+	42, // 108: idem.v1.IdempotencyService.Release:output_type -> idem.v1.ReleaseResponse
+	44, // 109: idem.v1.IdempotencyService.ListHolds:output_type -> idem.v1.ListHoldsResponse
+	97, // [97:110] is the sub-list for method output_type
+	84, // [84:97] is the sub-list for method input_type
+	84, // [84:84] is the sub-list for extension type_name
+	84, // [84:84] is the sub-list for extension extendee
+	0,  // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }
@@ -3970,7 +4454,7 @@ func file_idem_v1_idempotency_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   34,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

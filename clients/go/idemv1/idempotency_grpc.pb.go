@@ -123,6 +123,9 @@ const (
 	IdempotencyService_ListOperations_FullMethodName = "/idem.v1.IdempotencyService/ListOperations"
 	IdempotencyService_Forget_FullMethodName         = "/idem.v1.IdempotencyService/Forget"
 	IdempotencyService_GetPolicy_FullMethodName      = "/idem.v1.IdempotencyService/GetPolicy"
+	IdempotencyService_Hold_FullMethodName           = "/idem.v1.IdempotencyService/Hold"
+	IdempotencyService_Release_FullMethodName        = "/idem.v1.IdempotencyService/Release"
+	IdempotencyService_ListHolds_FullMethodName      = "/idem.v1.IdempotencyService/ListHolds"
 )
 
 // IdempotencyServiceClient is the client API for IdempotencyService service.
@@ -165,6 +168,19 @@ type IdempotencyServiceClient interface {
 	// that the server's own bounds apply). Needs the reconcile or the admin
 	// scope.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
+	// Stop new owners of an operation name, or of a whole tenant, while its
+	// unresolved operations are drained: a Claim that would start a new
+	// operation or a new attempt is told Pending (PENDING_REASON_HELD) with
+	// the hold's retry_after; replays, the owners already running, Lookup and
+	// Reconcile go on, and nothing is deleted. Each replica sees a hold within
+	// about a second. Needs the admin scope; audited.
+	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (*HoldResponse, error)
+	// End a hold: new owners are made again (within about a second on every
+	// replica). Needs the admin scope; audited. NOT_FOUND when nothing is held.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// The holds in force: the caller's tenant's, or an admin's across tenants.
+	// Needs the reconcile or the admin scope.
+	ListHolds(ctx context.Context, in *ListHoldsRequest, opts ...grpc.CallOption) (*ListHoldsResponse, error)
 }
 
 type idempotencyServiceClient struct {
@@ -275,6 +291,36 @@ func (c *idempotencyServiceClient) GetPolicy(ctx context.Context, in *GetPolicyR
 	return out, nil
 }
 
+func (c *idempotencyServiceClient) Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (*HoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HoldResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Hold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *idempotencyServiceClient) ListHolds(ctx context.Context, in *ListHoldsRequest, opts ...grpc.CallOption) (*ListHoldsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListHoldsResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_ListHolds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServiceServer is the server API for IdempotencyService service.
 // All implementations must embed UnimplementedIdempotencyServiceServer
 // for forward compatibility.
@@ -315,6 +361,19 @@ type IdempotencyServiceServer interface {
 	// that the server's own bounds apply). Needs the reconcile or the admin
 	// scope.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
+	// Stop new owners of an operation name, or of a whole tenant, while its
+	// unresolved operations are drained: a Claim that would start a new
+	// operation or a new attempt is told Pending (PENDING_REASON_HELD) with
+	// the hold's retry_after; replays, the owners already running, Lookup and
+	// Reconcile go on, and nothing is deleted. Each replica sees a hold within
+	// about a second. Needs the admin scope; audited.
+	Hold(context.Context, *HoldRequest) (*HoldResponse, error)
+	// End a hold: new owners are made again (within about a second on every
+	// replica). Needs the admin scope; audited. NOT_FOUND when nothing is held.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// The holds in force: the caller's tenant's, or an admin's across tenants.
+	// Needs the reconcile or the admin scope.
+	ListHolds(context.Context, *ListHoldsRequest) (*ListHoldsResponse, error)
 	mustEmbedUnimplementedIdempotencyServiceServer()
 }
 
@@ -354,6 +413,15 @@ func (UnimplementedIdempotencyServiceServer) Forget(context.Context, *ForgetRequ
 }
 func (UnimplementedIdempotencyServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Hold(context.Context, *HoldRequest) (*HoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) ListHolds(context.Context, *ListHoldsRequest) (*ListHoldsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListHolds not implemented")
 }
 func (UnimplementedIdempotencyServiceServer) mustEmbedUnimplementedIdempotencyServiceServer() {}
 func (UnimplementedIdempotencyServiceServer) testEmbeddedByValue()                            {}
@@ -556,6 +624,60 @@ func _IdempotencyService_GetPolicy_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdempotencyService_Hold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Hold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Hold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Hold(ctx, req.(*HoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IdempotencyService_ListHolds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListHoldsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).ListHolds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_ListHolds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).ListHolds(ctx, req.(*ListHoldsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdempotencyService_ServiceDesc is the grpc.ServiceDesc for IdempotencyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -602,6 +724,18 @@ var IdempotencyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicy",
 			Handler:    _IdempotencyService_GetPolicy_Handler,
+		},
+		{
+			MethodName: "Hold",
+			Handler:    _IdempotencyService_Hold_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _IdempotencyService_Release_Handler,
+		},
+		{
+			MethodName: "ListHolds",
+			Handler:    _IdempotencyService_ListHolds_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -113,6 +113,13 @@ export const PendingReason = {
   PENDING_REASON_IN_PROGRESS: "PENDING_REASON_IN_PROGRESS",
   /** PENDING_REASON_RETRY_SCHEDULED - A retryable failure was recorded; the next attempt is not yet due. */
   PENDING_REASON_RETRY_SCHEDULED: "PENDING_REASON_RETRY_SCHEDULED",
+  /**
+   * PENDING_REASON_HELD - An administrator holds the operation name or the tenant (Hold): nothing
+   * new is started until the hold is released. Claim again after
+   * retry_after. The Pending carries no operation_id when the scope has no
+   * operation yet.
+   */
+  PENDING_REASON_HELD: "PENDING_REASON_HELD",
   UNRECOGNIZED: "UNRECOGNIZED",
 } as const;
 
@@ -122,6 +129,7 @@ export namespace PendingReason {
   export type PENDING_REASON_UNSPECIFIED = typeof PendingReason.PENDING_REASON_UNSPECIFIED;
   export type PENDING_REASON_IN_PROGRESS = typeof PendingReason.PENDING_REASON_IN_PROGRESS;
   export type PENDING_REASON_RETRY_SCHEDULED = typeof PendingReason.PENDING_REASON_RETRY_SCHEDULED;
+  export type PENDING_REASON_HELD = typeof PendingReason.PENDING_REASON_HELD;
   export type UNRECOGNIZED = typeof PendingReason.UNRECOGNIZED;
 }
 
@@ -136,6 +144,9 @@ export function pendingReasonFromJSON(object: any): PendingReason {
     case 2:
     case "PENDING_REASON_RETRY_SCHEDULED":
       return PendingReason.PENDING_REASON_RETRY_SCHEDULED;
+    case 3:
+    case "PENDING_REASON_HELD":
+      return PendingReason.PENDING_REASON_HELD;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -151,6 +162,8 @@ export function pendingReasonToNumber(object: PendingReason): number {
       return 1;
     case PendingReason.PENDING_REASON_RETRY_SCHEDULED:
       return 2;
+    case PendingReason.PENDING_REASON_HELD:
+      return 3;
     case PendingReason.UNRECOGNIZED:
     default:
       return -1;
@@ -1406,6 +1419,94 @@ export interface GetPolicyResponse {
    * entry's on_failed; ON_FAILED_REPLAY unless an entry opts in).
    */
   on_failed: OnFailed;
+}
+
+/** Hold an operation name, or a whole tenant. */
+export interface HoldRequest {
+  /**
+   * Optional: the name of the tenant to hold in; empty, the caller's own. A
+   * name with no active tenant is NOT_FOUND (TENANT_NOT_FOUND).
+   */
+  tenant: string;
+  /** The operation name to hold; empty holds every operation of the tenant. */
+  operation: string;
+  /**
+   * Why (duplicates still occur, requests stuck in progress): 1-512 bytes of
+   * UTF-8, kept with the hold and in the audit log. Required.
+   */
+  reason: string;
+  /**
+   * What a held Claim is told to wait before it claims again: at most 1 h,
+   * default 30 s.
+   */
+  retry_after: Duration | null;
+}
+
+/** A hold in force. */
+export interface Hold {
+  /** The tenant's name. */
+  tenant: string;
+  /** The operation name held; empty when the whole tenant is. */
+  operation: string;
+  /** Why, as the Hold gave it. */
+  reason: string;
+  /** What a held Claim is told to wait. */
+  retry_after:
+    | Duration
+    | null;
+  /** When it was set, on the database clock. */
+  held_at:
+    | Timestamp
+    | null;
+  /**
+   * Who set it: the credential (token:NAME, certificate:IDENTITY) or the
+   * command line (cli:USER@HOST).
+   */
+  held_by: string;
+}
+
+/** The hold in force after a Hold. */
+export interface HoldResponse {
+  /** The hold: this one, or the one that was in force already. */
+  hold:
+    | Hold
+    | null;
+  /**
+   * Whether it was held already: the first hold stays as it was set (its
+   * reason and time), and nothing is audited again.
+   */
+  already_held: boolean;
+}
+
+/** End a hold. */
+export interface ReleaseRequest {
+  /** Optional: the name of the tenant; empty, the caller's own. */
+  tenant: string;
+  /** The operation name; empty for the hold of the whole tenant. */
+  operation: string;
+  /** Why: 1-512 bytes of UTF-8, kept in the audit log. Required. */
+  reason: string;
+}
+
+/** The hold that ended. */
+export interface ReleaseResponse {
+  /** As it was in force. */
+  released: Hold | null;
+}
+
+/** List the holds in force. */
+export interface ListHoldsRequest {
+  /**
+   * Optional, admin only: one tenant's holds, by name; empty: the caller's
+   * own tenant's, or for an admin every tenant's.
+   */
+  tenant: string;
+}
+
+/** The holds in force (at most 1000 in all). */
+export interface ListHoldsResponse {
+  /** By tenant, then operation name. */
+  holds: Hold[];
 }
 
 function createBaseScope(): Scope {
@@ -4459,6 +4560,449 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             }
 
             message.on_failed = onFailedFromJSON(reader.int32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseHoldRequest(): HoldRequest {
+  return { tenant: "", operation: "", reason: "", retry_after: null };
+}
+
+export const HoldRequest: MessageFns<HoldRequest> = {
+  encode(message: HoldRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.operation !== "") {
+      writer.uint32(18).string(message.operation);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.retry_after !== undefined && message.retry_after !== null) {
+      Duration.encode(message.retry_after, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HoldRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHoldRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.operation = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.retry_after = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseHold(): Hold {
+  return { tenant: "", operation: "", reason: "", retry_after: null, held_at: null, held_by: "" };
+}
+
+export const Hold: MessageFns<Hold> = {
+  encode(message: Hold, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.operation !== "") {
+      writer.uint32(18).string(message.operation);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.retry_after !== undefined && message.retry_after !== null) {
+      Duration.encode(message.retry_after, writer.uint32(34).fork()).join();
+    }
+    if (message.held_at !== undefined && message.held_at !== null) {
+      Timestamp.encode(message.held_at, writer.uint32(42).fork()).join();
+    }
+    if (message.held_by !== "") {
+      writer.uint32(50).string(message.held_by);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Hold {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHold();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.operation = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.retry_after = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.held_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.held_by = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseHoldResponse(): HoldResponse {
+  return { hold: null, already_held: false };
+}
+
+export const HoldResponse: MessageFns<HoldResponse> = {
+  encode(message: HoldResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hold !== undefined && message.hold !== null) {
+      Hold.encode(message.hold, writer.uint32(10).fork()).join();
+    }
+    if (message.already_held !== false) {
+      writer.uint32(16).bool(message.already_held);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HoldResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHoldResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hold = Hold.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.already_held = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseReleaseRequest(): ReleaseRequest {
+  return { tenant: "", operation: "", reason: "" };
+}
+
+export const ReleaseRequest: MessageFns<ReleaseRequest> = {
+  encode(message: ReleaseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.operation !== "") {
+      writer.uint32(18).string(message.operation);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.operation = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseReleaseResponse(): ReleaseResponse {
+  return { released: null };
+}
+
+export const ReleaseResponse: MessageFns<ReleaseResponse> = {
+  encode(message: ReleaseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.released !== undefined && message.released !== null) {
+      Hold.encode(message.released, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.released = Hold.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListHoldsRequest(): ListHoldsRequest {
+  return { tenant: "" };
+}
+
+export const ListHoldsRequest: MessageFns<ListHoldsRequest> = {
+  encode(message: ListHoldsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListHoldsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListHoldsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListHoldsResponse(): ListHoldsResponse {
+  return { holds: [] };
+}
+
+export const ListHoldsResponse: MessageFns<ListHoldsResponse> = {
+  encode(message: ListHoldsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.holds) {
+      Hold.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListHoldsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListHoldsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.holds.push(Hold.decode(reader, reader.uint32()));
             continue;
           }
         }
