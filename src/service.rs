@@ -315,7 +315,9 @@ impl IdempotencyService {
                     retry_after,
                 },
                 record: None,
-                now: Utc::now(),
+                // Read by nothing: a Pending names no moment, and no store
+                // read gave a clock (there was nothing to read).
+                now: DateTime::UNIX_EPOCH,
                 waited: Duration::ZERO,
             });
         };

@@ -258,6 +258,7 @@ mod tests {
             on_failed,
             clock_margin: TimeDelta::zero(),
             previous_fingerprints: Vec::new(),
+            held: None,
         };
         let now = DateTime::from_timestamp(1_750_000_000, 0).expect("an instant");
         let mut record = decide_first_claim(&command).record(

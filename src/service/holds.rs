@@ -97,7 +97,7 @@ impl HoldsInForce {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
+    use chrono::DateTime;
 
     use super::*;
 
@@ -108,7 +108,7 @@ mod tests {
             operation: operation.map(str::to_owned),
             reason: "incident".into(),
             retry_after: TimeDelta::seconds(seconds),
-            held_at: Utc::now(),
+            held_at: DateTime::UNIX_EPOCH,
             held_by: "token:ops".into(),
         }
     }

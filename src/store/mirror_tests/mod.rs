@@ -270,6 +270,7 @@ fn claim_command(lease: TimeDelta, attempt: TimeDelta, max_attempts: u32) -> Cla
         on_failed: crate::domain::OnFailed::Replay,
         clock_margin: TimeDelta::zero(),
         previous_fingerprints: Vec::new(),
+        held: None,
     }
 }
 
