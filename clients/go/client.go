@@ -160,6 +160,18 @@ func (t *tokenClient) GetPolicy(ctx context.Context, in *idemv1.GetPolicyRequest
 	return t.inner.GetPolicy(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
 }
 
+func (t *tokenClient) Hold(ctx context.Context, in *idemv1.HoldRequest, opts ...grpc.CallOption) (*idemv1.HoldResponse, error) {
+	return t.inner.Hold(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
+func (t *tokenClient) Release(ctx context.Context, in *idemv1.ReleaseRequest, opts ...grpc.CallOption) (*idemv1.ReleaseResponse, error) {
+	return t.inner.Release(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
+func (t *tokenClient) ListHolds(ctx context.Context, in *idemv1.ListHoldsRequest, opts ...grpc.CallOption) (*idemv1.ListHoldsResponse, error) {
+	return t.inner.ListHolds(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
 // ---- sending, with re-sends --------------------------------------------------------
 
 type unary[Req, Resp any] func(context.Context, Req, ...grpc.CallOption) (Resp, error)
