@@ -11,6 +11,10 @@ import dev.idemd.idem.v1.ForgetRequest;
 import dev.idemd.idem.v1.ForgetResponse;
 import dev.idemd.idem.v1.GetPolicyRequest;
 import dev.idemd.idem.v1.GetPolicyResponse;
+import dev.idemd.idem.v1.HoldRequest;
+import dev.idemd.idem.v1.HoldResponse;
+import dev.idemd.idem.v1.ListHoldsRequest;
+import dev.idemd.idem.v1.ListHoldsResponse;
 import dev.idemd.idem.v1.ListOperationsRequest;
 import dev.idemd.idem.v1.ListOperationsResponse;
 import dev.idemd.idem.v1.ListUnresolvedRequest;
@@ -19,6 +23,8 @@ import dev.idemd.idem.v1.LookupRequest;
 import dev.idemd.idem.v1.LookupResponse;
 import dev.idemd.idem.v1.ReconcileRequest;
 import dev.idemd.idem.v1.ReconcileResponse;
+import dev.idemd.idem.v1.ReleaseRequest;
+import dev.idemd.idem.v1.ReleaseResponse;
 import dev.idemd.idem.v1.RenewRequest;
 import dev.idemd.idem.v1.RenewResponse;
 import io.grpc.CallOptions;
@@ -175,6 +181,21 @@ public final class IdemdClient implements AutoCloseable {
     return await(getPolicyAsync(request));
   }
 
+  /** Stop new owners of an operation name, or of a whole tenant (needs the {@code admin} scope). */
+  public HoldResponse hold(HoldRequest request) {
+    return await(holdAsync(request));
+  }
+
+  /** End a hold (needs the {@code admin} scope). */
+  public ReleaseResponse release(ReleaseRequest request) {
+    return await(releaseAsync(request));
+  }
+
+  /** The holds in force (needs the {@code reconcile} or {@code admin} scope). */
+  public ListHoldsResponse listHolds(ListHoldsRequest request) {
+    return await(listHoldsAsync(request));
+  }
+
   // ---- the RPCs, asynchronous ------------------------------------------------------------
 
   /** {@link #claim}, completing with the answer or a typed {@link IdemdStatusException}. */
@@ -227,6 +248,21 @@ public final class IdemdClient implements AutoCloseable {
   /** {@link #getPolicy}, asynchronously. */
   public CompletableFuture<GetPolicyResponse> getPolicyAsync(GetPolicyRequest request) {
     return send(Rpc.GET_POLICY, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #hold}, asynchronously. */
+  public CompletableFuture<HoldResponse> holdAsync(HoldRequest request) {
+    return send(Rpc.HOLD, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #release}, asynchronously. */
+  public CompletableFuture<ReleaseResponse> releaseAsync(ReleaseRequest request) {
+    return send(Rpc.RELEASE, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #listHolds}, asynchronously. */
+  public CompletableFuture<ListHoldsResponse> listHoldsAsync(ListHoldsRequest request) {
+    return send(Rpc.LIST_HOLDS, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
   }
 
   // ---- executeOnce -----------------------------------------------------------------------

@@ -12,7 +12,11 @@ import dev.idemd.idem.v1.ForgetRequest;
 import dev.idemd.idem.v1.ForgetResponse;
 import dev.idemd.idem.v1.GetPolicyRequest;
 import dev.idemd.idem.v1.GetPolicyResponse;
+import dev.idemd.idem.v1.HoldRequest;
+import dev.idemd.idem.v1.HoldResponse;
 import dev.idemd.idem.v1.Idempotency;
+import dev.idemd.idem.v1.ListHoldsRequest;
+import dev.idemd.idem.v1.ListHoldsResponse;
 import dev.idemd.idem.v1.ListOperationsRequest;
 import dev.idemd.idem.v1.ListOperationsResponse;
 import dev.idemd.idem.v1.ListUnresolvedRequest;
@@ -21,6 +25,8 @@ import dev.idemd.idem.v1.LookupRequest;
 import dev.idemd.idem.v1.LookupResponse;
 import dev.idemd.idem.v1.ReconcileRequest;
 import dev.idemd.idem.v1.ReconcileResponse;
+import dev.idemd.idem.v1.ReleaseRequest;
+import dev.idemd.idem.v1.ReleaseResponse;
 import dev.idemd.idem.v1.RenewRequest;
 import dev.idemd.idem.v1.RenewResponse;
 import io.grpc.MethodDescriptor;
@@ -70,6 +76,16 @@ final class Rpc<Req extends Message, Resp extends Message> {
           "GetPolicy",
           GetPolicyRequest.getDefaultInstance(),
           GetPolicyResponse.getDefaultInstance());
+  static final Rpc<HoldRequest, HoldResponse> HOLD =
+      new Rpc<>("Hold", HoldRequest.getDefaultInstance(), HoldResponse.getDefaultInstance());
+  static final Rpc<ReleaseRequest, ReleaseResponse> RELEASE =
+      new Rpc<>(
+          "Release", ReleaseRequest.getDefaultInstance(), ReleaseResponse.getDefaultInstance());
+  static final Rpc<ListHoldsRequest, ListHoldsResponse> LIST_HOLDS =
+      new Rpc<>(
+          "ListHolds",
+          ListHoldsRequest.getDefaultInstance(),
+          ListHoldsResponse.getDefaultInstance());
 
   static final List<Rpc<?, ?>> ALL =
       List.of(
@@ -82,7 +98,10 @@ final class Rpc<Req extends Message, Resp extends Message> {
           LIST_UNRESOLVED,
           LIST_OPERATIONS,
           FORGET,
-          GET_POLICY);
+          GET_POLICY,
+          HOLD,
+          RELEASE,
+          LIST_HOLDS);
 
   final String name;
   final MethodDescriptor<Req, Resp> method;
