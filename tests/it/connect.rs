@@ -380,7 +380,8 @@ async fn trailers_become_trailer_headers_and_the_timeout_bounds_the_call(backend
         "answered within Connect-Timeout-Ms, not after the 20 s wait: {elapsed:?}"
     );
 
-    // Past its deadline the call is dropped and answered deadline_exceeded.
+    // Past its deadline on arrival the call is not run at all, and answered
+    // deadline_exceeded: no operation is created for a caller that gave up.
     let late = curl(
         addr,
         "Claim",
@@ -391,6 +392,15 @@ async fn trailers_become_trailer_headers_and_the_timeout_bounds_the_call(backend
     .await;
     assert_eq!(late.status, 504, "{}", late.body);
     assert_eq!(late.body["code"], "deadline_exceeded", "{}", late.body);
+    let after = curl(
+        addr,
+        "Claim",
+        Some(&token),
+        &[],
+        claim("k11", "{}").to_string().into_bytes(),
+    )
+    .await;
+    assert!(after.body.get("acquired").is_some(), "{}", after.body);
 }
 
 store_tests!(

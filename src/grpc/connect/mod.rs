@@ -156,6 +156,13 @@ impl<S: ApiService> tower::Service<http::Request<tonic::body::Body>> for Connect
                 Ok(request) => request,
                 Err(status) => return Ok(error_response(&status)),
             };
+            // A deadline that has passed on arrival: nothing is run (a Claim
+            // must not create an operation its caller no longer waits for).
+            if timeout.is_some_and(|timeout| timeout.is_zero()) {
+                return Ok(error_response(&Status::deadline_exceeded(
+                    "the call's Connect-Timeout-Ms passed",
+                )));
+            }
             let answered = async {
                 let response = inner.call(request).await?;
                 Ok(connect_response(response, &codec, max_response_bytes).await)
