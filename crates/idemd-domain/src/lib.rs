@@ -4,6 +4,7 @@
 mod admit;
 pub mod claim_outcome;
 pub mod command;
+pub mod diagnose;
 pub mod error;
 pub mod filter;
 pub mod fingerprint;
