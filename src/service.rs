@@ -326,7 +326,20 @@ impl IdempotencyService {
         }
         // A write that makes no owner (an escalation to reconciliation),
         // under the lock as every Claim that writes.
+        self.claim_under_lock(tenant, command)
+            .await?
+            .ok_or_else(|| Error::unavailable("the operation changed while held: retry"))
+    }
+
+    /// A Claim decided under its operation's lock (it writes); `None` when
+    /// the scope's record went away meanwhile.
+    async fn claim_under_lock(
+        &self,
+        tenant: TenantId,
+        command: &ClaimCommand,
+    ) -> Result<Option<ClaimReply>> {
         let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
+        let target = Target::Scope(command.scope.clone());
         let applied = self
             .timed(
                 "transition",
@@ -334,12 +347,10 @@ impl IdempotencyService {
             )
             .await?;
         let Some(applied) = applied else {
-            return Err(Error::unavailable(
-                "the operation changed while held: retry",
-            ));
+            return Ok(None);
         };
         self.announce(&applied);
-        claim_reply(applied.record, applied.now, applied.answer)
+        claim_reply(applied.record, applied.now, applied.answer).map(Some)
     }
 
     /// A waiting Claim's poll: a read, decided without the lock. It claims
@@ -403,7 +414,6 @@ impl IdempotencyService {
             };
             return self.claim_held(tenant, &held).await;
         }
-        let decide = |record: &OperationRecord, now| decide_claim(record, command, now);
         for _ in 0..CLAIM_ROUNDS {
             let operation_id = OperationId::generate();
             let started = self
@@ -429,18 +439,9 @@ impl IdempotencyService {
             if let Some(reply) = self.answer_from_read(found, command) {
                 return reply;
             }
-            let target = Target::Scope(command.scope.clone());
-            let applied = self
-                .timed(
-                    "transition",
-                    self.store.transition(tenant, &target, &decide),
-                )
-                .await?;
-            let Some(applied) = applied else {
-                continue;
-            };
-            self.announce(&applied);
-            return claim_reply(applied.record, applied.now, applied.answer);
+            if let Some(reply) = self.claim_under_lock(tenant, command).await? {
+                return Ok(reply);
+            }
         }
         Err(Error::unavailable(
             "the scope changed repeatedly during the claim",

@@ -246,7 +246,12 @@ func TestResultExpiredIsTyped(t *testing.T) {
 		request := &idemv1.ClaimRequest{
 			Scope:           &idemv1.Scope{Operation: "reports.send", Key: key},
 			RequestIdentity: &idemv1.ClaimRequest_BytesPayload{BytesPayload: []byte("r")},
-			Retention:       seconds(0),
+			// As short as the server allows: never below the retry window
+			// (one attempt of two seconds).
+			Lease:              seconds(1),
+			MaxAttemptDuration: seconds(2),
+			MaxAttempts:        1,
+			Retention:          seconds(2),
 		}
 		claimed, err := client.Claim(ctx, request)
 		if err != nil {

@@ -26,7 +26,7 @@ use super::response::{
 };
 use crate::auth::{Authenticator, Principal, Scope};
 use crate::domain::policy::Policies;
-use crate::domain::{ActedBy, Error, Limits, TenantId, TenantSelection};
+use crate::domain::{ActedBy, Error, HoldCommand, Limits, TenantId, TenantSelection};
 use crate::grpc::status::to_status;
 use crate::metrics::Metrics;
 use crate::proto;
@@ -50,6 +50,27 @@ pub struct IdempotencyApi {
 }
 
 impl IdempotencyApi {
+    /// What a Hold or a Release acts on: the tenant (an admin may name
+    /// another; checked before the request is), the validated command, and
+    /// the actor the audit log names.
+    async fn hold_parts(
+        &self,
+        extensions: &Extensions,
+        named: &str,
+        command: impl FnOnce() -> crate::domain::Result<HoldCommand>,
+    ) -> Result<(TenantId, HoldCommand, Actor), Status> {
+        let principal = principal(extensions)?;
+        let selection = tenant_selection(principal, Some(named)).map_err(to_status)?;
+        let command = command().map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
+        let actor = admin_actor(principal, &command.reason);
+        Ok((tenant, command, actor))
+    }
+
     pub fn new(
         service: IdempotencyService,
         limits: Arc<Limits>,
@@ -299,15 +320,10 @@ impl IdempotencyRpcs for IdempotencyApi {
         request: Request<proto::HoldRequest>,
     ) -> Result<Response<proto::HoldResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
-        let principal = principal(&extensions)?;
-        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
-        let command = hold_command(message, &self.limits).map_err(to_status)?;
-        let tenant = self
-            .service
-            .tenant_of(&selection)
-            .await
-            .map_err(to_status)?;
-        let actor = admin_actor(principal, &command.reason);
+        let named = message.tenant.clone();
+        let (tenant, command, actor) = self
+            .hold_parts(&extensions, &named, || hold_command(message, &self.limits))
+            .await?;
         let (hold, already_held) = match self
             .service
             .hold(tenant, &command, &actor)
@@ -336,15 +352,12 @@ impl IdempotencyRpcs for IdempotencyApi {
         request: Request<proto::ReleaseRequest>,
     ) -> Result<Response<proto::ReleaseResponse>, Status> {
         let (_, extensions, message) = request.into_parts();
-        let principal = principal(&extensions)?;
-        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
-        let command = release_command(message, &self.limits).map_err(to_status)?;
-        let tenant = self
-            .service
-            .tenant_of(&selection)
-            .await
-            .map_err(to_status)?;
-        let actor = admin_actor(principal, &command.reason);
+        let named = message.tenant.clone();
+        let (tenant, command, actor) = self
+            .hold_parts(&extensions, &named, || {
+                release_command(message, &self.limits)
+            })
+            .await?;
         let released = self
             .service
             .release(tenant, &command, &actor)

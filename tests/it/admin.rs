@@ -55,20 +55,6 @@ async fn read(
     (response.operation.expect("an operation"), response.history)
 }
 
-async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, body: &str) {
-    client
-        .complete(authorized(
-            token,
-            proto::CompleteRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                result: result(body),
-            },
-        ))
-        .await
-        .expect("complete");
-}
-
 fn forget(operation_id: &str, fence: u64, reason: &str, tenant: &str) -> proto::ForgetRequest {
     proto::ForgetRequest {
         operation_id: operation_id.into(),

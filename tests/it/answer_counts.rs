@@ -12,7 +12,7 @@ use idemd::proto;
 use idemd::proto::claim_response::Outcome;
 
 use crate::harness::*;
-use crate::ops::{complete, ops, succeeded};
+use crate::ops::{ops, succeeded};
 
 store_tests!(
     replays_and_pending_answers_are_counted_exactly_after_a_flush,

@@ -91,17 +91,7 @@ async fn a_token_repeated_after_the_owner_renewed_never_gets_the_fence_again(bac
         effects += 1;
     }
 
-    client
-        .complete(authorized(
-            token,
-            proto::CompleteRequest {
-                operation_id: first.operation_id.clone(),
-                fence: first.fence,
-                result: result("shipped"),
-            },
-        ))
-        .await
-        .expect("complete");
+    complete(&mut client, token, &first, "shipped").await;
     let after = client
         .claim(authorized(token, delivery()))
         .await

@@ -34,20 +34,6 @@ async fn conflict(client: &mut Client, token: &str, key: &str) {
     assert_status(&status, Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
 }
 
-async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership) {
-    client
-        .complete(authorized(
-            token,
-            proto::CompleteRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                result: result("{}"),
-            },
-        ))
-        .await
-        .expect("the owner's complete holds");
-}
-
 /// The refused conflicting Claims the history stands for.
 fn conflicts_in(history: &[proto::HistoryEntry]) -> u64 {
     history
@@ -98,7 +84,7 @@ async fn conflicting_claims_are_counted_and_coalesce_without_touching_the_owner(
     assert_eq!(refused.last_at, Some(last_conflict_at));
 
     // The owner's fence-guarded write still holds, and keeps the count.
-    complete(&mut client, &token, &owned).await;
+    complete(&mut client, &token, &owned, "{}").await;
     // A conflict on the ended operation (which a replica may hold in its
     // cache of results) is counted too, in an entry after COMPLETED.
     conflict(&mut client, &token, "k").await;
@@ -160,7 +146,7 @@ async fn conflict_filters_find_exactly_their_operations(backend: Backend) {
     }
     let once = claim_owned(&mut client, &token, claim_json(OPERATION, "once", "{}")).await;
     conflict(&mut client, &token, "once").await;
-    complete(&mut client, &token, &once).await;
+    complete(&mut client, &token, &once, "{}").await;
     // Tenant-b has a hammered operation of the same scope: never listed for a.
     let other = world.tenant_b.clone();
     claim_owned(&mut client, &other, claim_json(OPERATION, "hammered", "{}")).await;
@@ -246,7 +232,7 @@ async fn a_conflict_racing_the_owners_complete_loses_nothing(backend: Backend) {
             }));
         }
         let mut owner = world.client().await;
-        complete(&mut owner, &token, &owned).await;
+        complete(&mut owner, &token, &owned, "{}").await;
         for racer in racers {
             racer.await.expect("a conflicting claim");
         }

@@ -21,6 +21,7 @@ store_tests!(
 );
 
 const CHARGE: &str = "payments.charge";
+const CHARGED: &str = r#"{"charge":"ch_1"}"#;
 
 fn hold(operation: &str, retry_after_ms: u64) -> proto::HoldRequest {
     proto::HoldRequest {
@@ -66,20 +67,6 @@ async fn claim(
         .into_inner()
 }
 
-async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership) {
-    client
-        .complete(authorized(
-            token,
-            proto::CompleteRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                result: result(r#"{"charge":"ch_1"}"#),
-            },
-        ))
-        .await
-        .expect("complete");
-}
-
 async fn a_hold_stops_new_owners_while_replays_owners_and_reconcilers_go_on(backend: Backend) {
     let world = World::start(backend).await;
     let token = world.tenant_a.clone();
@@ -89,7 +76,7 @@ async fn a_hold_stops_new_owners_while_replays_owners_and_reconcilers_go_on(back
     // Before the hold: one operation done, one running, one whose lease
     // runs out while held, one in doubt.
     let done = claim_owned(&mut client, &token, charge("done")).await;
-    complete(&mut client, &token, &done).await;
+    complete(&mut client, &token, &done, CHARGED).await;
     let running = claim_owned(&mut client, &token, charge("running")).await;
     let stale = claim_owned(
         &mut client,
@@ -147,7 +134,7 @@ async fn a_hold_stops_new_owners_while_replays_owners_and_reconcilers_go_on(back
         outcome_name(&claim(&mut client, &token, charge("done")).await),
         "completed"
     );
-    complete(&mut client, &token, &running).await;
+    complete(&mut client, &token, &running, CHARGED).await;
     let other = claim(
         &mut client,
         &token,
@@ -344,7 +331,7 @@ async fn a_hold_and_release_under_load_lose_nothing_and_start_nothing_while_held
                                 .entry(key.clone())
                                 .or_default() += 1;
                             tokio::time::sleep(Duration::from_millis(5)).await;
-                            complete(&mut client, &token, owned).await;
+                            complete(&mut client, &token, owned, CHARGED).await;
                             break;
                         }
                         match outcome_name(&answer) {

@@ -6,8 +6,6 @@
 
 use std::collections::HashMap;
 
-use idemd::proto;
-
 use crate::harness::*;
 use crate::ops::{ops, succeeded};
 
@@ -21,28 +19,6 @@ fn suspected(metrics: &HashMap<String, f64>) -> f64 {
         .filter(|(series, _)| series.starts_with("idemd_suspected_new_key_retries_total{"))
         .map(|(_, value)| value)
         .sum()
-}
-
-async fn lookup_operation(
-    client: &mut Client,
-    token: &str,
-    operation_id: &str,
-) -> proto::Operation {
-    client
-        .lookup(authorized(
-            token,
-            proto::LookupRequest {
-                target: Some(proto::lookup_request::Target::OperationId(
-                    operation_id.to_owned(),
-                )),
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect("lookup")
-        .into_inner()
-        .operation
-        .expect("operation")
 }
 
 async fn ten_retries_with_fresh_keys_are_flagged_and_ten_with_one_key_are_not(backend: Backend) {
@@ -80,7 +56,7 @@ async fn ten_retries_with_fresh_keys_are_flagged_and_ten_with_one_key_are_not(ba
             .into_inner();
         assert_eq!(outcome_name(&retry), "pending");
     }
-    let one_key = lookup_operation(&mut client, &token, &first.operation_id).await;
+    let one_key = operation_by_id(&mut client, &token, &first.operation_id).await;
     assert_eq!(
         (one_key.same_request_keys, one_key.suspected_new_key_retry),
         (1, false)
@@ -100,14 +76,14 @@ async fn ten_retries_with_fresh_keys_are_flagged_and_ten_with_one_key_are_not(ba
         .await;
         operations.push(owned.operation_id);
     }
-    let last = lookup_operation(&mut client, &token, &operations[9]).await;
+    let last = operation_by_id(&mut client, &token, &operations[9]).await;
     assert_eq!(
         (last.same_request_keys, last.suspected_new_key_retry),
         (10, true)
     );
     assert_eq!(suspected(&samples(&server.scrape(metrics_port).await)), 8.0);
     // The first charge is still not suspected: other requests do not add up.
-    let one_key = lookup_operation(&mut client, &token, &first.operation_id).await;
+    let one_key = operation_by_id(&mut client, &token, &first.operation_id).await;
     assert!(!one_key.suspected_new_key_retry);
 
     // `idemd ops show` says so to support staff.

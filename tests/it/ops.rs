@@ -13,25 +13,6 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-pub(crate) async fn complete(
-    client: &mut Client,
-    token: &str,
-    owned: &proto::Ownership,
-    body: &str,
-) {
-    client
-        .complete(authorized(
-            token,
-            proto::CompleteRequest {
-                operation_id: owned.operation_id.clone(),
-                fence: owned.fence,
-                result: result(body),
-            },
-        ))
-        .await
-        .expect("complete");
-}
-
 /// `idemd ops ARGS` against `daemon`, the address and the token given by
 /// their environment variables (as a support person's shell would).
 pub(crate) fn ops(data: &ProcessData, daemon: &Daemon, token: &str, args: &[&str]) -> Output {

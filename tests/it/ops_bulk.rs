@@ -15,7 +15,7 @@ use idemd::proto::claim_response::Outcome;
 use serde_json::Value;
 
 use crate::harness::*;
-use crate::ops::{complete, json, ops, stdout};
+use crate::ops::{json, ops, stdout};
 
 /// An operation whose attempt may last `attempt_millis`, left UNKNOWN by
 /// its owner; the Claim that made it, to claim again as its caller would.

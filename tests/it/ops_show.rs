@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::harness::*;
-use crate::ops::{complete, ops, succeeded};
+use crate::ops::{ops, succeeded};
 
 /// `idemd ops show ID --follow -o json`, polling every 100 ms, its output
 /// piped.

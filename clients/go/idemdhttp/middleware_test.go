@@ -307,7 +307,13 @@ func TestAKeyWhoseResponseExpiredIsTheConflictStatus(t *testing.T) {
 		key := idemdtest.Key()
 		scope := &idemv1.Scope{Operation: "http.post/orders", Key: idemdhttp.ScopedKey(alice, key)}
 		identity := &idemv1.ClaimRequest_BytesPayload{BytesPayload: []byte(`["POST","/orders","","application/json"]` + "\n" + `{"sku":"a"}`)}
-		claimed, err := client.Claim(ctx, &idemv1.ClaimRequest{Scope: scope, RequestIdentity: identity, Retention: durationpb.New(0)})
+		// As short as the server allows: never below the retry window (one
+		// attempt of two seconds).
+		claimed, err := client.Claim(ctx, &idemv1.ClaimRequest{
+			Scope: scope, RequestIdentity: identity,
+			Lease: durationpb.New(time.Second), MaxAttemptDuration: durationpb.New(2 * time.Second),
+			MaxAttempts: 1, Retention: durationpb.New(2 * time.Second),
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -451,7 +451,10 @@ def test_a_negative_lookup_is_not_trusted_while_the_earlier_attempt_may_run(
     # attempt waits the doubt out, then runs.
     result = execute_once(sync_client, OP, k, PAYLOAD, effect, lookup=lookup,
                           lease=0.3, attempt_duration=1.0, lookup_interval=0.2)
-    assert len(provider.effects) == 1 and len(lookups) >= 2 and result.attempts == 3
+    # Usually the taking-over attempt declines and a third waits the doubt out; on a slow
+    # machine the takeover comes late enough for its own attempt to outlast the doubt,
+    # and it runs then. Either way: after the doubt, once.
+    assert len(provider.effects) == 1 and len(lookups) >= 2 and result.attempts in (2, 3)
     assert ran[0] >= before + 1.0 - 0.05, ran[0] - before
 
 

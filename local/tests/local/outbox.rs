@@ -276,6 +276,36 @@ async fn every_entry_is_delivered_once_across_a_dispatcher_killed_before_its_mar
     // it: killed there.
     let mut first = dispatcher(&service, &database, &["--pause-before-mark", "30s"]);
     wait_until("the first delivery", async || effects.calls() >= 1).await;
+    // Killed once the service has recorded the delivery (the window the
+    // kill is meant for), not while its Complete may still be on its way:
+    // killed there, the delivery is in doubt and is retried, which is
+    // a_dispatcher_killed_during_the_recipients_call_leaves_one_effect.
+    let delivered = effects
+        .of()
+        .into_keys()
+        .next()
+        .expect("the first delivery's key");
+    let client = idemd_client::Client::connect(&service.address, &service.token)
+        .await
+        .expect("a client of the service");
+    wait_until("the first delivery recorded at the service", async || {
+        let looked_up = client
+            .lookup(idemd_client::proto::LookupRequest {
+                target: Some(idemd_client::proto::lookup_request::Target::Scope(
+                    idemd_client::proto::Scope {
+                        operation: "receipts.send".into(),
+                        key: delivered.clone(),
+                    },
+                )),
+                ..Default::default()
+            })
+            .await;
+        looked_up
+            .ok()
+            .and_then(|found| found.operation)
+            .is_some_and(|operation| operation.state() == idemd_client::OperationState::Succeeded)
+    })
+    .await;
     first.start_kill().expect("SIGKILL");
     first.wait().await.expect("reaped");
     assert_eq!(effects.calls(), 1, "one delivery before the kill");

@@ -206,6 +206,21 @@ pub async fn fail_unknown(client: &mut Client, token: &str, owned: &proto::Owner
     assert_eq!(answer.state(), proto::OperationState::Unknown);
 }
 
+/// Completes the owned attempt with `body` as its result.
+pub async fn complete(client: &mut Client, token: &str, owned: &proto::Ownership, body: &str) {
+    client
+        .complete(authorized(
+            token,
+            proto::CompleteRequest {
+                operation_id: owned.operation_id.clone(),
+                fence: owned.fence,
+                result: result(body),
+            },
+        ))
+        .await
+        .expect("complete");
+}
+
 /// Reports the owned attempt's failure TERMINAL (`card_declined`), as a
 /// caller whose provider refused for good; it must be FAILED afterwards.
 pub async fn fail_terminal(client: &mut Client, token: &str, owned: &proto::Ownership) {

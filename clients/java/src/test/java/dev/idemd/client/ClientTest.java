@@ -283,7 +283,12 @@ class ClientTest extends ServerTest {
             .claim(
                 claim("reports.send", k)
                     .setBytesPayload(ByteString.copyFromUtf8("r"))
-                    .setRetention(seconds(0))
+                    // As short as the server allows: never below the retry window
+                    // (one attempt of two seconds).
+                    .setLease(seconds(1))
+                    .setMaxAttemptDuration(seconds(2))
+                    .setMaxAttempts(1)
+                    .setRetention(seconds(2))
                     .build())
             .getAcquired()
             .getOwnership();

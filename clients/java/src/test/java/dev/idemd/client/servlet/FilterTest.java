@@ -516,7 +516,13 @@ class FilterTest {
                   ClaimRequest.newBuilder()
                       .setScope(scope)
                       .setBytesPayload(identity)
-                      .setRetention(com.google.protobuf.Duration.getDefaultInstance())
+                      // As short as the server allows: never below the retry
+                      // window (one attempt of two seconds).
+                      .setLease(com.google.protobuf.Duration.newBuilder().setSeconds(1))
+                      .setMaxAttemptDuration(
+                          com.google.protobuf.Duration.newBuilder().setSeconds(2))
+                      .setMaxAttempts(1)
+                      .setRetention(com.google.protobuf.Duration.newBuilder().setSeconds(2))
                       .build())
               .getAcquired()
               .getOwnership();
