@@ -2,6 +2,7 @@
 //! the claim loop, waiting for pending operations, and change notification.
 
 pub mod cache;
+pub mod diagnosis;
 pub mod holds;
 pub mod new_keys;
 pub mod tallies;

@@ -9,6 +9,9 @@ use uuid::Uuid;
 
 use super::page_token;
 use crate::auth::{Principal, Scope as AuthScope};
+use crate::domain::diagnose::{
+    Authority, Constraints, DiagnoseCommand, ProviderFinding, Symptom, refuse_secrets,
+};
 use crate::domain::policy::Policies;
 use crate::domain::{
     ClaimCommand, ClaimRequested, CompleteCommand, CompleteRequested, Error, ErrorReport,
@@ -329,4 +332,170 @@ pub fn list_operations_query(
     }
     violations.into_result()?;
     Ok(query)
+}
+
+/// The longest free text Diagnose takes in `notes`.
+const MAX_DIAGNOSE_NOTES: usize = 2048;
+/// The longest `success_criterion` and `context`.
+const MAX_DIAGNOSE_TEXT: usize = 1024;
+/// The longest `error_reason`.
+const MAX_ERROR_REASON: usize = 64;
+
+/// A Diagnose request: secrets first (refused before anything else reads
+/// the evidence), then every field, all violations at once.
+pub fn diagnose_request(
+    request: proto::DiagnoseRequest,
+    limits: &Limits,
+) -> Result<DiagnoseCommand> {
+    use proto::diagnose_evidence::RequestIdentity as ProtoIdentity;
+    use proto::diagnose_request::Target as ProtoTarget;
+    let evidence = request.evidence.unwrap_or_default();
+    let constraints = request.constraints.unwrap_or_default();
+    let bytes_text = match &evidence.request_identity {
+        Some(ProtoIdentity::BytesPayload(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        _ => String::new(),
+    };
+    let json_text = match &evidence.request_identity {
+        Some(ProtoIdentity::JsonPayload(document)) => document.as_str(),
+        _ => "",
+    };
+    refuse_secrets(&[
+        ("evidence.notes", &evidence.notes),
+        ("evidence.error_reason", &evidence.error_reason),
+        ("evidence.json_payload", json_text),
+        ("evidence.bytes_payload", &bytes_text),
+        ("success_criterion", &request.success_criterion),
+        ("context", &request.context),
+    ])?;
+    let mut violations = Violations::default();
+    for (field, text, most) in [
+        (
+            "evidence.notes",
+            evidence.notes.as_str(),
+            MAX_DIAGNOSE_NOTES,
+        ),
+        (
+            "evidence.error_reason",
+            evidence.error_reason.as_str(),
+            MAX_ERROR_REASON,
+        ),
+        (
+            "success_criterion",
+            request.success_criterion.as_str(),
+            MAX_DIAGNOSE_TEXT,
+        ),
+        ("context", request.context.as_str(), MAX_DIAGNOSE_TEXT),
+    ] {
+        if text.len() > most {
+            violations.add(field, format!("must be at most {most} bytes"));
+        }
+    }
+    let symptom = match proto::Symptom::try_from(evidence.symptom) {
+        Ok(proto::Symptom::Unspecified) => Symptom::Unspecified,
+        Ok(proto::Symptom::TimeoutBeforeResponse) => Symptom::TimeoutBeforeResponse,
+        Ok(proto::Symptom::ErrorStatus) => {
+            if !(1..=16).contains(&evidence.status_code) {
+                violations.add(
+                    "evidence.status_code",
+                    "SYMPTOM_ERROR_STATUS needs the gRPC status code it got (1-16)",
+                );
+            }
+            Symptom::ErrorStatus {
+                code: evidence.status_code,
+                reason: evidence.error_reason.clone(),
+            }
+        }
+        Ok(proto::Symptom::ConcurrentDuplicates) => Symptom::ConcurrentDuplicates,
+        Ok(proto::Symptom::StuckInProgress) => Symptom::StuckInProgress,
+        Ok(proto::Symptom::DuplicateEffect) => Symptom::DuplicateEffect,
+        Ok(proto::Symptom::FrequentConflicts) => Symptom::FrequentConflicts,
+        Ok(proto::Symptom::StoreGrowing) => Symptom::StoreGrowing,
+        Err(_) => {
+            violations.add("evidence.symptom", "is not a Symptom this server knows");
+            Symptom::Unspecified
+        }
+    };
+    let looked_ago = duration(
+        "evidence.provider_looked_ago",
+        evidence.provider_looked_ago,
+        &mut violations,
+    );
+    let finding = match proto::ProviderFinding::try_from(evidence.provider_finding) {
+        Ok(proto::ProviderFinding::Unspecified) => None,
+        Ok(proto::ProviderFinding::EffectFound) => Some(ProviderFinding::EffectFound),
+        Ok(proto::ProviderFinding::NoEffect) => Some(ProviderFinding::NoEffect),
+        Ok(proto::ProviderFinding::EffectFoundMoreThanOnce) => {
+            Some(ProviderFinding::EffectFoundMoreThanOnce)
+        }
+        Err(_) => {
+            violations.add(
+                "evidence.provider_finding",
+                "is not a ProviderFinding this server knows",
+            );
+            None
+        }
+    };
+    let provider = match (finding, looked_ago) {
+        (Some(finding), Some(ago)) => Some((finding, ago)),
+        (Some(_), None) => {
+            violations.add(
+                "evidence.provider_looked_ago",
+                "is required with provider_finding: how long ago the lookup was sent",
+            );
+            None
+        }
+        (None, _) => None,
+    };
+    let observed_ago = duration(
+        "evidence.observed_ago",
+        evidence.observed_ago,
+        &mut violations,
+    )
+    .unwrap_or_default();
+    let identity = evidence.request_identity.map(|identity| match identity {
+        ProtoIdentity::Fingerprint(bytes) => RequestIdentity::Fingerprint(bytes),
+        ProtoIdentity::JsonPayload(document) => RequestIdentity::JsonPayload(document),
+        ProtoIdentity::BytesPayload(bytes) => RequestIdentity::BytesPayload(bytes),
+    });
+    let candidates = limits.diagnose_candidates(identity, &mut violations);
+    let authority = match proto::Authority::try_from(constraints.authority) {
+        Ok(proto::Authority::ReadOnly) => Authority::ReadOnly,
+        Ok(proto::Authority::Retry) => Authority::Retry,
+        Ok(proto::Authority::Reconcile | proto::Authority::Unspecified) => Authority::Reconcile,
+        Err(_) => {
+            violations.add(
+                "constraints.authority",
+                "is not an Authority this server knows",
+            );
+            Authority::ReadOnly
+        }
+    };
+    let wait_budget = duration(
+        "constraints.wait_budget",
+        constraints.wait_budget,
+        &mut violations,
+    );
+    let requested = request.target.map(|target| match target {
+        ProtoTarget::Scope(value) => Target::Scope(scope(value)),
+        ProtoTarget::OperationId(value) => {
+            Target::Id(operation_id("operation_id", &value, &mut violations))
+        }
+    });
+    let target = limits.lookup_target(requested, violations)?;
+    Ok(DiagnoseCommand {
+        target,
+        symptom,
+        candidates,
+        new_key_for_retry: evidence.new_key_for_retry,
+        provider,
+        observed_ago,
+        constraints: Constraints {
+            authority,
+            reversible_only: constraints.reversible_only,
+            attempt_budget: constraints.attempt_budget,
+            wait_budget,
+        },
+        success_criterion: request.success_criterion,
+        context: request.context,
+    })
 }

@@ -11,6 +11,7 @@ use crate::domain::{
     time_left,
 };
 use crate::proto;
+use crate::service::diagnosis::Diagnosed;
 use crate::service::new_keys::SameRequest;
 use crate::service::{ClaimReply, WriteReply};
 use crate::store::holds::Hold;
@@ -397,5 +398,138 @@ pub fn reconcile_response(reply: &WriteReply) -> proto::ReconcileResponse {
     proto::ReconcileResponse {
         state: proto_state(answer.state).into(),
         fence: answer.fence,
+    }
+}
+
+/// A diagnosis on the wire. `tenant` is the name the request gave (empty:
+/// the caller's own).
+pub fn diagnose_response(
+    diagnosed: &Diagnosed,
+    scope: &proto::Scope,
+    tenant: &str,
+    success_criterion: &str,
+    context: &str,
+) -> proto::DiagnoseResponse {
+    use crate::domain::diagnose::{Cause, Layer, Level, MoveKind, Source, Verdict};
+    let cause = |cause: Cause| match cause {
+        Cause::None => proto::Cause::None,
+        Cause::AmbiguousOutcome => proto::Cause::AmbiguousOutcome,
+        Cause::Race => proto::Cause::Race,
+        Cause::PayloadConflict => proto::Cause::PayloadConflict,
+        Cause::ClientDefect => proto::Cause::ClientDefect,
+        Cause::StuckInProgress => proto::Cause::StuckInProgress,
+        Cause::NewKeyPerRetry => proto::Cause::NewKeyPerRetry,
+        Cause::UnstableKeysOrPayload => proto::Cause::UnstableKeysOrPayload,
+        Cause::UnboundedRetention => proto::Cause::UnboundedRetention,
+        Cause::NeedsReconciliation => proto::Cause::NeedsReconciliation,
+    };
+    let layer = |layer: Layer| match layer {
+        Layer::None => proto::Layer::None,
+        Layer::Transport => proto::Layer::Transport,
+        Layer::Concurrency => proto::Layer::Concurrency,
+        Layer::CallerRequest => proto::Layer::CallerRequest,
+        Layer::CallerLogic => proto::Layer::CallerLogic,
+        Layer::OwnerRecovery => proto::Layer::OwnerRecovery,
+        Layer::Provider => proto::Layer::Provider,
+        Layer::Policy => proto::Layer::Policy,
+    };
+    let diagnosis = |diagnosis: &crate::domain::diagnose::Diagnosis| proto::Diagnosis {
+        cause: cause(diagnosis.cause).into(),
+        layer: layer(diagnosis.layer).into(),
+        meaning: diagnosis.meaning.clone(),
+    };
+    let report = &diagnosed.report;
+    let record = diagnosed.record.as_ref();
+    proto::DiagnoseResponse {
+        verdict: match report.verdict {
+            Verdict::Diagnosed => proto::Verdict::Diagnosed,
+            Verdict::Escalate => proto::Verdict::Escalate,
+        }
+        .into(),
+        diagnosis: Some(diagnosis(&report.diagnosis)),
+        plan: report
+            .plan
+            .iter()
+            .map(|step| proto::PlanStep {
+                kind: match step.kind {
+                    MoveKind::Look => proto::MoveKind::Look,
+                    MoveKind::Wait => proto::MoveKind::Wait,
+                    MoveKind::ClaimSameKey => proto::MoveKind::ClaimSameKey,
+                    MoveKind::Reconcile => proto::MoveKind::Reconcile,
+                    MoveKind::ChangeCaller => proto::MoveKind::ChangeCaller,
+                    MoveKind::NewKey => proto::MoveKind::NewKey,
+                    MoveKind::Operator => proto::MoveKind::Operator,
+                    MoveKind::HandOver => proto::MoveKind::HandOver,
+                }
+                .into(),
+                action: step.action.clone(),
+                needs_scope: step.needs.as_str().to_owned(),
+                reversible: step.reversible,
+                attempts: step.attempts,
+                wait: step.wait.map(proto_duration),
+            })
+            .collect(),
+        verification: report
+            .verification
+            .iter()
+            .map(|check| proto::VerificationCheck {
+                check: check.check.clone(),
+                if_true: check.if_true.clone(),
+                if_false: check.if_false.clone(),
+            })
+            .collect(),
+        handoff: Some(proto::Handoff {
+            operation_id: record
+                .map(|record| record.operation_id.to_string())
+                .unwrap_or_default(),
+            scope: Some(scope.clone()),
+            tenant: tenant.to_owned(),
+            fingerprint_mode: report.handoff.fingerprint_mode.clone(),
+            fingerprint: record
+                .map(|record| crate::domain::hex(&record.fingerprint.0))
+                .unwrap_or_default(),
+            state: record
+                .map_or(proto::OperationState::Unspecified, |record| {
+                    proto_state(record.state)
+                })
+                .into(),
+            history_summary: report.handoff.history_summary.clone(),
+            effect_atomicity: report.handoff.effect_atomicity.clone(),
+            policy: report.handoff.policy.clone(),
+            effect_count_evidence: report.handoff.effect_count_evidence.clone(),
+            success_criterion: success_criterion.to_owned(),
+            context: context.to_owned(),
+        }),
+        confidence: Some(proto::Confidence {
+            score: report.confidence.score,
+            level: match report.confidence.level {
+                Level::Low => proto::ConfidenceLevel::Low,
+                Level::Medium => proto::ConfidenceLevel::Medium,
+                Level::High => proto::ConfidenceLevel::High,
+            }
+            .into(),
+            observations: report
+                .confidence
+                .observations
+                .iter()
+                .map(|observation| proto::Observation {
+                    source: match observation.source {
+                        Source::History => proto::ObservationSource::History,
+                        Source::Fingerprint => proto::ObservationSource::Fingerprint,
+                        Source::Timing => proto::ObservationSource::Timing,
+                        Source::Provider => proto::ObservationSource::Provider,
+                        Source::Counters => proto::ObservationSource::Counters,
+                        Source::CallerReport => proto::ObservationSource::CallerReport,
+                        Source::Policy => proto::ObservationSource::Policy,
+                    }
+                    .into(),
+                    detail: observation.detail.clone(),
+                    supports: observation.supports,
+                    weight: observation.weight,
+                })
+                .collect(),
+        }),
+        missing: report.missing.clone(),
+        also: report.also.iter().map(diagnosis).collect(),
     }
 }

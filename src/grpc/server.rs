@@ -15,16 +15,17 @@ use super::connect::Connect;
 use super::observe::{Observed, Waited};
 use super::page_token;
 use super::request::{
-    claim_command, complete_command, fail_command, forget_command, hold_command,
+    claim_command, complete_command, diagnose_request, fail_command, forget_command, hold_command,
     list_operations_query, lookup_request, reconcile_command, release_command, renew_command,
     tenant_selection, unresolved_query,
 };
 use super::response::{
-    claim_response, complete_response, fail_response, forget_response, lookup_response,
-    operations_response, policy_response, proto_hold, reconcile_response, renew_response,
-    unresolved_response,
+    claim_response, complete_response, diagnose_response, fail_response, forget_response,
+    lookup_response, operations_response, policy_response, proto_hold, reconcile_response,
+    renew_response, unresolved_response,
 };
 use crate::auth::{Authenticator, Principal, Scope};
+use crate::domain::diagnose::Granted;
 use crate::domain::policy::Policies;
 use crate::domain::{ActedBy, Error, HoldCommand, Limits, TenantId, TenantSelection};
 use crate::grpc::status::to_status;
@@ -33,6 +34,7 @@ use crate::proto;
 use crate::proto::idempotency_service_server::{
     IdempotencyService as IdempotencyRpcs, IdempotencyServiceServer,
 };
+use crate::service::diagnosis::DiagnoseContext;
 use crate::service::{IdempotencyService, WriteReply};
 use crate::store::Actor;
 use crate::store::holds::{HoldSet, MOST_HOLDS};
@@ -393,6 +395,61 @@ impl IdempotencyRpcs for IdempotencyApi {
                 .map(proto_hold)
                 .collect(),
         }))
+    }
+
+    async fn diagnose(
+        &self,
+        request: Request<proto::DiagnoseRequest>,
+    ) -> Result<Response<proto::DiagnoseResponse>, Status> {
+        let (_, extensions, message) = request.into_parts();
+        let principal = principal(&extensions)?;
+        let selection = tenant_selection(principal, Some(&message.tenant)).map_err(to_status)?;
+        let named_tenant = message.tenant.clone();
+        let command = diagnose_request(message, &self.limits).map_err(to_status)?;
+        let tenant = self
+            .service
+            .tenant_of(&selection)
+            .await
+            .map_err(to_status)?;
+        let context = DiagnoseContext {
+            server_max_retention: self.limits.max_retention,
+            clock_margin: self.limits.clock_margin,
+            granted: Granted {
+                operations: principal.scopes.contains(Scope::Operations),
+                reconcile: principal.scopes.contains(Scope::Reconcile),
+                admin: principal.scopes.contains(Scope::Admin),
+            },
+        };
+        // The read guard lives for this call only, as in GetPolicy.
+        let retention_ceiling = |operation: &str| {
+            self.policies
+                .borrow()
+                .for_operation(operation)
+                .and_then(|policy| policy.retention.max)
+        };
+        let diagnosed = self
+            .service
+            .diagnose(tenant, &command, context, retention_ceiling)
+            .await
+            .map_err(to_status)?;
+        let scope = match (&diagnosed.record, &command.target) {
+            (Some(record), _) => proto::Scope {
+                operation: record.scope.operation.clone(),
+                key: record.scope.key.clone(),
+            },
+            (None, crate::domain::Target::Scope(scope)) => proto::Scope {
+                operation: scope.operation.clone(),
+                key: scope.key.clone(),
+            },
+            (None, crate::domain::Target::Id(_)) => proto::Scope::default(),
+        };
+        Ok(Response::new(diagnose_response(
+            &diagnosed,
+            &scope,
+            &named_tenant,
+            &command.success_criterion,
+            &command.context,
+        )))
     }
 
     async fn get_policy(

@@ -178,6 +178,46 @@ pub fn to_status(error: Error) -> Status {
         Error::CertificateRefused(refusal) => {
             reason_only(Code::Unauthenticated, message, refusal.reason())
         }
+        // The field and the kind, never the value: the secret is not
+        // echoed, logged or kept.
+        Error::EvidenceCarriesSecret { field, kind } => {
+            let mut details = ErrorDetails::with_error_info(
+                ErrorReason::EvidenceCarriesSecret.as_str(),
+                ERROR_DOMAIN,
+                HashMap::from([
+                    ("field".to_owned(), field.to_owned()),
+                    ("kind".to_owned(), kind.as_str().to_owned()),
+                ]),
+            );
+            details.add_bad_request_violation(
+                field,
+                format!(
+                    "carries {}: evidence must never hold secrets",
+                    kind.as_str()
+                ),
+            );
+            Status::with_error_details(Code::InvalidArgument, message, details)
+        }
+        Error::PlanStopped {
+            stop,
+            cause,
+            operation_id,
+        } => {
+            let mut metadata: HashMap<String, String> = stop
+                .metadata()
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect();
+            metadata.insert("cause".to_owned(), format!("{cause:?}"));
+            if let Some(operation_id) = operation_id {
+                metadata.insert("operation_id".to_owned(), operation_id.to_string());
+            }
+            Status::with_error_details(
+                Code::PermissionDenied,
+                message,
+                ErrorDetails::with_error_info(stop.reason().as_str(), ERROR_DOMAIN, metadata),
+            )
+        }
         Error::Internal(detail) => {
             error!(error = %detail, "internal error");
             reason_only(

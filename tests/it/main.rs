@@ -24,6 +24,7 @@ mod console;
 mod console_tls;
 mod credentials;
 mod dbfaults;
+mod diagnose;
 mod durability;
 mod embedded;
 mod errors;

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use idemd::proto;
+
 use crate::harness::*;
 use crate::ops::{ops, succeeded};
 
@@ -85,6 +87,37 @@ async fn ten_retries_with_fresh_keys_are_flagged_and_ten_with_one_key_are_not(ba
     // The first charge is still not suspected: other requests do not add up.
     let one_key = operation_by_id(&mut client, &token, &first.operation_id).await;
     assert!(!one_key.suspected_new_key_retry);
+
+    // Diagnose flags it, and not the retries under one key.
+    let diagnosis = |operation_id: &str| proto::DiagnoseRequest {
+        target: Some(proto::diagnose_request::Target::OperationId(
+            operation_id.to_owned(),
+        )),
+        evidence: Some(proto::DiagnoseEvidence {
+            symptom: proto::Symptom::TimeoutBeforeResponse.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let flagged = client
+        .diagnose(authorized(&token, diagnosis(&operations[9])))
+        .await
+        .expect("diagnose")
+        .into_inner();
+    let cause = |response: &proto::DiagnoseResponse| {
+        response
+            .diagnosis
+            .as_ref()
+            .map(proto::Diagnosis::cause)
+            .unwrap_or_default()
+    };
+    assert_eq!(cause(&flagged), proto::Cause::NewKeyPerRetry, "{flagged:?}");
+    let one_key_diagnosis = client
+        .diagnose(authorized(&token, diagnosis(&first.operation_id)))
+        .await
+        .expect("diagnose")
+        .into_inner();
+    assert_ne!(cause(&one_key_diagnosis), proto::Cause::NewKeyPerRetry);
 
     // `idemd ops show` says so to support staff.
     let shown = succeeded(&ops(&data, &server, &token, &["show", &operations[9]]));

@@ -133,11 +133,25 @@ pub enum ErrorReason {
     OperationUnresolved,
     /// FAILED_PRECONDITION: Forget of a tombstone.
     AlreadyForgotten,
+    /// INVALID_ARGUMENT: Diagnose evidence that carries a secret (metadata
+    /// `field` and `kind`; never the value).
+    EvidenceCarriesSecret,
+    /// PERMISSION_DENIED: a Diagnose plan needs a scope the credential lacks.
+    PlanExceedsScope,
+    /// PERMISSION_DENIED: a Diagnose plan needs a move the caller's
+    /// constraints (its authority) forbid.
+    PlanExceedsAuthority,
+    /// PERMISSION_DENIED: a Diagnose plan needs a move that cannot be
+    /// undone, and the caller allows only reversible ones.
+    PlanNotReversible,
+    /// PERMISSION_DENIED: a Diagnose plan needs more attempts or a longer
+    /// wait than the caller's budget.
+    PlanExceedsBudget,
 }
 
 impl ErrorReason {
     /// Every reason, so that tests can hold the documentation to this list.
-    pub const ALL: [ErrorReason; 27] = [
+    pub const ALL: [ErrorReason; 32] = [
         ErrorReason::InvalidRequest,
         ErrorReason::MissingCredentials,
         ErrorReason::InvalidCredentials,
@@ -165,6 +179,11 @@ impl ErrorReason {
         ErrorReason::TenantNotFound,
         ErrorReason::OperationUnresolved,
         ErrorReason::AlreadyForgotten,
+        ErrorReason::EvidenceCarriesSecret,
+        ErrorReason::PlanExceedsScope,
+        ErrorReason::PlanExceedsAuthority,
+        ErrorReason::PlanNotReversible,
+        ErrorReason::PlanExceedsBudget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -196,6 +215,11 @@ impl ErrorReason {
             ErrorReason::TenantNotFound => "TENANT_NOT_FOUND",
             ErrorReason::OperationUnresolved => "OPERATION_UNRESOLVED",
             ErrorReason::AlreadyForgotten => "ALREADY_FORGOTTEN",
+            ErrorReason::EvidenceCarriesSecret => "EVIDENCE_CARRIES_SECRET",
+            ErrorReason::PlanExceedsScope => "PLAN_EXCEEDS_SCOPE",
+            ErrorReason::PlanExceedsAuthority => "PLAN_EXCEEDS_AUTHORITY",
+            ErrorReason::PlanNotReversible => "PLAN_NOT_REVERSIBLE",
+            ErrorReason::PlanExceedsBudget => "PLAN_EXCEEDS_BUDGET",
         }
     }
 }
@@ -257,6 +281,21 @@ pub enum Error {
     /// The connection's client certificate does not authenticate the call.
     #[error("client certificate refused: {}", .0.explanation())]
     CertificateRefused(CertificateRefusal),
+    /// Diagnose evidence carries a secret: refused before anything is read,
+    /// and never stored or logged. Names the field and the kind only.
+    #[error("the field {field} carries {}: remove it; evidence must never hold secrets", .kind.as_str())]
+    EvidenceCarriesSecret {
+        field: &'static str,
+        kind: crate::diagnose::SecretKind,
+    },
+    /// A Diagnose plan goes beyond the caller's scopes or constraints: the
+    /// caller stops and hands over.
+    #[error("the plan for this diagnosis ({cause:?}) goes beyond what the caller may do: {}", .stop.explain())]
+    PlanStopped {
+        stop: crate::diagnose::Stop,
+        cause: crate::diagnose::Cause,
+        operation_id: Option<OperationId>,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -315,6 +354,8 @@ impl Error {
             Error::TenantConcurrencyLimit { .. } => ErrorReason::TenantConcurrencyLimit,
             Error::MissingScope { .. } => ErrorReason::MissingScope,
             Error::CertificateRefused(refusal) => refusal.reason(),
+            Error::EvidenceCarriesSecret { .. } => ErrorReason::EvidenceCarriesSecret,
+            Error::PlanStopped { stop, .. } => stop.reason(),
             Error::Internal(_) => ErrorReason::Internal,
         }
     }

@@ -59,6 +59,50 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// The fingerprints a Diagnose request could have had as a Claim: a
+    /// client's own, or a payload's under each mode it reads in (JSON text
+    /// is tried as json and as bytes; bytes as bytes, and as json when they
+    /// are JSON), so that a comparison can also tell which mode the stored
+    /// fingerprint was made with. Measured and checked as a Claim's are.
+    pub fn diagnose_candidates(
+        &self,
+        identity: Option<RequestIdentity>,
+        violations: &mut Violations,
+    ) -> crate::diagnose::Candidates {
+        use crate::diagnose::Mode;
+        let Some(identity) = identity else {
+            return Vec::new();
+        };
+        let mut candidates = Vec::new();
+        match &identity {
+            RequestIdentity::Fingerprint(_) => {}
+            RequestIdentity::JsonPayload(document) => {
+                if document.len() <= self.max_payload_bytes {
+                    candidates.push((Mode::Bytes, fingerprint::of_bytes(document.as_bytes())));
+                }
+            }
+            RequestIdentity::BytesPayload(bytes) => {
+                if bytes.len() <= self.max_payload_bytes
+                    && let Ok(document) = std::str::from_utf8(bytes)
+                    && let Ok(as_json) = fingerprint::of_json(document)
+                {
+                    candidates.push((Mode::Json, as_json));
+                }
+            }
+        }
+        let mode = match identity {
+            RequestIdentity::Fingerprint(_) => Mode::Client,
+            RequestIdentity::JsonPayload(_) => Mode::Json,
+            RequestIdentity::BytesPayload(_) => Mode::Bytes,
+        };
+        if let Some(primary) = self.fingerprint_of(Some(identity), violations) {
+            candidates.insert(0, (mode, primary));
+        }
+        candidates
+    }
+}
+
 /// At most this many previous fingerprints ride on one Claim: a migration
 /// window spans a deployment or two, not a history of normalisations.
 pub const MAX_PREVIOUS_FINGERPRINTS: usize = 4;

@@ -7,6 +7,7 @@ use chrono::TimeDelta;
 
 use super::evidence::{Authority, Constraints, Granted};
 use super::report::{MoveKind, Needs, Step};
+use crate::error::ErrorReason;
 
 /// Why a plan was stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,17 +21,66 @@ pub enum Stop {
     /// More new attempts than the caller's attempt budget.
     AttemptBudget { needed: u32, budget: u32 },
     /// Longer waits than the caller's wait budget.
-    WaitBudget { needed: TimeDelta, budget: TimeDelta },
+    WaitBudget {
+        needed: TimeDelta,
+        budget: TimeDelta,
+    },
 }
 
 impl Stop {
     /// The ErrorInfo reason it is answered with.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> ErrorReason {
         match self {
-            Stop::Scope { .. } => "PLAN_EXCEEDS_SCOPE",
-            Stop::Authority { .. } => "PLAN_EXCEEDS_AUTHORITY",
-            Stop::NotReversible { .. } => "PLAN_NOT_REVERSIBLE",
-            Stop::AttemptBudget { .. } | Stop::WaitBudget { .. } => "PLAN_EXCEEDS_BUDGET",
+            Stop::Scope { .. } => ErrorReason::PlanExceedsScope,
+            Stop::Authority { .. } => ErrorReason::PlanExceedsAuthority,
+            Stop::NotReversible { .. } => ErrorReason::PlanNotReversible,
+            Stop::AttemptBudget { .. } | Stop::WaitBudget { .. } => ErrorReason::PlanExceedsBudget,
+        }
+    }
+
+    /// What stopped it, for the message.
+    pub fn explain(&self) -> String {
+        match self {
+            Stop::Scope { step, needs } => {
+                format!("move {step} needs the {} scope", needs.as_str())
+            }
+            Stop::Authority { step, kind } => {
+                format!("move {step} ({kind:?}) is beyond the authority the caller gave")
+            }
+            Stop::NotReversible { step, kind } => {
+                format!("move {step} ({kind:?}) cannot be undone")
+            }
+            Stop::AttemptBudget { needed, budget } => {
+                format!("it needs {needed} new attempt(s), the budget is {budget}")
+            }
+            Stop::WaitBudget { needed, budget } => format!(
+                "it waits {}s, the budget is {}s",
+                needed.num_seconds(),
+                budget.num_seconds()
+            ),
+        }
+    }
+
+    /// The ErrorInfo metadata beside the reason.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Stop::Scope { step, needs } => {
+                vec![
+                    ("step", step.to_string()),
+                    ("scope", needs.as_str().to_owned()),
+                ]
+            }
+            Stop::Authority { step, kind } | Stop::NotReversible { step, kind } => {
+                vec![("step", step.to_string()), ("move", format!("{kind:?}"))]
+            }
+            Stop::AttemptBudget { needed, budget } => vec![
+                ("attempts_needed", needed.to_string()),
+                ("attempt_budget", budget.to_string()),
+            ],
+            Stop::WaitBudget { needed, budget } => vec![
+                ("wait_needed", format!("{}s", needed.num_seconds())),
+                ("wait_budget", format!("{}s", budget.num_seconds())),
+            ],
         }
     }
 }
@@ -138,7 +188,10 @@ mod tests {
                 needs: Needs::Reconcile
             })
         );
-        assert_eq!(check(&reconcile_plan(), RECONCILER, &Constraints::default()), Ok(()));
+        assert_eq!(
+            check(&reconcile_plan(), RECONCILER, &Constraints::default()),
+            Ok(())
+        );
     }
 
     #[test]
@@ -147,11 +200,11 @@ mod tests {
             authority: Authority::ReadOnly,
             ..Constraints::default()
         };
-        let stop = check(&reconcile_plan(), RECONCILER, &read_only).unwrap_err();
-        assert_eq!(stop.reason(), "PLAN_EXCEEDS_AUTHORITY");
+        let stop = check(&reconcile_plan(), RECONCILER, &read_only).expect_err("stopped");
+        assert_eq!(stop.reason().as_str(), "PLAN_EXCEEDS_AUTHORITY");
         let replay = vec![Step::replay("claim again")];
         assert_eq!(
-            check(&replay, CALLER, &read_only).map_err(|stop| stop.reason()),
+            check(&replay, CALLER, &read_only).map_err(|stop| stop.reason().as_str()),
             Err("PLAN_EXCEEDS_AUTHORITY")
         );
         let retry = Constraints {
@@ -167,14 +220,18 @@ mod tests {
             reversible_only: true,
             ..Constraints::default()
         };
-        assert_eq!(check(&[Step::replay("replay")], CALLER, &reversible), Ok(()));
+        assert_eq!(
+            check(&[Step::replay("replay")], CALLER, &reversible),
+            Ok(())
+        );
         assert_eq!(
             check(&[Step::claim_attempt("retry")], CALLER, &reversible)
-                .map_err(|stop| stop.reason()),
+                .map_err(|stop| stop.reason().as_str()),
             Err("PLAN_NOT_REVERSIBLE")
         );
         assert_eq!(
-            check(&reconcile_plan(), RECONCILER, &reversible).map_err(|stop| stop.reason()),
+            check(&reconcile_plan(), RECONCILER, &reversible)
+                .map_err(|stop| stop.reason().as_str()),
             Err("PLAN_NOT_REVERSIBLE")
         );
     }
@@ -201,7 +258,7 @@ mod tests {
             ..Constraints::default()
         };
         assert_eq!(
-            check(&plan, CALLER, &short_wait).map_err(|stop| stop.reason()),
+            check(&plan, CALLER, &short_wait).map_err(|stop| stop.reason().as_str()),
             Err("PLAN_EXCEEDS_BUDGET")
         );
         let enough = Constraints {

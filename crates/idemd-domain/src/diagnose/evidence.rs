@@ -4,8 +4,6 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::model::Fingerprint;
-
 /// What the caller saw that made it ask.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Symptom {
@@ -39,14 +37,6 @@ pub mod status_code {
     pub const UNAUTHENTICATED: u32 = 16;
 }
 
-/// The request the caller would send now, to compare with the stored one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CallerRequest {
-    Fingerprint(Fingerprint),
-    Json(String),
-    Bytes(Vec<u8>),
-}
-
 /// What the caller found at the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderFinding {
@@ -67,7 +57,6 @@ pub struct ProviderEvidence {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Evidence {
     pub symptom: Symptom,
-    pub request: Option<CallerRequest>,
     pub new_key_for_retry: bool,
     pub provider: Option<ProviderEvidence>,
     /// When the caller saw the symptom, on the database clock.
@@ -79,7 +68,6 @@ impl Evidence {
     pub fn none(now: DateTime<Utc>) -> Self {
         Evidence {
             symptom: Symptom::Unspecified,
-            request: None,
             new_key_for_retry: false,
             provider: None,
             observed_at: now,
@@ -113,4 +101,35 @@ pub struct Granted {
     pub operations: bool,
     pub reconcile: bool,
     pub admin: bool,
+}
+
+/// A Diagnose request as admitted: its secrets refused and its fields
+/// checked. Times are ages, counted by the caller back from its send; the
+/// service places them on the database clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiagnoseCommand {
+    pub target: crate::query::Target,
+    pub symptom: Symptom,
+    pub candidates: super::map::Candidates,
+    pub new_key_for_retry: bool,
+    pub provider: Option<(ProviderFinding, TimeDelta)>,
+    pub observed_ago: TimeDelta,
+    pub constraints: Constraints,
+    pub success_criterion: String,
+    pub context: String,
+}
+
+impl DiagnoseCommand {
+    /// The evidence, its ages placed before `now` (the call's arrival).
+    pub fn evidence(&self, now: DateTime<Utc>) -> Evidence {
+        Evidence {
+            symptom: self.symptom.clone(),
+            new_key_for_retry: self.new_key_for_retry,
+            provider: self.provider.map(|(finding, ago)| ProviderEvidence {
+                finding,
+                looked_at: now - ago,
+            }),
+            observed_at: now - self.observed_ago,
+        }
+    }
 }

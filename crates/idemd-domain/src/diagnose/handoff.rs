@@ -64,8 +64,7 @@ pub fn handoff(
             .unwrap_or_default(),
         match record.state {
             State::Unknown | State::InProgress if record.lease_expired(facts.now) => {
-                "Its outcome is unknown: it needs reconciliation from the provider."
-                    .to_owned()
+                "Its outcome is unknown: it needs reconciliation from the provider.".to_owned()
             }
             State::Unknown => {
                 "Its outcome is unknown: it needs reconciliation from the provider.".to_owned()

@@ -161,6 +161,21 @@ pub fn find(facts: &Facts<'_>, evidence: &Evidence, candidates: &Candidates) -> 
     let mut finding = choose(facts, evidence, request);
     if let Request::Same(mode) = request {
         finding.matched_mode = Some(mode);
+        // The conflict arms weigh the comparison themselves.
+        if !finding
+            .observations
+            .iter()
+            .any(|observation| observation.source == Source::Fingerprint)
+        {
+            finding.observations.push(Observation::supporting(
+                Source::Fingerprint,
+                format!(
+                    "the request the caller would send now matches the stored fingerprint \
+                     (mode {}): the same intent",
+                    mode.as_str()
+                ),
+            ));
+        }
     }
     stale(facts, evidence, &mut finding);
     if !finding.missing.is_empty() {
@@ -268,9 +283,9 @@ fn nothing_stored(facts: &Facts<'_>, evidence: &Evidence) -> Finding {
     if evidence.new_key_for_retry || facts.suspected_new_key_retry {
         return new_key_per_retry(facts, evidence, false);
     }
-    let found_effect = evidence.provider.is_some_and(|provider| {
-        provider.finding != ProviderFinding::NoEffect
-    });
+    let found_effect = evidence
+        .provider
+        .is_some_and(|provider| provider.finding != ProviderFinding::NoEffect);
     let cause = if evidence.symptom == Symptom::TimeoutBeforeResponse {
         Cause::AmbiguousOutcome
     } else {
@@ -466,7 +481,10 @@ fn conflict(facts: &Facts<'_>, evidence: &Evidence, request: Request) -> Finding
     if record.conflicts > 0 {
         finding = finding.saw(Observation::supporting(
             Source::Counters,
-            format!("{} Claim(s) of this key were refused as key reuse", record.conflicts),
+            format!(
+                "{} Claim(s) of this key were refused as key reuse",
+                record.conflicts
+            ),
         ));
     }
     if facts.count(HistoryEvent::ConflictingClaimRefused) > 0 {
@@ -676,10 +694,8 @@ fn by_state(facts: &Facts<'_>, evidence: &Evidence) -> Finding {
         return nothing_stored(facts, evidence);
     };
     let now = facts.now;
-    let timed_out = matches!(
-        &evidence.symptom,
-        Symptom::TimeoutBeforeResponse
-    ) || matches!(&evidence.symptom, Symptom::ErrorStatus { code, .. }
+    let timed_out = matches!(&evidence.symptom, Symptom::TimeoutBeforeResponse)
+        || matches!(&evidence.symptom, Symptom::ErrorStatus { code, .. }
         if *code == status_code::DEADLINE_EXCEEDED || *code == status_code::UNAVAILABLE);
     let history = Observation::supporting(
         Source::History,
@@ -762,8 +778,13 @@ fn by_state(facts: &Facts<'_>, evidence: &Evidence) -> Finding {
         }
         State::InProgress | State::Unknown => stuck(facts, evidence, history),
         State::RetryWait => {
-            let due = record.retry_at.map_or(TimeDelta::zero(), |retry| retry - now);
-            if evidence.provider.is_some_and(|p| p.finding == ProviderFinding::EffectFound) {
+            let due = record
+                .retry_at
+                .map_or(TimeDelta::zero(), |retry| retry - now);
+            if evidence
+                .provider
+                .is_some_and(|p| p.finding == ProviderFinding::EffectFound)
+            {
                 Finding::new(
                     Cause::NeedsReconciliation,
                     Layer::Provider,
@@ -803,7 +824,9 @@ fn by_state(facts: &Facts<'_>, evidence: &Evidence) -> Finding {
                 ))
             }
         }
-        State::Succeeded | State::Failed | State::Expired => ended(facts, evidence, history, timed_out),
+        State::Succeeded | State::Failed | State::Expired => {
+            ended(facts, evidence, history, timed_out)
+        }
     };
     with_report(finding, evidence)
 }
@@ -848,8 +871,7 @@ fn stuck(facts: &Facts<'_>, evidence: &Evidence, history: Observation) -> Findin
     let now = facts.now;
     let settles_at = facts.settles_at().unwrap_or(now);
     let settled = settles_at <= now;
-    let spent = record.state == State::Unknown && record.attempt >= record.max_attempts
-        || record.attempt >= record.max_attempts;
+    let spent = record.attempt >= record.max_attempts;
     let (cause, meaning) = if spent {
         (
             Cause::NeedsReconciliation,
@@ -888,7 +910,12 @@ fn stuck(facts: &Facts<'_>, evidence: &Evidence, history: Observation) -> Findin
              nothing happened",
         ));
     }
-    if !settled {
+    // A found effect is evidence at any time: only a search that finds
+    // nothing must wait for the attempt to settle.
+    let found = evidence
+        .provider
+        .is_some_and(|provider| provider.finding == ProviderFinding::EffectFound);
+    if !settled && !found {
         finding = finding.step(Step::wait(
             "Let the attempt's deadline pass: until then its effect may still be in flight",
             settles_at - now,
@@ -1075,7 +1102,11 @@ fn ended(facts: &Facts<'_>, evidence: &Evidence, history: Observation, timed_out
     } else {
         Cause::None
     };
-    let layer = if timed_out { Layer::Transport } else { Layer::None };
+    let layer = if timed_out {
+        Layer::Transport
+    } else {
+        Layer::None
+    };
     let mut finding = Finding::new(
         cause,
         layer,

@@ -21,7 +21,8 @@ mod tests;
 
 pub use authority::{Stop, check};
 pub use evidence::{
-    Authority, Constraints, Evidence, Granted, ProviderEvidence, ProviderFinding, Symptom,
+    Authority, Constraints, DiagnoseCommand, Evidence, Granted, ProviderEvidence, ProviderFinding,
+    Symptom,
 };
 pub use facts::Facts;
 pub use map::{Candidates, Mode};
@@ -29,7 +30,7 @@ pub use report::{
     Cause, Check, Confidence, Diagnosis, Handoff, Layer, Level, MoveKind, Needs, Observation,
     Report, Source, Step, Verdict,
 };
-pub use secrets::{SecretKind, find_secret};
+pub use secrets::{SecretKind, find_secret, refuse_secrets};
 
 /// Diagnoses one operation: the map, the confidence of what it found, and
 /// the handoff record. The caller's authority is checked apart

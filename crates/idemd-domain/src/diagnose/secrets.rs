@@ -225,7 +225,7 @@ fn card_number(text: &str) -> bool {
         // A space or dash between groups of four digits is part of it.
         let between_groups = matches!(character, ' ' | '-')
             && !digits.is_empty()
-            && digits.len() % 4 == 0
+            && digits.len().is_multiple_of(4)
             && characters.get(index + 1).is_some_and(char::is_ascii_digit);
         if between_groups {
             continue;
@@ -252,7 +252,7 @@ fn luhn(digits: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Twelve or more words of the BIP-39 list in a row.
@@ -272,6 +272,17 @@ fn seed_phrase(lower: &str) -> bool {
         }
     }
     false
+}
+
+/// Refuses evidence any of whose fields carries a secret: the first such
+/// field and the kind, never the value.
+pub fn refuse_secrets(fields: &[(&'static str, &str)]) -> crate::error::Result<()> {
+    for (field, text) in fields {
+        if let Some(kind) = find_secret(text) {
+            return Err(crate::error::Error::EvidenceCarriesSecret { field, kind });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,12 +8,14 @@ use uuid::Uuid;
 use super::*;
 use crate::fingerprint;
 use crate::model::{
-    AnswerCounts, ErrorReport, FailureReason, HistoryEntry, OnFailed, OperationId,
-    OperationRecord, Outcome, Scope, State, SuccessResult, TenantId,
+    AnswerCounts, ErrorReport, FailureReason, HistoryEntry, OnFailed, OperationId, OperationRecord,
+    Outcome, Scope, State, SuccessResult, TenantId,
 };
 
 fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0).single().expect("a time")
+    Utc.with_ymd_and_hms(2026, 12, 3, 12, 0, 0)
+        .single()
+        .expect("a time")
 }
 
 fn scope() -> Scope {
@@ -190,8 +192,7 @@ fn the_map_one_line_each() {
         ),
         (
             "concurrent duplicates: one owner; the others wait and replay",
-            Case::of(Some(live(record(State::InProgress))))
-                .symptom(Symptom::ConcurrentDuplicates),
+            Case::of(Some(live(record(State::InProgress)))).symptom(Symptom::ConcurrentDuplicates),
             Cause::Race,
             MoveKind::Wait,
         ),
@@ -272,7 +273,9 @@ fn a_timeout_never_reads_as_nothing_happened() {
         Some(live(record(State::InProgress))),
         None,
     ] {
-        let report = Case::of(stored).symptom(Symptom::TimeoutBeforeResponse).run();
+        let report = Case::of(stored)
+            .symptom(Symptom::TimeoutBeforeResponse)
+            .run();
         assert!(
             !report.plan.iter().any(|step| step.kind == MoveKind::NewKey),
             "{report:#?}"
@@ -296,7 +299,10 @@ fn an_unknown_outcome_is_reconciled_from_the_provider_and_never_run_blind() {
         .provider(ProviderFinding::EffectFound, TimeDelta::seconds(5))
         .run();
     assert_eq!(first_move(&found), MoveKind::Reconcile);
-    assert!(found.plan.iter().all(|step| step.attempts == 0), "{found:#?}");
+    assert!(
+        found.plan.iter().all(|step| step.attempts == 0),
+        "{found:#?}"
+    );
     let absent = Case::of(Some(unknown))
         .provider(ProviderFinding::NoEffect, TimeDelta::seconds(5))
         .run();
@@ -370,7 +376,10 @@ fn escalations_name_what_is_missing_and_plan_no_action() {
             "{line}: {:?}",
             report.plan
         );
-        assert_eq!(report.plan.last().map(|step| step.kind), Some(MoveKind::HandOver));
+        assert_eq!(
+            report.plan.last().map(|step| step.kind),
+            Some(MoveKind::HandOver)
+        );
     }
 }
 
@@ -386,7 +395,10 @@ fn confidence_grows_with_independent_evidence_not_with_the_pattern() {
         .request(REQUEST)
         .run();
     assert_eq!(thick.diagnosis.cause, Cause::AmbiguousOutcome);
-    assert!(thin.confidence.score < thick.confidence.score, "{thin:#?} {thick:#?}");
+    assert!(
+        thin.confidence.score < thick.confidence.score,
+        "{thin:#?} {thick:#?}"
+    );
     assert_eq!(thin.confidence.level, Level::Low);
     // Evidence against it lowers it: the new-key watch saw one key only.
     let claimed = Case {
