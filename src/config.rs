@@ -279,6 +279,31 @@ pub enum OpsCommand {
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// What the evidence about one operation means and the next safe moves
+    /// (Diagnose): a diagnosis, a plan, the checks that confirm it, a
+    /// handoff record and a confidence. Reads only. Evidence carrying a
+    /// secret is refused; a plan beyond the token's scopes or the given
+    /// constraints is refused (PLAN_EXCEEDS_*).
+    Diagnose {
+        /// The server's id of the operation.
+        #[arg(required_unless_present = "operation", conflicts_with_all = ["operation", "key"])]
+        operation_id: Option<String>,
+        /// The caller's operation name (with --key).
+        #[arg(long, requires = "key")]
+        operation: Option<String>,
+        /// The caller's idempotency key (with --operation).
+        #[arg(long, requires = "operation")]
+        key: Option<String>,
+        /// Another tenant's operation, by the tenant's name (admin scope).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        evidence: DiagnoseEvidenceArgs,
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+        #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+        output: OutputFormat,
+    },
     /// The effective policy for an operation name (GetPolicy): the defaults
     /// and ceilings its first Claim gets, and which policy entry decided.
     Policy {
@@ -354,6 +379,84 @@ pub enum PolicyCommand {
         #[command(flatten)]
         bounds: BoundsArgs,
     },
+}
+
+/// What a caller observed and may do, for `idemd ops diagnose`.
+#[derive(Debug, Clone, Args)]
+pub struct DiagnoseEvidenceArgs {
+    /// What the caller saw.
+    #[arg(long, value_enum)]
+    pub symptom: Option<DiagnoseSymptom>,
+    /// With --symptom error-status: the gRPC status code (a number).
+    #[arg(long)]
+    pub status_code: Option<u32>,
+    /// With --symptom error-status: the ErrorInfo reason it carried.
+    #[arg(long)]
+    pub error_reason: Option<String>,
+    /// The JSON request the caller would send now (compared, never stored).
+    #[arg(long, conflicts_with = "fingerprint")]
+    pub json_payload: Option<String>,
+    /// The 64-hex-digit fingerprint the caller would send now.
+    #[arg(long)]
+    pub fingerprint: Option<String>,
+    /// The caller made a new idempotency key for its retry.
+    #[arg(long)]
+    pub new_key_for_retry: bool,
+    /// What a provider lookup found (with --provider-looked-ago).
+    #[arg(long, value_enum, requires = "provider_looked_ago")]
+    pub provider: Option<DiagnoseProvider>,
+    /// How long ago that lookup was sent, e.g. 30s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub provider_looked_ago: Option<std::time::Duration>,
+    /// How long ago the symptom was seen (default: just now).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub observed_ago: Option<std::time::Duration>,
+    /// Free text: what else was seen (never stored or logged).
+    #[arg(long)]
+    pub notes: Option<String>,
+    /// How far the caller may go (default: as far as the token's scopes).
+    #[arg(long, value_enum)]
+    pub authority: Option<DiagnoseAuthority>,
+    /// Only moves that change nothing or can be undone.
+    #[arg(long)]
+    pub reversible_only: bool,
+    /// The most new attempts the caller may start.
+    #[arg(long)]
+    pub attempt_budget: Option<u32>,
+    /// The longest the caller may wait, e.g. 5m.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait_budget: Option<std::time::Duration>,
+    /// What must be true at the end, echoed in the handoff record.
+    #[arg(long)]
+    pub success_criterion: Option<String>,
+    /// Who asks and why, echoed in the handoff record.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiagnoseSymptom {
+    Timeout,
+    ErrorStatus,
+    ConcurrentDuplicates,
+    Stuck,
+    DuplicateEffect,
+    FrequentConflicts,
+    StoreGrowing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiagnoseProvider {
+    Found,
+    NotFound,
+    FoundMoreThanOnce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiagnoseAuthority {
+    ReadOnly,
+    Retry,
+    Reconcile,
 }
 
 /// How a listing is printed.

@@ -9,12 +9,14 @@ use idemd::proto::diagnose_evidence::RequestIdentity;
 use tonic::Code;
 
 use crate::harness::*;
+use crate::ops::{json, ops};
 
 store_tests!(
     the_map_on_real_operations,
     evidence_carrying_a_secret_is_refused_and_changes_nothing,
     a_plan_beyond_the_callers_scope_or_constraints_stops,
     contradictory_or_premature_evidence_escalates,
+    idemd_ops_diagnose_prints_the_diagnosis_and_refuses_secrets,
 );
 
 const CHARGE: &str = "payments.charge";
@@ -474,4 +476,69 @@ async fn contradictory_or_premature_evidence_escalates(backend: Backend) {
     .await
     .expect_err("needs provider_looked_ago");
     assert_status(&unanchored, Code::InvalidArgument, "INVALID_REQUEST");
+}
+
+async fn idemd_ops_diagnose_prints_the_diagnosis_and_refuses_secrets(backend: Backend) {
+    let data = backend.into_process_data().await;
+    let token = data.create_tenant("support");
+    let server = data.serve(&[]).await;
+    let mut client = server.client().await;
+    let done = claim_owned(&mut client, &token, claim_json(CHARGE, "done", REQUEST)).await;
+    complete(&mut client, &token, &done, r#"{"charge":"ch_1"}"#).await;
+
+    let table = crate::ops::succeeded(&ops(
+        &data,
+        &server,
+        &token,
+        &[
+            "diagnose",
+            "--operation",
+            CHARGE,
+            "--key",
+            "done",
+            "--symptom",
+            "timeout",
+            "--json-payload",
+            REQUEST,
+        ],
+    ));
+    assert!(
+        table.contains("AmbiguousOutcome") && table.contains("plan:") && table.contains("json"),
+        "{table}"
+    );
+    let document = json(&ops(
+        &data,
+        &server,
+        &token,
+        &[
+            "diagnose",
+            &done.operation_id,
+            "--symptom",
+            "timeout",
+            "-o",
+            "json",
+        ],
+    ));
+    assert_eq!(document["verdict"], "VERDICT_DIAGNOSED", "{document}");
+    assert_eq!(document["diagnosis"]["cause"], "CAUSE_AMBIGUOUS_OUTCOME");
+
+    let refused = ops(
+        &data,
+        &server,
+        &token,
+        &[
+            "diagnose",
+            &done.operation_id,
+            "--notes",
+            "token sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        ],
+    );
+    assert!(!refused.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(said.contains("EVIDENCE_CARRIES_SECRET"), "{said}");
+    assert!(!said.contains("4eC39HqLyjWDarjtT1zdp7dc"), "{said}");
 }

@@ -5,6 +5,7 @@
 
 mod bulk;
 mod connect;
+mod diagnose;
 mod failure;
 mod forget;
 mod hold;
@@ -184,6 +185,20 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             };
             let mut server = connect::Server::connect(&connection).await?;
             hold::release(&mut server, target, output).await
+        }
+        OpsCommand::Diagnose {
+            operation_id,
+            operation,
+            key,
+            tenant,
+            evidence,
+            connection,
+            output,
+        } => {
+            let target = lookup::target(operation_id, operation, key)?;
+            let request = diagnose::request(target, tenant.unwrap_or_default(), evidence)?;
+            let mut server = connect::Server::connect(&connection).await?;
+            diagnose::run(&mut server, request, output).await
         }
         OpsCommand::Holds {
             tenant,
