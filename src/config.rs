@@ -298,7 +298,7 @@ pub enum OpsCommand {
         #[arg(long)]
         tenant: Option<String>,
         #[command(flatten)]
-        evidence: DiagnoseEvidenceArgs,
+        evidence: Box<DiagnoseEvidenceArgs>,
         #[command(flatten)]
         connection: OpsConnectionArgs,
         #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]

@@ -196,7 +196,7 @@ pub(crate) async fn run_ops(command: OpsCommand) -> Result<(), BoxError> {
             output,
         } => {
             let target = lookup::target(operation_id, operation, key)?;
-            let request = diagnose::request(target, tenant.unwrap_or_default(), evidence)?;
+            let request = diagnose::request(target, tenant.unwrap_or_default(), *evidence)?;
             let mut server = connect::Server::connect(&connection).await?;
             diagnose::run(&mut server, request, output).await
         }
