@@ -83,6 +83,16 @@ impl Api {
         Ok(Rpcs::lookup(&self.api, request).await?.into_inner())
     }
 
+    /// Diagnose, as the signed-in credential: its scopes bound the plan.
+    pub async fn diagnose(
+        &self,
+        principal: &Principal,
+        message: proto::DiagnoseRequest,
+    ) -> Result<proto::DiagnoseResponse, Refusal> {
+        let request = Self::admitted(principal, ApiMethod::Diagnose, message)?;
+        Ok(Rpcs::diagnose(&self.api, request).await?.into_inner())
+    }
+
     pub async fn list_operations(
         &self,
         principal: &Principal,

@@ -7,6 +7,7 @@ use axum::http::header::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
+use crate::console::pages::diagnosis::{self, EvidenceQuery};
 use crate::console::pages::lists::{NextPage, operations_page, unresolved_page};
 use crate::console::pages::operation::operation_page;
 use crate::console::paths;
@@ -126,6 +127,8 @@ pub(in crate::console) struct OperationQuery {
     done: String,
     #[serde(default)]
     tenant: String,
+    #[serde(flatten)]
+    evidence: EvidenceQuery,
 }
 
 pub(in crate::console) async fn operation(
@@ -140,6 +143,14 @@ pub(in crate::console) async fn operation(
     };
     match read_operation(&console, &signed_in.principal, &id, &query.tenant, true).await {
         Ok(found) => {
+            let answer = console
+                .api
+                .diagnose(
+                    &signed_in.principal,
+                    query.evidence.request(&id, &query.tenant),
+                )
+                .await;
+            let diagnosis = diagnosis::section(&answer, &query.evidence, &id, &query.tenant);
             let notice = match query.done.as_str() {
                 "reconciled" => {
                     Some("Reconciled. This is the operation as the server holds it now.")
@@ -156,6 +167,7 @@ pub(in crate::console) async fn operation(
                     !found.next_history_page_token.is_empty(),
                     shown_now(),
                     notice,
+                    diagnosis,
                 ),
             )
         }

@@ -45,6 +45,7 @@ pub fn operation_page(
     more_history: bool,
     now: DateTime<Utc>,
     notice: Option<&str>,
+    diagnosis: Markup,
 ) -> Markup {
     let answer = verdict(facts(operation));
     let scope = operation.scope.clone().unwrap_or_default();
@@ -63,6 +64,7 @@ pub fn operation_page(
                 a.button href=(paths::reconcile(&operation.operation_id, tenant)) { "Reconcile…" }
             }
         }
+        (diagnosis)
         section {
             h2 { "Record" }
             table.fields {
