@@ -21,6 +21,7 @@ mod conflicts;
 mod conformance;
 mod connect;
 mod console;
+mod console_holds;
 mod console_tls;
 mod credentials;
 mod dbfaults;

@@ -3,6 +3,7 @@
 //! anything itself.
 
 pub mod dashboard;
+pub mod holds;
 pub mod layout;
 pub mod lists;
 pub mod operation;
