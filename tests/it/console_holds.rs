@@ -422,6 +422,22 @@ async fn an_admin_holds_and_releases_from_the_console_only_with_csrf_and_a_reaso
     assert_eq!(pending.reason(), proto::PendingReason::Held);
     assert_eq!(pending.retry_after, millis(7_000));
 
+    // Held again: the first hold stays as it was set, and nothing more is
+    // audited (the audit log below has one hold.set).
+    let again = lead
+        .post("/holds", &hold_fields(csrf, "another reason"))
+        .await;
+    assert_eq!(again.status, 303, "{}", again.text);
+    assert_eq!(again.header("location"), Some("/holds?done=already_held"));
+    let holds = holds_in_force(&mut client, &admin).await;
+    assert_eq!(
+        holds
+            .iter()
+            .map(|hold| hold.reason.as_str())
+            .collect::<Vec<_>>(),
+        [REASON]
+    );
+
     // Release: refused without a reason or a token, then done.
     let no_reason = lead.post("/holds/release", &release(csrf, "")).await;
     assert_eq!(no_reason.status, 400, "{}", no_reason.text);
