@@ -123,4 +123,31 @@ impl Api {
         let request = Self::admitted(principal, ApiMethod::Reconcile, message)?;
         Ok(Rpcs::reconcile(&self.api, request).await?.into_inner())
     }
+
+    pub async fn list_holds(
+        &self,
+        principal: &Principal,
+        message: proto::ListHoldsRequest,
+    ) -> Result<proto::ListHoldsResponse, Refusal> {
+        let request = Self::admitted(principal, ApiMethod::ListHolds, message)?;
+        Ok(Rpcs::list_holds(&self.api, request).await?.into_inner())
+    }
+
+    pub async fn hold(
+        &self,
+        principal: &Principal,
+        message: proto::HoldRequest,
+    ) -> Result<proto::HoldResponse, Refusal> {
+        let request = Self::admitted(principal, ApiMethod::Hold, message)?;
+        Ok(Rpcs::hold(&self.api, request).await?.into_inner())
+    }
+
+    pub async fn release(
+        &self,
+        principal: &Principal,
+        message: proto::ReleaseRequest,
+    ) -> Result<proto::ReleaseResponse, Refusal> {
+        let request = Self::admitted(principal, ApiMethod::Release, message)?;
+        Ok(Rpcs::release(&self.api, request).await?.into_inner())
+    }
 }

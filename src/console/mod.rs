@@ -1,6 +1,7 @@
 //! The web console: support staff find an operation by id, scope, key or
-//! filter, read what happened attempt by attempt, and work the queue of
-//! operations whose outcome is unknown. Served by idemd on a listener of its
+//! filter, read what happened attempt by attempt, work the queue of
+//! operations whose outcome is unknown, and see (an admin: set and release)
+//! the holds in force. Served by idemd on a listener of its
 //! own (off by default; plain HTTP on loopback only, or HTTPS on any address
 //! with a certificate of its own, [`listener`]), as server-rendered HTML with
 //! a little JavaScript, every asset embedded in the binary.
@@ -69,6 +70,8 @@ pub fn router(console: Arc<Console>) -> Router {
             get(handlers::reconcile_form).post(handlers::reconcile),
         )
         .route("/unresolved", get(handlers::unresolved))
+        .route("/holds", get(handlers::holds).post(handlers::hold))
+        .route("/holds/release", post(handlers::release))
         .route("/conflicts", get(handlers::conflicts))
         .route("/assets/console.css", get(handlers::stylesheet))
         .route("/assets/console.js", get(handlers::script))

@@ -17,6 +17,11 @@ use tokio_util::sync::CancellationToken;
 use crate::harness::*;
 
 const OPERATION: &str = "payments.charge";
+/// Held through the API before the browser runs; the browser sees it, and
+/// an admin releases it from the console.
+const HELD: &str = "refunds.issue";
+/// Markup in the reason, which every page must show as text.
+const HELD_REASON: &str = "refunds doubled <script>alert(1)</script> & more";
 
 fn payload(key: &str) -> proto::ClaimRequest {
     claim_json(
@@ -154,6 +159,19 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
     let other = claim_owned(&mut client, &world.tenant_b, payload("b-order")).await;
     fail_unknown(&mut client, &world.tenant_b, &other).await;
 
+    // A hold of tenant A's, set through the API as `idemd ops hold` does.
+    client
+        .hold(authorized(
+            &admin,
+            proto::HoldRequest {
+                operation: HELD.into(),
+                reason: HELD_REASON.into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("hold");
+
     let console = Console::new(
         world.server.application.api.clone(),
         world.server.application.authenticator.clone(),
@@ -170,11 +188,13 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
         ("CHROMIUM", chromium.display().to_string()),
         ("TOKEN_RECONCILER", reconciler.clone()),
         ("TOKEN_OPERATIONS_ONLY", operations_only),
-        ("TOKEN_ADMIN", admin),
+        ("TOKEN_ADMIN", admin.clone()),
         ("OP_SUCCEEDED_ID", succeeded.operation_id.clone()),
         ("OP_UNRESOLVED_ID", unresolved.operation_id.clone()),
         ("OP_UNTOUCHED_ID", untouched.operation_id.clone()),
         ("OP_OTHER_TENANT_ID", other.operation_id.clone()),
+        ("HELD_OPERATION", HELD.to_owned()),
+        ("HELD_REASON", HELD_REASON.to_owned()),
         (
             "IDEMD_CONSOLE_SCREENSHOTS",
             screenshots(store_name).display().to_string(),
@@ -224,6 +244,55 @@ async fn support_staff_work_the_console_in_a_real_browser(backend: Backend) {
         .unwrap_or_else(|| panic!("reconciled on behalf: {entries:?}"));
     assert_eq!(reconciled.credential, "token:support-lead");
     assert!(reconciled.admin_on_behalf);
+    // The browser's admin released tenant A's hold and held all of tenant
+    // B: that is what is in force, and the audit log names who and why.
+    let holds = client
+        .list_holds(authorized(&admin, proto::ListHoldsRequest::default()))
+        .await
+        .expect("list holds")
+        .into_inner()
+        .holds;
+    let in_force: Vec<(&str, &str, &str, &str)> = holds
+        .iter()
+        .map(|hold| {
+            (
+                hold.tenant.as_str(),
+                hold.operation.as_str(),
+                hold.reason.as_str(),
+                hold.held_by.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        in_force,
+        [(
+            "tenant-b",
+            "",
+            "incident 43: tenant-b drains",
+            "token:support-lead"
+        )]
+    );
+    let audit = world
+        .store
+        .credentials()
+        .audit_log(Some("tenant-a"), 100)
+        .await
+        .expect("audit");
+    let released: Vec<(&str, Option<&str>, &str)> = audit
+        .iter()
+        .filter(|entry| entry.action == "hold.release")
+        .map(|entry| {
+            (
+                entry.actor.as_str(),
+                entry.target.as_deref(),
+                entry.reason.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        released,
+        [("token:support-lead", Some(HELD), "drained and reconciled")]
+    );
 }
 
 store_tests!(support_staff_work_the_console_in_a_real_browser);

@@ -21,6 +21,8 @@ mod conflicts;
 mod conformance;
 mod connect;
 mod console;
+mod console_diagnosis;
+mod console_holds;
 mod console_tls;
 mod credentials;
 mod dbfaults;

@@ -2,12 +2,14 @@
 //! [`Api`](super::calls::Api), and renders a page. Thin on purpose.
 
 mod assets;
+mod holding;
 mod overview;
 mod reading;
 mod reconciling;
 mod session;
 
 pub(super) use assets::{not_found, script, stylesheet};
+pub(super) use holding::{hold, holds, release};
 pub(super) use overview::{conflicts, dashboard};
 pub(super) use reading::{operation, operations, search, unresolved};
 pub(super) use reconciling::{reconcile, reconcile_form};

@@ -10,7 +10,7 @@ use crate::auth::Scope;
 use crate::console::counters::{Whose, sum_by, total};
 use crate::console::pages::dashboard::{AgeBand, Counter, Dashboard, dashboard_page};
 use crate::console::pages::lists::conflicts_page;
-use crate::proto::{self, ListUnresolvedRequest};
+use crate::proto::{self, ListHoldsRequest, ListUnresolvedRequest};
 use crate::support::format;
 
 use super::{AGE_BAND_READ, Shared, SignedIn, html, refused, shown_now, sign_in};
@@ -54,11 +54,20 @@ pub(in crate::console) async fn dashboard(State(console): Shared, headers: Heade
         Ok(page) => page,
         Err(refusal) => return refused(&signed_in, "", "Dashboard", &refusal),
     };
+    let holds = match console
+        .api
+        .list_holds(&signed_in.principal, ListHoldsRequest::default())
+        .await
+    {
+        Ok(listed) => listed.holds,
+        Err(refusal) => return refused(&signed_in, "", "Dashboard", &refusal),
+    };
     let dashboard = Dashboard {
         counters,
         counters_scope,
         unresolved: age_bands(&page.operations),
         unresolved_truncated: !page.next_page_token.is_empty(),
+        holds,
     };
     html(
         StatusCode::OK,

@@ -7,17 +7,22 @@ use axum::http::header::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Scope;
+use crate::console::calls::Refusal;
 use crate::console::pages::diagnosis::{self, EvidenceQuery};
+use crate::console::pages::holds::operation_holds;
 use crate::console::pages::lists::{NextPage, operations_page, unresolved_page};
 use crate::console::pages::operation::operation_page;
 use crate::console::paths;
 use crate::console::search::{Search, classify};
+use crate::domain::OperationId;
+use crate::domain::filter::OperationFilter;
 use crate::proto::{
-    self, ListOperationsRequest, ListUnresolvedRequest, LookupRequest,
+    self, ListHoldsRequest, ListOperationsRequest, ListUnresolvedRequest, LookupRequest,
     list_operations_request::Order, lookup_request::Target,
 };
 
-use super::{PAGE_SIZE, Shared, html, read_operation, refused, shown_now, sign_in};
+use super::{PAGE_SIZE, Shared, SignedIn, html, read_operation, refused, shown_now, sign_in};
 
 #[derive(Deserialize)]
 pub(in crate::console) struct SearchQuery {
@@ -143,6 +148,16 @@ pub(in crate::console) async fn operation(
     };
     match read_operation(&console, &signed_in.principal, &id, &query.tenant, true).await {
         Ok(found) => {
+            let operation = found.operation.unwrap_or_default();
+            let name = operation
+                .scope
+                .as_ref()
+                .map_or("", |scope| scope.operation.as_str());
+            let holds = tenant_holds(&console, &signed_in, &id, &query.tenant).await;
+            let held = operation_holds(
+                holds.as_deref().map_err(|refusal| refusal.message.as_str()),
+                name,
+            );
             let answer = console
                 .api
                 .diagnose(
@@ -151,28 +166,70 @@ pub(in crate::console) async fn operation(
                 )
                 .await;
             let diagnosis = diagnosis::section(&answer, &query.evidence, &id, &query.tenant);
-            let notice = match query.done.as_str() {
+            let done = match query.done.as_str() {
                 "reconciled" => {
                     Some("Reconciled. This is the operation as the server holds it now.")
                 }
                 _ => None,
+            };
+            let notices = maud::html! {
+                @if let Some(done) = done { p.notice role="status" { (done) } }
+                (held)
             };
             html(
                 StatusCode::OK,
                 operation_page(
                     &signed_in.viewer(),
                     &query.tenant,
-                    &found.operation.unwrap_or_default(),
+                    &operation,
                     &found.history,
                     !found.next_history_page_token.is_empty(),
                     shown_now(),
-                    notice,
+                    notices,
                     diagnosis,
                 ),
             )
         }
         Err(refusal) => refused(&signed_in, &id, "Operation", &refusal),
     }
+}
+
+/// The holds in force in the tenant of operation `id`, through ListHolds
+/// and its scoping: `tenant` named (an admin's view of another tenant), that
+/// tenant's; not named, the viewer's own, which ListHolds lists alone for a
+/// reconciler. An admin's unnamed ListHolds lists every tenant's, and a
+/// credential knows its tenant by id only: ListOperations (whose rows name
+/// their tenant for an admin) says which tenant the operation is in.
+async fn tenant_holds(
+    console: &crate::console::Console,
+    signed_in: &SignedIn,
+    id: &str,
+    tenant: &str,
+) -> Result<Vec<proto::Hold>, Refusal> {
+    let principal = &signed_in.principal;
+    let tenant = if !tenant.is_empty() || !principal.scopes.contains(Scope::Admin) {
+        tenant.to_owned()
+    } else {
+        let Ok(uuid) = uuid::Uuid::try_parse(id) else {
+            return Ok(Vec::new());
+        };
+        let by_id = OperationFilter {
+            id: Some(OperationId(uuid)),
+            ..OperationFilter::default()
+        };
+        let request = ListOperationsRequest {
+            filter: by_id.to_string(),
+            page_size: 1,
+            ..ListOperationsRequest::default()
+        };
+        let listed = console.api.list_operations(principal, request).await?;
+        match listed.operations.into_iter().next() {
+            Some(operation) => operation.tenant,
+            None => return Ok(Vec::new()),
+        }
+    };
+    let request = ListHoldsRequest { tenant };
+    Ok(console.api.list_holds(principal, request).await?.holds)
 }
 
 #[derive(Deserialize, Serialize)]

@@ -3,7 +3,9 @@
 
 use maud::{Markup, html};
 
+use super::holds::holds_banner;
 use super::layout::{Viewer, page};
+use crate::proto::Hold;
 
 /// One number with what it means.
 pub struct Counter {
@@ -25,11 +27,14 @@ pub struct Dashboard {
     pub unresolved: Vec<AgeBand>,
     /// The queue was longer than what was read: the counts are at least.
     pub unresolved_truncated: bool,
+    /// The holds in force the viewer may see (ListHolds).
+    pub holds: Vec<Hold>,
 }
 
 pub fn dashboard_page(viewer: &Viewer, dashboard: &Dashboard) -> Markup {
     let total: usize = dashboard.unresolved.iter().map(|band| band.count).sum();
     let body = html! {
+        (holds_banner(&dashboard.holds))
         section {
             h2 { "Unresolved, by age" }
             p { "Operations of tenant " (viewer.tenant) " waiting for reconciliation: "

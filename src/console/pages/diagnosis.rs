@@ -18,9 +18,11 @@ pub struct EvidenceQuery {
     pub symptom: String,
     #[serde(default)]
     pub provider: String,
-    /// Seconds since the provider lookup was sent.
+    /// Seconds since the provider lookup was sent. Text: the page's query
+    /// is read flattened into another, and serde reads flattened fields as
+    /// strings only.
     #[serde(default)]
-    pub looked: Option<u32>,
+    pub looked: String,
 }
 
 const SYMPTOMS: [(&str, &str, proto::Symptom); 8] = [
@@ -78,6 +80,12 @@ const PROVIDER: [(&str, &str, proto::ProviderFinding); 4] = [
 ];
 
 impl EvidenceQuery {
+    /// The seconds given, 0 when none or not a number (the page offers a
+    /// number field, at most a day).
+    fn looked_seconds(&self) -> u32 {
+        self.looked.trim().parse::<u32>().unwrap_or(0).min(86_400)
+    }
+
     /// The Diagnose request for the operation and this evidence.
     pub fn request(&self, operation_id: &str, tenant: &str) -> proto::DiagnoseRequest {
         let symptom = SYMPTOMS
@@ -92,7 +100,7 @@ impl EvidenceQuery {
             });
         let looked =
             (provider != proto::ProviderFinding::Unspecified).then(|| pbjson_types::Duration {
-                seconds: i64::from(self.looked.unwrap_or(0)),
+                seconds: i64::from(self.looked_seconds()),
                 nanos: 0,
             });
         proto::DiagnoseRequest {
@@ -145,7 +153,7 @@ pub fn section(
                 }
                 label { " looked up "
                     input type="number" name="looked" min="0" max="86400"
-                        value=(query.looked.unwrap_or(0)) aria-label="seconds ago";
+                        value=(query.looked_seconds()) aria-label="seconds ago";
                     " s ago"
                 }
                 " " button type="submit" { "Diagnose" }

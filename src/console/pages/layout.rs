@@ -45,6 +45,7 @@ pub fn page(title: &str, viewer: &Viewer, search: &str, body: Markup) -> Markup 
                         a href="/unresolved" { "Unresolved" }
                         a href="/operations" { "Operations" }
                         a href="/conflicts" { "Conflicts" }
+                        a href="/holds" { "Holds" }
                     }
                     form.search method="get" action="/search" role="search" {
                         input type="search" name="q" value=(search) aria-label="Search"

@@ -4,6 +4,7 @@
 
 pub mod dashboard;
 pub mod diagnosis;
+pub mod holds;
 pub mod layout;
 pub mod lists;
 pub mod operation;

@@ -44,7 +44,7 @@ pub fn operation_page(
     history: &[HistoryEntry],
     more_history: bool,
     now: DateTime<Utc>,
-    notice: Option<&str>,
+    notices: Markup,
     diagnosis: Markup,
 ) -> Markup {
     let answer = verdict(facts(operation));
@@ -52,7 +52,7 @@ pub fn operation_page(
     let title = format!("{} / {}", scope.operation, scope.key);
     let state = state(operation.state);
     let body = html! {
-        @if let Some(notice) = notice { p.notice role="status" { (notice) } }
+        (notices)
         section.verdict data-happened=(answer.happened.as_str()) {
             p.headline { (answer.headline) }
             dl {
