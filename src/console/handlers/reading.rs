@@ -12,7 +12,7 @@ use crate::console::calls::Refusal;
 use crate::console::pages::diagnosis::{self, EvidenceQuery};
 use crate::console::pages::holds::operation_holds;
 use crate::console::pages::lists::{NextPage, operations_page, unresolved_page};
-use crate::console::pages::operation::operation_page;
+use crate::console::pages::operation::{Panels, operation_page};
 use crate::console::paths;
 use crate::console::search::{Search, classify};
 use crate::domain::OperationId;
@@ -185,8 +185,7 @@ pub(in crate::console) async fn operation(
                     &found.history,
                     !found.next_history_page_token.is_empty(),
                     shown_now(),
-                    notices,
-                    diagnosis,
+                    Panels { notices, diagnosis },
                 ),
             )
         }

@@ -37,6 +37,13 @@ pub fn facts(operation: &Operation) -> Facts {
     }
 }
 
+/// What the handler read beside the operation: the notices (a write just
+/// done, a hold on its name) and the diagnosis.
+pub struct Panels {
+    pub notices: Markup,
+    pub diagnosis: Markup,
+}
+
 pub fn operation_page(
     viewer: &Viewer,
     tenant: &str,
@@ -44,9 +51,9 @@ pub fn operation_page(
     history: &[HistoryEntry],
     more_history: bool,
     now: DateTime<Utc>,
-    notices: Markup,
-    diagnosis: Markup,
+    panels: Panels,
 ) -> Markup {
+    let Panels { notices, diagnosis } = panels;
     let answer = verdict(facts(operation));
     let scope = operation.scope.clone().unwrap_or_default();
     let title = format!("{} / {}", scope.operation, scope.key);
