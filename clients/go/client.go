@@ -172,6 +172,10 @@ func (t *tokenClient) ListHolds(ctx context.Context, in *idemv1.ListHoldsRequest
 	return t.inner.ListHolds(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
 }
 
+func (t *tokenClient) Diagnose(ctx context.Context, in *idemv1.DiagnoseRequest, opts ...grpc.CallOption) (*idemv1.DiagnoseResponse, error) {
+	return t.inner.Diagnose(ctx, in, append(opts, grpc.PerRPCCredentials(t.creds))...)
+}
+
 // ---- sending, with re-sends --------------------------------------------------------
 
 type unary[Req, Resp any] func(context.Context, Req, ...grpc.CallOption) (Resp, error)

@@ -135,6 +135,10 @@ pub fn scopes_for(method: ApiMethod) -> &'static [Scope] {
         // holds are in force, a reconciler's question too.
         ApiMethod::Hold | ApiMethod::Release => &[Scope::Admin],
         ApiMethod::ListHolds => &[Scope::Reconcile, Scope::Admin],
+        // What the evidence means is a question for whoever may read the
+        // operation: its caller, a reconciler, an operator. The plan it
+        // answers is then checked against the credential's own scopes.
+        ApiMethod::Diagnose => &[Scope::Operations, Scope::Reconcile, Scope::Admin],
         ApiMethod::Unknown => &[],
     }
 }
@@ -439,7 +443,7 @@ mod tests {
                 ApiMethod::ListOperations | ApiMethod::GetPolicy => {
                     assert_eq!(needed, [Scope::Reconcile, Scope::Admin]);
                 }
-                ApiMethod::Lookup => {
+                ApiMethod::Lookup | ApiMethod::Diagnose => {
                     assert_eq!(needed, [Scope::Operations, Scope::Reconcile, Scope::Admin]);
                 }
                 ApiMethod::Forget | ApiMethod::Hold | ApiMethod::Release => {

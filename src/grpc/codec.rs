@@ -92,6 +92,8 @@ impl MapFields for proto::ReleaseRequest {}
 impl MapFields for proto::ReleaseResponse {}
 impl MapFields for proto::ListHoldsRequest {}
 impl MapFields for proto::ListHoldsResponse {}
+impl MapFields for proto::DiagnoseRequest {}
+impl MapFields for proto::DiagnoseResponse {}
 
 /// The codec the generated service and client use (build.rs names it).
 #[derive(Debug, Clone)]

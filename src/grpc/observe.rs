@@ -59,7 +59,7 @@ macro_rules! api_methods {
     };
 }
 
-api_methods!("idem.v1.IdempotencyService": Claim, Renew, Complete, Fail, Lookup, Reconcile, ListUnresolved, ListOperations, Forget, GetPolicy, Hold, Release, ListHolds);
+api_methods!("idem.v1.IdempotencyService": Claim, Renew, Complete, Fail, Lookup, Reconcile, ListUnresolved, ListOperations, Forget, GetPolicy, Hold, Release, ListHolds, Diagnose);
 
 impl ApiMethod {
     /// The method a request path (`/idem.v1.IdempotencyService/Claim`) names.

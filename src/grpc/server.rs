@@ -395,6 +395,14 @@ impl IdempotencyRpcs for IdempotencyApi {
         }))
     }
 
+    // TEMPORARY on this branch only: the lead lands the real handler.
+    async fn diagnose(
+        &self,
+        _request: Request<proto::DiagnoseRequest>,
+    ) -> Result<Response<proto::DiagnoseResponse>, Status> {
+        Err(Status::unimplemented("Diagnose lands with the lead's branch"))
+    }
+
     async fn get_policy(
         &self,
         request: Request<proto::GetPolicyRequest>,

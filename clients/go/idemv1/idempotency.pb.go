@@ -434,6 +434,624 @@ func (FailDisposition) EnumDescriptor() ([]byte, []int) {
 	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{4}
 }
 
+// What a caller saw that made it ask.
+type Symptom int32
+
+const (
+	// Nothing in particular: diagnose the operation from its record alone.
+	Symptom_SYMPTOM_UNSPECIFIED Symptom = 0
+	// The call ended before any answer: a deadline, a reset, a lost connection.
+	Symptom_SYMPTOM_TIMEOUT_BEFORE_RESPONSE Symptom = 1
+	// An error answer: status_code and error_reason say which.
+	Symptom_SYMPTOM_ERROR_STATUS Symptom = 2
+	// The same request was sent more than once at a time (two workers, a
+	// duplicate delivery).
+	Symptom_SYMPTOM_CONCURRENT_DUPLICATES Symptom = 3
+	// The operation keeps answering Pending, or stays in progress.
+	Symptom_SYMPTOM_STUCK_IN_PROGRESS Symptom = 4
+	// The effect seems to have happened more than once.
+	Symptom_SYMPTOM_DUPLICATE_EFFECT Symptom = 5
+	// Claims of this caller are often refused as IDEMPOTENCY_KEY_REUSED.
+	Symptom_SYMPTOM_FREQUENT_CONFLICTS Symptom = 6
+	// The number of stored operations keeps growing.
+	Symptom_SYMPTOM_STORE_GROWING Symptom = 7
+)
+
+// Enum value maps for Symptom.
+var (
+	Symptom_name = map[int32]string{
+		0: "SYMPTOM_UNSPECIFIED",
+		1: "SYMPTOM_TIMEOUT_BEFORE_RESPONSE",
+		2: "SYMPTOM_ERROR_STATUS",
+		3: "SYMPTOM_CONCURRENT_DUPLICATES",
+		4: "SYMPTOM_STUCK_IN_PROGRESS",
+		5: "SYMPTOM_DUPLICATE_EFFECT",
+		6: "SYMPTOM_FREQUENT_CONFLICTS",
+		7: "SYMPTOM_STORE_GROWING",
+	}
+	Symptom_value = map[string]int32{
+		"SYMPTOM_UNSPECIFIED":             0,
+		"SYMPTOM_TIMEOUT_BEFORE_RESPONSE": 1,
+		"SYMPTOM_ERROR_STATUS":            2,
+		"SYMPTOM_CONCURRENT_DUPLICATES":   3,
+		"SYMPTOM_STUCK_IN_PROGRESS":       4,
+		"SYMPTOM_DUPLICATE_EFFECT":        5,
+		"SYMPTOM_FREQUENT_CONFLICTS":      6,
+		"SYMPTOM_STORE_GROWING":           7,
+	}
+)
+
+func (x Symptom) Enum() *Symptom {
+	p := new(Symptom)
+	*p = x
+	return p
+}
+
+func (x Symptom) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Symptom) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[5].Descriptor()
+}
+
+func (Symptom) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[5]
+}
+
+func (x Symptom) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Symptom.Descriptor instead.
+func (Symptom) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{5}
+}
+
+// What the caller found at the provider (the system the effect lands in).
+type ProviderFinding int32
+
+const (
+	// Not looked.
+	ProviderFinding_PROVIDER_FINDING_UNSPECIFIED ProviderFinding = 0
+	// The effect is there, once.
+	ProviderFinding_PROVIDER_FINDING_EFFECT_FOUND ProviderFinding = 1
+	// No effect found.
+	ProviderFinding_PROVIDER_FINDING_NO_EFFECT ProviderFinding = 2
+	// The effect is there more than once.
+	ProviderFinding_PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE ProviderFinding = 3
+)
+
+// Enum value maps for ProviderFinding.
+var (
+	ProviderFinding_name = map[int32]string{
+		0: "PROVIDER_FINDING_UNSPECIFIED",
+		1: "PROVIDER_FINDING_EFFECT_FOUND",
+		2: "PROVIDER_FINDING_NO_EFFECT",
+		3: "PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE",
+	}
+	ProviderFinding_value = map[string]int32{
+		"PROVIDER_FINDING_UNSPECIFIED":                 0,
+		"PROVIDER_FINDING_EFFECT_FOUND":                1,
+		"PROVIDER_FINDING_NO_EFFECT":                   2,
+		"PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE": 3,
+	}
+)
+
+func (x ProviderFinding) Enum() *ProviderFinding {
+	p := new(ProviderFinding)
+	*p = x
+	return p
+}
+
+func (x ProviderFinding) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProviderFinding) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[6].Descriptor()
+}
+
+func (ProviderFinding) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[6]
+}
+
+func (x ProviderFinding) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProviderFinding.Descriptor instead.
+func (ProviderFinding) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{6}
+}
+
+// How far the caller may go.
+type Authority int32
+
+const (
+	// Not said: as far as the credential's scopes allow.
+	Authority_AUTHORITY_UNSPECIFIED Authority = 0
+	// Look, wait and ask only: no Claim, no Reconcile.
+	Authority_AUTHORITY_READ_ONLY Authority = 1
+	// Claim (replay, retry), but not Reconcile.
+	Authority_AUTHORITY_RETRY Authority = 2
+	// Reconcile too.
+	Authority_AUTHORITY_RECONCILE Authority = 3
+)
+
+// Enum value maps for Authority.
+var (
+	Authority_name = map[int32]string{
+		0: "AUTHORITY_UNSPECIFIED",
+		1: "AUTHORITY_READ_ONLY",
+		2: "AUTHORITY_RETRY",
+		3: "AUTHORITY_RECONCILE",
+	}
+	Authority_value = map[string]int32{
+		"AUTHORITY_UNSPECIFIED": 0,
+		"AUTHORITY_READ_ONLY":   1,
+		"AUTHORITY_RETRY":       2,
+		"AUTHORITY_RECONCILE":   3,
+	}
+)
+
+func (x Authority) Enum() *Authority {
+	p := new(Authority)
+	*p = x
+	return p
+}
+
+func (x Authority) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Authority) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[7].Descriptor()
+}
+
+func (Authority) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[7]
+}
+
+func (x Authority) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Authority.Descriptor instead.
+func (Authority) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{7}
+}
+
+// What a diagnosis points to.
+type Cause int32
+
+const (
+	// Never sent.
+	Cause_CAUSE_UNSPECIFIED Cause = 0
+	// Nothing is wrong: the operation is where the protocol says it should be.
+	Cause_CAUSE_NONE Cause = 1
+	// A timeout before any answer: the outcome is ambiguous until looked up;
+	// never assume nothing happened.
+	Cause_CAUSE_AMBIGUOUS_OUTCOME Cause = 2
+	// Concurrent duplicates: one owner executes, the others wait or replay.
+	Cause_CAUSE_RACE Cause = 3
+	// The same key with another request: a new intent needs a new key.
+	Cause_CAUSE_PAYLOAD_CONFLICT Cause = 4
+	// A retry after a terminal validation, authorisation or policy failure:
+	// do not retry unchanged.
+	Cause_CAUSE_CLIENT_DEFECT Cause = 5
+	// In progress with no live owner: lease or crash recovery is missing.
+	Cause_CAUSE_STUCK_IN_PROGRESS Cause = 6
+	// The same request under many keys: retry identity is per transport
+	// attempt instead of per intent.
+	Cause_CAUSE_NEW_KEY_PER_RETRY Cause = 7
+	// Frequent conflicts: keys reused across intents, or an unstable payload
+	// normalisation.
+	Cause_CAUSE_UNSTABLE_KEYS_OR_PAYLOAD Cause = 8
+	// A store that keeps growing: retention without a bounded policy.
+	Cause_CAUSE_UNBOUNDED_RETENTION Cause = 9
+	// The outcome is unknown and only reconciliation from the provider's
+	// evidence can settle it.
+	Cause_CAUSE_NEEDS_RECONCILIATION Cause = 10
+)
+
+// Enum value maps for Cause.
+var (
+	Cause_name = map[int32]string{
+		0:  "CAUSE_UNSPECIFIED",
+		1:  "CAUSE_NONE",
+		2:  "CAUSE_AMBIGUOUS_OUTCOME",
+		3:  "CAUSE_RACE",
+		4:  "CAUSE_PAYLOAD_CONFLICT",
+		5:  "CAUSE_CLIENT_DEFECT",
+		6:  "CAUSE_STUCK_IN_PROGRESS",
+		7:  "CAUSE_NEW_KEY_PER_RETRY",
+		8:  "CAUSE_UNSTABLE_KEYS_OR_PAYLOAD",
+		9:  "CAUSE_UNBOUNDED_RETENTION",
+		10: "CAUSE_NEEDS_RECONCILIATION",
+	}
+	Cause_value = map[string]int32{
+		"CAUSE_UNSPECIFIED":              0,
+		"CAUSE_NONE":                     1,
+		"CAUSE_AMBIGUOUS_OUTCOME":        2,
+		"CAUSE_RACE":                     3,
+		"CAUSE_PAYLOAD_CONFLICT":         4,
+		"CAUSE_CLIENT_DEFECT":            5,
+		"CAUSE_STUCK_IN_PROGRESS":        6,
+		"CAUSE_NEW_KEY_PER_RETRY":        7,
+		"CAUSE_UNSTABLE_KEYS_OR_PAYLOAD": 8,
+		"CAUSE_UNBOUNDED_RETENTION":      9,
+		"CAUSE_NEEDS_RECONCILIATION":     10,
+	}
+)
+
+func (x Cause) Enum() *Cause {
+	p := new(Cause)
+	*p = x
+	return p
+}
+
+func (x Cause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Cause) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[8].Descriptor()
+}
+
+func (Cause) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[8]
+}
+
+func (x Cause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Cause.Descriptor instead.
+func (Cause) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{8}
+}
+
+// Where the cause lies.
+type Layer int32
+
+const (
+	// Never sent.
+	Layer_LAYER_UNSPECIFIED Layer = 0
+	// The network between caller and idemd.
+	Layer_LAYER_TRANSPORT Layer = 1
+	// Concurrent callers of one intent.
+	Layer_LAYER_CONCURRENCY Layer = 2
+	// What the caller sends (key, payload, its normalisation).
+	Layer_LAYER_CALLER_REQUEST Layer = 3
+	// How the caller handles answers (retries, keys per intent).
+	Layer_LAYER_CALLER_LOGIC Layer = 4
+	// The owner's lease, crash recovery and reconciliation.
+	Layer_LAYER_OWNER_RECOVERY Layer = 5
+	// The provider the effect lands in.
+	Layer_LAYER_PROVIDER Layer = 6
+	// The operation policy (retention, budgets).
+	Layer_LAYER_POLICY Layer = 7
+	// None: nothing is wrong.
+	Layer_LAYER_NONE Layer = 8
+)
+
+// Enum value maps for Layer.
+var (
+	Layer_name = map[int32]string{
+		0: "LAYER_UNSPECIFIED",
+		1: "LAYER_TRANSPORT",
+		2: "LAYER_CONCURRENCY",
+		3: "LAYER_CALLER_REQUEST",
+		4: "LAYER_CALLER_LOGIC",
+		5: "LAYER_OWNER_RECOVERY",
+		6: "LAYER_PROVIDER",
+		7: "LAYER_POLICY",
+		8: "LAYER_NONE",
+	}
+	Layer_value = map[string]int32{
+		"LAYER_UNSPECIFIED":    0,
+		"LAYER_TRANSPORT":      1,
+		"LAYER_CONCURRENCY":    2,
+		"LAYER_CALLER_REQUEST": 3,
+		"LAYER_CALLER_LOGIC":   4,
+		"LAYER_OWNER_RECOVERY": 5,
+		"LAYER_PROVIDER":       6,
+		"LAYER_POLICY":         7,
+		"LAYER_NONE":           8,
+	}
+)
+
+func (x Layer) Enum() *Layer {
+	p := new(Layer)
+	*p = x
+	return p
+}
+
+func (x Layer) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Layer) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[9].Descriptor()
+}
+
+func (Layer) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[9]
+}
+
+func (x Layer) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Layer.Descriptor instead.
+func (Layer) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{9}
+}
+
+// The kind of a move.
+type MoveKind int32
+
+const (
+	// Never sent.
+	MoveKind_MOVE_KIND_UNSPECIFIED MoveKind = 0
+	// Read the operation (Lookup) or the provider: changes nothing.
+	MoveKind_MOVE_KIND_LOOK MoveKind = 1
+	// Wait (for a lease, a retry time, another owner).
+	MoveKind_MOVE_KIND_WAIT MoveKind = 2
+	// Claim again with the same key and request: a replay, Pending, or (when
+	// the record allows) a new attempt.
+	MoveKind_MOVE_KIND_CLAIM_SAME_KEY MoveKind = 3
+	// Reconcile from the provider's evidence (needs the reconcile scope).
+	MoveKind_MOVE_KIND_RECONCILE MoveKind = 4
+	// Change the caller's request or code; no call to idemd.
+	MoveKind_MOVE_KIND_CHANGE_CALLER MoveKind = 5
+	// A new intent under a new key.
+	MoveKind_MOVE_KIND_NEW_KEY MoveKind = 6
+	// An operator's change (policy, hold; needs the admin scope).
+	MoveKind_MOVE_KIND_OPERATOR MoveKind = 7
+	// Stop and hand over to someone with more evidence or authority.
+	MoveKind_MOVE_KIND_HAND_OVER MoveKind = 8
+)
+
+// Enum value maps for MoveKind.
+var (
+	MoveKind_name = map[int32]string{
+		0: "MOVE_KIND_UNSPECIFIED",
+		1: "MOVE_KIND_LOOK",
+		2: "MOVE_KIND_WAIT",
+		3: "MOVE_KIND_CLAIM_SAME_KEY",
+		4: "MOVE_KIND_RECONCILE",
+		5: "MOVE_KIND_CHANGE_CALLER",
+		6: "MOVE_KIND_NEW_KEY",
+		7: "MOVE_KIND_OPERATOR",
+		8: "MOVE_KIND_HAND_OVER",
+	}
+	MoveKind_value = map[string]int32{
+		"MOVE_KIND_UNSPECIFIED":    0,
+		"MOVE_KIND_LOOK":           1,
+		"MOVE_KIND_WAIT":           2,
+		"MOVE_KIND_CLAIM_SAME_KEY": 3,
+		"MOVE_KIND_RECONCILE":      4,
+		"MOVE_KIND_CHANGE_CALLER":  5,
+		"MOVE_KIND_NEW_KEY":        6,
+		"MOVE_KIND_OPERATOR":       7,
+		"MOVE_KIND_HAND_OVER":      8,
+	}
+)
+
+func (x MoveKind) Enum() *MoveKind {
+	p := new(MoveKind)
+	*p = x
+	return p
+}
+
+func (x MoveKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MoveKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[10].Descriptor()
+}
+
+func (MoveKind) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[10]
+}
+
+func (x MoveKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MoveKind.Descriptor instead.
+func (MoveKind) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{10}
+}
+
+// Where an observation comes from: its quality.
+type ObservationSource int32
+
+const (
+	// Never sent.
+	ObservationSource_OBSERVATION_SOURCE_UNSPECIFIED ObservationSource = 0
+	// The operation's history, written in the transaction of each transition.
+	ObservationSource_OBSERVATION_SOURCE_HISTORY ObservationSource = 1
+	// A comparison of the caller's request with the stored fingerprint.
+	ObservationSource_OBSERVATION_SOURCE_FINGERPRINT ObservationSource = 2
+	// Times on the database clock (leases, deadlines, retry times).
+	ObservationSource_OBSERVATION_SOURCE_TIMING ObservationSource = 3
+	// What the caller found at the provider.
+	ObservationSource_OBSERVATION_SOURCE_PROVIDER ObservationSource = 4
+	// Counters (conflicts, replays, same-request keys): approximate.
+	ObservationSource_OBSERVATION_SOURCE_COUNTERS ObservationSource = 5
+	// The caller's own report of what it saw.
+	ObservationSource_OBSERVATION_SOURCE_CALLER_REPORT ObservationSource = 6
+	// The policy in force.
+	ObservationSource_OBSERVATION_SOURCE_POLICY ObservationSource = 7
+)
+
+// Enum value maps for ObservationSource.
+var (
+	ObservationSource_name = map[int32]string{
+		0: "OBSERVATION_SOURCE_UNSPECIFIED",
+		1: "OBSERVATION_SOURCE_HISTORY",
+		2: "OBSERVATION_SOURCE_FINGERPRINT",
+		3: "OBSERVATION_SOURCE_TIMING",
+		4: "OBSERVATION_SOURCE_PROVIDER",
+		5: "OBSERVATION_SOURCE_COUNTERS",
+		6: "OBSERVATION_SOURCE_CALLER_REPORT",
+		7: "OBSERVATION_SOURCE_POLICY",
+	}
+	ObservationSource_value = map[string]int32{
+		"OBSERVATION_SOURCE_UNSPECIFIED":   0,
+		"OBSERVATION_SOURCE_HISTORY":       1,
+		"OBSERVATION_SOURCE_FINGERPRINT":   2,
+		"OBSERVATION_SOURCE_TIMING":        3,
+		"OBSERVATION_SOURCE_PROVIDER":      4,
+		"OBSERVATION_SOURCE_COUNTERS":      5,
+		"OBSERVATION_SOURCE_CALLER_REPORT": 6,
+		"OBSERVATION_SOURCE_POLICY":        7,
+	}
+)
+
+func (x ObservationSource) Enum() *ObservationSource {
+	p := new(ObservationSource)
+	*p = x
+	return p
+}
+
+func (x ObservationSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ObservationSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[11].Descriptor()
+}
+
+func (ObservationSource) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[11]
+}
+
+func (x ObservationSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ObservationSource.Descriptor instead.
+func (ObservationSource) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{11}
+}
+
+// How sure the diagnosis is.
+type ConfidenceLevel int32
+
+const (
+	// Never sent.
+	ConfidenceLevel_CONFIDENCE_LEVEL_UNSPECIFIED ConfidenceLevel = 0
+	// Below 40.
+	ConfidenceLevel_CONFIDENCE_LEVEL_LOW ConfidenceLevel = 1
+	// 40-69.
+	ConfidenceLevel_CONFIDENCE_LEVEL_MEDIUM ConfidenceLevel = 2
+	// 70 and above.
+	ConfidenceLevel_CONFIDENCE_LEVEL_HIGH ConfidenceLevel = 3
+)
+
+// Enum value maps for ConfidenceLevel.
+var (
+	ConfidenceLevel_name = map[int32]string{
+		0: "CONFIDENCE_LEVEL_UNSPECIFIED",
+		1: "CONFIDENCE_LEVEL_LOW",
+		2: "CONFIDENCE_LEVEL_MEDIUM",
+		3: "CONFIDENCE_LEVEL_HIGH",
+	}
+	ConfidenceLevel_value = map[string]int32{
+		"CONFIDENCE_LEVEL_UNSPECIFIED": 0,
+		"CONFIDENCE_LEVEL_LOW":         1,
+		"CONFIDENCE_LEVEL_MEDIUM":      2,
+		"CONFIDENCE_LEVEL_HIGH":        3,
+	}
+)
+
+func (x ConfidenceLevel) Enum() *ConfidenceLevel {
+	p := new(ConfidenceLevel)
+	*p = x
+	return p
+}
+
+func (x ConfidenceLevel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfidenceLevel) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[12].Descriptor()
+}
+
+func (ConfidenceLevel) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[12]
+}
+
+func (x ConfidenceLevel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfidenceLevel.Descriptor instead.
+func (ConfidenceLevel) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{12}
+}
+
+// Whether the evidence supports a move.
+type Verdict int32
+
+const (
+	// Never sent.
+	Verdict_VERDICT_UNSPECIFIED Verdict = 0
+	// Diagnosed: follow the plan.
+	Verdict_VERDICT_DIAGNOSED Verdict = 1
+	// The evidence is missing, contradictory or too stale to support a move:
+	// do nothing but what the plan says (look, hand over); missing says what
+	// would settle it.
+	Verdict_VERDICT_ESCALATE Verdict = 2
+)
+
+// Enum value maps for Verdict.
+var (
+	Verdict_name = map[int32]string{
+		0: "VERDICT_UNSPECIFIED",
+		1: "VERDICT_DIAGNOSED",
+		2: "VERDICT_ESCALATE",
+	}
+	Verdict_value = map[string]int32{
+		"VERDICT_UNSPECIFIED": 0,
+		"VERDICT_DIAGNOSED":   1,
+		"VERDICT_ESCALATE":    2,
+	}
+)
+
+func (x Verdict) Enum() *Verdict {
+	p := new(Verdict)
+	*p = x
+	return p
+}
+
+func (x Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_idem_v1_idempotency_proto_enumTypes[13].Descriptor()
+}
+
+func (Verdict) Type() protoreflect.EnumType {
+	return &file_idem_v1_idempotency_proto_enumTypes[13]
+}
+
+func (x Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Verdict.Descriptor instead.
+func (Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{13}
+}
+
 // The order of a page, by created_at and then operation_id.
 type ListOperationsRequest_Order int32
 
@@ -471,11 +1089,11 @@ func (x ListOperationsRequest_Order) String() string {
 }
 
 func (ListOperationsRequest_Order) Descriptor() protoreflect.EnumDescriptor {
-	return file_idem_v1_idempotency_proto_enumTypes[5].Descriptor()
+	return file_idem_v1_idempotency_proto_enumTypes[14].Descriptor()
 }
 
 func (ListOperationsRequest_Order) Type() protoreflect.EnumType {
-	return &file_idem_v1_idempotency_proto_enumTypes[5]
+	return &file_idem_v1_idempotency_proto_enumTypes[14]
 }
 
 func (x ListOperationsRequest_Order) Number() protoreflect.EnumNumber {
@@ -3931,6 +4549,1017 @@ func (x *ListHoldsResponse) GetHolds() []*Hold {
 	return nil
 }
 
+// What the caller observed. Nothing of it is stored or logged.
+type DiagnoseEvidence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened to the caller's call.
+	Symptom Symptom `protobuf:"varint,1,opt,name=symptom,proto3,enum=idem.v1.Symptom" json:"symptom,omitempty"`
+	// SYMPTOM_ERROR_STATUS: the gRPC status code (a number, 1-16).
+	StatusCode uint32 `protobuf:"varint,2,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// SYMPTOM_ERROR_STATUS: the ErrorInfo reason it carried, if any
+	// (e.g. IDEMPOTENCY_KEY_REUSED), at most 64 characters.
+	ErrorReason string `protobuf:"bytes,3,opt,name=error_reason,json=errorReason,proto3" json:"error_reason,omitempty"`
+	// The request the caller would send now, compared with the operation's:
+	// as in ClaimRequest, a fingerprint or a payload (never stored).
+	//
+	// Types that are valid to be assigned to RequestIdentity:
+	//
+	//	*DiagnoseEvidence_Fingerprint
+	//	*DiagnoseEvidence_JsonPayload
+	//	*DiagnoseEvidence_BytesPayload
+	RequestIdentity isDiagnoseEvidence_RequestIdentity `protobuf_oneof:"request_identity"`
+	// The caller made a new idempotency key for its retry.
+	NewKeyForRetry bool `protobuf:"varint,7,opt,name=new_key_for_retry,json=newKeyForRetry,proto3" json:"new_key_for_retry,omitempty"`
+	// What the caller found at the provider, if it looked.
+	ProviderFinding ProviderFinding `protobuf:"varint,8,opt,name=provider_finding,json=providerFinding,proto3,enum=idem.v1.ProviderFinding" json:"provider_finding,omitempty"`
+	// How long before this request the provider lookup was sent (counted by
+	// the caller; never a wall-clock time). Required with provider_finding.
+	ProviderLookedAgo *durationpb.Duration `protobuf:"bytes,9,opt,name=provider_looked_ago,json=providerLookedAgo,proto3" json:"provider_looked_ago,omitempty"`
+	// How long before this request the caller observed the symptom; unset:
+	// just now.
+	ObservedAgo *durationpb.Duration `protobuf:"bytes,10,opt,name=observed_ago,json=observedAgo,proto3" json:"observed_ago,omitempty"`
+	// Free text (at most 2 KiB): what else the caller saw. Checked for secrets
+	// like every other field; never stored or logged.
+	Notes         string `protobuf:"bytes,11,opt,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseEvidence) Reset() {
+	*x = DiagnoseEvidence{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseEvidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseEvidence) ProtoMessage() {}
+
+func (x *DiagnoseEvidence) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseEvidence.ProtoReflect.Descriptor instead.
+func (*DiagnoseEvidence) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DiagnoseEvidence) GetSymptom() Symptom {
+	if x != nil {
+		return x.Symptom
+	}
+	return Symptom_SYMPTOM_UNSPECIFIED
+}
+
+func (x *DiagnoseEvidence) GetStatusCode() uint32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *DiagnoseEvidence) GetErrorReason() string {
+	if x != nil {
+		return x.ErrorReason
+	}
+	return ""
+}
+
+func (x *DiagnoseEvidence) GetRequestIdentity() isDiagnoseEvidence_RequestIdentity {
+	if x != nil {
+		return x.RequestIdentity
+	}
+	return nil
+}
+
+func (x *DiagnoseEvidence) GetFingerprint() []byte {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*DiagnoseEvidence_Fingerprint); ok {
+			return x.Fingerprint
+		}
+	}
+	return nil
+}
+
+func (x *DiagnoseEvidence) GetJsonPayload() string {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*DiagnoseEvidence_JsonPayload); ok {
+			return x.JsonPayload
+		}
+	}
+	return ""
+}
+
+func (x *DiagnoseEvidence) GetBytesPayload() []byte {
+	if x != nil {
+		if x, ok := x.RequestIdentity.(*DiagnoseEvidence_BytesPayload); ok {
+			return x.BytesPayload
+		}
+	}
+	return nil
+}
+
+func (x *DiagnoseEvidence) GetNewKeyForRetry() bool {
+	if x != nil {
+		return x.NewKeyForRetry
+	}
+	return false
+}
+
+func (x *DiagnoseEvidence) GetProviderFinding() ProviderFinding {
+	if x != nil {
+		return x.ProviderFinding
+	}
+	return ProviderFinding_PROVIDER_FINDING_UNSPECIFIED
+}
+
+func (x *DiagnoseEvidence) GetProviderLookedAgo() *durationpb.Duration {
+	if x != nil {
+		return x.ProviderLookedAgo
+	}
+	return nil
+}
+
+func (x *DiagnoseEvidence) GetObservedAgo() *durationpb.Duration {
+	if x != nil {
+		return x.ObservedAgo
+	}
+	return nil
+}
+
+func (x *DiagnoseEvidence) GetNotes() string {
+	if x != nil {
+		return x.Notes
+	}
+	return ""
+}
+
+type isDiagnoseEvidence_RequestIdentity interface {
+	isDiagnoseEvidence_RequestIdentity()
+}
+
+type DiagnoseEvidence_Fingerprint struct {
+	// A client-computed fingerprint, 32 bytes.
+	Fingerprint []byte `protobuf:"bytes,4,opt,name=fingerprint,proto3,oneof"`
+}
+
+type DiagnoseEvidence_JsonPayload struct {
+	// A JSON payload, fingerprinted as Claim does (mode json).
+	JsonPayload string `protobuf:"bytes,5,opt,name=json_payload,json=jsonPayload,proto3,oneof"`
+}
+
+type DiagnoseEvidence_BytesPayload struct {
+	// Opaque bytes, fingerprinted as Claim does (mode bytes).
+	BytesPayload []byte `protobuf:"bytes,6,opt,name=bytes_payload,json=bytesPayload,proto3,oneof"`
+}
+
+func (*DiagnoseEvidence_Fingerprint) isDiagnoseEvidence_RequestIdentity() {}
+
+func (*DiagnoseEvidence_JsonPayload) isDiagnoseEvidence_RequestIdentity() {}
+
+func (*DiagnoseEvidence_BytesPayload) isDiagnoseEvidence_RequestIdentity() {}
+
+// The caller's own limits; a plan beyond them is refused (PERMISSION_DENIED),
+// so that an agent stops where its authority ends.
+type DiagnoseConstraints struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which moves the caller may make.
+	Authority Authority `protobuf:"varint,1,opt,name=authority,proto3,enum=idem.v1.Authority" json:"authority,omitempty"`
+	// Only moves that can be undone or that change nothing (looking, waiting,
+	// a replay); an execution or a Reconcile is refused.
+	ReversibleOnly bool `protobuf:"varint,2,opt,name=reversible_only,json=reversibleOnly,proto3" json:"reversible_only,omitempty"`
+	// The most new attempts (executions of the effect) the caller may start.
+	AttemptBudget *uint32 `protobuf:"varint,3,opt,name=attempt_budget,json=attemptBudget,proto3,oneof" json:"attempt_budget,omitempty"`
+	// The longest the caller may wait.
+	WaitBudget    *durationpb.Duration `protobuf:"bytes,4,opt,name=wait_budget,json=waitBudget,proto3" json:"wait_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseConstraints) Reset() {
+	*x = DiagnoseConstraints{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseConstraints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseConstraints) ProtoMessage() {}
+
+func (x *DiagnoseConstraints) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseConstraints.ProtoReflect.Descriptor instead.
+func (*DiagnoseConstraints) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DiagnoseConstraints) GetAuthority() Authority {
+	if x != nil {
+		return x.Authority
+	}
+	return Authority_AUTHORITY_UNSPECIFIED
+}
+
+func (x *DiagnoseConstraints) GetReversibleOnly() bool {
+	if x != nil {
+		return x.ReversibleOnly
+	}
+	return false
+}
+
+func (x *DiagnoseConstraints) GetAttemptBudget() uint32 {
+	if x != nil && x.AttemptBudget != nil {
+		return *x.AttemptBudget
+	}
+	return 0
+}
+
+func (x *DiagnoseConstraints) GetWaitBudget() *durationpb.Duration {
+	if x != nil {
+		return x.WaitBudget
+	}
+	return nil
+}
+
+// Diagnose one operation.
+type DiagnoseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which operation; exactly one is required. A scope with no operation
+	// stored is diagnosed too (a Claim that never arrived); an operation_id
+	// that is not found is NOT_FOUND.
+	//
+	// Types that are valid to be assigned to Target:
+	//
+	//	*DiagnoseRequest_Scope
+	//	*DiagnoseRequest_OperationId
+	Target isDiagnoseRequest_Target `protobuf_oneof:"target"`
+	// Optional: the name of the tenant whose operation it is; naming one needs
+	// the admin scope, as in Lookup.
+	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// What the caller observed.
+	Evidence *DiagnoseEvidence `protobuf:"bytes,4,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// What the caller may do.
+	Constraints *DiagnoseConstraints `protobuf:"bytes,5,opt,name=constraints,proto3" json:"constraints,omitempty"`
+	// What must be true at the end, in the caller's words (at most 1 KiB):
+	// echoed in the handoff record, checked for secrets, never stored.
+	SuccessCriterion string `protobuf:"bytes,6,opt,name=success_criterion,json=successCriterion,proto3" json:"success_criterion,omitempty"`
+	// Who asks and why, in the caller's words (at most 1 KiB): echoed in the
+	// handoff record, checked for secrets, never stored.
+	Context       string `protobuf:"bytes,7,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseRequest) Reset() {
+	*x = DiagnoseRequest{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseRequest) ProtoMessage() {}
+
+func (x *DiagnoseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseRequest.ProtoReflect.Descriptor instead.
+func (*DiagnoseRequest) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DiagnoseRequest) GetTarget() isDiagnoseRequest_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DiagnoseRequest) GetScope() *Scope {
+	if x != nil {
+		if x, ok := x.Target.(*DiagnoseRequest_Scope); ok {
+			return x.Scope
+		}
+	}
+	return nil
+}
+
+func (x *DiagnoseRequest) GetOperationId() string {
+	if x != nil {
+		if x, ok := x.Target.(*DiagnoseRequest_OperationId); ok {
+			return x.OperationId
+		}
+	}
+	return ""
+}
+
+func (x *DiagnoseRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DiagnoseRequest) GetEvidence() *DiagnoseEvidence {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+func (x *DiagnoseRequest) GetConstraints() *DiagnoseConstraints {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *DiagnoseRequest) GetSuccessCriterion() string {
+	if x != nil {
+		return x.SuccessCriterion
+	}
+	return ""
+}
+
+func (x *DiagnoseRequest) GetContext() string {
+	if x != nil {
+		return x.Context
+	}
+	return ""
+}
+
+type isDiagnoseRequest_Target interface {
+	isDiagnoseRequest_Target()
+}
+
+type DiagnoseRequest_Scope struct {
+	// By the caller's name for it.
+	Scope *Scope `protobuf:"bytes,1,opt,name=scope,proto3,oneof"`
+}
+
+type DiagnoseRequest_OperationId struct {
+	// By the server's id of it.
+	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3,oneof"`
+}
+
+func (*DiagnoseRequest_Scope) isDiagnoseRequest_Target() {}
+
+func (*DiagnoseRequest_OperationId) isDiagnoseRequest_Target() {}
+
+// A diagnosis.
+type Diagnosis struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the evidence points to.
+	Cause Cause `protobuf:"varint,1,opt,name=cause,proto3,enum=idem.v1.Cause" json:"cause,omitempty"`
+	// Where it lies.
+	Layer Layer `protobuf:"varint,2,opt,name=layer,proto3,enum=idem.v1.Layer" json:"layer,omitempty"`
+	// What it means, in a sentence or two.
+	Meaning       string `protobuf:"bytes,3,opt,name=meaning,proto3" json:"meaning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Diagnosis) Reset() {
+	*x = Diagnosis{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Diagnosis) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Diagnosis) ProtoMessage() {}
+
+func (x *Diagnosis) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
+func (*Diagnosis) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Diagnosis) GetCause() Cause {
+	if x != nil {
+		return x.Cause
+	}
+	return Cause_CAUSE_UNSPECIFIED
+}
+
+func (x *Diagnosis) GetLayer() Layer {
+	if x != nil {
+		return x.Layer
+	}
+	return Layer_LAYER_UNSPECIFIED
+}
+
+func (x *Diagnosis) GetMeaning() string {
+	if x != nil {
+		return x.Meaning
+	}
+	return ""
+}
+
+// One move of a plan.
+type PlanStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What kind of move.
+	Kind MoveKind `protobuf:"varint,1,opt,name=kind,proto3,enum=idem.v1.MoveKind" json:"kind,omitempty"`
+	// What to do, in a sentence.
+	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	// The scope the move needs at idemd (operations, reconcile, admin); empty
+	// when it needs none.
+	NeedsScope string `protobuf:"bytes,3,opt,name=needs_scope,json=needsScope,proto3" json:"needs_scope,omitempty"`
+	// Whether it can be undone or changes nothing.
+	Reversible bool `protobuf:"varint,4,opt,name=reversible,proto3" json:"reversible,omitempty"`
+	// How many new attempts (executions of the effect) it may start.
+	Attempts uint32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// How long it waits, when it waits.
+	Wait          *durationpb.Duration `protobuf:"bytes,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *PlanStep) GetKind() MoveKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MoveKind_MOVE_KIND_UNSPECIFIED
+}
+
+func (x *PlanStep) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PlanStep) GetNeedsScope() string {
+	if x != nil {
+		return x.NeedsScope
+	}
+	return ""
+}
+
+func (x *PlanStep) GetReversible() bool {
+	if x != nil {
+		return x.Reversible
+	}
+	return false
+}
+
+func (x *PlanStep) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *PlanStep) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// A check that would confirm or refute the diagnosis.
+type VerificationCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to check.
+	Check string `protobuf:"bytes,1,opt,name=check,proto3" json:"check,omitempty"`
+	// What it means if it holds.
+	IfTrue string `protobuf:"bytes,2,opt,name=if_true,json=ifTrue,proto3" json:"if_true,omitempty"`
+	// What it means if it does not.
+	IfFalse       string `protobuf:"bytes,3,opt,name=if_false,json=ifFalse,proto3" json:"if_false,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerificationCheck) Reset() {
+	*x = VerificationCheck{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerificationCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerificationCheck) ProtoMessage() {}
+
+func (x *VerificationCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerificationCheck.ProtoReflect.Descriptor instead.
+func (*VerificationCheck) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *VerificationCheck) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *VerificationCheck) GetIfTrue() string {
+	if x != nil {
+		return x.IfTrue
+	}
+	return ""
+}
+
+func (x *VerificationCheck) GetIfFalse() string {
+	if x != nil {
+		return x.IfFalse
+	}
+	return ""
+}
+
+// One observation behind a diagnosis.
+type Observation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where it comes from.
+	Source ObservationSource `protobuf:"varint,1,opt,name=source,proto3,enum=idem.v1.ObservationSource" json:"source,omitempty"`
+	// What was observed.
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Whether it supports the diagnosis (false: it speaks against it).
+	Supports bool `protobuf:"varint,3,opt,name=supports,proto3" json:"supports,omitempty"`
+	// What it adds to the score (0-100; negative when it speaks against).
+	Weight        int32 `protobuf:"varint,4,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Observation) Reset() {
+	*x = Observation{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Observation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Observation) ProtoMessage() {}
+
+func (x *Observation) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Observation.ProtoReflect.Descriptor instead.
+func (*Observation) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Observation) GetSource() ObservationSource {
+	if x != nil {
+		return x.Source
+	}
+	return ObservationSource_OBSERVATION_SOURCE_UNSPECIFIED
+}
+
+func (x *Observation) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Observation) GetSupports() bool {
+	if x != nil {
+		return x.Supports
+	}
+	return false
+}
+
+func (x *Observation) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// A confidence scored from the number and quality of independent
+// observations (one per source counts; a second of the same source adds
+// nothing), never from how familiar the pattern looks.
+type Confidence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0-100.
+	Score uint32 `protobuf:"varint,1,opt,name=score,proto3" json:"score,omitempty"`
+	// The score as a level.
+	Level ConfidenceLevel `protobuf:"varint,2,opt,name=level,proto3,enum=idem.v1.ConfidenceLevel" json:"level,omitempty"`
+	// Every observation considered, the ones that scored and the ones that
+	// did not.
+	Observations  []*Observation `protobuf:"bytes,3,rep,name=observations,proto3" json:"observations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Confidence) Reset() {
+	*x = Confidence{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Confidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Confidence) ProtoMessage() {}
+
+func (x *Confidence) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Confidence.ProtoReflect.Descriptor instead.
+func (*Confidence) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *Confidence) GetScore() uint32 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *Confidence) GetLevel() ConfidenceLevel {
+	if x != nil {
+		return x.Level
+	}
+	return ConfidenceLevel_CONFIDENCE_LEVEL_UNSPECIFIED
+}
+
+func (x *Confidence) GetObservations() []*Observation {
+	if x != nil {
+		return x.Observations
+	}
+	return nil
+}
+
+// What a person or agent taking over needs to know.
+type Handoff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation, if one is stored.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The scope.
+	Scope *Scope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The tenant's name.
+	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The canonical payload definition: which fingerprint mode matched the
+	// caller's request (json, bytes), or client (a client-computed
+	// fingerprint), or unknown (no request to compare).
+	FingerprintMode string `protobuf:"bytes,4,opt,name=fingerprint_mode,json=fingerprintMode,proto3" json:"fingerprint_mode,omitempty"`
+	// The stored fingerprint, hex.
+	Fingerprint string `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// The state now.
+	State OperationState `protobuf:"varint,6,opt,name=state,proto3,enum=idem.v1.OperationState" json:"state,omitempty"`
+	// The history in a sentence per attempt.
+	HistorySummary []string `protobuf:"bytes,7,rep,name=history_summary,json=historySummary,proto3" json:"history_summary,omitempty"`
+	// What is known about the effect's atomicity and reconciliation.
+	EffectAtomicity string `protobuf:"bytes,8,opt,name=effect_atomicity,json=effectAtomicity,proto3" json:"effect_atomicity,omitempty"`
+	// The retry and retention policy in force for this operation.
+	Policy string `protobuf:"bytes,9,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The evidence about how many effects happened: attempts that owned the
+	// operation, their outcomes, the provider's finding.
+	EffectCountEvidence string `protobuf:"bytes,10,opt,name=effect_count_evidence,json=effectCountEvidence,proto3" json:"effect_count_evidence,omitempty"`
+	// Echoed from the request.
+	SuccessCriterion string `protobuf:"bytes,11,opt,name=success_criterion,json=successCriterion,proto3" json:"success_criterion,omitempty"`
+	// Echoed from the request.
+	Context       string `protobuf:"bytes,12,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handoff) Reset() {
+	*x = Handoff{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handoff) ProtoMessage() {}
+
+func (x *Handoff) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
+func (*Handoff) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *Handoff) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *Handoff) GetScope() *Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *Handoff) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *Handoff) GetFingerprintMode() string {
+	if x != nil {
+		return x.FingerprintMode
+	}
+	return ""
+}
+
+func (x *Handoff) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *Handoff) GetState() OperationState {
+	if x != nil {
+		return x.State
+	}
+	return OperationState_OPERATION_STATE_UNSPECIFIED
+}
+
+func (x *Handoff) GetHistorySummary() []string {
+	if x != nil {
+		return x.HistorySummary
+	}
+	return nil
+}
+
+func (x *Handoff) GetEffectAtomicity() string {
+	if x != nil {
+		return x.EffectAtomicity
+	}
+	return ""
+}
+
+func (x *Handoff) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *Handoff) GetEffectCountEvidence() string {
+	if x != nil {
+		return x.EffectCountEvidence
+	}
+	return ""
+}
+
+func (x *Handoff) GetSuccessCriterion() string {
+	if x != nil {
+		return x.SuccessCriterion
+	}
+	return ""
+}
+
+func (x *Handoff) GetContext() string {
+	if x != nil {
+		return x.Context
+	}
+	return ""
+}
+
+// The answer to Diagnose.
+type DiagnoseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether to follow the plan or escalate.
+	Verdict Verdict `protobuf:"varint,1,opt,name=verdict,proto3,enum=idem.v1.Verdict" json:"verdict,omitempty"`
+	// What the evidence points to.
+	Diagnosis *Diagnosis `protobuf:"bytes,2,opt,name=diagnosis,proto3" json:"diagnosis,omitempty"`
+	// The next safe moves, in order.
+	Plan []*PlanStep `protobuf:"bytes,3,rep,name=plan,proto3" json:"plan,omitempty"`
+	// The checks that would confirm it, and what each result means.
+	Verification []*VerificationCheck `protobuf:"bytes,4,rep,name=verification,proto3" json:"verification,omitempty"`
+	// What someone taking over needs to know.
+	Handoff *Handoff `protobuf:"bytes,5,opt,name=handoff,proto3" json:"handoff,omitempty"`
+	// How sure, and from which observations.
+	Confidence *Confidence `protobuf:"bytes,6,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	// ESCALATE: what is missing, contradictory or stale, one item each.
+	Missing []string `protobuf:"bytes,7,rep,name=missing,proto3" json:"missing,omitempty"`
+	// Other findings the evidence also supports (e.g. frequent conflicts
+	// beside a conflict), weaker than the diagnosis.
+	Also          []*Diagnosis `protobuf:"bytes,8,rep,name=also,proto3" json:"also,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiagnoseResponse) Reset() {
+	*x = DiagnoseResponse{}
+	mi := &file_idem_v1_idempotency_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiagnoseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiagnoseResponse) ProtoMessage() {}
+
+func (x *DiagnoseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idem_v1_idempotency_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiagnoseResponse.ProtoReflect.Descriptor instead.
+func (*DiagnoseResponse) Descriptor() ([]byte, []int) {
+	return file_idem_v1_idempotency_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DiagnoseResponse) GetVerdict() Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return Verdict_VERDICT_UNSPECIFIED
+}
+
+func (x *DiagnoseResponse) GetDiagnosis() *Diagnosis {
+	if x != nil {
+		return x.Diagnosis
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetPlan() []*PlanStep {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetVerification() []*VerificationCheck {
+	if x != nil {
+		return x.Verification
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetHandoff() *Handoff {
+	if x != nil {
+		return x.Handoff
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetConfidence() *Confidence {
+	if x != nil {
+		return x.Confidence
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *DiagnoseResponse) GetAlso() []*Diagnosis {
+	if x != nil {
+		return x.Also
+	}
+	return nil
+}
+
 var File_idem_v1_idempotency_proto protoreflect.FileDescriptor
 
 const file_idem_v1_idempotency_proto_rawDesc = "" +
@@ -4190,7 +5819,91 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x10ListHoldsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"8\n" +
 	"\x11ListHoldsResponse\x12#\n" +
-	"\x05holds\x18\x01 \x03(\v2\r.idem.v1.HoldR\x05holds*\x8c\x01\n" +
+	"\x05holds\x18\x01 \x03(\v2\r.idem.v1.HoldR\x05holds\"\x95\x04\n" +
+	"\x10DiagnoseEvidence\x12*\n" +
+	"\asymptom\x18\x01 \x01(\x0e2\x10.idem.v1.SymptomR\asymptom\x12\x1f\n" +
+	"\vstatus_code\x18\x02 \x01(\rR\n" +
+	"statusCode\x12!\n" +
+	"\ferror_reason\x18\x03 \x01(\tR\verrorReason\x12\"\n" +
+	"\vfingerprint\x18\x04 \x01(\fH\x00R\vfingerprint\x12#\n" +
+	"\fjson_payload\x18\x05 \x01(\tH\x00R\vjsonPayload\x12%\n" +
+	"\rbytes_payload\x18\x06 \x01(\fH\x00R\fbytesPayload\x12)\n" +
+	"\x11new_key_for_retry\x18\a \x01(\bR\x0enewKeyForRetry\x12C\n" +
+	"\x10provider_finding\x18\b \x01(\x0e2\x18.idem.v1.ProviderFindingR\x0fproviderFinding\x12I\n" +
+	"\x13provider_looked_ago\x18\t \x01(\v2\x19.google.protobuf.DurationR\x11providerLookedAgo\x12<\n" +
+	"\fobserved_ago\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\vobservedAgo\x12\x14\n" +
+	"\x05notes\x18\v \x01(\tR\x05notesB\x12\n" +
+	"\x10request_identity\"\xeb\x01\n" +
+	"\x13DiagnoseConstraints\x120\n" +
+	"\tauthority\x18\x01 \x01(\x0e2\x12.idem.v1.AuthorityR\tauthority\x12'\n" +
+	"\x0freversible_only\x18\x02 \x01(\bR\x0ereversibleOnly\x12*\n" +
+	"\x0eattempt_budget\x18\x03 \x01(\rH\x00R\rattemptBudget\x88\x01\x01\x12:\n" +
+	"\vwait_budget\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"waitBudgetB\x11\n" +
+	"\x0f_attempt_budget\"\xbe\x02\n" +
+	"\x0fDiagnoseRequest\x12&\n" +
+	"\x05scope\x18\x01 \x01(\v2\x0e.idem.v1.ScopeH\x00R\x05scope\x12#\n" +
+	"\foperation_id\x18\x02 \x01(\tH\x00R\voperationId\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x125\n" +
+	"\bevidence\x18\x04 \x01(\v2\x19.idem.v1.DiagnoseEvidenceR\bevidence\x12>\n" +
+	"\vconstraints\x18\x05 \x01(\v2\x1c.idem.v1.DiagnoseConstraintsR\vconstraints\x12+\n" +
+	"\x11success_criterion\x18\x06 \x01(\tR\x10successCriterion\x12\x18\n" +
+	"\acontext\x18\a \x01(\tR\acontextB\b\n" +
+	"\x06target\"q\n" +
+	"\tDiagnosis\x12$\n" +
+	"\x05cause\x18\x01 \x01(\x0e2\x0e.idem.v1.CauseR\x05cause\x12$\n" +
+	"\x05layer\x18\x02 \x01(\x0e2\x0e.idem.v1.LayerR\x05layer\x12\x18\n" +
+	"\ameaning\x18\x03 \x01(\tR\ameaning\"\xd5\x01\n" +
+	"\bPlanStep\x12%\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x11.idem.v1.MoveKindR\x04kind\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x1f\n" +
+	"\vneeds_scope\x18\x03 \x01(\tR\n" +
+	"needsScope\x12\x1e\n" +
+	"\n" +
+	"reversible\x18\x04 \x01(\bR\n" +
+	"reversible\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\rR\battempts\x12-\n" +
+	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"]\n" +
+	"\x11VerificationCheck\x12\x14\n" +
+	"\x05check\x18\x01 \x01(\tR\x05check\x12\x17\n" +
+	"\aif_true\x18\x02 \x01(\tR\x06ifTrue\x12\x19\n" +
+	"\bif_false\x18\x03 \x01(\tR\aifFalse\"\x8d\x01\n" +
+	"\vObservation\x122\n" +
+	"\x06source\x18\x01 \x01(\x0e2\x1a.idem.v1.ObservationSourceR\x06source\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x1a\n" +
+	"\bsupports\x18\x03 \x01(\bR\bsupports\x12\x16\n" +
+	"\x06weight\x18\x04 \x01(\x05R\x06weight\"\x8c\x01\n" +
+	"\n" +
+	"Confidence\x12\x14\n" +
+	"\x05score\x18\x01 \x01(\rR\x05score\x12.\n" +
+	"\x05level\x18\x02 \x01(\x0e2\x18.idem.v1.ConfidenceLevelR\x05level\x128\n" +
+	"\fobservations\x18\x03 \x03(\v2\x14.idem.v1.ObservationR\fobservations\"\xcd\x03\n" +
+	"\aHandoff\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12$\n" +
+	"\x05scope\x18\x02 \x01(\v2\x0e.idem.v1.ScopeR\x05scope\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12)\n" +
+	"\x10fingerprint_mode\x18\x04 \x01(\tR\x0ffingerprintMode\x12 \n" +
+	"\vfingerprint\x18\x05 \x01(\tR\vfingerprint\x12-\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x17.idem.v1.OperationStateR\x05state\x12'\n" +
+	"\x0fhistory_summary\x18\a \x03(\tR\x0ehistorySummary\x12)\n" +
+	"\x10effect_atomicity\x18\b \x01(\tR\x0feffectAtomicity\x12\x16\n" +
+	"\x06policy\x18\t \x01(\tR\x06policy\x122\n" +
+	"\x15effect_count_evidence\x18\n" +
+	" \x01(\tR\x13effectCountEvidence\x12+\n" +
+	"\x11success_criterion\x18\v \x01(\tR\x10successCriterion\x12\x18\n" +
+	"\acontext\x18\f \x01(\tR\acontext\"\xfa\x02\n" +
+	"\x10DiagnoseResponse\x12*\n" +
+	"\averdict\x18\x01 \x01(\x0e2\x10.idem.v1.VerdictR\averdict\x120\n" +
+	"\tdiagnosis\x18\x02 \x01(\v2\x12.idem.v1.DiagnosisR\tdiagnosis\x12%\n" +
+	"\x04plan\x18\x03 \x03(\v2\x11.idem.v1.PlanStepR\x04plan\x12>\n" +
+	"\fverification\x18\x04 \x03(\v2\x1a.idem.v1.VerificationCheckR\fverification\x12*\n" +
+	"\ahandoff\x18\x05 \x01(\v2\x10.idem.v1.HandoffR\ahandoff\x123\n" +
+	"\n" +
+	"confidence\x18\x06 \x01(\v2\x13.idem.v1.ConfidenceR\n" +
+	"confidence\x12\x18\n" +
+	"\amissing\x18\a \x03(\tR\amissing\x12&\n" +
+	"\x04also\x18\b \x03(\v2\x12.idem.v1.DiagnosisR\x04also*\x8c\x01\n" +
 	"\rPendingReason\x12\x1e\n" +
 	"\x1aPENDING_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPENDING_REASON_IN_PROGRESS\x10\x01\x12\"\n" +
@@ -4218,7 +5931,80 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\x19FAIL_DISPOSITION_TERMINAL\x10\x01\x12\x1e\n" +
 	"\x1aFAIL_DISPOSITION_RETRYABLE\x10\x02\x12\x1c\n" +
 	"\x18FAIL_DISPOSITION_UNKNOWN\x10\x03\x12 \n" +
-	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x042\xd5\x06\n" +
+	"\x1cFAIL_DISPOSITION_NOT_STARTED\x10\x04*\xfc\x01\n" +
+	"\aSymptom\x12\x17\n" +
+	"\x13SYMPTOM_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fSYMPTOM_TIMEOUT_BEFORE_RESPONSE\x10\x01\x12\x18\n" +
+	"\x14SYMPTOM_ERROR_STATUS\x10\x02\x12!\n" +
+	"\x1dSYMPTOM_CONCURRENT_DUPLICATES\x10\x03\x12\x1d\n" +
+	"\x19SYMPTOM_STUCK_IN_PROGRESS\x10\x04\x12\x1c\n" +
+	"\x18SYMPTOM_DUPLICATE_EFFECT\x10\x05\x12\x1e\n" +
+	"\x1aSYMPTOM_FREQUENT_CONFLICTS\x10\x06\x12\x19\n" +
+	"\x15SYMPTOM_STORE_GROWING\x10\a*\xa8\x01\n" +
+	"\x0fProviderFinding\x12 \n" +
+	"\x1cPROVIDER_FINDING_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dPROVIDER_FINDING_EFFECT_FOUND\x10\x01\x12\x1e\n" +
+	"\x1aPROVIDER_FINDING_NO_EFFECT\x10\x02\x120\n" +
+	",PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE\x10\x03*m\n" +
+	"\tAuthority\x12\x19\n" +
+	"\x15AUTHORITY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13AUTHORITY_READ_ONLY\x10\x01\x12\x13\n" +
+	"\x0fAUTHORITY_RETRY\x10\x02\x12\x17\n" +
+	"\x13AUTHORITY_RECONCILE\x10\x03*\xad\x02\n" +
+	"\x05Cause\x12\x15\n" +
+	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"CAUSE_NONE\x10\x01\x12\x1b\n" +
+	"\x17CAUSE_AMBIGUOUS_OUTCOME\x10\x02\x12\x0e\n" +
+	"\n" +
+	"CAUSE_RACE\x10\x03\x12\x1a\n" +
+	"\x16CAUSE_PAYLOAD_CONFLICT\x10\x04\x12\x17\n" +
+	"\x13CAUSE_CLIENT_DEFECT\x10\x05\x12\x1b\n" +
+	"\x17CAUSE_STUCK_IN_PROGRESS\x10\x06\x12\x1b\n" +
+	"\x17CAUSE_NEW_KEY_PER_RETRY\x10\a\x12\"\n" +
+	"\x1eCAUSE_UNSTABLE_KEYS_OR_PAYLOAD\x10\b\x12\x1d\n" +
+	"\x19CAUSE_UNBOUNDED_RETENTION\x10\t\x12\x1e\n" +
+	"\x1aCAUSE_NEEDS_RECONCILIATION\x10\n" +
+	"*\xcc\x01\n" +
+	"\x05Layer\x12\x15\n" +
+	"\x11LAYER_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fLAYER_TRANSPORT\x10\x01\x12\x15\n" +
+	"\x11LAYER_CONCURRENCY\x10\x02\x12\x18\n" +
+	"\x14LAYER_CALLER_REQUEST\x10\x03\x12\x16\n" +
+	"\x12LAYER_CALLER_LOGIC\x10\x04\x12\x18\n" +
+	"\x14LAYER_OWNER_RECOVERY\x10\x05\x12\x12\n" +
+	"\x0eLAYER_PROVIDER\x10\x06\x12\x10\n" +
+	"\fLAYER_POLICY\x10\a\x12\x0e\n" +
+	"\n" +
+	"LAYER_NONE\x10\b*\xe9\x01\n" +
+	"\bMoveKind\x12\x19\n" +
+	"\x15MOVE_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eMOVE_KIND_LOOK\x10\x01\x12\x12\n" +
+	"\x0eMOVE_KIND_WAIT\x10\x02\x12\x1c\n" +
+	"\x18MOVE_KIND_CLAIM_SAME_KEY\x10\x03\x12\x17\n" +
+	"\x13MOVE_KIND_RECONCILE\x10\x04\x12\x1b\n" +
+	"\x17MOVE_KIND_CHANGE_CALLER\x10\x05\x12\x15\n" +
+	"\x11MOVE_KIND_NEW_KEY\x10\x06\x12\x16\n" +
+	"\x12MOVE_KIND_OPERATOR\x10\a\x12\x17\n" +
+	"\x13MOVE_KIND_HAND_OVER\x10\b*\xa1\x02\n" +
+	"\x11ObservationSource\x12\"\n" +
+	"\x1eOBSERVATION_SOURCE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aOBSERVATION_SOURCE_HISTORY\x10\x01\x12\"\n" +
+	"\x1eOBSERVATION_SOURCE_FINGERPRINT\x10\x02\x12\x1d\n" +
+	"\x19OBSERVATION_SOURCE_TIMING\x10\x03\x12\x1f\n" +
+	"\x1bOBSERVATION_SOURCE_PROVIDER\x10\x04\x12\x1f\n" +
+	"\x1bOBSERVATION_SOURCE_COUNTERS\x10\x05\x12$\n" +
+	" OBSERVATION_SOURCE_CALLER_REPORT\x10\x06\x12\x1d\n" +
+	"\x19OBSERVATION_SOURCE_POLICY\x10\a*\x85\x01\n" +
+	"\x0fConfidenceLevel\x12 \n" +
+	"\x1cCONFIDENCE_LEVEL_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CONFIDENCE_LEVEL_LOW\x10\x01\x12\x1b\n" +
+	"\x17CONFIDENCE_LEVEL_MEDIUM\x10\x02\x12\x19\n" +
+	"\x15CONFIDENCE_LEVEL_HIGH\x10\x03*O\n" +
+	"\aVerdict\x12\x17\n" +
+	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11VERDICT_DIAGNOSED\x10\x01\x12\x14\n" +
+	"\x10VERDICT_ESCALATE\x10\x022\x96\a\n" +
 	"\x12IdempotencyService\x126\n" +
 	"\x05Claim\x12\x15.idem.v1.ClaimRequest\x1a\x16.idem.v1.ClaimResponse\x126\n" +
 	"\x05Renew\x12\x15.idem.v1.RenewRequest\x1a\x16.idem.v1.RenewResponse\x12?\n" +
@@ -4232,7 +6018,8 @@ const file_idem_v1_idempotency_proto_rawDesc = "" +
 	"\tGetPolicy\x12\x19.idem.v1.GetPolicyRequest\x1a\x1a.idem.v1.GetPolicyResponse\x123\n" +
 	"\x04Hold\x12\x14.idem.v1.HoldRequest\x1a\x15.idem.v1.HoldResponse\x12<\n" +
 	"\aRelease\x12\x17.idem.v1.ReleaseRequest\x1a\x18.idem.v1.ReleaseResponse\x12B\n" +
-	"\tListHolds\x12\x19.idem.v1.ListHoldsRequest\x1a\x1a.idem.v1.ListHoldsResponseBC\n" +
+	"\tListHolds\x12\x19.idem.v1.ListHoldsRequest\x1a\x1a.idem.v1.ListHoldsResponse\x12?\n" +
+	"\bDiagnose\x12\x18.idem.v1.DiagnoseRequest\x1a\x19.idem.v1.DiagnoseResponseBC\n" +
 	"\x11dev.idemd.idem.v1P\x01Z,github.com/idemd/idemd/gen/go/idem/v1;idemv1b\x06proto3"
 
 var (
@@ -4247,175 +6034,221 @@ func file_idem_v1_idempotency_proto_rawDescGZIP() []byte {
 	return file_idem_v1_idempotency_proto_rawDescData
 }
 
-var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_idem_v1_idempotency_proto_enumTypes = make([]protoimpl.EnumInfo, 15)
+var file_idem_v1_idempotency_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_idem_v1_idempotency_proto_goTypes = []any{
 	(PendingReason)(0),               // 0: idem.v1.PendingReason
 	(FailureReason)(0),               // 1: idem.v1.FailureReason
 	(OperationState)(0),              // 2: idem.v1.OperationState
 	(OnFailed)(0),                    // 3: idem.v1.OnFailed
 	(FailDisposition)(0),             // 4: idem.v1.FailDisposition
-	(ListOperationsRequest_Order)(0), // 5: idem.v1.ListOperationsRequest.Order
-	(*Scope)(nil),                    // 6: idem.v1.Scope
-	(*ClaimRequest)(nil),             // 7: idem.v1.ClaimRequest
-	(*ClaimResponse)(nil),            // 8: idem.v1.ClaimResponse
-	(*Ownership)(nil),                // 9: idem.v1.Ownership
-	(*Acquired)(nil),                 // 10: idem.v1.Acquired
-	(*ReconcileFirst)(nil),           // 11: idem.v1.ReconcileFirst
-	(*Pending)(nil),                  // 12: idem.v1.Pending
-	(*Completed)(nil),                // 13: idem.v1.Completed
-	(*NeedsReconciliation)(nil),      // 14: idem.v1.NeedsReconciliation
-	(*Result)(nil),                   // 15: idem.v1.Result
-	(*OperationError)(nil),           // 16: idem.v1.OperationError
-	(*RenewRequest)(nil),             // 17: idem.v1.RenewRequest
-	(*RenewResponse)(nil),            // 18: idem.v1.RenewResponse
-	(*CompleteRequest)(nil),          // 19: idem.v1.CompleteRequest
-	(*CompleteResponse)(nil),         // 20: idem.v1.CompleteResponse
-	(*FailRequest)(nil),              // 21: idem.v1.FailRequest
-	(*FailResponse)(nil),             // 22: idem.v1.FailResponse
-	(*LookupRequest)(nil),            // 23: idem.v1.LookupRequest
-	(*LookupResponse)(nil),           // 24: idem.v1.LookupResponse
-	(*Operation)(nil),                // 25: idem.v1.Operation
-	(*HistoryEntry)(nil),             // 26: idem.v1.HistoryEntry
-	(*ReconcileRequest)(nil),         // 27: idem.v1.ReconcileRequest
-	(*NotApplied)(nil),               // 28: idem.v1.NotApplied
-	(*ReconcileResponse)(nil),        // 29: idem.v1.ReconcileResponse
-	(*ListUnresolvedRequest)(nil),    // 30: idem.v1.ListUnresolvedRequest
-	(*ListUnresolvedResponse)(nil),   // 31: idem.v1.ListUnresolvedResponse
-	(*ListOperationsRequest)(nil),    // 32: idem.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),   // 33: idem.v1.ListOperationsResponse
-	(*ForgetRequest)(nil),            // 34: idem.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 35: idem.v1.ForgetResponse
-	(*GetPolicyRequest)(nil),         // 36: idem.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 37: idem.v1.GetPolicyResponse
-	(*HoldRequest)(nil),              // 38: idem.v1.HoldRequest
-	(*Hold)(nil),                     // 39: idem.v1.Hold
-	(*HoldResponse)(nil),             // 40: idem.v1.HoldResponse
-	(*ReleaseRequest)(nil),           // 41: idem.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),          // 42: idem.v1.ReleaseResponse
-	(*ListHoldsRequest)(nil),         // 43: idem.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),        // 44: idem.v1.ListHoldsResponse
-	nil,                              // 45: idem.v1.Result.MetadataEntry
-	nil,                              // 46: idem.v1.OperationError.MetadataEntry
-	(*durationpb.Duration)(nil),      // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 48: google.protobuf.Timestamp
+	(Symptom)(0),                     // 5: idem.v1.Symptom
+	(ProviderFinding)(0),             // 6: idem.v1.ProviderFinding
+	(Authority)(0),                   // 7: idem.v1.Authority
+	(Cause)(0),                       // 8: idem.v1.Cause
+	(Layer)(0),                       // 9: idem.v1.Layer
+	(MoveKind)(0),                    // 10: idem.v1.MoveKind
+	(ObservationSource)(0),           // 11: idem.v1.ObservationSource
+	(ConfidenceLevel)(0),             // 12: idem.v1.ConfidenceLevel
+	(Verdict)(0),                     // 13: idem.v1.Verdict
+	(ListOperationsRequest_Order)(0), // 14: idem.v1.ListOperationsRequest.Order
+	(*Scope)(nil),                    // 15: idem.v1.Scope
+	(*ClaimRequest)(nil),             // 16: idem.v1.ClaimRequest
+	(*ClaimResponse)(nil),            // 17: idem.v1.ClaimResponse
+	(*Ownership)(nil),                // 18: idem.v1.Ownership
+	(*Acquired)(nil),                 // 19: idem.v1.Acquired
+	(*ReconcileFirst)(nil),           // 20: idem.v1.ReconcileFirst
+	(*Pending)(nil),                  // 21: idem.v1.Pending
+	(*Completed)(nil),                // 22: idem.v1.Completed
+	(*NeedsReconciliation)(nil),      // 23: idem.v1.NeedsReconciliation
+	(*Result)(nil),                   // 24: idem.v1.Result
+	(*OperationError)(nil),           // 25: idem.v1.OperationError
+	(*RenewRequest)(nil),             // 26: idem.v1.RenewRequest
+	(*RenewResponse)(nil),            // 27: idem.v1.RenewResponse
+	(*CompleteRequest)(nil),          // 28: idem.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 29: idem.v1.CompleteResponse
+	(*FailRequest)(nil),              // 30: idem.v1.FailRequest
+	(*FailResponse)(nil),             // 31: idem.v1.FailResponse
+	(*LookupRequest)(nil),            // 32: idem.v1.LookupRequest
+	(*LookupResponse)(nil),           // 33: idem.v1.LookupResponse
+	(*Operation)(nil),                // 34: idem.v1.Operation
+	(*HistoryEntry)(nil),             // 35: idem.v1.HistoryEntry
+	(*ReconcileRequest)(nil),         // 36: idem.v1.ReconcileRequest
+	(*NotApplied)(nil),               // 37: idem.v1.NotApplied
+	(*ReconcileResponse)(nil),        // 38: idem.v1.ReconcileResponse
+	(*ListUnresolvedRequest)(nil),    // 39: idem.v1.ListUnresolvedRequest
+	(*ListUnresolvedResponse)(nil),   // 40: idem.v1.ListUnresolvedResponse
+	(*ListOperationsRequest)(nil),    // 41: idem.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),   // 42: idem.v1.ListOperationsResponse
+	(*ForgetRequest)(nil),            // 43: idem.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 44: idem.v1.ForgetResponse
+	(*GetPolicyRequest)(nil),         // 45: idem.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 46: idem.v1.GetPolicyResponse
+	(*HoldRequest)(nil),              // 47: idem.v1.HoldRequest
+	(*Hold)(nil),                     // 48: idem.v1.Hold
+	(*HoldResponse)(nil),             // 49: idem.v1.HoldResponse
+	(*ReleaseRequest)(nil),           // 50: idem.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),          // 51: idem.v1.ReleaseResponse
+	(*ListHoldsRequest)(nil),         // 52: idem.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),        // 53: idem.v1.ListHoldsResponse
+	(*DiagnoseEvidence)(nil),         // 54: idem.v1.DiagnoseEvidence
+	(*DiagnoseConstraints)(nil),      // 55: idem.v1.DiagnoseConstraints
+	(*DiagnoseRequest)(nil),          // 56: idem.v1.DiagnoseRequest
+	(*Diagnosis)(nil),                // 57: idem.v1.Diagnosis
+	(*PlanStep)(nil),                 // 58: idem.v1.PlanStep
+	(*VerificationCheck)(nil),        // 59: idem.v1.VerificationCheck
+	(*Observation)(nil),              // 60: idem.v1.Observation
+	(*Confidence)(nil),               // 61: idem.v1.Confidence
+	(*Handoff)(nil),                  // 62: idem.v1.Handoff
+	(*DiagnoseResponse)(nil),         // 63: idem.v1.DiagnoseResponse
+	nil,                              // 64: idem.v1.Result.MetadataEntry
+	nil,                              // 65: idem.v1.OperationError.MetadataEntry
+	(*durationpb.Duration)(nil),      // 66: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 67: google.protobuf.Timestamp
 }
 var file_idem_v1_idempotency_proto_depIdxs = []int32{
-	6,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
-	47, // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
-	47, // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
-	47, // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
-	47, // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
-	47, // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	10, // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
-	11, // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
-	12, // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
-	13, // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
-	14, // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
-	47, // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
-	47, // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
-	9,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
-	9,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
-	2,  // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
-	47, // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
-	0,  // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
-	47, // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
-	2,  // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
-	15, // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
-	16, // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
-	48, // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
-	48, // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
-	45, // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
-	1,  // 25: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
-	46, // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
-	47, // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
-	47, // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
-	47, // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
-	15, // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
-	2,  // 31: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
-	4,  // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
-	16, // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
-	47, // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
-	2,  // 35: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
-	1,  // 36: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
-	47, // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
-	6,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
-	25, // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
-	26, // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
-	6,  // 41: idem.v1.Operation.scope:type_name -> idem.v1.Scope
-	2,  // 42: idem.v1.Operation.state:type_name -> idem.v1.OperationState
-	15, // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
-	16, // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
-	48, // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
-	48, // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
-	48, // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
-	48, // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
-	48, // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
-	48, // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
-	48, // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
-	3,  // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
-	48, // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
-	48, // 55: idem.v1.Operation.last_replay_at:type_name -> google.protobuf.Timestamp
-	2,  // 56: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
-	2,  // 57: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
-	48, // 58: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
-	48, // 59: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
-	15, // 60: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
-	16, // 61: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
-	28, // 62: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
-	2,  // 63: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
-	25, // 64: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
-	5,  // 65: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
-	25, // 66: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
-	2,  // 67: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
-	48, // 68: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
-	47, // 69: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
-	47, // 70: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
-	47, // 71: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
-	47, // 72: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
-	47, // 73: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
-	47, // 74: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
-	47, // 75: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
-	47, // 76: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
-	3,  // 77: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
-	47, // 78: idem.v1.HoldRequest.retry_after:type_name -> google.protobuf.Duration
-	47, // 79: idem.v1.Hold.retry_after:type_name -> google.protobuf.Duration
-	48, // 80: idem.v1.Hold.held_at:type_name -> google.protobuf.Timestamp
-	39, // 81: idem.v1.HoldResponse.hold:type_name -> idem.v1.Hold
-	39, // 82: idem.v1.ReleaseResponse.released:type_name -> idem.v1.Hold
-	39, // 83: idem.v1.ListHoldsResponse.holds:type_name -> idem.v1.Hold
-	7,  // 84: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
-	17, // 85: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
-	19, // 86: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
-	21, // 87: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
-	23, // 88: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
-	27, // 89: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
-	30, // 90: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
-	32, // 91: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
-	34, // 92: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
-	36, // 93: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
-	38, // 94: idem.v1.IdempotencyService.Hold:input_type -> idem.v1.HoldRequest
-	41, // 95: idem.v1.IdempotencyService.Release:input_type -> idem.v1.ReleaseRequest
-	43, // 96: idem.v1.IdempotencyService.ListHolds:input_type -> idem.v1.ListHoldsRequest
-	8,  // 97: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
-	18, // 98: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
-	20, // 99: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
-	22, // 100: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
-	24, // 101: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
-	29, // 102: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
-	31, // 103: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
-	33, // 104: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
-	35, // 105: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
-	37, // 106: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
-	40, // 107: idem.v1.IdempotencyService.Hold:output_type -> idem.v1.HoldResponse
-	42, // 108: idem.v1.IdempotencyService.Release:output_type -> idem.v1.ReleaseResponse
-	44, // 109: idem.v1.IdempotencyService.ListHolds:output_type -> idem.v1.ListHoldsResponse
-	97, // [97:110] is the sub-list for method output_type
-	84, // [84:97] is the sub-list for method input_type
-	84, // [84:84] is the sub-list for extension type_name
-	84, // [84:84] is the sub-list for extension extendee
-	0,  // [0:84] is the sub-list for field type_name
+	15,  // 0: idem.v1.ClaimRequest.scope:type_name -> idem.v1.Scope
+	66,  // 1: idem.v1.ClaimRequest.lease:type_name -> google.protobuf.Duration
+	66,  // 2: idem.v1.ClaimRequest.max_attempt_duration:type_name -> google.protobuf.Duration
+	66,  // 3: idem.v1.ClaimRequest.retention:type_name -> google.protobuf.Duration
+	66,  // 4: idem.v1.ClaimRequest.operation_deadline:type_name -> google.protobuf.Duration
+	66,  // 5: idem.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	19,  // 6: idem.v1.ClaimResponse.acquired:type_name -> idem.v1.Acquired
+	20,  // 7: idem.v1.ClaimResponse.reconcile_first:type_name -> idem.v1.ReconcileFirst
+	21,  // 8: idem.v1.ClaimResponse.pending:type_name -> idem.v1.Pending
+	22,  // 9: idem.v1.ClaimResponse.completed:type_name -> idem.v1.Completed
+	23,  // 10: idem.v1.ClaimResponse.needs_reconciliation:type_name -> idem.v1.NeedsReconciliation
+	66,  // 11: idem.v1.Ownership.lease:type_name -> google.protobuf.Duration
+	66,  // 12: idem.v1.Ownership.attempt_deadline:type_name -> google.protobuf.Duration
+	18,  // 13: idem.v1.Acquired.ownership:type_name -> idem.v1.Ownership
+	18,  // 14: idem.v1.ReconcileFirst.ownership:type_name -> idem.v1.Ownership
+	2,   // 15: idem.v1.ReconcileFirst.previous_state:type_name -> idem.v1.OperationState
+	66,  // 16: idem.v1.ReconcileFirst.previous_attempt_deadline:type_name -> google.protobuf.Duration
+	0,   // 17: idem.v1.Pending.reason:type_name -> idem.v1.PendingReason
+	66,  // 18: idem.v1.Pending.retry_after:type_name -> google.protobuf.Duration
+	2,   // 19: idem.v1.Completed.state:type_name -> idem.v1.OperationState
+	24,  // 20: idem.v1.Completed.result:type_name -> idem.v1.Result
+	25,  // 21: idem.v1.Completed.error:type_name -> idem.v1.OperationError
+	67,  // 22: idem.v1.Completed.completed_at:type_name -> google.protobuf.Timestamp
+	67,  // 23: idem.v1.Completed.retain_until:type_name -> google.protobuf.Timestamp
+	64,  // 24: idem.v1.Result.metadata:type_name -> idem.v1.Result.MetadataEntry
+	1,   // 25: idem.v1.OperationError.reason:type_name -> idem.v1.FailureReason
+	65,  // 26: idem.v1.OperationError.metadata:type_name -> idem.v1.OperationError.MetadataEntry
+	66,  // 27: idem.v1.RenewRequest.lease:type_name -> google.protobuf.Duration
+	66,  // 28: idem.v1.RenewResponse.lease:type_name -> google.protobuf.Duration
+	66,  // 29: idem.v1.RenewResponse.attempt_deadline:type_name -> google.protobuf.Duration
+	24,  // 30: idem.v1.CompleteRequest.result:type_name -> idem.v1.Result
+	2,   // 31: idem.v1.CompleteResponse.state:type_name -> idem.v1.OperationState
+	4,   // 32: idem.v1.FailRequest.disposition:type_name -> idem.v1.FailDisposition
+	25,  // 33: idem.v1.FailRequest.error:type_name -> idem.v1.OperationError
+	66,  // 34: idem.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	2,   // 35: idem.v1.FailResponse.state:type_name -> idem.v1.OperationState
+	1,   // 36: idem.v1.FailResponse.reason:type_name -> idem.v1.FailureReason
+	66,  // 37: idem.v1.FailResponse.retry_after:type_name -> google.protobuf.Duration
+	15,  // 38: idem.v1.LookupRequest.scope:type_name -> idem.v1.Scope
+	34,  // 39: idem.v1.LookupResponse.operation:type_name -> idem.v1.Operation
+	35,  // 40: idem.v1.LookupResponse.history:type_name -> idem.v1.HistoryEntry
+	15,  // 41: idem.v1.Operation.scope:type_name -> idem.v1.Scope
+	2,   // 42: idem.v1.Operation.state:type_name -> idem.v1.OperationState
+	24,  // 43: idem.v1.Operation.result:type_name -> idem.v1.Result
+	25,  // 44: idem.v1.Operation.error:type_name -> idem.v1.OperationError
+	67,  // 45: idem.v1.Operation.created_at:type_name -> google.protobuf.Timestamp
+	67,  // 46: idem.v1.Operation.updated_at:type_name -> google.protobuf.Timestamp
+	67,  // 47: idem.v1.Operation.lease_expires_at:type_name -> google.protobuf.Timestamp
+	67,  // 48: idem.v1.Operation.attempt_deadline_at:type_name -> google.protobuf.Timestamp
+	67,  // 49: idem.v1.Operation.retry_at:type_name -> google.protobuf.Timestamp
+	67,  // 50: idem.v1.Operation.completed_at:type_name -> google.protobuf.Timestamp
+	67,  // 51: idem.v1.Operation.retain_until:type_name -> google.protobuf.Timestamp
+	67,  // 52: idem.v1.Operation.operation_deadline_at:type_name -> google.protobuf.Timestamp
+	3,   // 53: idem.v1.Operation.on_failed:type_name -> idem.v1.OnFailed
+	67,  // 54: idem.v1.Operation.last_conflict_at:type_name -> google.protobuf.Timestamp
+	67,  // 55: idem.v1.Operation.last_replay_at:type_name -> google.protobuf.Timestamp
+	2,   // 56: idem.v1.HistoryEntry.from_state:type_name -> idem.v1.OperationState
+	2,   // 57: idem.v1.HistoryEntry.to_state:type_name -> idem.v1.OperationState
+	67,  // 58: idem.v1.HistoryEntry.at:type_name -> google.protobuf.Timestamp
+	67,  // 59: idem.v1.HistoryEntry.last_at:type_name -> google.protobuf.Timestamp
+	24,  // 60: idem.v1.ReconcileRequest.succeeded:type_name -> idem.v1.Result
+	25,  // 61: idem.v1.ReconcileRequest.failed:type_name -> idem.v1.OperationError
+	37,  // 62: idem.v1.ReconcileRequest.not_applied:type_name -> idem.v1.NotApplied
+	2,   // 63: idem.v1.ReconcileResponse.state:type_name -> idem.v1.OperationState
+	34,  // 64: idem.v1.ListUnresolvedResponse.operations:type_name -> idem.v1.Operation
+	14,  // 65: idem.v1.ListOperationsRequest.order:type_name -> idem.v1.ListOperationsRequest.Order
+	34,  // 66: idem.v1.ListOperationsResponse.operations:type_name -> idem.v1.Operation
+	2,   // 67: idem.v1.ForgetResponse.state:type_name -> idem.v1.OperationState
+	67,  // 68: idem.v1.ForgetResponse.retain_until:type_name -> google.protobuf.Timestamp
+	66,  // 69: idem.v1.GetPolicyResponse.default_lease:type_name -> google.protobuf.Duration
+	66,  // 70: idem.v1.GetPolicyResponse.max_lease:type_name -> google.protobuf.Duration
+	66,  // 71: idem.v1.GetPolicyResponse.default_max_attempt_duration:type_name -> google.protobuf.Duration
+	66,  // 72: idem.v1.GetPolicyResponse.max_attempt_duration:type_name -> google.protobuf.Duration
+	66,  // 73: idem.v1.GetPolicyResponse.default_retention:type_name -> google.protobuf.Duration
+	66,  // 74: idem.v1.GetPolicyResponse.max_retention:type_name -> google.protobuf.Duration
+	66,  // 75: idem.v1.GetPolicyResponse.default_operation_deadline:type_name -> google.protobuf.Duration
+	66,  // 76: idem.v1.GetPolicyResponse.max_operation_deadline:type_name -> google.protobuf.Duration
+	3,   // 77: idem.v1.GetPolicyResponse.on_failed:type_name -> idem.v1.OnFailed
+	66,  // 78: idem.v1.HoldRequest.retry_after:type_name -> google.protobuf.Duration
+	66,  // 79: idem.v1.Hold.retry_after:type_name -> google.protobuf.Duration
+	67,  // 80: idem.v1.Hold.held_at:type_name -> google.protobuf.Timestamp
+	48,  // 81: idem.v1.HoldResponse.hold:type_name -> idem.v1.Hold
+	48,  // 82: idem.v1.ReleaseResponse.released:type_name -> idem.v1.Hold
+	48,  // 83: idem.v1.ListHoldsResponse.holds:type_name -> idem.v1.Hold
+	5,   // 84: idem.v1.DiagnoseEvidence.symptom:type_name -> idem.v1.Symptom
+	6,   // 85: idem.v1.DiagnoseEvidence.provider_finding:type_name -> idem.v1.ProviderFinding
+	66,  // 86: idem.v1.DiagnoseEvidence.provider_looked_ago:type_name -> google.protobuf.Duration
+	66,  // 87: idem.v1.DiagnoseEvidence.observed_ago:type_name -> google.protobuf.Duration
+	7,   // 88: idem.v1.DiagnoseConstraints.authority:type_name -> idem.v1.Authority
+	66,  // 89: idem.v1.DiagnoseConstraints.wait_budget:type_name -> google.protobuf.Duration
+	15,  // 90: idem.v1.DiagnoseRequest.scope:type_name -> idem.v1.Scope
+	54,  // 91: idem.v1.DiagnoseRequest.evidence:type_name -> idem.v1.DiagnoseEvidence
+	55,  // 92: idem.v1.DiagnoseRequest.constraints:type_name -> idem.v1.DiagnoseConstraints
+	8,   // 93: idem.v1.Diagnosis.cause:type_name -> idem.v1.Cause
+	9,   // 94: idem.v1.Diagnosis.layer:type_name -> idem.v1.Layer
+	10,  // 95: idem.v1.PlanStep.kind:type_name -> idem.v1.MoveKind
+	66,  // 96: idem.v1.PlanStep.wait:type_name -> google.protobuf.Duration
+	11,  // 97: idem.v1.Observation.source:type_name -> idem.v1.ObservationSource
+	12,  // 98: idem.v1.Confidence.level:type_name -> idem.v1.ConfidenceLevel
+	60,  // 99: idem.v1.Confidence.observations:type_name -> idem.v1.Observation
+	15,  // 100: idem.v1.Handoff.scope:type_name -> idem.v1.Scope
+	2,   // 101: idem.v1.Handoff.state:type_name -> idem.v1.OperationState
+	13,  // 102: idem.v1.DiagnoseResponse.verdict:type_name -> idem.v1.Verdict
+	57,  // 103: idem.v1.DiagnoseResponse.diagnosis:type_name -> idem.v1.Diagnosis
+	58,  // 104: idem.v1.DiagnoseResponse.plan:type_name -> idem.v1.PlanStep
+	59,  // 105: idem.v1.DiagnoseResponse.verification:type_name -> idem.v1.VerificationCheck
+	62,  // 106: idem.v1.DiagnoseResponse.handoff:type_name -> idem.v1.Handoff
+	61,  // 107: idem.v1.DiagnoseResponse.confidence:type_name -> idem.v1.Confidence
+	57,  // 108: idem.v1.DiagnoseResponse.also:type_name -> idem.v1.Diagnosis
+	16,  // 109: idem.v1.IdempotencyService.Claim:input_type -> idem.v1.ClaimRequest
+	26,  // 110: idem.v1.IdempotencyService.Renew:input_type -> idem.v1.RenewRequest
+	28,  // 111: idem.v1.IdempotencyService.Complete:input_type -> idem.v1.CompleteRequest
+	30,  // 112: idem.v1.IdempotencyService.Fail:input_type -> idem.v1.FailRequest
+	32,  // 113: idem.v1.IdempotencyService.Lookup:input_type -> idem.v1.LookupRequest
+	36,  // 114: idem.v1.IdempotencyService.Reconcile:input_type -> idem.v1.ReconcileRequest
+	39,  // 115: idem.v1.IdempotencyService.ListUnresolved:input_type -> idem.v1.ListUnresolvedRequest
+	41,  // 116: idem.v1.IdempotencyService.ListOperations:input_type -> idem.v1.ListOperationsRequest
+	43,  // 117: idem.v1.IdempotencyService.Forget:input_type -> idem.v1.ForgetRequest
+	45,  // 118: idem.v1.IdempotencyService.GetPolicy:input_type -> idem.v1.GetPolicyRequest
+	47,  // 119: idem.v1.IdempotencyService.Hold:input_type -> idem.v1.HoldRequest
+	50,  // 120: idem.v1.IdempotencyService.Release:input_type -> idem.v1.ReleaseRequest
+	52,  // 121: idem.v1.IdempotencyService.ListHolds:input_type -> idem.v1.ListHoldsRequest
+	56,  // 122: idem.v1.IdempotencyService.Diagnose:input_type -> idem.v1.DiagnoseRequest
+	17,  // 123: idem.v1.IdempotencyService.Claim:output_type -> idem.v1.ClaimResponse
+	27,  // 124: idem.v1.IdempotencyService.Renew:output_type -> idem.v1.RenewResponse
+	29,  // 125: idem.v1.IdempotencyService.Complete:output_type -> idem.v1.CompleteResponse
+	31,  // 126: idem.v1.IdempotencyService.Fail:output_type -> idem.v1.FailResponse
+	33,  // 127: idem.v1.IdempotencyService.Lookup:output_type -> idem.v1.LookupResponse
+	38,  // 128: idem.v1.IdempotencyService.Reconcile:output_type -> idem.v1.ReconcileResponse
+	40,  // 129: idem.v1.IdempotencyService.ListUnresolved:output_type -> idem.v1.ListUnresolvedResponse
+	42,  // 130: idem.v1.IdempotencyService.ListOperations:output_type -> idem.v1.ListOperationsResponse
+	44,  // 131: idem.v1.IdempotencyService.Forget:output_type -> idem.v1.ForgetResponse
+	46,  // 132: idem.v1.IdempotencyService.GetPolicy:output_type -> idem.v1.GetPolicyResponse
+	49,  // 133: idem.v1.IdempotencyService.Hold:output_type -> idem.v1.HoldResponse
+	51,  // 134: idem.v1.IdempotencyService.Release:output_type -> idem.v1.ReleaseResponse
+	53,  // 135: idem.v1.IdempotencyService.ListHolds:output_type -> idem.v1.ListHoldsResponse
+	63,  // 136: idem.v1.IdempotencyService.Diagnose:output_type -> idem.v1.DiagnoseResponse
+	123, // [123:137] is the sub-list for method output_type
+	109, // [109:123] is the sub-list for method input_type
+	109, // [109:109] is the sub-list for extension type_name
+	109, // [109:109] is the sub-list for extension extendee
+	0,   // [0:109] is the sub-list for field type_name
 }
 
 func init() { file_idem_v1_idempotency_proto_init() }
@@ -4448,13 +6281,23 @@ func file_idem_v1_idempotency_proto_init() {
 		(*ReconcileRequest_Failed)(nil),
 		(*ReconcileRequest_NotApplied)(nil),
 	}
+	file_idem_v1_idempotency_proto_msgTypes[39].OneofWrappers = []any{
+		(*DiagnoseEvidence_Fingerprint)(nil),
+		(*DiagnoseEvidence_JsonPayload)(nil),
+		(*DiagnoseEvidence_BytesPayload)(nil),
+	}
+	file_idem_v1_idempotency_proto_msgTypes[40].OneofWrappers = []any{}
+	file_idem_v1_idempotency_proto_msgTypes[41].OneofWrappers = []any{
+		(*DiagnoseRequest_Scope)(nil),
+		(*DiagnoseRequest_OperationId)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idem_v1_idempotency_proto_rawDesc), len(file_idem_v1_idempotency_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   41,
+			NumEnums:      15,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -126,6 +126,7 @@ const (
 	IdempotencyService_Hold_FullMethodName           = "/idem.v1.IdempotencyService/Hold"
 	IdempotencyService_Release_FullMethodName        = "/idem.v1.IdempotencyService/Release"
 	IdempotencyService_ListHolds_FullMethodName      = "/idem.v1.IdempotencyService/ListHolds"
+	IdempotencyService_Diagnose_FullMethodName       = "/idem.v1.IdempotencyService/Diagnose"
 )
 
 // IdempotencyServiceClient is the client API for IdempotencyService service.
@@ -181,6 +182,19 @@ type IdempotencyServiceClient interface {
 	// The holds in force: the caller's tenant's, or an admin's across tenants.
 	// Needs the reconcile or the admin scope.
 	ListHolds(ctx context.Context, in *ListHoldsRequest, opts ...grpc.CallOption) (*ListHoldsResponse, error)
+	// Say what the evidence about one operation means and what the next safe
+	// move is: a diagnosis (which layer, what it means), an ordered plan, the
+	// checks that would confirm it, a handoff record and a confidence scored
+	// from the independent observations behind it. Reads only: it changes
+	// nothing and stores nothing of the evidence. Evidence that carries a
+	// secret is INVALID_ARGUMENT (EVIDENCE_CARRIES_SECRET, naming the field
+	// and the kind, never the value); a plan beyond the caller's scope or its
+	// constraints is PERMISSION_DENIED (PLAN_EXCEEDS_SCOPE,
+	// PLAN_EXCEEDS_BUDGET, PLAN_NOT_REVERSIBLE, PLAN_EXCEEDS_AUTHORITY);
+	// evidence missing, contradictory or too stale to support a move is the
+	// verdict ESCALATE, naming what is missing. Needs the operations,
+	// reconcile or admin scope, as Lookup does.
+	Diagnose(ctx context.Context, in *DiagnoseRequest, opts ...grpc.CallOption) (*DiagnoseResponse, error)
 }
 
 type idempotencyServiceClient struct {
@@ -321,6 +335,16 @@ func (c *idempotencyServiceClient) ListHolds(ctx context.Context, in *ListHoldsR
 	return out, nil
 }
 
+func (c *idempotencyServiceClient) Diagnose(ctx context.Context, in *DiagnoseRequest, opts ...grpc.CallOption) (*DiagnoseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiagnoseResponse)
+	err := c.cc.Invoke(ctx, IdempotencyService_Diagnose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IdempotencyServiceServer is the server API for IdempotencyService service.
 // All implementations must embed UnimplementedIdempotencyServiceServer
 // for forward compatibility.
@@ -374,6 +398,19 @@ type IdempotencyServiceServer interface {
 	// The holds in force: the caller's tenant's, or an admin's across tenants.
 	// Needs the reconcile or the admin scope.
 	ListHolds(context.Context, *ListHoldsRequest) (*ListHoldsResponse, error)
+	// Say what the evidence about one operation means and what the next safe
+	// move is: a diagnosis (which layer, what it means), an ordered plan, the
+	// checks that would confirm it, a handoff record and a confidence scored
+	// from the independent observations behind it. Reads only: it changes
+	// nothing and stores nothing of the evidence. Evidence that carries a
+	// secret is INVALID_ARGUMENT (EVIDENCE_CARRIES_SECRET, naming the field
+	// and the kind, never the value); a plan beyond the caller's scope or its
+	// constraints is PERMISSION_DENIED (PLAN_EXCEEDS_SCOPE,
+	// PLAN_EXCEEDS_BUDGET, PLAN_NOT_REVERSIBLE, PLAN_EXCEEDS_AUTHORITY);
+	// evidence missing, contradictory or too stale to support a move is the
+	// verdict ESCALATE, naming what is missing. Needs the operations,
+	// reconcile or admin scope, as Lookup does.
+	Diagnose(context.Context, *DiagnoseRequest) (*DiagnoseResponse, error)
 	mustEmbedUnimplementedIdempotencyServiceServer()
 }
 
@@ -422,6 +459,9 @@ func (UnimplementedIdempotencyServiceServer) Release(context.Context, *ReleaseRe
 }
 func (UnimplementedIdempotencyServiceServer) ListHolds(context.Context, *ListHoldsRequest) (*ListHoldsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListHolds not implemented")
+}
+func (UnimplementedIdempotencyServiceServer) Diagnose(context.Context, *DiagnoseRequest) (*DiagnoseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diagnose not implemented")
 }
 func (UnimplementedIdempotencyServiceServer) mustEmbedUnimplementedIdempotencyServiceServer() {}
 func (UnimplementedIdempotencyServiceServer) testEmbeddedByValue()                            {}
@@ -678,6 +718,24 @@ func _IdempotencyService_ListHolds_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IdempotencyService_Diagnose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiagnoseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IdempotencyServiceServer).Diagnose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IdempotencyService_Diagnose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IdempotencyServiceServer).Diagnose(ctx, req.(*DiagnoseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IdempotencyService_ServiceDesc is the grpc.ServiceDesc for IdempotencyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -736,6 +794,10 @@ var IdempotencyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListHolds",
 			Handler:    _IdempotencyService_ListHolds_Handler,
+		},
+		{
+			MethodName: "Diagnose",
+			Handler:    _IdempotencyService_Diagnose_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -20,7 +20,7 @@ def test_generated_modules_come_from_the_repository_protos() -> None:
     assert pb.DESCRIPTOR.name == "idem/v1/idempotency.proto"
     assert set(pb.DESCRIPTOR.services_by_name["IdempotencyService"].methods_by_name) == {
         "Claim", "Renew", "Complete", "Fail", "Lookup", "Reconcile", "ListUnresolved",
-        "ListOperations", "Forget", "GetPolicy", "Hold", "Release", "ListHolds",
+        "ListOperations", "Forget", "GetPolicy", "Hold", "Release", "ListHolds", "Diagnose",
     }
     # The vendored google.rpc protos, under a private name and package.
     assert status_pb2.DESCRIPTOR.name == "idemd_rpc/status.proto"

@@ -58,6 +58,7 @@ pub(super) fn codec_of(method: ApiMethod) -> Option<Codec> {
         ApiMethod::Hold => codec::<proto::HoldRequest, proto::HoldResponse>(),
         ApiMethod::Release => codec::<proto::ReleaseRequest, proto::ReleaseResponse>(),
         ApiMethod::ListHolds => codec::<proto::ListHoldsRequest, proto::ListHoldsResponse>(),
+        ApiMethod::Diagnose => codec::<proto::DiagnoseRequest, proto::DiagnoseResponse>(),
         ApiMethod::Unknown => return None,
     })
 }

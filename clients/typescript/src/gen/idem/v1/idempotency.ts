@@ -463,6 +463,764 @@ export function failDispositionToNumber(object: FailDisposition): number {
   }
 }
 
+/** What a caller saw that made it ask. */
+export const Symptom = {
+  /** SYMPTOM_UNSPECIFIED - Nothing in particular: diagnose the operation from its record alone. */
+  SYMPTOM_UNSPECIFIED: "SYMPTOM_UNSPECIFIED",
+  /** SYMPTOM_TIMEOUT_BEFORE_RESPONSE - The call ended before any answer: a deadline, a reset, a lost connection. */
+  SYMPTOM_TIMEOUT_BEFORE_RESPONSE: "SYMPTOM_TIMEOUT_BEFORE_RESPONSE",
+  /** SYMPTOM_ERROR_STATUS - An error answer: status_code and error_reason say which. */
+  SYMPTOM_ERROR_STATUS: "SYMPTOM_ERROR_STATUS",
+  /**
+   * SYMPTOM_CONCURRENT_DUPLICATES - The same request was sent more than once at a time (two workers, a
+   * duplicate delivery).
+   */
+  SYMPTOM_CONCURRENT_DUPLICATES: "SYMPTOM_CONCURRENT_DUPLICATES",
+  /** SYMPTOM_STUCK_IN_PROGRESS - The operation keeps answering Pending, or stays in progress. */
+  SYMPTOM_STUCK_IN_PROGRESS: "SYMPTOM_STUCK_IN_PROGRESS",
+  /** SYMPTOM_DUPLICATE_EFFECT - The effect seems to have happened more than once. */
+  SYMPTOM_DUPLICATE_EFFECT: "SYMPTOM_DUPLICATE_EFFECT",
+  /** SYMPTOM_FREQUENT_CONFLICTS - Claims of this caller are often refused as IDEMPOTENCY_KEY_REUSED. */
+  SYMPTOM_FREQUENT_CONFLICTS: "SYMPTOM_FREQUENT_CONFLICTS",
+  /** SYMPTOM_STORE_GROWING - The number of stored operations keeps growing. */
+  SYMPTOM_STORE_GROWING: "SYMPTOM_STORE_GROWING",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type Symptom = typeof Symptom[keyof typeof Symptom];
+
+export namespace Symptom {
+  export type SYMPTOM_UNSPECIFIED = typeof Symptom.SYMPTOM_UNSPECIFIED;
+  export type SYMPTOM_TIMEOUT_BEFORE_RESPONSE = typeof Symptom.SYMPTOM_TIMEOUT_BEFORE_RESPONSE;
+  export type SYMPTOM_ERROR_STATUS = typeof Symptom.SYMPTOM_ERROR_STATUS;
+  export type SYMPTOM_CONCURRENT_DUPLICATES = typeof Symptom.SYMPTOM_CONCURRENT_DUPLICATES;
+  export type SYMPTOM_STUCK_IN_PROGRESS = typeof Symptom.SYMPTOM_STUCK_IN_PROGRESS;
+  export type SYMPTOM_DUPLICATE_EFFECT = typeof Symptom.SYMPTOM_DUPLICATE_EFFECT;
+  export type SYMPTOM_FREQUENT_CONFLICTS = typeof Symptom.SYMPTOM_FREQUENT_CONFLICTS;
+  export type SYMPTOM_STORE_GROWING = typeof Symptom.SYMPTOM_STORE_GROWING;
+  export type UNRECOGNIZED = typeof Symptom.UNRECOGNIZED;
+}
+
+export function symptomFromJSON(object: any): Symptom {
+  switch (object) {
+    case 0:
+    case "SYMPTOM_UNSPECIFIED":
+      return Symptom.SYMPTOM_UNSPECIFIED;
+    case 1:
+    case "SYMPTOM_TIMEOUT_BEFORE_RESPONSE":
+      return Symptom.SYMPTOM_TIMEOUT_BEFORE_RESPONSE;
+    case 2:
+    case "SYMPTOM_ERROR_STATUS":
+      return Symptom.SYMPTOM_ERROR_STATUS;
+    case 3:
+    case "SYMPTOM_CONCURRENT_DUPLICATES":
+      return Symptom.SYMPTOM_CONCURRENT_DUPLICATES;
+    case 4:
+    case "SYMPTOM_STUCK_IN_PROGRESS":
+      return Symptom.SYMPTOM_STUCK_IN_PROGRESS;
+    case 5:
+    case "SYMPTOM_DUPLICATE_EFFECT":
+      return Symptom.SYMPTOM_DUPLICATE_EFFECT;
+    case 6:
+    case "SYMPTOM_FREQUENT_CONFLICTS":
+      return Symptom.SYMPTOM_FREQUENT_CONFLICTS;
+    case 7:
+    case "SYMPTOM_STORE_GROWING":
+      return Symptom.SYMPTOM_STORE_GROWING;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Symptom.UNRECOGNIZED;
+  }
+}
+
+export function symptomToNumber(object: Symptom): number {
+  switch (object) {
+    case Symptom.SYMPTOM_UNSPECIFIED:
+      return 0;
+    case Symptom.SYMPTOM_TIMEOUT_BEFORE_RESPONSE:
+      return 1;
+    case Symptom.SYMPTOM_ERROR_STATUS:
+      return 2;
+    case Symptom.SYMPTOM_CONCURRENT_DUPLICATES:
+      return 3;
+    case Symptom.SYMPTOM_STUCK_IN_PROGRESS:
+      return 4;
+    case Symptom.SYMPTOM_DUPLICATE_EFFECT:
+      return 5;
+    case Symptom.SYMPTOM_FREQUENT_CONFLICTS:
+      return 6;
+    case Symptom.SYMPTOM_STORE_GROWING:
+      return 7;
+    case Symptom.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** What the caller found at the provider (the system the effect lands in). */
+export const ProviderFinding = {
+  /** PROVIDER_FINDING_UNSPECIFIED - Not looked. */
+  PROVIDER_FINDING_UNSPECIFIED: "PROVIDER_FINDING_UNSPECIFIED",
+  /** PROVIDER_FINDING_EFFECT_FOUND - The effect is there, once. */
+  PROVIDER_FINDING_EFFECT_FOUND: "PROVIDER_FINDING_EFFECT_FOUND",
+  /** PROVIDER_FINDING_NO_EFFECT - No effect found. */
+  PROVIDER_FINDING_NO_EFFECT: "PROVIDER_FINDING_NO_EFFECT",
+  /** PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE - The effect is there more than once. */
+  PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE: "PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type ProviderFinding = typeof ProviderFinding[keyof typeof ProviderFinding];
+
+export namespace ProviderFinding {
+  export type PROVIDER_FINDING_UNSPECIFIED = typeof ProviderFinding.PROVIDER_FINDING_UNSPECIFIED;
+  export type PROVIDER_FINDING_EFFECT_FOUND = typeof ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND;
+  export type PROVIDER_FINDING_NO_EFFECT = typeof ProviderFinding.PROVIDER_FINDING_NO_EFFECT;
+  export type PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE =
+    typeof ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE;
+  export type UNRECOGNIZED = typeof ProviderFinding.UNRECOGNIZED;
+}
+
+export function providerFindingFromJSON(object: any): ProviderFinding {
+  switch (object) {
+    case 0:
+    case "PROVIDER_FINDING_UNSPECIFIED":
+      return ProviderFinding.PROVIDER_FINDING_UNSPECIFIED;
+    case 1:
+    case "PROVIDER_FINDING_EFFECT_FOUND":
+      return ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND;
+    case 2:
+    case "PROVIDER_FINDING_NO_EFFECT":
+      return ProviderFinding.PROVIDER_FINDING_NO_EFFECT;
+    case 3:
+    case "PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE":
+      return ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ProviderFinding.UNRECOGNIZED;
+  }
+}
+
+export function providerFindingToNumber(object: ProviderFinding): number {
+  switch (object) {
+    case ProviderFinding.PROVIDER_FINDING_UNSPECIFIED:
+      return 0;
+    case ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND:
+      return 1;
+    case ProviderFinding.PROVIDER_FINDING_NO_EFFECT:
+      return 2;
+    case ProviderFinding.PROVIDER_FINDING_EFFECT_FOUND_MORE_THAN_ONCE:
+      return 3;
+    case ProviderFinding.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** How far the caller may go. */
+export const Authority = {
+  /** AUTHORITY_UNSPECIFIED - Not said: as far as the credential's scopes allow. */
+  AUTHORITY_UNSPECIFIED: "AUTHORITY_UNSPECIFIED",
+  /** AUTHORITY_READ_ONLY - Look, wait and ask only: no Claim, no Reconcile. */
+  AUTHORITY_READ_ONLY: "AUTHORITY_READ_ONLY",
+  /** AUTHORITY_RETRY - Claim (replay, retry), but not Reconcile. */
+  AUTHORITY_RETRY: "AUTHORITY_RETRY",
+  /** AUTHORITY_RECONCILE - Reconcile too. */
+  AUTHORITY_RECONCILE: "AUTHORITY_RECONCILE",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type Authority = typeof Authority[keyof typeof Authority];
+
+export namespace Authority {
+  export type AUTHORITY_UNSPECIFIED = typeof Authority.AUTHORITY_UNSPECIFIED;
+  export type AUTHORITY_READ_ONLY = typeof Authority.AUTHORITY_READ_ONLY;
+  export type AUTHORITY_RETRY = typeof Authority.AUTHORITY_RETRY;
+  export type AUTHORITY_RECONCILE = typeof Authority.AUTHORITY_RECONCILE;
+  export type UNRECOGNIZED = typeof Authority.UNRECOGNIZED;
+}
+
+export function authorityFromJSON(object: any): Authority {
+  switch (object) {
+    case 0:
+    case "AUTHORITY_UNSPECIFIED":
+      return Authority.AUTHORITY_UNSPECIFIED;
+    case 1:
+    case "AUTHORITY_READ_ONLY":
+      return Authority.AUTHORITY_READ_ONLY;
+    case 2:
+    case "AUTHORITY_RETRY":
+      return Authority.AUTHORITY_RETRY;
+    case 3:
+    case "AUTHORITY_RECONCILE":
+      return Authority.AUTHORITY_RECONCILE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Authority.UNRECOGNIZED;
+  }
+}
+
+export function authorityToNumber(object: Authority): number {
+  switch (object) {
+    case Authority.AUTHORITY_UNSPECIFIED:
+      return 0;
+    case Authority.AUTHORITY_READ_ONLY:
+      return 1;
+    case Authority.AUTHORITY_RETRY:
+      return 2;
+    case Authority.AUTHORITY_RECONCILE:
+      return 3;
+    case Authority.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** What a diagnosis points to. */
+export const Cause = {
+  /** CAUSE_UNSPECIFIED - Never sent. */
+  CAUSE_UNSPECIFIED: "CAUSE_UNSPECIFIED",
+  /** CAUSE_NONE - Nothing is wrong: the operation is where the protocol says it should be. */
+  CAUSE_NONE: "CAUSE_NONE",
+  /**
+   * CAUSE_AMBIGUOUS_OUTCOME - A timeout before any answer: the outcome is ambiguous until looked up;
+   * never assume nothing happened.
+   */
+  CAUSE_AMBIGUOUS_OUTCOME: "CAUSE_AMBIGUOUS_OUTCOME",
+  /** CAUSE_RACE - Concurrent duplicates: one owner executes, the others wait or replay. */
+  CAUSE_RACE: "CAUSE_RACE",
+  /** CAUSE_PAYLOAD_CONFLICT - The same key with another request: a new intent needs a new key. */
+  CAUSE_PAYLOAD_CONFLICT: "CAUSE_PAYLOAD_CONFLICT",
+  /**
+   * CAUSE_CLIENT_DEFECT - A retry after a terminal validation, authorisation or policy failure:
+   * do not retry unchanged.
+   */
+  CAUSE_CLIENT_DEFECT: "CAUSE_CLIENT_DEFECT",
+  /** CAUSE_STUCK_IN_PROGRESS - In progress with no live owner: lease or crash recovery is missing. */
+  CAUSE_STUCK_IN_PROGRESS: "CAUSE_STUCK_IN_PROGRESS",
+  /**
+   * CAUSE_NEW_KEY_PER_RETRY - The same request under many keys: retry identity is per transport
+   * attempt instead of per intent.
+   */
+  CAUSE_NEW_KEY_PER_RETRY: "CAUSE_NEW_KEY_PER_RETRY",
+  /**
+   * CAUSE_UNSTABLE_KEYS_OR_PAYLOAD - Frequent conflicts: keys reused across intents, or an unstable payload
+   * normalisation.
+   */
+  CAUSE_UNSTABLE_KEYS_OR_PAYLOAD: "CAUSE_UNSTABLE_KEYS_OR_PAYLOAD",
+  /** CAUSE_UNBOUNDED_RETENTION - A store that keeps growing: retention without a bounded policy. */
+  CAUSE_UNBOUNDED_RETENTION: "CAUSE_UNBOUNDED_RETENTION",
+  /**
+   * CAUSE_NEEDS_RECONCILIATION - The outcome is unknown and only reconciliation from the provider's
+   * evidence can settle it.
+   */
+  CAUSE_NEEDS_RECONCILIATION: "CAUSE_NEEDS_RECONCILIATION",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type Cause = typeof Cause[keyof typeof Cause];
+
+export namespace Cause {
+  export type CAUSE_UNSPECIFIED = typeof Cause.CAUSE_UNSPECIFIED;
+  export type CAUSE_NONE = typeof Cause.CAUSE_NONE;
+  export type CAUSE_AMBIGUOUS_OUTCOME = typeof Cause.CAUSE_AMBIGUOUS_OUTCOME;
+  export type CAUSE_RACE = typeof Cause.CAUSE_RACE;
+  export type CAUSE_PAYLOAD_CONFLICT = typeof Cause.CAUSE_PAYLOAD_CONFLICT;
+  export type CAUSE_CLIENT_DEFECT = typeof Cause.CAUSE_CLIENT_DEFECT;
+  export type CAUSE_STUCK_IN_PROGRESS = typeof Cause.CAUSE_STUCK_IN_PROGRESS;
+  export type CAUSE_NEW_KEY_PER_RETRY = typeof Cause.CAUSE_NEW_KEY_PER_RETRY;
+  export type CAUSE_UNSTABLE_KEYS_OR_PAYLOAD = typeof Cause.CAUSE_UNSTABLE_KEYS_OR_PAYLOAD;
+  export type CAUSE_UNBOUNDED_RETENTION = typeof Cause.CAUSE_UNBOUNDED_RETENTION;
+  export type CAUSE_NEEDS_RECONCILIATION = typeof Cause.CAUSE_NEEDS_RECONCILIATION;
+  export type UNRECOGNIZED = typeof Cause.UNRECOGNIZED;
+}
+
+export function causeFromJSON(object: any): Cause {
+  switch (object) {
+    case 0:
+    case "CAUSE_UNSPECIFIED":
+      return Cause.CAUSE_UNSPECIFIED;
+    case 1:
+    case "CAUSE_NONE":
+      return Cause.CAUSE_NONE;
+    case 2:
+    case "CAUSE_AMBIGUOUS_OUTCOME":
+      return Cause.CAUSE_AMBIGUOUS_OUTCOME;
+    case 3:
+    case "CAUSE_RACE":
+      return Cause.CAUSE_RACE;
+    case 4:
+    case "CAUSE_PAYLOAD_CONFLICT":
+      return Cause.CAUSE_PAYLOAD_CONFLICT;
+    case 5:
+    case "CAUSE_CLIENT_DEFECT":
+      return Cause.CAUSE_CLIENT_DEFECT;
+    case 6:
+    case "CAUSE_STUCK_IN_PROGRESS":
+      return Cause.CAUSE_STUCK_IN_PROGRESS;
+    case 7:
+    case "CAUSE_NEW_KEY_PER_RETRY":
+      return Cause.CAUSE_NEW_KEY_PER_RETRY;
+    case 8:
+    case "CAUSE_UNSTABLE_KEYS_OR_PAYLOAD":
+      return Cause.CAUSE_UNSTABLE_KEYS_OR_PAYLOAD;
+    case 9:
+    case "CAUSE_UNBOUNDED_RETENTION":
+      return Cause.CAUSE_UNBOUNDED_RETENTION;
+    case 10:
+    case "CAUSE_NEEDS_RECONCILIATION":
+      return Cause.CAUSE_NEEDS_RECONCILIATION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Cause.UNRECOGNIZED;
+  }
+}
+
+export function causeToNumber(object: Cause): number {
+  switch (object) {
+    case Cause.CAUSE_UNSPECIFIED:
+      return 0;
+    case Cause.CAUSE_NONE:
+      return 1;
+    case Cause.CAUSE_AMBIGUOUS_OUTCOME:
+      return 2;
+    case Cause.CAUSE_RACE:
+      return 3;
+    case Cause.CAUSE_PAYLOAD_CONFLICT:
+      return 4;
+    case Cause.CAUSE_CLIENT_DEFECT:
+      return 5;
+    case Cause.CAUSE_STUCK_IN_PROGRESS:
+      return 6;
+    case Cause.CAUSE_NEW_KEY_PER_RETRY:
+      return 7;
+    case Cause.CAUSE_UNSTABLE_KEYS_OR_PAYLOAD:
+      return 8;
+    case Cause.CAUSE_UNBOUNDED_RETENTION:
+      return 9;
+    case Cause.CAUSE_NEEDS_RECONCILIATION:
+      return 10;
+    case Cause.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** Where the cause lies. */
+export const Layer = {
+  /** LAYER_UNSPECIFIED - Never sent. */
+  LAYER_UNSPECIFIED: "LAYER_UNSPECIFIED",
+  /** LAYER_TRANSPORT - The network between caller and idemd. */
+  LAYER_TRANSPORT: "LAYER_TRANSPORT",
+  /** LAYER_CONCURRENCY - Concurrent callers of one intent. */
+  LAYER_CONCURRENCY: "LAYER_CONCURRENCY",
+  /** LAYER_CALLER_REQUEST - What the caller sends (key, payload, its normalisation). */
+  LAYER_CALLER_REQUEST: "LAYER_CALLER_REQUEST",
+  /** LAYER_CALLER_LOGIC - How the caller handles answers (retries, keys per intent). */
+  LAYER_CALLER_LOGIC: "LAYER_CALLER_LOGIC",
+  /** LAYER_OWNER_RECOVERY - The owner's lease, crash recovery and reconciliation. */
+  LAYER_OWNER_RECOVERY: "LAYER_OWNER_RECOVERY",
+  /** LAYER_PROVIDER - The provider the effect lands in. */
+  LAYER_PROVIDER: "LAYER_PROVIDER",
+  /** LAYER_POLICY - The operation policy (retention, budgets). */
+  LAYER_POLICY: "LAYER_POLICY",
+  /** LAYER_NONE - None: nothing is wrong. */
+  LAYER_NONE: "LAYER_NONE",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type Layer = typeof Layer[keyof typeof Layer];
+
+export namespace Layer {
+  export type LAYER_UNSPECIFIED = typeof Layer.LAYER_UNSPECIFIED;
+  export type LAYER_TRANSPORT = typeof Layer.LAYER_TRANSPORT;
+  export type LAYER_CONCURRENCY = typeof Layer.LAYER_CONCURRENCY;
+  export type LAYER_CALLER_REQUEST = typeof Layer.LAYER_CALLER_REQUEST;
+  export type LAYER_CALLER_LOGIC = typeof Layer.LAYER_CALLER_LOGIC;
+  export type LAYER_OWNER_RECOVERY = typeof Layer.LAYER_OWNER_RECOVERY;
+  export type LAYER_PROVIDER = typeof Layer.LAYER_PROVIDER;
+  export type LAYER_POLICY = typeof Layer.LAYER_POLICY;
+  export type LAYER_NONE = typeof Layer.LAYER_NONE;
+  export type UNRECOGNIZED = typeof Layer.UNRECOGNIZED;
+}
+
+export function layerFromJSON(object: any): Layer {
+  switch (object) {
+    case 0:
+    case "LAYER_UNSPECIFIED":
+      return Layer.LAYER_UNSPECIFIED;
+    case 1:
+    case "LAYER_TRANSPORT":
+      return Layer.LAYER_TRANSPORT;
+    case 2:
+    case "LAYER_CONCURRENCY":
+      return Layer.LAYER_CONCURRENCY;
+    case 3:
+    case "LAYER_CALLER_REQUEST":
+      return Layer.LAYER_CALLER_REQUEST;
+    case 4:
+    case "LAYER_CALLER_LOGIC":
+      return Layer.LAYER_CALLER_LOGIC;
+    case 5:
+    case "LAYER_OWNER_RECOVERY":
+      return Layer.LAYER_OWNER_RECOVERY;
+    case 6:
+    case "LAYER_PROVIDER":
+      return Layer.LAYER_PROVIDER;
+    case 7:
+    case "LAYER_POLICY":
+      return Layer.LAYER_POLICY;
+    case 8:
+    case "LAYER_NONE":
+      return Layer.LAYER_NONE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Layer.UNRECOGNIZED;
+  }
+}
+
+export function layerToNumber(object: Layer): number {
+  switch (object) {
+    case Layer.LAYER_UNSPECIFIED:
+      return 0;
+    case Layer.LAYER_TRANSPORT:
+      return 1;
+    case Layer.LAYER_CONCURRENCY:
+      return 2;
+    case Layer.LAYER_CALLER_REQUEST:
+      return 3;
+    case Layer.LAYER_CALLER_LOGIC:
+      return 4;
+    case Layer.LAYER_OWNER_RECOVERY:
+      return 5;
+    case Layer.LAYER_PROVIDER:
+      return 6;
+    case Layer.LAYER_POLICY:
+      return 7;
+    case Layer.LAYER_NONE:
+      return 8;
+    case Layer.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** The kind of a move. */
+export const MoveKind = {
+  /** MOVE_KIND_UNSPECIFIED - Never sent. */
+  MOVE_KIND_UNSPECIFIED: "MOVE_KIND_UNSPECIFIED",
+  /** MOVE_KIND_LOOK - Read the operation (Lookup) or the provider: changes nothing. */
+  MOVE_KIND_LOOK: "MOVE_KIND_LOOK",
+  /** MOVE_KIND_WAIT - Wait (for a lease, a retry time, another owner). */
+  MOVE_KIND_WAIT: "MOVE_KIND_WAIT",
+  /**
+   * MOVE_KIND_CLAIM_SAME_KEY - Claim again with the same key and request: a replay, Pending, or (when
+   * the record allows) a new attempt.
+   */
+  MOVE_KIND_CLAIM_SAME_KEY: "MOVE_KIND_CLAIM_SAME_KEY",
+  /** MOVE_KIND_RECONCILE - Reconcile from the provider's evidence (needs the reconcile scope). */
+  MOVE_KIND_RECONCILE: "MOVE_KIND_RECONCILE",
+  /** MOVE_KIND_CHANGE_CALLER - Change the caller's request or code; no call to idemd. */
+  MOVE_KIND_CHANGE_CALLER: "MOVE_KIND_CHANGE_CALLER",
+  /** MOVE_KIND_NEW_KEY - A new intent under a new key. */
+  MOVE_KIND_NEW_KEY: "MOVE_KIND_NEW_KEY",
+  /** MOVE_KIND_OPERATOR - An operator's change (policy, hold; needs the admin scope). */
+  MOVE_KIND_OPERATOR: "MOVE_KIND_OPERATOR",
+  /** MOVE_KIND_HAND_OVER - Stop and hand over to someone with more evidence or authority. */
+  MOVE_KIND_HAND_OVER: "MOVE_KIND_HAND_OVER",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type MoveKind = typeof MoveKind[keyof typeof MoveKind];
+
+export namespace MoveKind {
+  export type MOVE_KIND_UNSPECIFIED = typeof MoveKind.MOVE_KIND_UNSPECIFIED;
+  export type MOVE_KIND_LOOK = typeof MoveKind.MOVE_KIND_LOOK;
+  export type MOVE_KIND_WAIT = typeof MoveKind.MOVE_KIND_WAIT;
+  export type MOVE_KIND_CLAIM_SAME_KEY = typeof MoveKind.MOVE_KIND_CLAIM_SAME_KEY;
+  export type MOVE_KIND_RECONCILE = typeof MoveKind.MOVE_KIND_RECONCILE;
+  export type MOVE_KIND_CHANGE_CALLER = typeof MoveKind.MOVE_KIND_CHANGE_CALLER;
+  export type MOVE_KIND_NEW_KEY = typeof MoveKind.MOVE_KIND_NEW_KEY;
+  export type MOVE_KIND_OPERATOR = typeof MoveKind.MOVE_KIND_OPERATOR;
+  export type MOVE_KIND_HAND_OVER = typeof MoveKind.MOVE_KIND_HAND_OVER;
+  export type UNRECOGNIZED = typeof MoveKind.UNRECOGNIZED;
+}
+
+export function moveKindFromJSON(object: any): MoveKind {
+  switch (object) {
+    case 0:
+    case "MOVE_KIND_UNSPECIFIED":
+      return MoveKind.MOVE_KIND_UNSPECIFIED;
+    case 1:
+    case "MOVE_KIND_LOOK":
+      return MoveKind.MOVE_KIND_LOOK;
+    case 2:
+    case "MOVE_KIND_WAIT":
+      return MoveKind.MOVE_KIND_WAIT;
+    case 3:
+    case "MOVE_KIND_CLAIM_SAME_KEY":
+      return MoveKind.MOVE_KIND_CLAIM_SAME_KEY;
+    case 4:
+    case "MOVE_KIND_RECONCILE":
+      return MoveKind.MOVE_KIND_RECONCILE;
+    case 5:
+    case "MOVE_KIND_CHANGE_CALLER":
+      return MoveKind.MOVE_KIND_CHANGE_CALLER;
+    case 6:
+    case "MOVE_KIND_NEW_KEY":
+      return MoveKind.MOVE_KIND_NEW_KEY;
+    case 7:
+    case "MOVE_KIND_OPERATOR":
+      return MoveKind.MOVE_KIND_OPERATOR;
+    case 8:
+    case "MOVE_KIND_HAND_OVER":
+      return MoveKind.MOVE_KIND_HAND_OVER;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MoveKind.UNRECOGNIZED;
+  }
+}
+
+export function moveKindToNumber(object: MoveKind): number {
+  switch (object) {
+    case MoveKind.MOVE_KIND_UNSPECIFIED:
+      return 0;
+    case MoveKind.MOVE_KIND_LOOK:
+      return 1;
+    case MoveKind.MOVE_KIND_WAIT:
+      return 2;
+    case MoveKind.MOVE_KIND_CLAIM_SAME_KEY:
+      return 3;
+    case MoveKind.MOVE_KIND_RECONCILE:
+      return 4;
+    case MoveKind.MOVE_KIND_CHANGE_CALLER:
+      return 5;
+    case MoveKind.MOVE_KIND_NEW_KEY:
+      return 6;
+    case MoveKind.MOVE_KIND_OPERATOR:
+      return 7;
+    case MoveKind.MOVE_KIND_HAND_OVER:
+      return 8;
+    case MoveKind.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** Where an observation comes from: its quality. */
+export const ObservationSource = {
+  /** OBSERVATION_SOURCE_UNSPECIFIED - Never sent. */
+  OBSERVATION_SOURCE_UNSPECIFIED: "OBSERVATION_SOURCE_UNSPECIFIED",
+  /** OBSERVATION_SOURCE_HISTORY - The operation's history, written in the transaction of each transition. */
+  OBSERVATION_SOURCE_HISTORY: "OBSERVATION_SOURCE_HISTORY",
+  /** OBSERVATION_SOURCE_FINGERPRINT - A comparison of the caller's request with the stored fingerprint. */
+  OBSERVATION_SOURCE_FINGERPRINT: "OBSERVATION_SOURCE_FINGERPRINT",
+  /** OBSERVATION_SOURCE_TIMING - Times on the database clock (leases, deadlines, retry times). */
+  OBSERVATION_SOURCE_TIMING: "OBSERVATION_SOURCE_TIMING",
+  /** OBSERVATION_SOURCE_PROVIDER - What the caller found at the provider. */
+  OBSERVATION_SOURCE_PROVIDER: "OBSERVATION_SOURCE_PROVIDER",
+  /** OBSERVATION_SOURCE_COUNTERS - Counters (conflicts, replays, same-request keys): approximate. */
+  OBSERVATION_SOURCE_COUNTERS: "OBSERVATION_SOURCE_COUNTERS",
+  /** OBSERVATION_SOURCE_CALLER_REPORT - The caller's own report of what it saw. */
+  OBSERVATION_SOURCE_CALLER_REPORT: "OBSERVATION_SOURCE_CALLER_REPORT",
+  /** OBSERVATION_SOURCE_POLICY - The policy in force. */
+  OBSERVATION_SOURCE_POLICY: "OBSERVATION_SOURCE_POLICY",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type ObservationSource = typeof ObservationSource[keyof typeof ObservationSource];
+
+export namespace ObservationSource {
+  export type OBSERVATION_SOURCE_UNSPECIFIED = typeof ObservationSource.OBSERVATION_SOURCE_UNSPECIFIED;
+  export type OBSERVATION_SOURCE_HISTORY = typeof ObservationSource.OBSERVATION_SOURCE_HISTORY;
+  export type OBSERVATION_SOURCE_FINGERPRINT = typeof ObservationSource.OBSERVATION_SOURCE_FINGERPRINT;
+  export type OBSERVATION_SOURCE_TIMING = typeof ObservationSource.OBSERVATION_SOURCE_TIMING;
+  export type OBSERVATION_SOURCE_PROVIDER = typeof ObservationSource.OBSERVATION_SOURCE_PROVIDER;
+  export type OBSERVATION_SOURCE_COUNTERS = typeof ObservationSource.OBSERVATION_SOURCE_COUNTERS;
+  export type OBSERVATION_SOURCE_CALLER_REPORT = typeof ObservationSource.OBSERVATION_SOURCE_CALLER_REPORT;
+  export type OBSERVATION_SOURCE_POLICY = typeof ObservationSource.OBSERVATION_SOURCE_POLICY;
+  export type UNRECOGNIZED = typeof ObservationSource.UNRECOGNIZED;
+}
+
+export function observationSourceFromJSON(object: any): ObservationSource {
+  switch (object) {
+    case 0:
+    case "OBSERVATION_SOURCE_UNSPECIFIED":
+      return ObservationSource.OBSERVATION_SOURCE_UNSPECIFIED;
+    case 1:
+    case "OBSERVATION_SOURCE_HISTORY":
+      return ObservationSource.OBSERVATION_SOURCE_HISTORY;
+    case 2:
+    case "OBSERVATION_SOURCE_FINGERPRINT":
+      return ObservationSource.OBSERVATION_SOURCE_FINGERPRINT;
+    case 3:
+    case "OBSERVATION_SOURCE_TIMING":
+      return ObservationSource.OBSERVATION_SOURCE_TIMING;
+    case 4:
+    case "OBSERVATION_SOURCE_PROVIDER":
+      return ObservationSource.OBSERVATION_SOURCE_PROVIDER;
+    case 5:
+    case "OBSERVATION_SOURCE_COUNTERS":
+      return ObservationSource.OBSERVATION_SOURCE_COUNTERS;
+    case 6:
+    case "OBSERVATION_SOURCE_CALLER_REPORT":
+      return ObservationSource.OBSERVATION_SOURCE_CALLER_REPORT;
+    case 7:
+    case "OBSERVATION_SOURCE_POLICY":
+      return ObservationSource.OBSERVATION_SOURCE_POLICY;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ObservationSource.UNRECOGNIZED;
+  }
+}
+
+export function observationSourceToNumber(object: ObservationSource): number {
+  switch (object) {
+    case ObservationSource.OBSERVATION_SOURCE_UNSPECIFIED:
+      return 0;
+    case ObservationSource.OBSERVATION_SOURCE_HISTORY:
+      return 1;
+    case ObservationSource.OBSERVATION_SOURCE_FINGERPRINT:
+      return 2;
+    case ObservationSource.OBSERVATION_SOURCE_TIMING:
+      return 3;
+    case ObservationSource.OBSERVATION_SOURCE_PROVIDER:
+      return 4;
+    case ObservationSource.OBSERVATION_SOURCE_COUNTERS:
+      return 5;
+    case ObservationSource.OBSERVATION_SOURCE_CALLER_REPORT:
+      return 6;
+    case ObservationSource.OBSERVATION_SOURCE_POLICY:
+      return 7;
+    case ObservationSource.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** How sure the diagnosis is. */
+export const ConfidenceLevel = {
+  /** CONFIDENCE_LEVEL_UNSPECIFIED - Never sent. */
+  CONFIDENCE_LEVEL_UNSPECIFIED: "CONFIDENCE_LEVEL_UNSPECIFIED",
+  /** CONFIDENCE_LEVEL_LOW - Below 40. */
+  CONFIDENCE_LEVEL_LOW: "CONFIDENCE_LEVEL_LOW",
+  /** CONFIDENCE_LEVEL_MEDIUM - 40-69. */
+  CONFIDENCE_LEVEL_MEDIUM: "CONFIDENCE_LEVEL_MEDIUM",
+  /** CONFIDENCE_LEVEL_HIGH - 70 and above. */
+  CONFIDENCE_LEVEL_HIGH: "CONFIDENCE_LEVEL_HIGH",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type ConfidenceLevel = typeof ConfidenceLevel[keyof typeof ConfidenceLevel];
+
+export namespace ConfidenceLevel {
+  export type CONFIDENCE_LEVEL_UNSPECIFIED = typeof ConfidenceLevel.CONFIDENCE_LEVEL_UNSPECIFIED;
+  export type CONFIDENCE_LEVEL_LOW = typeof ConfidenceLevel.CONFIDENCE_LEVEL_LOW;
+  export type CONFIDENCE_LEVEL_MEDIUM = typeof ConfidenceLevel.CONFIDENCE_LEVEL_MEDIUM;
+  export type CONFIDENCE_LEVEL_HIGH = typeof ConfidenceLevel.CONFIDENCE_LEVEL_HIGH;
+  export type UNRECOGNIZED = typeof ConfidenceLevel.UNRECOGNIZED;
+}
+
+export function confidenceLevelFromJSON(object: any): ConfidenceLevel {
+  switch (object) {
+    case 0:
+    case "CONFIDENCE_LEVEL_UNSPECIFIED":
+      return ConfidenceLevel.CONFIDENCE_LEVEL_UNSPECIFIED;
+    case 1:
+    case "CONFIDENCE_LEVEL_LOW":
+      return ConfidenceLevel.CONFIDENCE_LEVEL_LOW;
+    case 2:
+    case "CONFIDENCE_LEVEL_MEDIUM":
+      return ConfidenceLevel.CONFIDENCE_LEVEL_MEDIUM;
+    case 3:
+    case "CONFIDENCE_LEVEL_HIGH":
+      return ConfidenceLevel.CONFIDENCE_LEVEL_HIGH;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ConfidenceLevel.UNRECOGNIZED;
+  }
+}
+
+export function confidenceLevelToNumber(object: ConfidenceLevel): number {
+  switch (object) {
+    case ConfidenceLevel.CONFIDENCE_LEVEL_UNSPECIFIED:
+      return 0;
+    case ConfidenceLevel.CONFIDENCE_LEVEL_LOW:
+      return 1;
+    case ConfidenceLevel.CONFIDENCE_LEVEL_MEDIUM:
+      return 2;
+    case ConfidenceLevel.CONFIDENCE_LEVEL_HIGH:
+      return 3;
+    case ConfidenceLevel.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
+/** Whether the evidence supports a move. */
+export const Verdict = {
+  /** VERDICT_UNSPECIFIED - Never sent. */
+  VERDICT_UNSPECIFIED: "VERDICT_UNSPECIFIED",
+  /** VERDICT_DIAGNOSED - Diagnosed: follow the plan. */
+  VERDICT_DIAGNOSED: "VERDICT_DIAGNOSED",
+  /**
+   * VERDICT_ESCALATE - The evidence is missing, contradictory or too stale to support a move:
+   * do nothing but what the plan says (look, hand over); missing says what
+   * would settle it.
+   */
+  VERDICT_ESCALATE: "VERDICT_ESCALATE",
+  UNRECOGNIZED: "UNRECOGNIZED",
+} as const;
+
+export type Verdict = typeof Verdict[keyof typeof Verdict];
+
+export namespace Verdict {
+  export type VERDICT_UNSPECIFIED = typeof Verdict.VERDICT_UNSPECIFIED;
+  export type VERDICT_DIAGNOSED = typeof Verdict.VERDICT_DIAGNOSED;
+  export type VERDICT_ESCALATE = typeof Verdict.VERDICT_ESCALATE;
+  export type UNRECOGNIZED = typeof Verdict.UNRECOGNIZED;
+}
+
+export function verdictFromJSON(object: any): Verdict {
+  switch (object) {
+    case 0:
+    case "VERDICT_UNSPECIFIED":
+      return Verdict.VERDICT_UNSPECIFIED;
+    case 1:
+    case "VERDICT_DIAGNOSED":
+      return Verdict.VERDICT_DIAGNOSED;
+    case 2:
+    case "VERDICT_ESCALATE":
+      return Verdict.VERDICT_ESCALATE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Verdict.UNRECOGNIZED;
+  }
+}
+
+export function verdictToNumber(object: Verdict): number {
+  switch (object) {
+    case Verdict.VERDICT_UNSPECIFIED:
+      return 0;
+    case Verdict.VERDICT_DIAGNOSED:
+      return 1;
+    case Verdict.VERDICT_ESCALATE:
+      return 2;
+    case Verdict.UNRECOGNIZED:
+    default:
+      return -1;
+  }
+}
+
 /** The caller's name for one logical operation, within its tenant. */
 export interface Scope {
   /** The action, 1-128 characters of [A-Za-z0-9._/-], e.g. "payments.charge". */
@@ -1507,6 +2265,244 @@ export interface ListHoldsRequest {
 export interface ListHoldsResponse {
   /** By tenant, then operation name. */
   holds: Hold[];
+}
+
+/** What the caller observed. Nothing of it is stored or logged. */
+export interface DiagnoseEvidence {
+  /** What happened to the caller's call. */
+  symptom: Symptom;
+  /** SYMPTOM_ERROR_STATUS: the gRPC status code (a number, 1-16). */
+  status_code: number;
+  /**
+   * SYMPTOM_ERROR_STATUS: the ErrorInfo reason it carried, if any
+   * (e.g. IDEMPOTENCY_KEY_REUSED), at most 64 characters.
+   */
+  error_reason: string;
+  /** A client-computed fingerprint, 32 bytes. */
+  fingerprint?:
+    | Buffer
+    | null;
+  /** A JSON payload, fingerprinted as Claim does (mode json). */
+  json_payload?:
+    | string
+    | null;
+  /** Opaque bytes, fingerprinted as Claim does (mode bytes). */
+  bytes_payload?:
+    | Buffer
+    | null;
+  /** The caller made a new idempotency key for its retry. */
+  new_key_for_retry: boolean;
+  /** What the caller found at the provider, if it looked. */
+  provider_finding: ProviderFinding;
+  /**
+   * How long before this request the provider lookup was sent (counted by
+   * the caller; never a wall-clock time). Required with provider_finding.
+   */
+  provider_looked_ago:
+    | Duration
+    | null;
+  /**
+   * How long before this request the caller observed the symptom; unset:
+   * just now.
+   */
+  observed_ago:
+    | Duration
+    | null;
+  /**
+   * Free text (at most 2 KiB): what else the caller saw. Checked for secrets
+   * like every other field; never stored or logged.
+   */
+  notes: string;
+}
+
+/**
+ * The caller's own limits; a plan beyond them is refused (PERMISSION_DENIED),
+ * so that an agent stops where its authority ends.
+ */
+export interface DiagnoseConstraints {
+  /** Which moves the caller may make. */
+  authority: Authority;
+  /**
+   * Only moves that can be undone or that change nothing (looking, waiting,
+   * a replay); an execution or a Reconcile is refused.
+   */
+  reversible_only: boolean;
+  /** The most new attempts (executions of the effect) the caller may start. */
+  attempt_budget?:
+    | number
+    | null
+    | undefined;
+  /** The longest the caller may wait. */
+  wait_budget: Duration | null;
+}
+
+/** Diagnose one operation. */
+export interface DiagnoseRequest {
+  /** By the caller's name for it. */
+  scope?:
+    | Scope
+    | null;
+  /** By the server's id of it. */
+  operation_id?:
+    | string
+    | null;
+  /**
+   * Optional: the name of the tenant whose operation it is; naming one needs
+   * the admin scope, as in Lookup.
+   */
+  tenant: string;
+  /** What the caller observed. */
+  evidence:
+    | DiagnoseEvidence
+    | null;
+  /** What the caller may do. */
+  constraints:
+    | DiagnoseConstraints
+    | null;
+  /**
+   * What must be true at the end, in the caller's words (at most 1 KiB):
+   * echoed in the handoff record, checked for secrets, never stored.
+   */
+  success_criterion: string;
+  /**
+   * Who asks and why, in the caller's words (at most 1 KiB): echoed in the
+   * handoff record, checked for secrets, never stored.
+   */
+  context: string;
+}
+
+/** A diagnosis. */
+export interface Diagnosis {
+  /** What the evidence points to. */
+  cause: Cause;
+  /** Where it lies. */
+  layer: Layer;
+  /** What it means, in a sentence or two. */
+  meaning: string;
+}
+
+/** One move of a plan. */
+export interface PlanStep {
+  /** What kind of move. */
+  kind: MoveKind;
+  /** What to do, in a sentence. */
+  action: string;
+  /**
+   * The scope the move needs at idemd (operations, reconcile, admin); empty
+   * when it needs none.
+   */
+  needs_scope: string;
+  /** Whether it can be undone or changes nothing. */
+  reversible: boolean;
+  /** How many new attempts (executions of the effect) it may start. */
+  attempts: number;
+  /** How long it waits, when it waits. */
+  wait: Duration | null;
+}
+
+/** A check that would confirm or refute the diagnosis. */
+export interface VerificationCheck {
+  /** What to check. */
+  check: string;
+  /** What it means if it holds. */
+  if_true: string;
+  /** What it means if it does not. */
+  if_false: string;
+}
+
+/** One observation behind a diagnosis. */
+export interface Observation {
+  /** Where it comes from. */
+  source: ObservationSource;
+  /** What was observed. */
+  detail: string;
+  /** Whether it supports the diagnosis (false: it speaks against it). */
+  supports: boolean;
+  /** What it adds to the score (0-100; negative when it speaks against). */
+  weight: number;
+}
+
+/**
+ * A confidence scored from the number and quality of independent
+ * observations (one per source counts; a second of the same source adds
+ * nothing), never from how familiar the pattern looks.
+ */
+export interface Confidence {
+  /** 0-100. */
+  score: number;
+  /** The score as a level. */
+  level: ConfidenceLevel;
+  /**
+   * Every observation considered, the ones that scored and the ones that
+   * did not.
+   */
+  observations: Observation[];
+}
+
+/** What a person or agent taking over needs to know. */
+export interface Handoff {
+  /** The operation, if one is stored. */
+  operation_id: string;
+  /** The scope. */
+  scope:
+    | Scope
+    | null;
+  /** The tenant's name. */
+  tenant: string;
+  /**
+   * The canonical payload definition: which fingerprint mode matched the
+   * caller's request (json, bytes), or client (a client-computed
+   * fingerprint), or unknown (no request to compare).
+   */
+  fingerprint_mode: string;
+  /** The stored fingerprint, hex. */
+  fingerprint: string;
+  /** The state now. */
+  state: OperationState;
+  /** The history in a sentence per attempt. */
+  history_summary: string[];
+  /** What is known about the effect's atomicity and reconciliation. */
+  effect_atomicity: string;
+  /** The retry and retention policy in force for this operation. */
+  policy: string;
+  /**
+   * The evidence about how many effects happened: attempts that owned the
+   * operation, their outcomes, the provider's finding.
+   */
+  effect_count_evidence: string;
+  /** Echoed from the request. */
+  success_criterion: string;
+  /** Echoed from the request. */
+  context: string;
+}
+
+/** The answer to Diagnose. */
+export interface DiagnoseResponse {
+  /** Whether to follow the plan or escalate. */
+  verdict: Verdict;
+  /** What the evidence points to. */
+  diagnosis:
+    | Diagnosis
+    | null;
+  /** The next safe moves, in order. */
+  plan: PlanStep[];
+  /** The checks that would confirm it, and what each result means. */
+  verification: VerificationCheck[];
+  /** What someone taking over needs to know. */
+  handoff:
+    | Handoff
+    | null;
+  /** How sure, and from which observations. */
+  confidence:
+    | Confidence
+    | null;
+  /** ESCALATE: what is missing, contradictory or stale, one item each. */
+  missing: string[];
+  /**
+   * Other findings the evidence also supports (e.g. frequent conflicts
+   * beside a conflict), weaker than the diagnosis.
+   */
+  also: Diagnosis[];
 }
 
 function createBaseScope(): Scope {
@@ -5003,6 +5999,1081 @@ export const ListHoldsResponse: MessageFns<ListHoldsResponse> = {
             }
 
             message.holds.push(Hold.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDiagnoseEvidence(): DiagnoseEvidence {
+  return {
+    symptom: Symptom.SYMPTOM_UNSPECIFIED,
+    status_code: 0,
+    error_reason: "",
+    fingerprint: null,
+    json_payload: null,
+    bytes_payload: null,
+    new_key_for_retry: false,
+    provider_finding: ProviderFinding.PROVIDER_FINDING_UNSPECIFIED,
+    provider_looked_ago: null,
+    observed_ago: null,
+    notes: "",
+  };
+}
+
+export const DiagnoseEvidence: MessageFns<DiagnoseEvidence> = {
+  encode(message: DiagnoseEvidence, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.symptom !== Symptom.SYMPTOM_UNSPECIFIED) {
+      writer.uint32(8).int32(symptomToNumber(message.symptom));
+    }
+    if (message.status_code !== 0) {
+      writer.uint32(16).uint32(message.status_code);
+    }
+    if (message.error_reason !== "") {
+      writer.uint32(26).string(message.error_reason);
+    }
+    if (message.fingerprint !== undefined && message.fingerprint !== null) {
+      writer.uint32(34).bytes(message.fingerprint);
+    }
+    if (message.json_payload !== undefined && message.json_payload !== null) {
+      writer.uint32(42).string(message.json_payload);
+    }
+    if (message.bytes_payload !== undefined && message.bytes_payload !== null) {
+      writer.uint32(50).bytes(message.bytes_payload);
+    }
+    if (message.new_key_for_retry !== false) {
+      writer.uint32(56).bool(message.new_key_for_retry);
+    }
+    if (message.provider_finding !== ProviderFinding.PROVIDER_FINDING_UNSPECIFIED) {
+      writer.uint32(64).int32(providerFindingToNumber(message.provider_finding));
+    }
+    if (message.provider_looked_ago !== undefined && message.provider_looked_ago !== null) {
+      Duration.encode(message.provider_looked_ago, writer.uint32(74).fork()).join();
+    }
+    if (message.observed_ago !== undefined && message.observed_ago !== null) {
+      Duration.encode(message.observed_ago, writer.uint32(82).fork()).join();
+    }
+    if (message.notes !== "") {
+      writer.uint32(90).string(message.notes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DiagnoseEvidence {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiagnoseEvidence();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.symptom = symptomFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status_code = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error_reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fingerprint = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.json_payload = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.bytes_payload = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.new_key_for_retry = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.provider_finding = providerFindingFromJSON(reader.int32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.provider_looked_ago = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.observed_ago = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.notes = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDiagnoseConstraints(): DiagnoseConstraints {
+  return {
+    authority: Authority.AUTHORITY_UNSPECIFIED,
+    reversible_only: false,
+    attempt_budget: null,
+    wait_budget: null,
+  };
+}
+
+export const DiagnoseConstraints: MessageFns<DiagnoseConstraints> = {
+  encode(message: DiagnoseConstraints, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authority !== Authority.AUTHORITY_UNSPECIFIED) {
+      writer.uint32(8).int32(authorityToNumber(message.authority));
+    }
+    if (message.reversible_only !== false) {
+      writer.uint32(16).bool(message.reversible_only);
+    }
+    if (message.attempt_budget !== undefined && message.attempt_budget !== null) {
+      writer.uint32(24).uint32(message.attempt_budget);
+    }
+    if (message.wait_budget !== undefined && message.wait_budget !== null) {
+      Duration.encode(message.wait_budget, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DiagnoseConstraints {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiagnoseConstraints();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.authority = authorityFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.reversible_only = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.attempt_budget = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.wait_budget = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDiagnoseRequest(): DiagnoseRequest {
+  return {
+    scope: null,
+    operation_id: null,
+    tenant: "",
+    evidence: null,
+    constraints: null,
+    success_criterion: "",
+    context: "",
+  };
+}
+
+export const DiagnoseRequest: MessageFns<DiagnoseRequest> = {
+  encode(message: DiagnoseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.scope !== undefined && message.scope !== null) {
+      Scope.encode(message.scope, writer.uint32(10).fork()).join();
+    }
+    if (message.operation_id !== undefined && message.operation_id !== null) {
+      writer.uint32(18).string(message.operation_id);
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
+    }
+    if (message.evidence !== undefined && message.evidence !== null) {
+      DiagnoseEvidence.encode(message.evidence, writer.uint32(34).fork()).join();
+    }
+    if (message.constraints !== undefined && message.constraints !== null) {
+      DiagnoseConstraints.encode(message.constraints, writer.uint32(42).fork()).join();
+    }
+    if (message.success_criterion !== "") {
+      writer.uint32(50).string(message.success_criterion);
+    }
+    if (message.context !== "") {
+      writer.uint32(58).string(message.context);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DiagnoseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiagnoseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.scope = Scope.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.operation_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.evidence = DiagnoseEvidence.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.constraints = DiagnoseConstraints.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.success_criterion = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.context = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDiagnosis(): Diagnosis {
+  return { cause: Cause.CAUSE_UNSPECIFIED, layer: Layer.LAYER_UNSPECIFIED, meaning: "" };
+}
+
+export const Diagnosis: MessageFns<Diagnosis> = {
+  encode(message: Diagnosis, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.cause !== Cause.CAUSE_UNSPECIFIED) {
+      writer.uint32(8).int32(causeToNumber(message.cause));
+    }
+    if (message.layer !== Layer.LAYER_UNSPECIFIED) {
+      writer.uint32(16).int32(layerToNumber(message.layer));
+    }
+    if (message.meaning !== "") {
+      writer.uint32(26).string(message.meaning);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Diagnosis {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiagnosis();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.cause = causeFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.layer = layerFromJSON(reader.int32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.meaning = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePlanStep(): PlanStep {
+  return {
+    kind: MoveKind.MOVE_KIND_UNSPECIFIED,
+    action: "",
+    needs_scope: "",
+    reversible: false,
+    attempts: 0,
+    wait: null,
+  };
+}
+
+export const PlanStep: MessageFns<PlanStep> = {
+  encode(message: PlanStep, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== MoveKind.MOVE_KIND_UNSPECIFIED) {
+      writer.uint32(8).int32(moveKindToNumber(message.kind));
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    if (message.needs_scope !== "") {
+      writer.uint32(26).string(message.needs_scope);
+    }
+    if (message.reversible !== false) {
+      writer.uint32(32).bool(message.reversible);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(40).uint32(message.attempts);
+    }
+    if (message.wait !== undefined && message.wait !== null) {
+      Duration.encode(message.wait, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanStep {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanStep();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.kind = moveKindFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.needs_scope = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reversible = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.wait = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseVerificationCheck(): VerificationCheck {
+  return { check: "", if_true: "", if_false: "" };
+}
+
+export const VerificationCheck: MessageFns<VerificationCheck> = {
+  encode(message: VerificationCheck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.check !== "") {
+      writer.uint32(10).string(message.check);
+    }
+    if (message.if_true !== "") {
+      writer.uint32(18).string(message.if_true);
+    }
+    if (message.if_false !== "") {
+      writer.uint32(26).string(message.if_false);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VerificationCheck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVerificationCheck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.check = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.if_true = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.if_false = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseObservation(): Observation {
+  return { source: ObservationSource.OBSERVATION_SOURCE_UNSPECIFIED, detail: "", supports: false, weight: 0 };
+}
+
+export const Observation: MessageFns<Observation> = {
+  encode(message: Observation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.source !== ObservationSource.OBSERVATION_SOURCE_UNSPECIFIED) {
+      writer.uint32(8).int32(observationSourceToNumber(message.source));
+    }
+    if (message.detail !== "") {
+      writer.uint32(18).string(message.detail);
+    }
+    if (message.supports !== false) {
+      writer.uint32(24).bool(message.supports);
+    }
+    if (message.weight !== 0) {
+      writer.uint32(32).int32(message.weight);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Observation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseObservation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.source = observationSourceFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.supports = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.weight = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseConfidence(): Confidence {
+  return { score: 0, level: ConfidenceLevel.CONFIDENCE_LEVEL_UNSPECIFIED, observations: [] };
+}
+
+export const Confidence: MessageFns<Confidence> = {
+  encode(message: Confidence, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.score !== 0) {
+      writer.uint32(8).uint32(message.score);
+    }
+    if (message.level !== ConfidenceLevel.CONFIDENCE_LEVEL_UNSPECIFIED) {
+      writer.uint32(16).int32(confidenceLevelToNumber(message.level));
+    }
+    for (const v of message.observations) {
+      Observation.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Confidence {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConfidence();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.score = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.level = confidenceLevelFromJSON(reader.int32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.observations.push(Observation.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseHandoff(): Handoff {
+  return {
+    operation_id: "",
+    scope: null,
+    tenant: "",
+    fingerprint_mode: "",
+    fingerprint: "",
+    state: OperationState.OPERATION_STATE_UNSPECIFIED,
+    history_summary: [],
+    effect_atomicity: "",
+    policy: "",
+    effect_count_evidence: "",
+    success_criterion: "",
+    context: "",
+  };
+}
+
+export const Handoff: MessageFns<Handoff> = {
+  encode(message: Handoff, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operation_id !== "") {
+      writer.uint32(10).string(message.operation_id);
+    }
+    if (message.scope !== undefined && message.scope !== null) {
+      Scope.encode(message.scope, writer.uint32(18).fork()).join();
+    }
+    if (message.tenant !== "") {
+      writer.uint32(26).string(message.tenant);
+    }
+    if (message.fingerprint_mode !== "") {
+      writer.uint32(34).string(message.fingerprint_mode);
+    }
+    if (message.fingerprint !== "") {
+      writer.uint32(42).string(message.fingerprint);
+    }
+    if (message.state !== OperationState.OPERATION_STATE_UNSPECIFIED) {
+      writer.uint32(48).int32(operationStateToNumber(message.state));
+    }
+    for (const v of message.history_summary) {
+      writer.uint32(58).string(v!);
+    }
+    if (message.effect_atomicity !== "") {
+      writer.uint32(66).string(message.effect_atomicity);
+    }
+    if (message.policy !== "") {
+      writer.uint32(74).string(message.policy);
+    }
+    if (message.effect_count_evidence !== "") {
+      writer.uint32(82).string(message.effect_count_evidence);
+    }
+    if (message.success_criterion !== "") {
+      writer.uint32(90).string(message.success_criterion);
+    }
+    if (message.context !== "") {
+      writer.uint32(98).string(message.context);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Handoff {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHandoff();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operation_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.scope = Scope.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fingerprint_mode = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.fingerprint = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.state = operationStateFromJSON(reader.int32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.history_summary.push(reader.string());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.effect_atomicity = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.policy = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.effect_count_evidence = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.success_criterion = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.context = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDiagnoseResponse(): DiagnoseResponse {
+  return {
+    verdict: Verdict.VERDICT_UNSPECIFIED,
+    diagnosis: null,
+    plan: [],
+    verification: [],
+    handoff: null,
+    confidence: null,
+    missing: [],
+    also: [],
+  };
+}
+
+export const DiagnoseResponse: MessageFns<DiagnoseResponse> = {
+  encode(message: DiagnoseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.verdict !== Verdict.VERDICT_UNSPECIFIED) {
+      writer.uint32(8).int32(verdictToNumber(message.verdict));
+    }
+    if (message.diagnosis !== undefined && message.diagnosis !== null) {
+      Diagnosis.encode(message.diagnosis, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.plan) {
+      PlanStep.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.verification) {
+      VerificationCheck.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.handoff !== undefined && message.handoff !== null) {
+      Handoff.encode(message.handoff, writer.uint32(42).fork()).join();
+    }
+    if (message.confidence !== undefined && message.confidence !== null) {
+      Confidence.encode(message.confidence, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.missing) {
+      writer.uint32(58).string(v!);
+    }
+    for (const v of message.also) {
+      Diagnosis.encode(v!, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DiagnoseResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiagnoseResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.verdict = verdictFromJSON(reader.int32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.diagnosis = Diagnosis.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.plan.push(PlanStep.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.verification.push(VerificationCheck.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.handoff = Handoff.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.confidence = Confidence.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.missing.push(reader.string());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.also.push(Diagnosis.decode(reader, reader.uint32()));
             continue;
           }
         }

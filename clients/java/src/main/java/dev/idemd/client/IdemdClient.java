@@ -13,6 +13,8 @@ import dev.idemd.idem.v1.GetPolicyRequest;
 import dev.idemd.idem.v1.GetPolicyResponse;
 import dev.idemd.idem.v1.HoldRequest;
 import dev.idemd.idem.v1.HoldResponse;
+import dev.idemd.idem.v1.DiagnoseRequest;
+import dev.idemd.idem.v1.DiagnoseResponse;
 import dev.idemd.idem.v1.ListHoldsRequest;
 import dev.idemd.idem.v1.ListHoldsResponse;
 import dev.idemd.idem.v1.ListOperationsRequest;
@@ -196,6 +198,14 @@ public final class IdemdClient implements AutoCloseable {
     return await(listHoldsAsync(request));
   }
 
+  /**
+   * What the evidence about one operation means and the next safe moves (needs the {@code
+   * operations}, {@code reconcile} or {@code admin} scope). Reads only.
+   */
+  public DiagnoseResponse diagnose(DiagnoseRequest request) {
+    return await(diagnoseAsync(request));
+  }
+
   // ---- the RPCs, asynchronous ------------------------------------------------------------
 
   /** {@link #claim}, completing with the answer or a typed {@link IdemdStatusException}. */
@@ -263,6 +273,11 @@ public final class IdemdClient implements AutoCloseable {
   /** {@link #listHolds}, asynchronously. */
   public CompletableFuture<ListHoldsResponse> listHoldsAsync(ListHoldsRequest request) {
     return send(Rpc.LIST_HOLDS, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
+  }
+
+  /** {@link #diagnose}, asynchronously. */
+  public CompletableFuture<DiagnoseResponse> diagnoseAsync(DiagnoseRequest request) {
+    return send(Rpc.DIAGNOSE, request, Long.MAX_VALUE, 0).thenApply(Answered::response);
   }
 
   // ---- executeOnce -----------------------------------------------------------------------

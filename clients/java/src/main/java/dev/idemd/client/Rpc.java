@@ -15,6 +15,8 @@ import dev.idemd.idem.v1.GetPolicyResponse;
 import dev.idemd.idem.v1.HoldRequest;
 import dev.idemd.idem.v1.HoldResponse;
 import dev.idemd.idem.v1.Idempotency;
+import dev.idemd.idem.v1.DiagnoseRequest;
+import dev.idemd.idem.v1.DiagnoseResponse;
 import dev.idemd.idem.v1.ListHoldsRequest;
 import dev.idemd.idem.v1.ListHoldsResponse;
 import dev.idemd.idem.v1.ListOperationsRequest;
@@ -86,6 +88,9 @@ final class Rpc<Req extends Message, Resp extends Message> {
           "ListHolds",
           ListHoldsRequest.getDefaultInstance(),
           ListHoldsResponse.getDefaultInstance());
+  static final Rpc<DiagnoseRequest, DiagnoseResponse> DIAGNOSE =
+      new Rpc<>(
+          "Diagnose", DiagnoseRequest.getDefaultInstance(), DiagnoseResponse.getDefaultInstance());
 
   static final List<Rpc<?, ?>> ALL =
       List.of(
@@ -101,7 +106,8 @@ final class Rpc<Req extends Message, Resp extends Message> {
           GET_POLICY,
           HOLD,
           RELEASE,
-          LIST_HOLDS);
+          LIST_HOLDS,
+          DIAGNOSE);
 
   final String name;
   final MethodDescriptor<Req, Resp> method;
