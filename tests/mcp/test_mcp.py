@@ -245,6 +245,18 @@ async def test_lookup_returns_the_operation_its_state_fence_and_result(idemd: Id
     assert [entry["event"] for entry in with_history["history"]] == ["CLAIMED", "COMPLETED"]
 
 
+async def test_lookup_leaves_a_large_result_body_out_and_says_how_large(idemd: Idemd) -> None:
+    body = json.dumps({"receipt": "x" * 20_000}).encode()
+    operation_id, _ = idemd.succeeded(key(), body)
+    async with mcp_session(idemd, idemd.operations_token) as session:
+        error, document = await call(session, "lookup", {"operation_id": operation_id})
+    assert not error, document
+    assert document["result_body_omitted"]["bytes"] == len(body)
+    assert "body" not in document["operation"]["result"]
+    assert document["result_body_text"] is None
+    assert "x" * 100 not in json.dumps(document)
+
+
 async def test_a_refusal_is_a_tool_error_with_the_servers_code(idemd: Idemd) -> None:
     async with mcp_session(idemd, idemd.operations_token) as session:
         error, document = await call(session, "lookup", {"operation_id": str(uuid.uuid4())})

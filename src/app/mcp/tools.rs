@@ -180,7 +180,7 @@ impl Tools {
             title = "Reconcile an unknown outcome",
             read_only_hint = false,
             destructive_hint = true,
-            idempotent_hint = false,
+            idempotent_hint = true,
             open_world_hint = false
         )
     )]
