@@ -59,6 +59,14 @@ pub enum Command {
     /// 6 not all reconciled (reconcile --filter), 130 interrupted.
     #[command(subcommand)]
     Ops(OpsCommand),
+    /// An MCP server on stdio for agents: lookup, list_unresolved and
+    /// diagnose, and reconcile when the credential has the reconcile scope
+    /// (each call confirmed explicitly). A client of a running server, as
+    /// `idemd ops` is: the server enforces every scope.
+    Mcp {
+        #[command(flatten)]
+        connection: OpsConnectionArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -85,7 +85,16 @@ pub fn init(format: LogFormat, export: TraceExport) -> Result<Telemetry, BoxErro
         .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("idemd")));
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
 
-    let registry = tracing_subscriber::registry().with(filter).with(otel_layer);
+    // The MCP SDK (`idemd mcp`) logs whole requests and results at debug and
+    // trace: tool arguments and answers, which may carry payloads and
+    // evidence. Never those, whatever RUST_LOG asks for.
+    let quiet_mcp_sdk = tracing_subscriber::filter::filter_fn(|metadata| {
+        !(metadata.target().starts_with("rmcp") && *metadata.level() > tracing::Level::INFO)
+    });
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(quiet_mcp_sdk)
+        .with(otel_layer);
     let installed = match format {
         LogFormat::Json => registry
             .with(

@@ -4,6 +4,7 @@
 
 mod background;
 mod dev;
+mod mcp;
 mod ops;
 mod policy;
 mod serve;
@@ -89,6 +90,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
         Command::Policy(command) => policy::check(command),
         // A client of a running server: no store, no database flags.
         Command::Ops(command) => ops::run_ops(command).await,
+        // The same kind of client, for agents, on stdio.
+        Command::Mcp { connection } => mcp::run_mcp(connection).await,
         Command::Migrate => {
             let opened = open_store(
                 &settings::store_options_from(&cli.database)?,

@@ -15,16 +15,18 @@ use crate::config::OpsConnectionArgs;
 use crate::error::BoxError;
 use crate::proto::idempotency_service_client::IdempotencyServiceClient;
 
-/// A connected client and what every request carries.
-pub(super) struct Server {
-    pub(super) client: IdempotencyServiceClient<Channel>,
+/// A connected client and what every request carries. Cloning shares the
+/// channel (`idemd mcp` answers tool calls concurrently).
+#[derive(Clone)]
+pub(in crate::app) struct Server {
+    pub(in crate::app) client: IdempotencyServiceClient<Channel>,
     /// None: the client certificate is the credential.
     authorization: Option<AsciiMetadataValue>,
     timeout: Duration,
 }
 
 impl Server {
-    pub(super) async fn connect(args: &OpsConnectionArgs) -> Result<Self, BoxError> {
+    pub(in crate::app) async fn connect(args: &OpsConnectionArgs) -> Result<Self, BoxError> {
         // Checked before any connection: no credential at all (an unset
         // variable in a script) would only come back as UNAUTHENTICATED,
         // later and less clearly.
@@ -75,7 +77,7 @@ impl Server {
 
     /// `message` with the bearer token (if the credential is one) and the
     /// call's deadline (which the server also sees, as grpc-timeout).
-    pub(super) fn request<T>(&self, message: T) -> Request<T> {
+    pub(in crate::app) fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         if let Some(authorization) = &self.authorization {
             request

@@ -51,26 +51,65 @@ impl OpsFailure {
             _ => EXIT_REFUSED,
         };
         let mut message = format!("{rpc} refused: {:?}: {}", status.code(), status.message());
-        if let Some(info) = status.get_details_error_info() {
-            message.push_str(&format!("\n  reason: {}", info.reason));
-            let mut metadata: Vec<_> = info.metadata.into_iter().collect();
-            metadata.sort();
-            for (name, value) in metadata {
+        let details = StatusDetails::of(status);
+        if let Some(reason) = &details.reason {
+            message.push_str(&format!("\n  reason: {reason}"));
+            for (name, value) in &details.metadata {
                 message.push_str(&format!("\n  {name}: {value}"));
             }
         }
-        if let Some(bad_request) = status.get_details_bad_request() {
-            for violation in bad_request.field_violations {
-                message.push_str(&format!(
-                    "\n  field {}: {}",
-                    violation.field, violation.description
-                ));
-            }
+        for (field, description) in &details.field_violations {
+            message.push_str(&format!("\n  field {field}: {description}"));
         }
         if exit_code == EXIT_UNREACHABLE {
             message = format!("cannot reach the server: {message}");
         }
         Self::new(exit_code, message)
+    }
+}
+
+/// The google.rpc details of a status that a caller acts on, decoded once
+/// for `idemd ops` (text) and `idemd mcp` (JSON).
+pub(in crate::app) struct StatusDetails {
+    /// ErrorInfo's reason (API: UPPER_SNAKE, stable, documented).
+    pub(in crate::app) reason: Option<String>,
+    /// ErrorInfo's metadata, sorted by name.
+    pub(in crate::app) metadata: Vec<(String, String)>,
+    /// BadRequest's field violations: the field and what is wrong with it.
+    pub(in crate::app) field_violations: Vec<(String, String)>,
+    /// RetryInfo's delay: when to try again.
+    pub(in crate::app) retry_delay: Option<std::time::Duration>,
+}
+
+impl StatusDetails {
+    pub(in crate::app) fn of(status: &Status) -> Self {
+        let (reason, metadata) = match status.get_details_error_info() {
+            Some(info) => {
+                let mut metadata: Vec<_> = info.metadata.into_iter().collect();
+                metadata.sort();
+                (Some(info.reason), metadata)
+            }
+            None => (None, Vec::new()),
+        };
+        let field_violations = status
+            .get_details_bad_request()
+            .map(|bad_request| {
+                bad_request
+                    .field_violations
+                    .into_iter()
+                    .map(|violation| (violation.field, violation.description))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let retry_delay = status
+            .get_details_retry_info()
+            .and_then(|retry| retry.retry_delay);
+        Self {
+            reason,
+            metadata,
+            field_violations,
+            retry_delay,
+        }
     }
 }
 

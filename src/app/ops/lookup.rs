@@ -74,6 +74,19 @@ async fn read_with_history(
     target: Target,
     tenant: &str,
 ) -> Result<(Operation, Vec<HistoryEntry>), BoxError> {
+    Ok(fetch_with_history(server, target, tenant)
+        .await
+        .map_err(|status| OpsFailure::from_status("Lookup", &status))?)
+}
+
+/// The operation and its whole history (every page), or the status Lookup
+/// was refused with, as the server sent it (`idemd mcp` hands its details
+/// to the agent as they are).
+pub(in crate::app) async fn fetch_with_history(
+    server: &mut Server,
+    target: Target,
+    tenant: &str,
+) -> Result<(Operation, Vec<HistoryEntry>), tonic::Status> {
     let mut history = Vec::new();
     let mut page_token = String::new();
     loop {
@@ -84,12 +97,7 @@ async fn read_with_history(
             history_page_token: page_token.clone(),
             tenant: tenant.to_owned(),
         });
-        let response = server
-            .client
-            .lookup(request)
-            .await
-            .map_err(|status| OpsFailure::from_status("Lookup", &status))?
-            .into_inner();
+        let response = server.client.lookup(request).await?.into_inner();
         history.extend(response.history);
         // The operation as of the last page: the freshest read.
         let next = response.next_history_page_token;
@@ -98,7 +106,9 @@ async fn read_with_history(
         }
         // A server that hands back the same token would loop forever.
         if next == page_token {
-            return Err("Lookup returned the same history page token twice".into());
+            return Err(tonic::Status::internal(
+                "Lookup returned the same history page token twice",
+            ));
         }
         page_token = next;
     }
@@ -122,7 +132,7 @@ fn json_document(operation: &Operation, history: &[HistoryEntry]) -> Result<Valu
 
 /// The answer, the operation and its body as text: lookup's JSON document
 /// without the history (`ops show` prints the history one entry a line).
-pub(super) fn operation_json(operation: &Operation) -> Result<Value, BoxError> {
+pub(in crate::app) fn operation_json(operation: &Operation) -> Result<Value, BoxError> {
     // The proto's own JSON mapping (what grpcurl prints), plus the body as
     // text when it is text: the mapping gives bytes as base64.
     let body_text = operation.result.as_ref().and_then(render::readable_body);

@@ -4,15 +4,17 @@
 //! commands only call the RPCs, ask before a write, and print.
 
 mod bulk;
-mod connect;
+// `idemd mcp` (src/app/mcp) is a client of the same API: it connects,
+// decodes refusals and reads operations as these commands do.
+pub(in crate::app) mod connect;
 mod diagnose;
-mod failure;
+pub(in crate::app) mod failure;
 mod forget;
 mod hold;
 mod list;
-mod lookup;
+pub(in crate::app) mod lookup;
 mod policy;
-mod reconcile;
+pub(in crate::app) mod reconcile;
 mod render;
 mod show;
 

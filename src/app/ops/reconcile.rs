@@ -62,7 +62,7 @@ pub(super) fn resolution(
 
 /// What the caller's next Claim does after this resolution, in the words
 /// support staff use with the caller.
-fn consequence(resolution: &Resolution) -> String {
+pub(in crate::app) fn consequence(resolution: &Resolution) -> String {
     match resolution {
         Resolution::Succeeded(result) => format!(
             "SUCCEEDED stores this result ({} bytes, {}): the caller's next Claim replays this \
