@@ -356,39 +356,51 @@ async fn a_plan_beyond_the_callers_scope_or_constraints_stops(backend: Backend) 
         .expect_err("beyond the constraints");
         assert_status(&stopped, Code::PermissionDenied, reason);
     }
-    // A budget of no new attempts stops a plan that starts one.
-    let absent = claim_owned(
-        &mut client,
-        &caller,
-        claim_json(CHARGE, "retry", r#"{"amount": 3}"#),
-    )
-    .await;
-    fail_unknown(&mut client, &caller, &absent).await;
+    // A budget of no new attempts stops a plan that starts one: nothing is
+    // stored under the scope, so the plan is a Claim that executes.
     let stopped = diagnose(
         &mut client,
-        &reconciler,
+        &caller,
         proto::DiagnoseRequest {
             constraints: Some(proto::DiagnoseConstraints {
                 attempt_budget: Some(0),
                 ..Default::default()
             }),
-            ..by_scope(
-                "retry",
-                proto::DiagnoseEvidence {
-                    provider_finding: proto::ProviderFinding::NoEffect.into(),
-                    provider_looked_ago: millis(0),
-                    ..saw(proto::Symptom::StuckInProgress)
-                },
-            )
+            ..by_scope("never-sent", saw(proto::Symptom::TimeoutBeforeResponse))
         },
     )
+    .await
+    .expect_err("beyond the attempt budget");
+    assert_status(&stopped, Code::PermissionDenied, "PLAN_EXCEEDS_BUDGET");
+    let (_, metadata) = error_info(&stopped);
+    assert_eq!(
+        metadata.get("attempt_budget").map(String::as_str),
+        Some("0")
+    );
+    // A wait budget shorter than the live owner's lease stops a plan that
+    // waits for it.
+    let _running = claim_owned(
+        &mut client,
+        &caller,
+        claim_json(CHARGE, "running", r#"{"amount": 4}"#),
+    )
     .await;
-    // The attempt's deadline may not have passed yet: then the lookup was too
-    // early and the answer escalates instead of planning an attempt.
-    match stopped {
-        Err(status) => assert_status(&status, Code::PermissionDenied, "PLAN_EXCEEDS_BUDGET"),
-        Ok(answer) => assert_eq!(answer.verdict(), proto::Verdict::Escalate, "{answer:?}"),
-    }
+    let stopped = diagnose(
+        &mut client,
+        &caller,
+        proto::DiagnoseRequest {
+            constraints: Some(proto::DiagnoseConstraints {
+                wait_budget: millis(0),
+                ..Default::default()
+            }),
+            ..by_scope("running", saw(proto::Symptom::ConcurrentDuplicates))
+        },
+    )
+    .await
+    .expect_err("beyond the wait budget");
+    assert_status(&stopped, Code::PermissionDenied, "PLAN_EXCEEDS_BUDGET");
+    let (_, metadata) = error_info(&stopped);
+    assert!(metadata.contains_key("wait_needed"), "{metadata:?}");
 }
 
 async fn contradictory_or_premature_evidence_escalates(backend: Backend) {
