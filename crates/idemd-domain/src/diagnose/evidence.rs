@@ -4,6 +4,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use crate::model::Fingerprint;
+
 /// What the caller saw that made it ask.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Symptom {
@@ -36,6 +38,28 @@ pub mod status_code {
     pub const UNAVAILABLE: u32 = 14;
     pub const UNAUTHENTICATED: u32 = 16;
 }
+
+/// How a request's fingerprint was computed, as far as a comparison tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Client,
+    Json,
+    Bytes,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Client => "client",
+            Mode::Json => "json",
+            Mode::Bytes => "bytes",
+        }
+    }
+}
+
+/// The fingerprints the caller's request could have: a client-computed one,
+/// or a payload's under each mode it parses in (admission computes them).
+pub type Candidates = Vec<(Mode, Fingerprint)>;
 
 /// What the caller found at the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +134,7 @@ pub struct Granted {
 pub struct DiagnoseCommand {
     pub target: crate::query::Target,
     pub symptom: Symptom,
-    pub candidates: super::map::Candidates,
+    pub candidates: Candidates,
     pub new_key_for_retry: bool,
     pub provider: Option<(ProviderFinding, TimeDelta)>,
     pub observed_ago: TimeDelta,

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::evidence::{Evidence, ProviderFinding};
+use super::evidence::{Candidates, Evidence, Mode, ProviderFinding};
 use super::facts::Facts;
-use super::map::{Candidates, Mode, span};
+use super::map::span;
 use super::report::Handoff;
 use crate::model::{HistoryEvent, OnFailed, State};
 

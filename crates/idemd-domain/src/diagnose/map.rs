@@ -18,7 +18,9 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::evidence::{Evidence, ProviderEvidence, ProviderFinding, Symptom, status_code};
+use super::evidence::{
+    Candidates, Evidence, Mode, ProviderEvidence, ProviderFinding, Symptom, status_code,
+};
 use super::facts::Facts;
 use super::report::{Cause, Check, Diagnosis, Layer, Observation, Source, Step};
 use crate::model::{FailureReason, Fingerprint, HistoryEvent, State};
@@ -29,28 +31,6 @@ pub const FREQUENT_CONFLICTS: u64 = 3;
 pub const EVIDENCE_MAX_AGE: TimeDelta = TimeDelta::hours(24);
 /// Retention this long, with no policy ceiling, keeps a store growing.
 pub const LONG_RETENTION: TimeDelta = TimeDelta::days(30);
-
-/// How a request's fingerprint was computed, as far as a comparison tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Client,
-    Json,
-    Bytes,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Client => "client",
-            Mode::Json => "json",
-            Mode::Bytes => "bytes",
-        }
-    }
-}
-
-/// The fingerprints the caller's request could have: a client-computed one,
-/// or a payload's under each mode it parses in (admission computes them).
-pub type Candidates = Vec<(Mode, Fingerprint)>;
 
 /// What the map found, before scoring and the handoff.
 #[derive(Debug, Clone, PartialEq, Eq)]

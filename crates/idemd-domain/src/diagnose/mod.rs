@@ -21,11 +21,10 @@ mod tests;
 
 pub use authority::{Stop, check};
 pub use evidence::{
-    Authority, Constraints, DiagnoseCommand, Evidence, Granted, ProviderEvidence, ProviderFinding,
-    Symptom,
+    Authority, Candidates, Constraints, DiagnoseCommand, Evidence, Granted, Mode, ProviderEvidence,
+    ProviderFinding, Symptom,
 };
 pub use facts::Facts;
-pub use map::{Candidates, Mode};
 pub use report::{
     Cause, Check, Confidence, Diagnosis, Handoff, Layer, Level, MoveKind, Needs, Observation,
     Report, Source, Step, Verdict,
