@@ -13,10 +13,10 @@ use tracing::info;
 
 use crate::console::pages::holds::holds_page;
 use crate::console::paths;
-use crate::console::security::{ExpectedOrigin, csrf_ok, same_origin};
+use crate::console::security::ExpectedOrigin;
 use crate::proto::{self, HoldRequest, ListHoldsRequest, ReleaseRequest};
 
-use super::{Shared, SignedIn, console_refusal, forged, html, refused, sign_in};
+use super::{Shared, SignedIn, console_refusal, html, refused, sign_in, sign_in_to_write};
 
 #[derive(Deserialize, Default)]
 pub(in crate::console) struct HoldsQuery {
@@ -110,13 +110,11 @@ pub(in crate::console) async fn hold(
     Extension(origin): Extension<ExpectedOrigin>,
     Form(form): Form<HoldForm>,
 ) -> Response {
-    let signed_in = match sign_in(&console, &headers).await {
+    let signed_in = match sign_in_to_write(&console, &headers, &origin, form.csrf.as_deref()).await
+    {
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    if !same_origin(&headers, &origin) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
-        return forged(&signed_in);
-    }
     let operation = match held_operation(&form) {
         Ok(operation) => operation,
         Err(message) => return invalid(&signed_in, message),
@@ -171,13 +169,11 @@ pub(in crate::console) async fn release(
     Extension(origin): Extension<ExpectedOrigin>,
     Form(form): Form<ReleaseForm>,
 ) -> Response {
-    let signed_in = match sign_in(&console, &headers).await {
+    let signed_in = match sign_in_to_write(&console, &headers, &origin, form.csrf.as_deref()).await
+    {
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    if !same_origin(&headers, &origin) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
-        return forged(&signed_in);
-    }
     let request = ReleaseRequest {
         tenant: form.tenant,
         operation: form.operation,

@@ -29,7 +29,7 @@ use tonic::Code;
 use super::Console;
 use super::calls::Refusal;
 use super::pages::{Viewer, error_page};
-use super::security::session_id;
+use super::security::{ExpectedOrigin, csrf_ok, same_origin, session_id};
 use super::session::Session;
 use crate::auth::{Principal, Scope};
 use crate::proto::{self, LookupRequest, lookup_request::Target};
@@ -102,6 +102,22 @@ async fn sign_in(console: &Console, headers: &HeaderMap) -> Result<SignedIn, Res
             Err(to_login())
         }
     }
+}
+
+/// A write from one of the console's forms: the session signed in, the
+/// request from the console's own origin, carrying the session's CSRF token.
+/// Anything else is answered (the sign-in page, or "nothing was changed").
+async fn sign_in_to_write(
+    console: &Console,
+    headers: &HeaderMap,
+    origin: &ExpectedOrigin,
+    csrf: Option<&str>,
+) -> Result<SignedIn, Response> {
+    let signed_in = sign_in(console, headers).await?;
+    if !same_origin(headers, origin) || !csrf_ok(&signed_in.session.csrf, csrf) {
+        return Err(forged(&signed_in));
+    }
+    Ok(signed_in)
 }
 
 fn html(status: StatusCode, markup: Markup) -> Response {

@@ -10,13 +10,13 @@ use tonic::Code;
 use tracing::info;
 
 use crate::console::pages::reconcile::{Choice, choose_page, review_page};
-use crate::console::security::{ExpectedOrigin, csrf_ok, same_origin};
+use crate::console::security::ExpectedOrigin;
 use crate::console::{Console, paths};
 use crate::proto::{self, ReconcileRequest, reconcile_request::Resolution};
 
 use super::{
-    Shared, SignedIn, TenantQuery, console_refusal, forged, html, read_operation, refused,
-    shown_now, sign_in,
+    Shared, SignedIn, TenantQuery, console_refusal, html, read_operation, refused, shown_now,
+    sign_in, sign_in_to_write,
 };
 
 pub(in crate::console) async fn reconcile_form(
@@ -100,13 +100,11 @@ pub(in crate::console) async fn reconcile(
     Query(query): Query<TenantQuery>,
     Form(form): Form<ReconcileForm>,
 ) -> Response {
-    let signed_in = match sign_in(&console, &headers).await {
+    let signed_in = match sign_in_to_write(&console, &headers, &origin, form.csrf.as_deref()).await
+    {
         Ok(signed_in) => signed_in,
         Err(response) => return response,
     };
-    if !same_origin(&headers, &origin) || !csrf_ok(&signed_in.session.csrf, form.csrf.as_deref()) {
-        return forged(&signed_in);
-    }
     let Some(choice) = form.choice() else {
         let refusal = console_refusal(
             Code::InvalidArgument,
