@@ -67,6 +67,17 @@
 //   ALREADY_FORGOTTEN       FAILED_PRECONDITION  Forget of an operation that is a
 //                                                tombstone already (forgotten, or
 //                                                past retention)
+//   EVIDENCE_CARRIES_SECRET INVALID_ARGUMENT     Diagnose evidence carries a secret
+//                                                (metadata field and kind, never
+//                                                the value)
+//   PLAN_EXCEEDS_SCOPE      PERMISSION_DENIED    a Diagnose plan needs a scope the
+//                                                credential lacks (step, scope)
+//   PLAN_EXCEEDS_AUTHORITY  PERMISSION_DENIED    a Diagnose plan needs a move the
+//                                                caller's constraints forbid
+//   PLAN_NOT_REVERSIBLE     PERMISSION_DENIED    a Diagnose plan needs a move that
+//                                                cannot be undone (reversible_only)
+//   PLAN_EXCEEDS_BUDGET     PERMISSION_DENIED    a Diagnose plan needs more attempts
+//                                                or waits than the caller's budget
 // The ErrorInfo of IDEMPOTENCY_KEY_REUSED through STATE_FORBIDS, and of
 // OPERATION_UNRESOLVED and ALREADY_FORGOTTEN, carries
 // `operation_id` in its metadata, and where it helps `state` and
