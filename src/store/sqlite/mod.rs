@@ -31,6 +31,7 @@ use tracing::Instrument;
 use super::acquire::AcquireWaits;
 use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreError, StoreResult};
+use super::one_at_a_time::OneAtATime;
 use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
@@ -83,6 +84,9 @@ pub struct SqliteStore {
     lock: Arc<Mutex<Option<DatabaseLock>>>,
     pause_before_write: Option<PauseHook>,
     history_cap: HistoryCap,
+    /// First claims of one scope take the writer one at a time (see
+    /// `insert_or_find`).
+    first_claims: Arc<OneAtATime>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -168,6 +172,7 @@ impl SqliteStore {
             lock: Arc::new(Mutex::new(lock)),
             pause_before_write: None,
             history_cap: HistoryCap::default(),
+            first_claims: Arc::default(),
         })
     }
 
@@ -216,6 +221,39 @@ impl SqliteStore {
             .count())
     }
 
+    /// Draws the next fence and reads the clock, by one statement: how a
+    /// first claim starts ([`Dialect::advance_fence`] and the clock, read
+    /// under the write lock `BEGIN IMMEDIATE` took).
+    async fn advance_fence_at_clock(
+        connection: &mut SqliteConnection,
+    ) -> StoreResult<DateTime<Utc>> {
+        let (now,): (DateTime<Utc>,) = sqlx::query_as(
+            "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 \
+             RETURNING strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+        )
+        .fetch_one(&mut *connection)
+        .instrument(Self::statement("UPDATE operation_fence"))
+        .await?;
+        Ok(now)
+    }
+
+    /// A scope's record as the readers see it, for a Claim.
+    async fn read_existing(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<ClaimStart>> {
+        let found = Self::read_with_clock(&self.readers, tenant, target).await?;
+        Ok(found.map(|(record, now)| {
+            ClaimStart::Existing(Found {
+                record,
+                history: Vec::new(),
+                more_history: false,
+                now,
+            })
+        }))
+    }
+
     /// The first claim of a scope: the fence drawn and the row inserted in
     /// one write transaction; the unique scope settles it, and a scope that
     /// has a record inserts nothing (and gives its fence back by rolling back).
@@ -227,8 +265,7 @@ impl SqliteStore {
     ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
         let mut transaction = self.begin_write().await?;
-        let now = Self::database_now(&mut transaction).await?;
-        Self::advance_fence(&mut transaction).await?;
+        let now = Self::advance_fence_at_clock(&mut transaction).await?;
         let after = |offset: TimeDelta| stamp(now + offset);
         let row: Option<OperationRow> = sqlx::query_as(include_str!("sql/insert_first_claim.sql"))
             .bind(operation_id.0)
@@ -268,7 +305,8 @@ impl SqliteStore {
         };
         let record = OperationRecord::try_from(row)?;
         let history = first.history_with_fence(record.fence);
-        Self::append_history(
+        // Its first entry: nothing before it to count into.
+        Self::append_history_entry(
             &mut transaction,
             operation_id,
             &history,
@@ -290,7 +328,9 @@ impl Dialect for SqliteStore {
     const SYSTEM: &'static str = "sqlite";
     // The single writer serialises every write: no transaction conflicts.
     const TRANSACTION_ATTEMPTS: usize = 1;
-    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add.
+    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add, and
+    // the locked path reads record and clock by one statement.
+    const LOCK_IS_A_READ: bool = true;
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", "");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", "");
     // The clock in the form timestamps are read back in (RFC 3339).
@@ -486,13 +526,19 @@ impl Dialect for SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let target = Target::Scope(command.scope.clone());
-        if let Some((record, now)) = Self::read_with_clock(&self.readers, tenant, &target).await? {
-            return Ok(Some(ClaimStart::Existing(Found {
-                record,
-                history: Vec::new(),
-                more_history: false,
-                now,
-            })));
+        if let Some(found) = self.read_existing(tenant, &target).await? {
+            return Ok(Some(found));
+        }
+        // Claims of one new scope take the writer one at a time: the first
+        // inserts; the others (a hot key: every client on one scope at once)
+        // then find its record beside the writer, instead of each queueing
+        // on the writer to learn that the scope is taken (at 64 clients,
+        // enough to keep a busy writer past its acquire timeout).
+        let turn = self.first_claims.turn(tenant, &target).await;
+        if turn.waited()
+            && let Some(found) = self.read_existing(tenant, &target).await?
+        {
+            return Ok(Some(found));
         }
         self.insert_first_claim(tenant, operation_id, command).await
     }
