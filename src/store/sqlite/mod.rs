@@ -731,6 +731,86 @@ mod tests {
         let _ = std::fs::remove_dir_all(directory);
     }
 
+    /// A hot key: many Claims of one new scope at once. One of them takes
+    /// the writer; the others wait for it in the replica, not on the writer
+    /// (where each would only learn that the scope is taken), then find its
+    /// record.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_of_one_new_scope_queue_on_the_writer_once() {
+        use crate::domain::{Fingerprint, OnFailed, Scope};
+        use crate::service::DrawOperationId as _;
+        use crate::store::Store;
+
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
+        let directory = std::env::temp_dir().join(format!("idemd-hot-{}", uuid::Uuid::now_v7()));
+        let path = directory.join("hot.db");
+        let lock = DatabaseLock::try_acquire(&path)
+            .expect("lockable")
+            .expect("free");
+        let store = SqliteStore::open(
+            &SqliteOptions {
+                path,
+                max_read_connections: 2,
+                acquire_timeout: Duration::from_secs(30),
+            },
+            lock,
+        )
+        .await
+        .expect("opens");
+        let tenant = store
+            .create_tenant("hot", &[7; 32])
+            .await
+            .expect("a tenant");
+        let command = Arc::new(ClaimCommand {
+            scope: Scope {
+                operation: "hot".into(),
+                key: "one-key".into(),
+            },
+            fingerprint: Fingerprint([7; 32]),
+            claim_token: b"claimer".to_vec(),
+            lease: TimeDelta::seconds(30),
+            max_attempt_duration: TimeDelta::seconds(30),
+            max_attempts: 3,
+            retention: TimeDelta::hours(1),
+            operation_deadline: None,
+            on_failed: OnFailed::Replay,
+            clock_margin: TimeDelta::zero(),
+            previous_fingerprints: Vec::new(),
+            held: None,
+        });
+        // The writer busy with another write meanwhile.
+        let busy = store.group.begin().await.expect("the writer");
+        let claims: Vec<_> = (0..20)
+            .map(|_| {
+                let store = store.clone();
+                let command = Arc::clone(&command);
+                tokio::spawn(async move {
+                    Store::insert_or_find(&store, tenant, OperationId::generate(), &command).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let queued = store.group.waiting();
+        store.group.rollback(busy).await.expect("rolled back");
+        let mut inserted = 0;
+        for claim in claims {
+            match claim.await.expect("joined").expect("answered") {
+                Some(ClaimStart::Inserted(_)) => inserted += 1,
+                Some(ClaimStart::Existing(found)) => {
+                    assert_eq!(found.record.scope, command.scope);
+                }
+                None => panic!("the scope is the tenant's"),
+            }
+        }
+        assert_eq!(inserted, 1, "one Claim inserts the record");
+        assert!(
+            queued <= 1,
+            "{queued} Claims of one scope queued on the writer at once"
+        );
+        Store::close(&store).await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
     #[test]
     fn busy_and_locked_are_unavailable_in_all_their_extended_forms() {
         for code in [5, 261, 517, 773, 6, 262, 10, 13, 14] {
