@@ -29,6 +29,10 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     const SYSTEM: &'static str;
     /// How many times a transaction that hit a [`ErrorClass::Conflict`] runs in all.
     const TRANSACTION_ATTEMPTS: usize;
+    /// The write transaction itself holds the lock `LOCK_BY_*` would take
+    /// (SQLite's `BEGIN IMMEDIATE`): locking is reading, and the locked path
+    /// reads the record and the clock by one statement (`READ_BY_*`).
+    const LOCK_IS_A_READ: bool;
     /// One operation, held for the rest of the write transaction.
     const LOCK_BY_SCOPE: &'static str;
     const LOCK_BY_ID: &'static str;

@@ -28,11 +28,10 @@ async fn try_transition<D: Sql>(
     decide: &Decide<'_>,
 ) -> StoreResult<Option<Applied>> {
     let mut transaction = dialect.begin_write().await?;
-    let Some(record) = D::lock(&mut transaction, tenant, target).await? else {
+    let Some((record, now)) = D::lock_at_clock(&mut transaction, tenant, target).await? else {
         dialect.rollback(transaction).await?;
         return Ok(None);
     };
-    let now = D::database_now(&mut transaction).await?;
     if let Some(pause) = dialect.pause_before_write() {
         pause().await;
     }

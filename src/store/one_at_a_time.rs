@@ -30,6 +30,16 @@ pub(super) struct Turn<'a> {
     entry: Option<Arc<tokio::sync::Mutex<()>>>,
     key: String,
     owner: &'a OneAtATime,
+    /// Another call had the turn first: what it did may change what this
+    /// one finds.
+    waited: bool,
+}
+
+impl Turn<'_> {
+    /// Whether another call held the turn when this one asked for it.
+    pub(super) fn waited(&self) -> bool {
+        self.waited
+    }
 }
 
 impl OneAtATime {
@@ -54,9 +64,16 @@ impl OneAtATime {
             entry,
             key,
             owner: self,
+            waited: false,
         };
         if let Some(entry) = &turn.entry {
-            turn.guard = Some(Arc::clone(entry).lock_owned().await);
+            turn.guard = match Arc::clone(entry).try_lock_owned() {
+                Ok(guard) => Some(guard),
+                Err(_) => {
+                    turn.waited = true;
+                    Some(Arc::clone(entry).lock_owned().await)
+                }
+            };
         }
         turn
     }

@@ -594,6 +594,14 @@ impl NewHistoryEntry {
     pub fn kept_past_cap(&self) -> bool {
         kept_past_history_cap(self.from_state, self.to_state)
     }
+
+    /// Whether [`HistoryCap::place`] appends this entry as itself whatever
+    /// the operation's last entry is (it has no coalesce key and is kept
+    /// past the cap: a terminal transition), so that a store need not look
+    /// at the last entry first.
+    pub fn appended_whatever_the_last(&self) -> bool {
+        self.coalesce_key().is_none() && self.kept_past_cap()
+    }
 }
 
 /// How many entries an operation's history holds. The first `max_entries
@@ -891,6 +899,51 @@ mod tests {
             renewal_key.as_deref(),
             marker,
             "no entry's key is the marker's"
+        );
+    }
+
+    /// A store skips looking at the last entry only where `place` would
+    /// append whatever it found: every event, state pair and last entry
+    /// (none, short of the cap, at it, past it; with no key, the entry's own
+    /// key, the truncation marker's).
+    #[test]
+    fn an_entry_appended_whatever_the_last_is_appended_by_place() {
+        let cap = HistoryCap { max_entries: 10 };
+        let mut skipped = 0;
+        for event in HistoryEvent::ALL {
+            for from_state in std::iter::once(None).chain(State::ALL.map(Some)) {
+                for to_state in State::ALL {
+                    let entry = NewHistoryEntry {
+                        from_state,
+                        to_state,
+                        ..entry(event, 5, "complete")
+                    };
+                    if !entry.appended_whatever_the_last() {
+                        continue;
+                    }
+                    skipped += 1;
+                    let own_key = entry.coalesce_key();
+                    for sequence in [1, 8, 9, 10, 50] {
+                        for key in [None, own_key.as_deref(), Some(HistoryCap::TRUNCATED_KEY)] {
+                            assert_eq!(
+                                cap.place(&entry, Some((sequence, key))),
+                                HistoryPlacement::Append,
+                                "{entry:?} after entry {sequence} keyed {key:?}"
+                            );
+                        }
+                    }
+                    assert_eq!(cap.place(&entry, None), HistoryPlacement::Append);
+                }
+            }
+        }
+        let completed = NewHistoryEntry {
+            from_state: Some(State::InProgress),
+            to_state: State::Succeeded,
+            ..entry(HistoryEvent::Completed, 5, "complete")
+        };
+        assert!(
+            completed.appended_whatever_the_last() && skipped > 1,
+            "a Complete skips the look at the last entry"
         );
     }
 }

@@ -429,6 +429,8 @@ impl Dialect for PostgresStore {
     const KIND: &'static str = "postgres";
     const SYSTEM: &'static str = "postgresql";
     const TRANSACTION_ATTEMPTS: usize = 5;
+    // A row lock of its own, then the clock (read once the lock is held).
+    const LOCK_IS_A_READ: bool = false;
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", " FOR UPDATE");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", " FOR UPDATE");
     const READ_BY_SCOPE: &'static str =

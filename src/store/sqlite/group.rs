@@ -10,8 +10,15 @@
 //! hears UNAVAILABLE (and is safe to re-send). Alone, a write commits at
 //! once: the committer only waits for the writes already queued on the
 //! writer, never for a timer.
+//!
+//! Each statement is a hand-off to the connection's own thread and back, and
+//! those hand-offs, not SQLite, are most of a write's cost here (see
+//! bench/README.md). So a kept write's savepoint is not released by a
+//! statement of its own: the next write's `SAVEPOINT` releases it in the same
+//! hand-off, or the `COMMIT`, which releases every savepoint.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -36,6 +43,10 @@ pub(super) struct WriterState {
     /// A write stopped (its caller went away) inside its savepoint: the next
     /// one rolls the savepoint back first.
     member_open: bool,
+    /// The last write's savepoint holds writes to keep and is still open:
+    /// the next write's savepoint statement releases it first (or COMMIT
+    /// does).
+    kept: bool,
     epoch: Arc<Epoch>,
 }
 
@@ -61,6 +72,25 @@ pub(super) struct GroupWriter {
     /// opened outside a runtime).
     committer: StdMutex<Option<Committer>>,
     closed: CancellationToken,
+    /// Writes waiting for their place on the writer.
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Counts a write among those waiting for the writer while it waits
+/// (however the wait ends).
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 struct Committer {
@@ -118,12 +148,26 @@ async fn execute(connection: &mut SqliteConnection, sql: &'static str) -> StoreR
     Ok(())
 }
 
+/// Runs statements without parameters (`;`-separated) in one hand-off to the
+/// connection's thread.
+async fn execute_script(connection: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {
+    sqlx::raw_sql(sql)
+        .execute(&mut *connection)
+        .instrument(statement(sql))
+        .await?;
+    Ok(())
+}
+
+/// Undoes a member's writes and ends its savepoint.
+const UNDO_MEMBER: &str = "ROLLBACK TO member; RELEASE member";
+
 impl GroupWriter {
     pub(super) fn new(pool: SqlitePool, acquire_timeout: Duration) -> Self {
         let state = Arc::new(Mutex::new(WriterState {
             connection: None,
             open: false,
             member_open: false,
+            kept: false,
             epoch: Epoch::new(),
         }));
         let commit_wanted = Arc::new(Notify::new());
@@ -139,17 +183,26 @@ impl GroupWriter {
             commit_wanted,
             acquire_timeout,
             closed,
+            waiting: Arc::default(),
         }
+    }
+
+    /// Writes waiting for their place on the writer now.
+    #[cfg(test)]
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// A place in the shared transaction: waits for the writer (at most the
     /// acquire timeout), opens the transaction if none is, and a savepoint.
     pub(super) async fn begin(&self) -> StoreResult<Member> {
         self.start_committer_once();
+        let waiting = Waiting::new(&self.waiting);
         let guard =
             tokio::time::timeout(self.acquire_timeout, Arc::clone(&self.state).lock_owned())
                 .await
                 .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
+        drop(waiting);
         let member = Member {
             guard,
             commit_wanted: Arc::clone(&self.commit_wanted),
@@ -164,14 +217,12 @@ impl GroupWriter {
     }
 
     /// Keeps the member's writes and waits for the commit that holds them.
+    /// Its savepoint stays open until the next member's savepoint statement
+    /// or the commit releases it: no statement (and no hand-off) of its own.
     pub(super) async fn commit(&self, member: Member) -> StoreResult<()> {
-        let member = detached(async move {
-            let mut member = member;
-            execute(&mut member, "RELEASE member").await?;
-            member.guard.member_open = false;
-            Ok(member)
-        })
-        .await?;
+        let mut member = member;
+        member.guard.member_open = false;
+        member.guard.kept = true;
         self.await_commit(member).await
     }
 
@@ -181,8 +232,7 @@ impl GroupWriter {
     pub(super) async fn rollback(&self, member: Member) -> StoreResult<()> {
         let member = detached(async move {
             let mut member = member;
-            execute(&mut member, "ROLLBACK TO member").await?;
-            execute(&mut member, "RELEASE member").await?;
+            execute_script(&mut member, UNDO_MEMBER).await?;
             member.guard.member_open = false;
             Ok(member)
         })
@@ -291,7 +341,14 @@ async fn open_member(state: &mut WriterState, pool: &SqlitePool) -> StoreResult<
         }
         state.open = true;
     }
-    execute(connection, "SAVEPOINT member").await?;
+    // Forgotten before the statement: had the release failed, the kept
+    // savepoint stays open inside the transaction, and COMMIT still keeps
+    // it (a later ROLLBACK TO finds the newest savepoint of the name).
+    if std::mem::take(&mut state.kept) {
+        execute_script(connection, "RELEASE member; SAVEPOINT member").await?;
+    } else {
+        execute(connection, "SAVEPOINT member").await?;
+    }
     state.member_open = true;
     Ok(())
 }
@@ -303,8 +360,7 @@ async fn undo_stopped_member(
     connection: &mut SqliteConnection,
 ) -> StoreResult<()> {
     if *member_open {
-        execute(connection, "ROLLBACK TO member").await?;
-        execute(connection, "RELEASE member").await?;
+        execute_script(connection, UNDO_MEMBER).await?;
         *member_open = false;
     }
     Ok(())
@@ -331,8 +387,10 @@ async fn commit_open(state: &mut WriterState) {
             Err(Error::unavailable("the embedded store could not commit"))
         }
     };
+    // COMMIT released every savepoint (ROLLBACK, too).
     state.open = false;
     state.member_open = false;
+    state.kept = false;
     // Back to the pool between groups (a failed one's connection is not
     // trusted again: the pool opens a new one).
     let connection = state.connection.take();
@@ -485,6 +543,44 @@ mod tests {
             20,
             "every acknowledged write is there"
         );
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// Kept, rolled-back and abandoned writes sharing commits: a kept
+    /// write's savepoint is released only by the next write's savepoint
+    /// statement or the commit, so an undone write after it must undo only
+    /// itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn undone_writes_in_a_shared_commit_leave_the_kept_ones() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let writer = Arc::new(writer);
+        let writes: Vec<_> = (0..60)
+            .map(|index| {
+                let writer = Arc::clone(&writer);
+                tokio::spawn(async move {
+                    let mut member = writer.begin().await.expect("a place");
+                    insert(&mut member, &format!("effect-{index:02}")).await;
+                    match index % 3 {
+                        0 => writer.rollback(member).await,
+                        1 => {
+                            drop(member);
+                            Ok(())
+                        }
+                        _ => writer.commit(member).await,
+                    }
+                })
+            })
+            .collect();
+        for write in writes {
+            write.await.expect("joined").expect("settled");
+        }
+        writer.close().await;
+        let expected: Vec<String> = (0..60)
+            .filter(|index| index % 3 == 2)
+            .map(|index| format!("effect-{index:02}"))
+            .collect();
+        assert_eq!(names(&pool).await, expected);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }

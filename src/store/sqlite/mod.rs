@@ -31,6 +31,7 @@ use tracing::Instrument;
 use super::acquire::AcquireWaits;
 use super::dialect::Dialect;
 use super::error::{ErrorClass, StoreError, StoreResult};
+use super::one_at_a_time::OneAtATime;
 use super::row::{OperationRow, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
@@ -83,6 +84,9 @@ pub struct SqliteStore {
     lock: Arc<Mutex<Option<DatabaseLock>>>,
     pause_before_write: Option<PauseHook>,
     history_cap: HistoryCap,
+    /// First claims of one scope take the writer one at a time (see
+    /// `insert_or_find`).
+    first_claims: Arc<OneAtATime>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -168,6 +172,7 @@ impl SqliteStore {
             lock: Arc::new(Mutex::new(lock)),
             pause_before_write: None,
             history_cap: HistoryCap::default(),
+            first_claims: Arc::default(),
         })
     }
 
@@ -216,6 +221,39 @@ impl SqliteStore {
             .count())
     }
 
+    /// Draws the next fence and reads the clock, by one statement: how a
+    /// first claim starts ([`Dialect::advance_fence`] and the clock, read
+    /// under the write lock `BEGIN IMMEDIATE` took).
+    async fn advance_fence_at_clock(
+        connection: &mut SqliteConnection,
+    ) -> StoreResult<DateTime<Utc>> {
+        let (now,): (DateTime<Utc>,) = sqlx::query_as(
+            "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 \
+             RETURNING strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+        )
+        .fetch_one(&mut *connection)
+        .instrument(Self::statement("UPDATE operation_fence"))
+        .await?;
+        Ok(now)
+    }
+
+    /// A scope's record as the readers see it, for a Claim.
+    async fn read_existing(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<ClaimStart>> {
+        let found = Self::read_with_clock(&self.readers, tenant, target).await?;
+        Ok(found.map(|(record, now)| {
+            ClaimStart::Existing(Found {
+                record,
+                history: Vec::new(),
+                more_history: false,
+                now,
+            })
+        }))
+    }
+
     /// The first claim of a scope: the fence drawn and the row inserted in
     /// one write transaction; the unique scope settles it, and a scope that
     /// has a record inserts nothing (and gives its fence back by rolling back).
@@ -227,8 +265,7 @@ impl SqliteStore {
     ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
         let mut transaction = self.begin_write().await?;
-        let now = Self::database_now(&mut transaction).await?;
-        Self::advance_fence(&mut transaction).await?;
+        let now = Self::advance_fence_at_clock(&mut transaction).await?;
         let after = |offset: TimeDelta| stamp(now + offset);
         let row: Option<OperationRow> = sqlx::query_as(include_str!("sql/insert_first_claim.sql"))
             .bind(operation_id.0)
@@ -268,7 +305,8 @@ impl SqliteStore {
         };
         let record = OperationRecord::try_from(row)?;
         let history = first.history_with_fence(record.fence);
-        Self::append_history(
+        // Its first entry: nothing before it to count into.
+        Self::append_history_entry(
             &mut transaction,
             operation_id,
             &history,
@@ -290,7 +328,9 @@ impl Dialect for SqliteStore {
     const SYSTEM: &'static str = "sqlite";
     // The single writer serialises every write: no transaction conflicts.
     const TRANSACTION_ATTEMPTS: usize = 1;
-    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add.
+    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add, and
+    // the locked path reads record and clock by one statement.
+    const LOCK_IS_A_READ: bool = true;
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", "");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", "");
     // The clock in the form timestamps are read back in (RFC 3339).
@@ -486,13 +526,19 @@ impl Dialect for SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let target = Target::Scope(command.scope.clone());
-        if let Some((record, now)) = Self::read_with_clock(&self.readers, tenant, &target).await? {
-            return Ok(Some(ClaimStart::Existing(Found {
-                record,
-                history: Vec::new(),
-                more_history: false,
-                now,
-            })));
+        if let Some(found) = self.read_existing(tenant, &target).await? {
+            return Ok(Some(found));
+        }
+        // Claims of one new scope take the writer one at a time: the first
+        // inserts; the others (a hot key: every client on one scope at once)
+        // then find its record beside the writer, instead of each queueing
+        // on the writer to learn that the scope is taken (at 64 clients,
+        // enough to keep a busy writer past its acquire timeout).
+        let turn = self.first_claims.turn(tenant, &target).await;
+        if turn.waited()
+            && let Some(found) = self.read_existing(tenant, &target).await?
+        {
+            return Ok(Some(found));
         }
         self.insert_first_claim(tenant, operation_id, command).await
     }
@@ -682,6 +728,86 @@ mod tests {
             assert!(full_scans.is_empty(), "{name} scans the table: {plan:#?}");
         }
         store.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A hot key: many Claims of one new scope at once. One of them takes
+    /// the writer; the others wait for it in the replica, not on the writer
+    /// (where each would only learn that the scope is taken), then find its
+    /// record.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_of_one_new_scope_queue_on_the_writer_once() {
+        use crate::domain::{Fingerprint, OnFailed, Scope};
+        use crate::service::DrawOperationId as _;
+        use crate::store::Store;
+
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
+        let directory = std::env::temp_dir().join(format!("idemd-hot-{}", uuid::Uuid::now_v7()));
+        let path = directory.join("hot.db");
+        let lock = DatabaseLock::try_acquire(&path)
+            .expect("lockable")
+            .expect("free");
+        let store = SqliteStore::open(
+            &SqliteOptions {
+                path,
+                max_read_connections: 2,
+                acquire_timeout: Duration::from_secs(30),
+            },
+            lock,
+        )
+        .await
+        .expect("opens");
+        let tenant = store
+            .create_tenant("hot", &[7; 32])
+            .await
+            .expect("a tenant");
+        let command = Arc::new(ClaimCommand {
+            scope: Scope {
+                operation: "hot".into(),
+                key: "one-key".into(),
+            },
+            fingerprint: Fingerprint([7; 32]),
+            claim_token: b"claimer".to_vec(),
+            lease: TimeDelta::seconds(30),
+            max_attempt_duration: TimeDelta::seconds(30),
+            max_attempts: 3,
+            retention: TimeDelta::hours(1),
+            operation_deadline: None,
+            on_failed: OnFailed::Replay,
+            clock_margin: TimeDelta::zero(),
+            previous_fingerprints: Vec::new(),
+            held: None,
+        });
+        // The writer busy with another write meanwhile.
+        let busy = store.group.begin().await.expect("the writer");
+        let claims: Vec<_> = (0..20)
+            .map(|_| {
+                let store = store.clone();
+                let command = Arc::clone(&command);
+                tokio::spawn(async move {
+                    Store::insert_or_find(&store, tenant, OperationId::generate(), &command).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let queued = store.group.waiting();
+        store.group.rollback(busy).await.expect("rolled back");
+        let mut inserted = 0;
+        for claim in claims {
+            match claim.await.expect("joined").expect("answered") {
+                Some(ClaimStart::Inserted(_)) => inserted += 1,
+                Some(ClaimStart::Existing(found)) => {
+                    assert_eq!(found.record.scope, command.scope);
+                }
+                None => panic!("the scope is the tenant's"),
+            }
+        }
+        assert_eq!(inserted, 1, "one Claim inserts the record");
+        assert!(
+            queued <= 1,
+            "{queued} Claims of one scope queued on the writer at once"
+        );
+        Store::close(&store).await;
         let _ = std::fs::remove_dir_all(directory);
     }
 

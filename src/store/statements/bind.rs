@@ -136,19 +136,32 @@ where
         cap: HistoryCap,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let coalesce_key = entry.coalesce_key();
-        let counted = D::count_into_last_history_entry(
-            &mut *connection,
-            operation_id,
-            entry,
-            coalesce_key.as_deref(),
-            cap,
-            now,
-        )
-        .await?;
-        if counted {
-            return Ok(());
+        if !entry.appended_whatever_the_last() {
+            let counted = D::count_into_last_history_entry(
+                &mut *connection,
+                operation_id,
+                entry,
+                entry.coalesce_key().as_deref(),
+                cap,
+                now,
+            )
+            .await?;
+            if counted {
+                return Ok(());
+            }
         }
+        Self::append_history_entry(connection, operation_id, entry, acted_by, cap, now).await
+    }
+
+    async fn append_history_entry(
+        connection: &mut Connection<D>,
+        operation_id: OperationId,
+        entry: &NewHistoryEntry,
+        acted_by: Option<&ActedBy>,
+        cap: HistoryCap,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let coalesce_key = entry.coalesce_key();
         sqlx::query(D::APPEND_HISTORY)
             .bind(operation_id.0)
             .bind(entry.event.as_str())

@@ -75,6 +75,27 @@ pub(crate) trait Sql: Dialect {
         connection: &mut Connection<Self>,
     ) -> impl Future<Output = StoreResult<DateTime<Utc>>> + Send;
 
+    /// One operation under the write lock, and the clock read once the lock
+    /// is held (the time a decision is made at). Where the write transaction
+    /// already holds the lock ([`Dialect::LOCK_IS_A_READ`]), one statement
+    /// reads both.
+    fn lock_at_clock(
+        connection: &mut Connection<Self>,
+        tenant: TenantId,
+        target: &Target,
+    ) -> impl Future<Output = StoreResult<Option<(OperationRecord, DateTime<Utc>)>>> + Send {
+        async move {
+            if Self::LOCK_IS_A_READ {
+                return Self::read_with_clock_in(connection, tenant, target).await;
+            }
+            let Some(record) = Self::lock(connection, tenant, target).await? else {
+                return Ok(None);
+            };
+            let now = Self::database_now(connection).await?;
+            Ok(Some((record, now)))
+        }
+    }
+
     /// One operation under the write lock.
     fn lock(
         connection: &mut Connection<Self>,
@@ -108,6 +129,21 @@ pub(crate) trait Sql: Dialect {
     /// key; `$15` the credential that acted and `$16` whether it was an
     /// admin on the tenant's behalf.
     fn append_history(
+        connection: &mut Connection<Self>,
+        operation_id: OperationId,
+        entry: &NewHistoryEntry,
+        acted_by: Option<&ActedBy>,
+        cap: HistoryCap,
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// The append step of [`Sql::append_history`] alone, counting nothing
+    /// into the last entry first: for an entry [`HistoryCap::place`] appends
+    /// whatever the last one is
+    /// ([`NewHistoryEntry::appended_whatever_the_last`]), and for an
+    /// operation's first entry (there is no last). Past the cap it is still
+    /// appended as the truncation marker.
+    fn append_history_entry(
         connection: &mut Connection<Self>,
         operation_id: OperationId,
         entry: &NewHistoryEntry,
