@@ -680,6 +680,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(directory);
     }
 
+    /// An owned store on a new file in a new temp directory (removed by the
+    /// caller).
+    async fn store_in_a_directory_of_its_own(
+        name: &str,
+        readers: u32,
+    ) -> (SqliteStore, std::path::PathBuf) {
+        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
+        let directory = std::env::temp_dir().join(format!("idemd-{name}-{}", uuid::Uuid::now_v7()));
+        let path = directory.join(format!("{name}.db"));
+        let lock = DatabaseLock::try_acquire(&path)
+            .expect("lockable")
+            .expect("free");
+        let store = SqliteStore::open(
+            &SqliteOptions {
+                path,
+                max_read_connections: readers,
+                acquire_timeout: Duration::from_secs(30),
+            },
+            lock,
+        )
+        .await
+        .expect("opens");
+        (store, directory)
+    }
+
     /// The statements that run over many rows (the sweeper's, the gauges',
     /// ListUnresolved) must find their rows through an index: SQLite uses a
     /// partial index only when the query repeats its WHERE, and a plain
@@ -687,22 +712,7 @@ mod tests {
     #[tokio::test]
     async fn background_statements_read_indexes_not_the_whole_table() {
         use crate::store::sql::{COUNT_OPERATIONS, SELECT_UNRESOLVED};
-        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
-        let directory = std::env::temp_dir().join(format!("idemd-plan-{}", uuid::Uuid::now_v7()));
-        let path = directory.join("plan.db");
-        let lock = DatabaseLock::try_acquire(&path)
-            .expect("lockable")
-            .expect("free");
-        let store = SqliteStore::open(
-            &SqliteOptions {
-                path,
-                max_read_connections: 1,
-                acquire_timeout: Duration::from_secs(5),
-            },
-            lock,
-        )
-        .await
-        .expect("opens");
+        let (store, directory) = store_in_a_directory_of_its_own("plan", 1).await;
         for (name, sql, parameters) in [
             ("tombstones due", SqliteStore::DUE_FOR_TOMBSTONE, 2),
             ("deadlines due", SqliteStore::DUE_FOR_DEADLINE, 2),
@@ -741,22 +751,7 @@ mod tests {
         use crate::service::DrawOperationId as _;
         use crate::store::Store;
 
-        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
-        let directory = std::env::temp_dir().join(format!("idemd-hot-{}", uuid::Uuid::now_v7()));
-        let path = directory.join("hot.db");
-        let lock = DatabaseLock::try_acquire(&path)
-            .expect("lockable")
-            .expect("free");
-        let store = SqliteStore::open(
-            &SqliteOptions {
-                path,
-                max_read_connections: 2,
-                acquire_timeout: Duration::from_secs(30),
-            },
-            lock,
-        )
-        .await
-        .expect("opens");
+        let (store, directory) = store_in_a_directory_of_its_own("hot", 2).await;
         let tenant = store
             .create_tenant("hot", &[7; 32])
             .await
