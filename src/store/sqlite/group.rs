@@ -18,7 +18,6 @@
 //! hand-off, or the `COMMIT`, which releases every savepoint.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
+use super::super::acquire::AcquireWaits;
 use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
 use crate::domain::Error;
@@ -72,25 +72,8 @@ pub(super) struct GroupWriter {
     /// opened outside a runtime).
     committer: StdMutex<Option<Committer>>,
     closed: CancellationToken,
-    /// Writes waiting for their place on the writer.
-    waiting: Arc<AtomicUsize>,
-}
-
-/// Counts a write among those waiting for the writer while it waits
-/// (however the wait ends).
-struct Waiting(Arc<AtomicUsize>);
-
-impl Waiting {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(Arc::clone(count))
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+    /// Writes waiting for their place on the writer, and their waits.
+    waits: AcquireWaits,
 }
 
 struct Committer {
@@ -183,26 +166,28 @@ impl GroupWriter {
             commit_wanted,
             acquire_timeout,
             closed,
-            waiting: Arc::default(),
+            waits: AcquireWaits::default(),
         }
     }
 
     /// Writes waiting for their place on the writer now.
     #[cfg(test)]
-    pub(super) fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+    pub(super) fn waiting(&self) -> u64 {
+        self.waits.totals().waiting
     }
 
     /// A place in the shared transaction: waits for the writer (at most the
     /// acquire timeout), opens the transaction if none is, and a savepoint.
     pub(super) async fn begin(&self) -> StoreResult<Member> {
         self.start_committer_once();
-        let waiting = Waiting::new(&self.waiting);
-        let guard =
-            tokio::time::timeout(self.acquire_timeout, Arc::clone(&self.state).lock_owned())
-                .await
-                .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
-        drop(waiting);
+        let guard = self
+            .waits
+            .time(tokio::time::timeout(
+                self.acquire_timeout,
+                Arc::clone(&self.state).lock_owned(),
+            ))
+            .await
+            .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
         let member = Member {
             guard,
             commit_wanted: Arc::clone(&self.commit_wanted),
