@@ -11,8 +11,12 @@ use super::error::{ErrorClass, StoreError, StoreResult, connection_class};
 use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
+    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result, Target,
+    TenantId,
 };
+
+/// An operation and the database clock, read together.
+pub(crate) type AtClock = (OperationRecord, DateTime<Utc>);
 
 /// What one database does its own way. Everything else is the statements
 /// both run, bound once ([`Sql`](super::statements::Sql)), and the flows
@@ -102,6 +106,17 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// A transaction that may write, holding whatever write lock the
     /// database needs before its first read.
     fn begin_write(&self) -> impl Future<Output = StoreResult<Self::Write>> + Send;
+
+    /// [`Dialect::begin_write`], then one operation under the write lock
+    /// and the clock ([`Sql::lock_at_clock`]): how the locked path starts. A
+    /// dialect that can send both in one round trip does.
+    ///
+    /// [`Sql::lock_at_clock`]: super::statements::Sql::lock_at_clock
+    fn begin_write_locked(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> impl Future<Output = StoreResult<(Self::Write, Option<AtClock>)>> + Send;
 
     /// Makes the transaction's writes durable; `Ok` only once they are.
     fn commit(&self, write: Self::Write) -> impl Future<Output = StoreResult<()>> + Send;

@@ -27,8 +27,8 @@ async fn try_transition<D: Sql>(
     target: &Target,
     decide: &Decide<'_>,
 ) -> StoreResult<Option<Applied>> {
-    let mut transaction = dialect.begin_write().await?;
-    let Some((record, now)) = D::lock_at_clock(&mut transaction, tenant, target).await? else {
+    let (mut transaction, locked) = dialect.begin_write_locked(tenant, target).await?;
+    let Some((record, now)) = locked else {
         dialect.rollback(transaction).await?;
         return Ok(None);
     };

@@ -24,17 +24,18 @@ use self::session::checked_settings;
 pub use self::session::{PLANNER_SETTINGS, SessionTimeouts, session_settings};
 pub(crate) use self::topology::explain_connect_error;
 use self::topology::{DatabaseTargets, PrimaryTracker};
-use super::dialect::{Dialect, retry_on_conflict};
+use super::dialect::{AtClock, Dialect, retry_on_conflict};
 use super::error::{ErrorClass, StoreResult};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
+use super::statements::Sql;
 use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::backoff::Backoff;
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, TenantId,
+    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, Target, TenantId,
 };
 
 mod batched;
@@ -533,6 +534,16 @@ impl Dialect for PostgresStore {
 
     async fn begin_write(&self) -> StoreResult<HeldTransaction> {
         Ok(HeldTransaction::begin(&self.connections, "BEGIN").await?)
+    }
+
+    async fn begin_write_locked(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<(HeldTransaction, Option<AtClock>)> {
+        let mut transaction = self.begin_write().await?;
+        let locked = Self::lock_at_clock(&mut transaction, tenant, target).await?;
+        Ok((transaction, locked))
     }
 
     async fn commit(&self, write: HeldTransaction) -> StoreResult<()> {

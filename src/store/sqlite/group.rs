@@ -15,12 +15,17 @@
 //! those hand-offs, not SQLite, are most of a write's cost here (see
 //! bench/README.md). So a kept write's savepoint is not released by a
 //! statement of its own: the next write's `SAVEPOINT` releases it in the same
-//! hand-off, or the `COMMIT`, which releases every savepoint.
+//! hand-off, or the `COMMIT`, which releases every savepoint. And a write
+//! whose first statement is known when it begins ([`GroupWriter::begin_with`])
+//! sends its savepoint statements in front of that statement, in one hand-off
+//! (sqlx runs a `;`-separated query as its statements in turn, on the
+//! connection's thread).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
@@ -47,6 +52,11 @@ pub(super) struct WriterState {
     /// the next write's savepoint statement releases it first (or COMMIT
     /// does).
     kept: bool,
+    /// A statement that opened a member's savepoint together with the
+    /// member's first statement failed, and which of them failed is not
+    /// known: the group is rolled back, not committed (see
+    /// [`GroupWriter::begin_with`]).
+    poisoned: bool,
     epoch: Arc<Epoch>,
 }
 
@@ -151,6 +161,7 @@ impl GroupWriter {
             open: false,
             member_open: false,
             kept: false,
+            poisoned: false,
             epoch: Epoch::new(),
         }));
         let commit_wanted = Arc::new(Notify::new());
@@ -179,6 +190,56 @@ impl GroupWriter {
     /// A place in the shared transaction: waits for the writer (at most the
     /// acquire timeout), opens the transaction if none is, and a savepoint.
     pub(super) async fn begin(&self) -> StoreResult<Member> {
+        let member = self.place().await?;
+        let pool = self.pool.clone();
+        detached(async move {
+            let mut member = member;
+            let opening = prepare_member(&mut member.guard, &pool).await?;
+            execute_script(&mut member, opening.savepoint()).await?;
+            member.guard.member_open = true;
+            Ok(member)
+        })
+        .await
+    }
+
+    /// [`GroupWriter::begin`] and the write's first statement, in one
+    /// hand-off: `first` runs the statement [`Opening::pick`] chooses, whose
+    /// text starts with the savepoint statements this member needs
+    /// ([`with_savepoint!`]).
+    ///
+    /// Had that query failed, whether the savepoint statements ran before
+    /// the failing one is not known: if `RELEASE` ran and `SAVEPOINT` did
+    /// not, undoing this member would undo the member before it, which keeps
+    /// its writes. So a failure rolls back the whole group: every write of it
+    /// hears UNAVAILABLE (each safe to re-send), as on a failed commit.
+    pub(super) async fn begin_with<T, First>(&self, first: First) -> StoreResult<(Member, T)>
+    where
+        T: Send + 'static,
+        First: for<'c> FnOnce(&'c mut SqliteConnection, Opening) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        let member = self.place().await?;
+        let pool = self.pool.clone();
+        detached(async move {
+            let mut member = member;
+            let opening = prepare_member(&mut member.guard, &pool).await?;
+            // Sent in this step whatever happens to the caller: once it is,
+            // the savepoint is this member's to undo if it stops.
+            member.guard.member_open = true;
+            match first(&mut member, opening).await {
+                Ok(value) => Ok((member, value)),
+                Err(error) => {
+                    member.guard.poisoned = true;
+                    Err(error)
+                }
+            }
+        })
+        .await
+    }
+
+    /// Waits for the writer (at most the acquire timeout).
+    async fn place(&self) -> StoreResult<Member> {
         self.start_committer_once();
         let guard = self
             .waits
@@ -188,17 +249,10 @@ impl GroupWriter {
             ))
             .await
             .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?;
-        let member = Member {
+        Ok(Member {
             guard,
             commit_wanted: Arc::clone(&self.commit_wanted),
-        };
-        let pool = self.pool.clone();
-        detached(async move {
-            let mut member = member;
-            open_member(&mut member.guard, &pool).await?;
-            Ok(member)
         })
-        .await
     }
 
     /// Keeps the member's writes and waits for the commit that holds them.
@@ -307,9 +361,58 @@ async fn detached<T: Send + 'static>(
     }
 }
 
-/// Gives the writer's state a connection, an open transaction and this
-/// member's savepoint.
-async fn open_member(state: &mut WriterState, pool: &SqlitePool) -> StoreResult<()> {
+/// How a member's savepoint is opened: after a kept member, whose savepoint
+/// it releases first, or not.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Opening {
+    Fresh,
+    AfterKept,
+}
+
+impl Opening {
+    /// The savepoint statements alone.
+    fn savepoint(self) -> &'static str {
+        match self {
+            Opening::Fresh => "SAVEPOINT member",
+            Opening::AfterKept => "RELEASE member; SAVEPOINT member",
+        }
+    }
+
+    /// The text of `statement` this opening runs.
+    pub(super) fn pick(self, statement: &OpenedStatement) -> &'static str {
+        match self {
+            Opening::Fresh => statement.fresh,
+            Opening::AfterKept => statement.after_kept,
+        }
+    }
+}
+
+/// A statement with the savepoint statements of each [`Opening`] in front.
+pub(super) struct OpenedStatement {
+    fresh: &'static str,
+    after_kept: &'static str,
+}
+
+/// The [`OpenedStatement`] of a statement's literal text.
+macro_rules! with_savepoint {
+    ($($statement:tt)*) => {
+        $crate::store::sqlite::group::OpenedStatement::new(
+            concat!("SAVEPOINT member; ", $($statement)*),
+            concat!("RELEASE member; SAVEPOINT member; ", $($statement)*),
+        )
+    };
+}
+pub(super) use with_savepoint;
+
+impl OpenedStatement {
+    pub(super) const fn new(fresh: &'static str, after_kept: &'static str) -> Self {
+        Self { fresh, after_kept }
+    }
+}
+
+/// Gives the writer's state a connection and an open transaction, and says
+/// how this member's savepoint is to be opened; the caller sends it.
+async fn prepare_member(state: &mut WriterState, pool: &SqlitePool) -> StoreResult<Opening> {
     if state.connection.is_none() {
         state.connection = Some(pool.acquire().await?);
     }
@@ -329,13 +432,11 @@ async fn open_member(state: &mut WriterState, pool: &SqlitePool) -> StoreResult<
     // Forgotten before the statement: had the release failed, the kept
     // savepoint stays open inside the transaction, and COMMIT still keeps
     // it (a later ROLLBACK TO finds the newest savepoint of the name).
-    if std::mem::take(&mut state.kept) {
-        execute_script(connection, "RELEASE member; SAVEPOINT member").await?;
+    Ok(if std::mem::take(&mut state.kept) {
+        Opening::AfterKept
     } else {
-        execute(connection, "SAVEPOINT member").await?;
-    }
-    state.member_open = true;
-    Ok(())
+        Opening::Fresh
+    })
 }
 
 /// A member whose caller stopped waiting mid-write left its savepoint open:
@@ -361,6 +462,9 @@ async fn commit_open(state: &mut WriterState) {
         return;
     };
     let committed = match undo_stopped_member(&mut state.member_open, connection).await {
+        Ok(()) if std::mem::take(&mut state.poisoned) => {
+            Err(Error::unavailable("a write of the group failed as it began").into())
+        }
         Ok(()) => execute(connection, "COMMIT").await,
         Err(error) => Err(error),
     };
@@ -376,6 +480,7 @@ async fn commit_open(state: &mut WriterState) {
     state.open = false;
     state.member_open = false;
     state.kept = false;
+    state.poisoned = false;
     // Back to the pool between groups (a failed one's connection is not
     // trusted again: the pool opens a new one).
     let connection = state.connection.take();
@@ -430,6 +535,39 @@ mod tests {
             .expect("inserts");
     }
 
+    const INSERT_OPENED: OpenedStatement =
+        with_savepoint!("INSERT INTO effects (name) VALUES ($1)");
+
+    /// A write that inserts `name` as its first statement, sent with its
+    /// savepoint statements ([`GroupWriter::begin_with`]).
+    async fn begin_inserting(writer: &GroupWriter, name: &str) -> StoreResult<Member> {
+        let name = name.to_owned();
+        let (member, ()) = writer
+            .begin_with(move |connection, opening| {
+                Box::pin(async move {
+                    sqlx::query(opening.pick(&INSERT_OPENED))
+                        .bind(name)
+                        .execute(&mut *connection)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await?;
+        Ok(member)
+    }
+
+    /// A write that inserts `name`: its first statement sent with its
+    /// savepoint statements, or after them.
+    async fn write_of(writer: &GroupWriter, name: &str, opened: bool) -> StoreResult<Member> {
+        if opened {
+            begin_inserting(writer, name).await
+        } else {
+            let mut member = writer.begin().await?;
+            insert(&mut member, name).await;
+            Ok(member)
+        }
+    }
+
     async fn names(pool: &SqlitePool) -> Vec<String> {
         sqlx::query_scalar("SELECT name FROM effects ORDER BY name")
             .fetch_all(pool)
@@ -467,8 +605,7 @@ mod tests {
             for keep in [true, false] {
                 let name = format!("abandoned-{awaits:02}-{keep}");
                 let write = async {
-                    let mut member = writer.begin().await?;
-                    insert(&mut member, &name).await;
+                    let member = write_of(&writer, &name, awaits % 2 == 1).await?;
                     if keep {
                         writer.commit(member).await
                     } else {
@@ -534,8 +671,8 @@ mod tests {
 
     /// Kept, rolled-back and abandoned writes sharing commits: a kept
     /// write's savepoint is released only by the next write's savepoint
-    /// statement or the commit, so an undone write after it must undo only
-    /// itself.
+    /// statement (sent alone or before its first statement) or the commit,
+    /// so an undone write after it must undo only itself.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn undone_writes_in_a_shared_commit_leave_the_kept_ones() {
         let (writer, pool, directory) = writer_on_a_fresh_file().await;
@@ -544,8 +681,11 @@ mod tests {
             .map(|index| {
                 let writer = Arc::clone(&writer);
                 tokio::spawn(async move {
-                    let mut member = writer.begin().await.expect("a place");
-                    insert(&mut member, &format!("effect-{index:02}")).await;
+                    // Every outcome after every kind of begin.
+                    let name = format!("effect-{index:02}");
+                    let member = write_of(&writer, &name, index % 2 == 1)
+                        .await
+                        .expect("a place");
                     match index % 3 {
                         0 => writer.rollback(member).await,
                         1 => {
@@ -592,6 +732,44 @@ mod tests {
         writer.commit(after).await.expect("committed");
         writer.close().await;
         assert_eq!(names(&pool).await, ["after", "kept"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A write whose first statement, sent with its savepoint statements,
+    /// fails: which of them ran is not known, so its whole group is rolled
+    /// back and every write of it hears UNAVAILABLE; the writer goes on.
+    #[tokio::test]
+    async fn a_failed_opened_statement_fails_its_whole_group() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let writer = Arc::new(writer);
+        let mut first = writer.begin().await.expect("a place");
+        insert(&mut first, "first").await;
+        // Queued on the writer before the committer: the same group.
+        let failing = tokio::spawn({
+            let writer = Arc::clone(&writer);
+            async move { begin_inserting(&writer, "first").await.map(drop) }
+        });
+        while writer.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        let first_commit = writer.commit(first).await;
+        let failed = failing.await.expect("joined");
+        assert!(
+            matches!(failed, Err(StoreError::Database(_))),
+            "the duplicate fails: {failed:?}"
+        );
+        assert!(
+            matches!(
+                &first_commit,
+                Err(StoreError::Domain(Error::Unavailable { .. }))
+            ),
+            "its group is not committed: {first_commit:?}"
+        );
+        let after = begin_inserting(&writer, "after").await.expect("a place");
+        writer.commit(after).await.expect("committed");
+        writer.close().await;
+        assert_eq!(names(&pool).await, ["after"]);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }

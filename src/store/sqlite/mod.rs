@@ -29,7 +29,7 @@ use sqlx::sqlite::{
 use tracing::Instrument;
 
 use super::acquire::AcquireWaits;
-use super::dialect::Dialect;
+use super::dialect::{AtClock, Dialect};
 use super::error::{ErrorClass, StoreError, StoreResult};
 use super::one_at_a_time::OneAtATime;
 use super::row::{OperationRow, signed};
@@ -47,7 +47,29 @@ use crate::domain::{
 mod group;
 mod lock;
 
-use self::group::{GroupWriter, Member};
+use self::group::{GroupWriter, Member, OpenedStatement, Opening, with_savepoint};
+
+/// An operation and the clock, in the form timestamps are read back in (RFC
+/// 3339), by scope or by id: [`Dialect::READ_BY_SCOPE`] and
+/// [`Dialect::READ_BY_ID`], and the locked path's first read (under `BEGIN
+/// IMMEDIATE`'s write lock, a read is a lock).
+macro_rules! read_with_clock_sql {
+    ($by:ident) => {
+        select_operation_sql!($by, ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now", "")
+    };
+}
+
+/// The locked path's first statement, behind its savepoint statements.
+const LOCK_BY_SCOPE_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_scope));
+const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_id));
+
+/// A first claim's first statement, behind its savepoint statements: the
+/// next fence drawn and the clock read ([`Dialect::advance_fence`] and the
+/// clock, under the write lock `BEGIN IMMEDIATE` took).
+const ADVANCE_FENCE_AT_CLOCK_OPENED: OpenedStatement = with_savepoint!(
+    "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 \
+     RETURNING strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+);
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -221,19 +243,16 @@ impl SqliteStore {
             .count())
     }
 
-    /// Draws the next fence and reads the clock, by one statement: how a
-    /// first claim starts ([`Dialect::advance_fence`] and the clock, read
-    /// under the write lock `BEGIN IMMEDIATE` took).
+    /// Opens a member's savepoint, draws the next fence and reads the
+    /// clock, by one query: how a first claim starts.
     async fn advance_fence_at_clock(
         connection: &mut SqliteConnection,
+        opening: Opening,
     ) -> StoreResult<DateTime<Utc>> {
-        let (now,): (DateTime<Utc>,) = sqlx::query_as(
-            "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 \
-             RETURNING strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        )
-        .fetch_one(&mut *connection)
-        .instrument(Self::statement("UPDATE operation_fence"))
-        .await?;
+        let (now,): (DateTime<Utc>,) = sqlx::query_as(opening.pick(&ADVANCE_FENCE_AT_CLOCK_OPENED))
+            .fetch_one(&mut *connection)
+            .instrument(Self::statement("UPDATE operation_fence"))
+            .await?;
         Ok(now)
     }
 
@@ -264,8 +283,12 @@ impl SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
-        let mut transaction = self.begin_write().await?;
-        let now = Self::advance_fence_at_clock(&mut transaction).await?;
+        let (mut transaction, now) = self
+            .group
+            .begin_with(|connection, opening| {
+                Box::pin(Self::advance_fence_at_clock(connection, opening))
+            })
+            .await?;
         let after = |offset: TimeDelta| stamp(now + offset);
         let row: Option<OperationRow> = sqlx::query_as(include_str!("sql/insert_first_claim.sql"))
             .bind(operation_id.0)
@@ -334,16 +357,8 @@ impl Dialect for SqliteStore {
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", "");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", "");
     // The clock in the form timestamps are read back in (RFC 3339).
-    const READ_BY_SCOPE: &'static str = select_operation_sql!(
-        by_scope,
-        ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now",
-        ""
-    );
-    const READ_BY_ID: &'static str = select_operation_sql!(
-        by_id,
-        ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now",
-        ""
-    );
+    const READ_BY_SCOPE: &'static str = read_with_clock_sql!(by_scope);
+    const READ_BY_ID: &'static str = read_with_clock_sql!(by_id);
     const CLOCK: &'static str = "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
     const GUARDED_UPDATE: &'static str =
         guarded_update_sql!("(SELECT last_fence FROM operation_fence WHERE singleton = 1)");
@@ -416,6 +431,30 @@ impl Dialect for SqliteStore {
     /// and the write see no other writer).
     async fn begin_write(&self) -> StoreResult<Member> {
         self.group.begin().await
+    }
+
+    /// The savepoint statements and the read of record and clock go to the
+    /// writer's thread as one query.
+    async fn begin_write_locked(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<(Member, Option<AtClock>)> {
+        let target = target.clone();
+        self.group
+            .begin_with(move |connection, opening| {
+                Box::pin(async move {
+                    Self::read_with_clock_by(
+                        &mut *connection,
+                        opening.pick(&LOCK_BY_SCOPE_OPENED),
+                        opening.pick(&LOCK_BY_ID_OPENED),
+                        tenant,
+                        &target,
+                    )
+                    .await
+                })
+            })
+            .await
     }
 
     /// Waits for the group commit that holds this write.

@@ -105,9 +105,19 @@ where
         tenant: TenantId,
         target: &Target,
     ) -> StoreResult<Option<(OperationRecord, DateTime<Utc>)>> {
+        Self::read_with_clock_by(executor, D::READ_BY_SCOPE, D::READ_BY_ID, tenant, target).await
+    }
+
+    async fn read_with_clock_by<'e>(
+        executor: impl Executor<'e, Database = D::Db>,
+        by_scope: &'static str,
+        by_id: &'static str,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<(OperationRecord, DateTime<Utc>)>> {
         let row: Option<RowWithClock> = match target {
             Target::Scope(scope) => {
-                sqlx::query_as(D::READ_BY_SCOPE)
+                sqlx::query_as(by_scope)
                     .bind(tenant.0)
                     .bind(scope.operation.as_str())
                     .bind(scope.key.as_str())
@@ -116,7 +126,7 @@ where
                     .await?
             }
             Target::Id(operation_id) => {
-                sqlx::query_as(D::READ_BY_ID)
+                sqlx::query_as(by_id)
                     .bind(tenant.0)
                     .bind(operation_id.0)
                     .fetch_optional(executor)

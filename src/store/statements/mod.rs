@@ -112,6 +112,17 @@ pub(crate) trait Sql: Dialect {
         target: &Target,
     ) -> impl Future<Output = StoreResult<Option<(OperationRecord, DateTime<Utc>)>>> + Send;
 
+    /// [`Sql::read_with_clock`] by other statements that bind and read as
+    /// [`Dialect::READ_BY_SCOPE`] and [`Dialect::READ_BY_ID`] do (the same
+    /// read with statements of the dialect's own in front).
+    fn read_with_clock_by<'e>(
+        executor: impl Executor<'e, Database = Self::Db>,
+        by_scope: &'static str,
+        by_id: &'static str,
+        tenant: TenantId,
+        target: &Target,
+    ) -> impl Future<Output = StoreResult<Option<(OperationRecord, DateTime<Utc>)>>> + Send;
+
     /// [`Sql::read_with_clock`] on a connection, for code generic over the
     /// database (to which a connection is no executor: the same bound).
     fn read_with_clock_in(
