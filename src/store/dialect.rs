@@ -46,6 +46,14 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// The database clock, alone.
     const CLOCK: &'static str;
     const GUARDED_UPDATE: &'static str;
+    /// [`Dialect::GUARDED_UPDATE`] and, in the same query, the append of a
+    /// history entry [`HistoryCap::place`] appends whatever the last entry
+    /// is ([`NewHistoryEntry::appended_whatever_the_last`]), bound from `$35`
+    /// on as [`Sql::apply`] binds it: for a dialect where each statement is
+    /// a round trip of its own. `None`: two statements.
+    ///
+    /// [`Sql::apply`]: super::statements::Sql::apply
+    const GUARDED_UPDATE_THEN_APPEND: Option<&'static str> = None;
     const DUE_FOR_TOMBSTONE: &'static str;
     const DUE_FOR_DEADLINE: &'static str;
     const DELETE_EXPIRED_TOMBSTONES: &'static str;

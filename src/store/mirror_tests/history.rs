@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use super::guarded::{WriteInput, write_input};
 use super::{Backend, CASES, Fixture, HistoryModel, TempSqlite, claim_command, for_random, millis};
 use crate::domain::{
-    Effects, Fence, HistoryCap, HistoryEvent, NewHistoryEntry, OperationRecord, State,
+    Effects, Fence, HistoryCap, HistoryEvent, NewHistoryEntry, OperationRecord, State, Update,
 };
 use crate::store::postgres::{MIGRATOR, PostgresStore};
 
@@ -144,6 +144,52 @@ async fn postgres_append_history_is_history_cap_place(pool: PgPool) {
 async fn sqlite_append_history_is_history_cap_place() {
     let sqlite = TempSqlite::open().await;
     appended_history_is_history_cap_place(sqlite.backend()).await;
+    sqlite.close().await;
+}
+
+/// A write of the locked path whose entry [`HistoryCap::place`] appends
+/// whatever the last one is (a terminal transition) goes with its guarded
+/// UPDATE, in one query on SQLite (`append_entry_after_update.sql`): it lands
+/// where the model puts it, after any history, and so does an entry that
+/// does not qualify (a renewal, a refusal), written the usual way.
+#[tokio::test]
+async fn sqlite_entry_written_with_its_update_is_history_cap_place() {
+    let sqlite = TempSqlite::open().await;
+    let backend = sqlite.backend();
+    let strategy = (inputs(), entry());
+    for_random(
+        CASES,
+        strategy,
+        move |(input, last): (HistoryInput, EntryInput)| {
+            let backend = backend.clone();
+            Box::pin(async move {
+                let (fixture, record, mut model) = with_history(&backend, &input.entries).await?;
+                let entry = last.on(&record);
+                let written = entry.clone();
+                let under = Fixture {
+                    store: backend.store(cap(input.cap)),
+                    tenant: fixture.tenant,
+                };
+                let (_, now) = under
+                    .transition(record.operation_id, move |current, now| Effects {
+                        update: Some(Update {
+                            next: OperationRecord {
+                                updated_at: now,
+                                ..current.clone()
+                            },
+                            takes_new_fence: false,
+                        }),
+                        history: Some(written.clone()),
+                        ..Effects::default()
+                    })
+                    .await?;
+                model.place(cap(input.cap), &entry, now);
+                prop_assert_eq!(fixture.history(record.operation_id).await?, model.entries());
+                Ok(())
+            })
+        },
+    )
+    .await;
     sqlite.close().await;
 }
 

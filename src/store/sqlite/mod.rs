@@ -59,6 +59,14 @@ macro_rules! read_with_clock_sql {
     };
 }
 
+/// [`Dialect::GUARDED_UPDATE`], its new fence the one the write transaction
+/// drew.
+macro_rules! sqlite_guarded_update_sql {
+    () => {
+        guarded_update_sql!("(SELECT last_fence FROM operation_fence WHERE singleton = 1)")
+    };
+}
+
 /// The locked path's first statement, behind its savepoint statements.
 const LOCK_BY_SCOPE_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_scope));
 const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_id));
@@ -360,8 +368,12 @@ impl Dialect for SqliteStore {
     const READ_BY_SCOPE: &'static str = read_with_clock_sql!(by_scope);
     const READ_BY_ID: &'static str = read_with_clock_sql!(by_id);
     const CLOCK: &'static str = "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-    const GUARDED_UPDATE: &'static str =
-        guarded_update_sql!("(SELECT last_fence FROM operation_fence WHERE singleton = 1)");
+    const GUARDED_UPDATE: &'static str = sqlite_guarded_update_sql!();
+    const GUARDED_UPDATE_THEN_APPEND: Option<&'static str> = Some(concat!(
+        sqlite_guarded_update_sql!(),
+        ";\n",
+        include_str!("sql/append_entry_after_update.sql")
+    ));
     // The single writer serialises sweeps with every other write, so no row
     // needs skipping: what this batch selects, nobody else holds.
     const DUE_FOR_TOMBSTONE: &'static str = due_for_tombstone_sql!("");

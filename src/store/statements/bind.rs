@@ -204,50 +204,82 @@ where
     ) -> StoreResult<OperationRecord> {
         let mut effects = effects;
         let mut written_record = None;
+        let mut appended_with_update = false;
+        let acted_by = effects.acted_by.clone();
+        let acted_by = acted_by.as_ref();
         if let Some(update) = &effects.update {
             if update.takes_new_fence {
                 D::advance_fence(&mut *connection).await?;
             }
             let write = OperationWrite::of(&update.next)?;
-            let written_fence: Option<i64> = sqlx::query_scalar(D::GUARDED_UPDATE)
-                .bind(before.operation_id.0)
-                .bind(signed(before.fence)?)
-                .bind(write.state)
-                .bind(update.takes_new_fence)
-                .bind(write.attempt)
-                .bind(write.claim_token)
-                .bind(write.taken_over_state)
-                .bind(write.taken_over_fence)
-                .bind(write.lease_ms)
-                .bind(write.lease_expires_at.map(D::stamp))
-                .bind(write.attempt_deadline_at.map(D::stamp))
-                .bind(write.retry_at.map(D::stamp))
-                .bind(write.outcome_state)
-                .bind(write.result_body)
-                .bind(write.result_content_type)
-                .bind(write.result_metadata)
-                .bind(write.failure_reason)
-                .bind(write.error_code)
-                .bind(write.error_message)
-                .bind(write.error_metadata)
-                .bind(write.last_write_fence)
-                .bind(write.last_write_digest)
-                .bind(D::stamp(write.updated_at))
-                .bind(write.completed_at.map(D::stamp))
-                .bind(write.retain_until.map(D::stamp))
-                .bind(before.state.as_str())
-                .bind(write.last_write_by)
-                .bind(write.max_attempts)
-                .bind(write.last_write_state)
-                .bind(write.last_write_failure)
-                .bind(write.last_write_retry_at.map(D::stamp))
-                .bind(write.last_write_answer_fence)
-                .bind(write.taken_over_deadline_at.map(D::stamp))
-                .bind(write.renewed_under_fence)
-                .fetch_optional(&mut *connection)
-                .instrument(D::statement("UPDATE operations"))
-                .await?;
             let answers_with_drawn_fence = write.last_write_answer_fence == Some(0);
+            // The entry goes with the UPDATE when nothing the UPDATE returns
+            // changes it (no new fence) and its place needs no look at the
+            // last entry.
+            let history_with_update = D::GUARDED_UPDATE_THEN_APPEND
+                .zip(effects.history.as_ref())
+                .filter(|(_, entry)| !update.takes_new_fence && entry.appended_whatever_the_last());
+            let query = sqlx::query_scalar(
+                history_with_update.map_or(D::GUARDED_UPDATE, |(statement, _)| statement),
+            )
+            .bind(before.operation_id.0)
+            .bind(signed(before.fence)?)
+            .bind(write.state)
+            .bind(update.takes_new_fence)
+            .bind(write.attempt)
+            .bind(write.claim_token)
+            .bind(write.taken_over_state)
+            .bind(write.taken_over_fence)
+            .bind(write.lease_ms)
+            .bind(write.lease_expires_at.map(D::stamp))
+            .bind(write.attempt_deadline_at.map(D::stamp))
+            .bind(write.retry_at.map(D::stamp))
+            .bind(write.outcome_state)
+            .bind(write.result_body)
+            .bind(write.result_content_type)
+            .bind(write.result_metadata)
+            .bind(write.failure_reason)
+            .bind(write.error_code)
+            .bind(write.error_message)
+            .bind(write.error_metadata)
+            .bind(write.last_write_fence)
+            .bind(write.last_write_digest)
+            .bind(D::stamp(write.updated_at))
+            .bind(write.completed_at.map(D::stamp))
+            .bind(write.retain_until.map(D::stamp))
+            .bind(before.state.as_str())
+            .bind(write.last_write_by)
+            .bind(write.max_attempts)
+            .bind(write.last_write_state)
+            .bind(write.last_write_failure)
+            .bind(write.last_write_retry_at.map(D::stamp))
+            .bind(write.last_write_answer_fence)
+            .bind(write.taken_over_deadline_at.map(D::stamp))
+            .bind(write.renewed_under_fence);
+            let query = match history_with_update {
+                Some((_, entry)) => {
+                    appended_with_update = true;
+                    query
+                        .bind(entry.event.as_str())
+                        .bind(entry.from_state.map(|state| state.as_str()))
+                        .bind(entry.to_state.as_str())
+                        .bind(signed(entry.fence)?)
+                        .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
+                        .bind(entry.detail.as_str())
+                        .bind(D::stamp(now))
+                        .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
+                        .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
+                }
+                None => query,
+            };
+            // Every row, not the first only: a query of two statements
+            // stops at the row it was asked for.
+            let written_fence: Option<i64> = query
+                .fetch_all(&mut *connection)
+                .instrument(D::statement("UPDATE operations"))
+                .await?
+                .into_iter()
+                .next();
             let (written, stamped) = settle_guarded_update(effects, written_fence)?;
             effects = stamped;
             // A reconciler's receipt answers with the fence its write drew,
@@ -275,12 +307,12 @@ where
             let base = written_record.as_ref().unwrap_or(before);
             counted_record = Some(base.with_conflict_counted(now));
         }
-        if let Some(history) = &effects.history {
+        if let Some(history) = effects.history.as_ref().filter(|_| !appended_with_update) {
             D::append_history(
                 &mut *connection,
                 before.operation_id,
                 history,
-                effects.acted_by.as_ref(),
+                acted_by,
                 cap,
                 now,
             )
