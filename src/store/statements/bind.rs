@@ -31,6 +31,22 @@ use crate::domain::{
     Result, Target, TenantId, UnresolvedQuery,
 };
 
+/// Binds a history entry's event, states, fence, attempt, detail and time,
+/// in that order (append_history.sql's `$2`–`$8`;
+/// append_entry_after_update.sql's `$35`–`$41`).
+macro_rules! bind_history_entry {
+    ($query:expr, $entry:expr, $now:expr) => {
+        $query
+            .bind($entry.event.as_str())
+            .bind($entry.from_state.map(|state| state.as_str()))
+            .bind($entry.to_state.as_str())
+            .bind(signed($entry.fence)?)
+            .bind(i32::try_from($entry.attempt).unwrap_or(i32::MAX))
+            .bind($entry.detail.as_str())
+            .bind(D::stamp($now))
+    };
+}
+
 impl<D> Sql for D
 where
     D: Dialect,
@@ -172,26 +188,22 @@ where
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         let coalesce_key = entry.coalesce_key();
-        sqlx::query(D::APPEND_HISTORY)
-            .bind(operation_id.0)
-            .bind(entry.event.as_str())
-            .bind(entry.from_state.map(|state| state.as_str()))
-            .bind(entry.to_state.as_str())
-            .bind(signed(entry.fence)?)
-            .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
-            .bind(entry.detail.as_str())
-            .bind(D::stamp(now))
-            .bind(coalesce_key.as_deref())
-            .bind(entry.kept_past_cap())
-            .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
-            .bind(HistoryEvent::HistoryTruncated.as_str())
-            .bind(HistoryCap::TRUNCATED_DETAIL)
-            .bind(HistoryCap::TRUNCATED_KEY)
-            .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
-            .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
-            .execute(&mut *connection)
-            .instrument(D::statement("INSERT operation_history"))
-            .await?;
+        bind_history_entry!(
+            sqlx::query(D::APPEND_HISTORY).bind(operation_id.0),
+            entry,
+            now
+        )
+        .bind(coalesce_key.as_deref())
+        .bind(entry.kept_past_cap())
+        .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
+        .bind(HistoryEvent::HistoryTruncated.as_str())
+        .bind(HistoryCap::TRUNCATED_DETAIL)
+        .bind(HistoryCap::TRUNCATED_KEY)
+        .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
+        .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
+        .execute(&mut *connection)
+        .instrument(D::statement("INSERT operation_history"))
+        .await?;
         Ok(())
     }
 
@@ -259,14 +271,7 @@ where
             let query = match history_with_update {
                 Some((_, entry)) => {
                     appended_with_update = true;
-                    query
-                        .bind(entry.event.as_str())
-                        .bind(entry.from_state.map(|state| state.as_str()))
-                        .bind(entry.to_state.as_str())
-                        .bind(signed(entry.fence)?)
-                        .bind(i32::try_from(entry.attempt).unwrap_or(i32::MAX))
-                        .bind(entry.detail.as_str())
-                        .bind(D::stamp(now))
+                    bind_history_entry!(query, entry, now)
                         .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
                         .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
                 }
