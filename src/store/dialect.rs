@@ -33,10 +33,6 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     const SYSTEM: &'static str;
     /// How many times a transaction that hit a [`ErrorClass::Conflict`] runs in all.
     const TRANSACTION_ATTEMPTS: usize;
-    /// The write transaction itself holds the lock `LOCK_BY_*` would take
-    /// (SQLite's `BEGIN IMMEDIATE`): locking is reading, and the locked path
-    /// reads the record and the clock by one statement (`READ_BY_*`).
-    const LOCK_IS_A_READ: bool;
     /// One operation, held for the rest of the write transaction.
     const LOCK_BY_SCOPE: &'static str;
     const LOCK_BY_ID: &'static str;
@@ -116,10 +112,9 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     fn begin_write(&self) -> impl Future<Output = StoreResult<Self::Write>> + Send;
 
     /// [`Dialect::begin_write`], then one operation under the write lock
-    /// and the clock ([`Sql::lock_at_clock`]): how the locked path starts. A
-    /// dialect that can send both in one round trip does.
-    ///
-    /// [`Sql::lock_at_clock`]: super::statements::Sql::lock_at_clock
+    /// and the clock, read once the lock is held (the time a decision is
+    /// made at): how the locked path starts, in as few round trips as the
+    /// database allows.
     fn begin_write_locked(
         &self,
         tenant: TenantId,

@@ -430,8 +430,6 @@ impl Dialect for PostgresStore {
     const KIND: &'static str = "postgres";
     const SYSTEM: &'static str = "postgresql";
     const TRANSACTION_ATTEMPTS: usize = 5;
-    // A row lock of its own, then the clock (read once the lock is held).
-    const LOCK_IS_A_READ: bool = false;
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", " FOR UPDATE");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", " FOR UPDATE");
     const READ_BY_SCOPE: &'static str =
@@ -541,9 +539,13 @@ impl Dialect for PostgresStore {
         tenant: TenantId,
         target: &Target,
     ) -> StoreResult<(HeldTransaction, Option<AtClock>)> {
+        // A row lock of its own, then the clock.
         let mut transaction = self.begin_write().await?;
-        let locked = Self::lock_at_clock(&mut transaction, tenant, target).await?;
-        Ok((transaction, locked))
+        let Some(record) = Self::lock(&mut transaction, tenant, target).await? else {
+            return Ok((transaction, None));
+        };
+        let now = Self::database_now(&mut transaction).await?;
+        Ok((transaction, Some((record, now))))
     }
 
     async fn commit(&self, write: HeldTransaction) -> StoreResult<()> {

@@ -372,10 +372,7 @@ pub(super) enum Opening {
 impl Opening {
     /// The savepoint statements alone.
     fn savepoint(self) -> &'static str {
-        match self {
-            Opening::Fresh => "SAVEPOINT member",
-            Opening::AfterKept => "RELEASE member; SAVEPOINT member",
-        }
+        self.pick(&with_savepoint!(""))
     }
 
     /// The text of `statement` this opening runs.
@@ -393,12 +390,13 @@ pub(super) struct OpenedStatement {
     after_kept: &'static str,
 }
 
-/// The [`OpenedStatement`] of a statement's literal text.
+/// The [`OpenedStatement`] of a statement's literal text (pieces that
+/// `concat!` takes); of `""`, the savepoint statements alone.
 macro_rules! with_savepoint {
-    ($($statement:tt)*) => {
+    ($($statement:expr),+ $(,)?) => {
         $crate::store::sqlite::group::OpenedStatement::new(
-            concat!("SAVEPOINT member; ", $($statement)*),
-            concat!("RELEASE member; SAVEPOINT member; ", $($statement)*),
+            concat!("SAVEPOINT member; ", $($statement),+),
+            concat!("RELEASE member; SAVEPOINT member; ", $($statement),+),
         )
     };
 }

@@ -49,12 +49,19 @@ mod lock;
 
 use self::group::{GroupWriter, Member, OpenedStatement, Opening, with_savepoint};
 
-/// An operation and the clock, in the form timestamps are read back in (RFC
-/// 3339), by scope or by id: [`Dialect::READ_BY_SCOPE`] and
+/// SQLite's clock, in the form timestamps are read back in (RFC 3339).
+macro_rules! now_sql {
+    () => {
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    };
+}
+
+/// An operation and the clock ([`now_sql!`]), by scope or by id: [`Dialect::READ_BY_SCOPE`] and
 /// [`Dialect::READ_BY_ID`], and the locked path's first read (under `BEGIN
 /// IMMEDIATE`'s write lock, a read is a lock).
 macro_rules! read_with_clock_sql {
     ($by:ident) => {
+        // `now_sql!()` written out: select_operation_sql! takes literals only.
         select_operation_sql!($by, ", strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS db_now", "")
     };
 }
@@ -75,8 +82,8 @@ const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(
 /// next fence drawn and the clock read ([`Dialect::advance_fence`] and the
 /// clock, under the write lock `BEGIN IMMEDIATE` took).
 const ADVANCE_FENCE_AT_CLOCK_OPENED: OpenedStatement = with_savepoint!(
-    "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 \
-     RETURNING strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 RETURNING ",
+    now_sql!()
 );
 
 pub use lock::{DatabaseLock, create_data_directory};
@@ -359,15 +366,14 @@ impl Dialect for SqliteStore {
     const SYSTEM: &'static str = "sqlite";
     // The single writer serialises every write: no transaction conflicts.
     const TRANSACTION_ATTEMPTS: usize = 1;
-    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add, and
-    // the locked path reads record and clock by one statement.
-    const LOCK_IS_A_READ: bool = true;
+    // `BEGIN IMMEDIATE` already holds the write lock: nothing to add (the
+    // locked path reads record and clock by one statement:
+    // `begin_write_locked`).
     const LOCK_BY_SCOPE: &'static str = select_operation_sql!(by_scope, "", "");
     const LOCK_BY_ID: &'static str = select_operation_sql!(by_id, "", "");
-    // The clock in the form timestamps are read back in (RFC 3339).
     const READ_BY_SCOPE: &'static str = read_with_clock_sql!(by_scope);
     const READ_BY_ID: &'static str = read_with_clock_sql!(by_id);
-    const CLOCK: &'static str = "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+    const CLOCK: &'static str = concat!("SELECT ", now_sql!());
     const GUARDED_UPDATE: &'static str = sqlite_guarded_update_sql!();
     const GUARDED_UPDATE_THEN_APPEND: Option<&'static str> = Some(concat!(
         sqlite_guarded_update_sql!(),

@@ -217,8 +217,6 @@ where
         let mut effects = effects;
         let mut written_record = None;
         let mut appended_with_update = false;
-        let acted_by = effects.acted_by.clone();
-        let acted_by = acted_by.as_ref();
         if let Some(update) = &effects.update {
             if update.takes_new_fence {
                 D::advance_fence(&mut *connection).await?;
@@ -271,6 +269,7 @@ where
             let query = match history_with_update {
                 Some((_, entry)) => {
                     appended_with_update = true;
+                    let acted_by = effects.acted_by.as_ref();
                     bind_history_entry!(query, entry, now)
                         .bind(acted_by.map(|acted_by| acted_by.credential.as_str()))
                         .bind(acted_by.is_some_and(|acted_by| acted_by.admin_on_behalf))
@@ -317,7 +316,7 @@ where
                 &mut *connection,
                 before.operation_id,
                 history,
-                acted_by,
+                effects.acted_by.as_ref(),
                 cap,
                 now,
             )

@@ -75,27 +75,6 @@ pub(crate) trait Sql: Dialect {
         connection: &mut Connection<Self>,
     ) -> impl Future<Output = StoreResult<DateTime<Utc>>> + Send;
 
-    /// One operation under the write lock, and the clock read once the lock
-    /// is held (the time a decision is made at). Where the write transaction
-    /// already holds the lock ([`Dialect::LOCK_IS_A_READ`]), one statement
-    /// reads both.
-    fn lock_at_clock(
-        connection: &mut Connection<Self>,
-        tenant: TenantId,
-        target: &Target,
-    ) -> impl Future<Output = StoreResult<Option<(OperationRecord, DateTime<Utc>)>>> + Send {
-        async move {
-            if Self::LOCK_IS_A_READ {
-                return Self::read_with_clock_in(connection, tenant, target).await;
-            }
-            let Some(record) = Self::lock(connection, tenant, target).await? else {
-                return Ok(None);
-            };
-            let now = Self::database_now(connection).await?;
-            Ok(Some((record, now)))
-        }
-    }
-
     /// One operation under the write lock.
     fn lock(
         connection: &mut Connection<Self>,
