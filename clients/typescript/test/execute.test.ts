@@ -7,7 +7,7 @@ import {
   previousAttemptSettlesAt, Retryable, RetryPolicy, seconds, Success, Terminal, Unknown, UnrecognisedOutcomeError,
 } from "../src/index.js";
 import type { ClaimRequest, ClaimResponse, HistoryEntry, Ownership } from "../src/types.js";
-import { eachStore, fastRetry, key, Provider, type Server, startServer } from "./harness.js";
+import { eachStore, fastRetry, key, Provider, reconnectingRetry, type Server, startServer } from "./harness.js";
 import { Proxy } from "./proxy.js";
 
 const OP = "payments.charge";
@@ -740,7 +740,8 @@ eachStore("executeOnce", (store) => {
   test("LEASE_LOST looks up and never redoes", async () => {
     fresh();
     const proxy = await new Proxy(server.port).start();
-    const proxied = new Client(proxy.addr, server.token, { retry: fastRetry });
+    // Its Complete goes out just after the cut connection is restored.
+    const proxied = new Client(proxy.addr, server.token, { retry: reconnectingRetry });
     try {
       const k = key();
       let takenOver = false;

@@ -195,6 +195,18 @@ export async function eventually(predicate: () => boolean, timeout = 5): Promise
 
 export const fastRetry = new RetryPolicy({ initialBackoff: 0.02, maxBackoff: 0.2, callTimeout: 5 });
 
+/**
+ * fastRetry with sends enough to outlast the channel's reconnect backoff (at most 1 s,
+ * plus jitter: src/client.ts) once a cut connection is restored: ten sends of fastRetry
+ * last about 0.6 s, and a call made while the channel still backs off fails at once.
+ */
+export const reconnectingRetry = new RetryPolicy({
+  initialBackoff: 0.02,
+  maxBackoff: 0.2,
+  callTimeout: 5,
+  maxSends: 40,
+});
+
 /** Closes what a test opened, whatever happened. */
 export function cleanup(): (fn: () => unknown) => void {
   const fns: (() => unknown)[] = [];
