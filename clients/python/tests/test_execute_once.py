@@ -438,8 +438,11 @@ async def test_renewals_stop_once_the_lease_reaches_the_attempt_deadline(client:
         await execute_once(client, OP, key(), PAYLOAD, hangs, lease=3, attempt_duration=4)
     # The first Renew (a third into the lease) is granted up to the deadline; renewing
     # again could only shrink towards it, call after call.
-    events = await history(client, timeout.value.operation_id)
-    assert events.count("RENEWED") == 1, events
+    entries = await history_entries(client, timeout.value.operation_id)
+    renewed = sum(entry.count for entry in entries if entry.event == "RENEWED")
+    # (A second one when the first was granted a hair short of the deadline: the Claim
+    # took longer to reach the server than the Renew did. Without the stop, three or more.)
+    assert 1 <= renewed <= 2, [(entry.event, entry.count) for entry in entries]
 
 
 def recording(provider: Provider, attempts: list[int]) -> Any:

@@ -799,6 +799,8 @@ eachStore("executeOnce", (store) => {
     // again could only shrink towards it, call after call.
     const found = await client.lookup({ operationId: timeout.operationId }, { includeHistory: true });
     const renewed = found.history.filter((h) => h.event === "RENEWED").reduce((n, h) => n + Number(h.count), 0);
-    assert.equal(renewed, 1, found.history.map((h) => h.event).join(","));
+    // (A second one when the first was granted a hair short of the deadline: the Claim
+    // took longer to reach the server than the Renew did. Without the stop, three or more.)
+    assert.ok(renewed >= 1 && renewed <= 2, `renewed ${renewed} times: ${found.history.map((h) => h.event).join(",")}`);
   });
 });

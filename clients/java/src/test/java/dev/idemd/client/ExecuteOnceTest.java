@@ -557,8 +557,15 @@ class ExecuteOnceTest extends ServerTest {
                     }));
     // The first Renew (a third into the lease) is granted up to the deadline; renewing again
     // could only shrink towards it, call after call.
-    List<String> events = events(timeout.operationId().orElseThrow());
-    assertEquals(1, Collections.frequency(events, "RENEWED"), events.toString());
+    List<HistoryEntry> entries = history(timeout.operationId().orElseThrow());
+    long renewed =
+        entries.stream()
+            .filter(entry -> entry.getEvent().equals("RENEWED"))
+            .mapToLong(HistoryEntry::getCount)
+            .sum();
+    // (A second one when the first was granted a hair short of the deadline: the Claim took
+    // longer to reach the server than the Renew did. Without the stop, three or more.)
+    assertTrue(renewed >= 1 && renewed <= 2, "renewed " + renewed + " times: " + entries);
   }
 
   @Test
