@@ -39,9 +39,20 @@ const RETENTION_MARGIN: Duration = Duration::from_secs(2);
 /// whose change notification never reached this replica (notifications are
 /// best effort) stops being replayed here within this long.
 const MAX_ENTRY_AGE: Duration = Duration::from_secs(60);
-/// What an entry costs beside its strings and result: the record's fields
-/// and the cache's own bookkeeping.
-const ENTRY_OVERHEAD_BYTES: u64 = 512;
+/// What an entry costs beyond its own struct and the bytes its strings and
+/// result hold: the allocator's headers and rounding for each of its
+/// allocations, its slot in the cache, its line in the by-operation index and
+/// the freed memory that churn leaves between live entries. Measured, so that
+/// the budget is what the cache keeps resident: a full cache of the
+/// benchmark's replays (a 17-byte result) against none, on both stores
+/// (bench/README.md, "Memory").
+const BOOKKEEPING_BYTES: usize = 448;
+
+/// The least an entry weighs: an empty record's.
+const LEAST_ENTRY_BYTES: usize =
+    std::mem::size_of::<Entry>() + ARC_COUNTS_BYTES + BOOKKEEPING_BYTES;
+/// An `Arc`'s strong and weak counts, allocated with the entry.
+const ARC_COUNTS_BYTES: usize = 2 * std::mem::size_of::<usize>();
 
 #[derive(Debug)]
 struct Entry {
@@ -57,12 +68,19 @@ struct EntryWeight;
 
 impl Weighter<u64, Arc<Entry>> for EntryWeight {
     fn weight(&self, _key: &u64, entry: &Arc<Entry>) -> u64 {
-        let record = &entry.record;
+        u64::try_from(entry.resident_bytes()).unwrap_or(u64::MAX)
+    }
+}
+
+impl Entry {
+    /// What holding this entry keeps resident: the budget counts this.
+    fn resident_bytes(&self) -> usize {
+        let record = &self.record;
         let outcome = record.outcome.as_ref().map_or(0, Outcome::stored_bytes);
-        let strings = record.scope.operation.len() + record.scope.key.len();
-        u64::try_from(outcome + strings)
-            .unwrap_or(u64::MAX)
-            .saturating_add(ENTRY_OVERHEAD_BYTES)
+        let held = record.scope.operation.len() + record.scope.key.len() + record.claim_token.len();
+        LEAST_ENTRY_BYTES
+            .saturating_add(outcome)
+            .saturating_add(held)
     }
 }
 
@@ -95,8 +113,10 @@ pub struct Cached {
 impl TerminalCache {
     /// Holds at most `budget_bytes`; zero disables the cache.
     pub fn new(budget_bytes: u64) -> Self {
-        let estimated_items = usize::try_from(budget_bytes / (ENTRY_OVERHEAD_BYTES * 2))
-            .unwrap_or(1024)
+        // Sized for entries of twice the least weight: the cache grows past
+        // its estimate when they are lighter.
+        let estimated_items = usize::try_from(budget_bytes)
+            .map_or(1024, |budget| budget / (LEAST_ENTRY_BYTES * 2))
             .max(16);
         let entries = (budget_bytes > 0).then(|| {
             Arc::new(Cache::with_weighter(
@@ -279,6 +299,46 @@ mod tests {
         });
         record.retain_until = Some(now + TimeDelta::hours(1));
         record
+    }
+
+    #[test]
+    fn an_entry_weighs_its_struct_its_bookkeeping_and_the_bytes_it_holds() {
+        let mut record = ended(State::Succeeded, OnFailed::Replay);
+        let entry = |record: &OperationRecord| Entry {
+            record: record.clone(),
+            read_at: record.created_at,
+            filled: Instant::now(),
+            answers_until: Instant::now(),
+        };
+        let empty = entry(&record).resident_bytes();
+        assert_eq!(
+            empty,
+            size_of::<Entry>()
+                + ARC_COUNTS_BYTES
+                + BOOKKEEPING_BYTES
+                + record.scope.operation.len()
+                + record.scope.key.len()
+        );
+        record.outcome = Some(Outcome::Succeeded(SuccessResult {
+            body: vec![0; 1000],
+            content_type: "application/json".into(),
+            metadata: [("region".to_owned(), "eu".to_owned())].into(),
+        }));
+        assert_eq!(entry(&record).resident_bytes(), empty + 1000 + 16 + 8);
+        // The budget bounds the entries' weight: a 64 KiB cache of 1,000-byte
+        // results holds fewer entries than 64 KiB / 1,000.
+        let cache = TerminalCache::new(64 * 1024);
+        for n in 0..200 {
+            record.scope.key = format!("key-{n}");
+            cache.offer(&record, record.created_at);
+        }
+        let entries = cache.entries.as_ref().expect("enabled");
+        assert!(entries.weight() <= 64 * 1024, "{}", entries.weight());
+        assert!(
+            entries.len() * (1000 + size_of::<Entry>()) <= 64 * 1024,
+            "{} entries",
+            entries.len()
+        );
     }
 
     #[test]
