@@ -731,7 +731,8 @@ pub struct ServeArgs {
     pub auth_lookup_queue_timeout: Duration,
 
     /// Bytes of memory for terminal results kept to answer replays without
-    /// a database round trip (results count with their size); 0 turns the
+    /// a database round trip (an entry counts what it keeps resident: its
+    /// result and about 1 KiB beside it); 0 turns the
     /// cache off. Each replica keeps its own: terminal records never change.
     #[arg(long, env = "IDEMD_RESULT_CACHE_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub result_cache_bytes: u64,

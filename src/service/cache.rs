@@ -13,7 +13,8 @@
 //! database measured it: an entry keeps the database clock of the read that
 //! filled it and counts on from there with this process's monotonic clock,
 //! so no wall clock of this machine is compared with the database's. The
-//! cache holds at most its byte budget (results count with their size);
+//! cache holds at most its byte budget (an entry counts what it keeps
+//! resident, [`Entry::resident_bytes`]);
 //! entries are looked up by a hash of the scope and checked against the
 //! record's own scope and tenant, so a collision is a miss, never another
 //! tenant's answer.
@@ -44,8 +45,8 @@ const MAX_ENTRY_AGE: Duration = Duration::from_secs(60);
 /// allocations, its slot in the cache, its line in the by-operation index and
 /// the freed memory that churn leaves between live entries. Measured, so that
 /// the budget is what the cache keeps resident: a full cache of the
-/// benchmark's replays (a 17-byte result) against none, on both stores
-/// (bench/README.md, "Memory").
+/// benchmark's replays (a 17-byte result) against none (bench/README.md,
+/// "Memory").
 const BOOKKEEPING_BYTES: usize = 448;
 
 /// The least an entry weighs: an empty record's.
