@@ -327,7 +327,7 @@ mod tests {
         }));
         assert_eq!(entry(&record).resident_bytes(), empty + 1000 + 16 + 8);
         // The budget bounds the entries' weight: a 64 KiB cache of 1,000-byte
-        // results holds fewer entries than 64 KiB / 1,000.
+        // results holds no more entries than 64 KiB / (1,000 + the struct).
         let cache = TerminalCache::new(64 * 1024);
         for n in 0..200 {
             record.scope.key = format!("key-{n}");

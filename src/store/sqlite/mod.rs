@@ -96,7 +96,7 @@ const SYNCHRONOUS_FULL: i64 = 2;
 /// Each reader's page cache, in KiB (negative: SQLite's way of saying KiB, not
 /// pages). Readers look scopes up at random, so beyond the indexes' upper
 /// levels their pages are the operating system's file cache's to keep; at
-/// SQLite's default (2,000 KiB) the sixteen readers held 32 MiB of copies.
+/// SQLite's default (2,000 KiB) the sixteen readers could hold 32 MiB of copies.
 const READER_CACHE_SIZE: &str = "-512";
 
 /// Where the embedded database lives and how it is used.
