@@ -1,10 +1,5 @@
 use clap::Parser;
 
-// mimalloc instead of glibc's malloc: allocation and freeing were a tenth of the
-// server's samples under load (bench/README.md, "Where the time goes").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = idemd::config::Cli::parse();
