@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::TimeDelta;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::domain::TenantId;
 use crate::store::Store;
@@ -17,6 +17,10 @@ use crate::store::holds::Hold;
 
 /// How often the holds are read, by default.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
+
+/// While the holds cannot be read (a database outage fails every refresh),
+/// the warning is said again this often, not at every refresh.
+const SAY_AGAIN_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Default)]
 struct TenantHolds {
@@ -83,15 +87,94 @@ impl HoldsInForce {
     ) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failures = Failures::default();
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
                 () = stop.cancelled() => return,
             }
-            if let Err(error) = self.refresh(store.as_ref()).await {
-                warn!(%error, "could not read the holds; keeping the ones known");
+            match self.refresh(store.as_ref()).await {
+                Ok(()) => {
+                    if let Some(ended) = failures.succeeded(Instant::now()) {
+                        info!(
+                            failed_reads = ended.failed_reads,
+                            for_s = ended.lasted.as_secs(),
+                            "the holds are read again"
+                        );
+                    }
+                }
+                Err(error) => match failures.failed(Instant::now()) {
+                    Say::First => {
+                        warn!(%error, "could not read the holds; keeping the ones known");
+                    }
+                    Say::Again(failing) => warn!(
+                        %error,
+                        failed_reads = failing.failed_reads,
+                        for_s = failing.lasted.as_secs(),
+                        "still cannot read the holds; keeping the ones known"
+                    ),
+                    Say::Nothing => {}
+                },
             }
         }
+    }
+}
+
+/// Failed reads in a row: when to say so (the first, then once every
+/// [`SAY_AGAIN_EVERY`]) and that they ended.
+#[derive(Debug, Default)]
+struct Failures {
+    failing: Option<Failing>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    since: Instant,
+    said_at: Instant,
+    failed_reads: u64,
+}
+
+/// Failed reads in a row, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Streak {
+    failed_reads: u64,
+    lasted: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Say {
+    First,
+    Again(Streak),
+    Nothing,
+}
+
+impl Failures {
+    fn failed(&mut self, now: Instant) -> Say {
+        let Some(failing) = &mut self.failing else {
+            self.failing = Some(Failing {
+                since: now,
+                said_at: now,
+                failed_reads: 1,
+            });
+            return Say::First;
+        };
+        failing.failed_reads += 1;
+        if now.duration_since(failing.said_at) < SAY_AGAIN_EVERY {
+            return Say::Nothing;
+        }
+        failing.said_at = now;
+        Say::Again(Streak {
+            failed_reads: failing.failed_reads,
+            lasted: now.duration_since(failing.since),
+        })
+    }
+
+    /// The streak a success ended, if one did.
+    fn succeeded(&mut self, now: Instant) -> Option<Streak> {
+        self.failing.take().map(|failing| Streak {
+            failed_reads: failing.failed_reads,
+            lasted: now.duration_since(failing.since),
+        })
     }
 }
 
@@ -100,6 +183,36 @@ mod tests {
     use chrono::DateTime;
 
     use super::*;
+
+    #[test]
+    fn an_outage_is_said_when_it_starts_once_a_minute_while_it_lasts_and_when_it_ends() {
+        let start = Instant::now();
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        let mut failures = Failures::default();
+        assert_eq!(failures.succeeded(at(0)), None, "nothing to end");
+        assert_eq!(failures.failed(at(1)), Say::First);
+        for second in 2..61 {
+            assert_eq!(failures.failed(at(second)), Say::Nothing, "second {second}");
+        }
+        assert_eq!(
+            failures.failed(at(61)),
+            Say::Again(Streak {
+                failed_reads: 61,
+                lasted: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(failures.failed(at(62)), Say::Nothing);
+        assert_eq!(
+            failures.succeeded(at(63)),
+            Some(Streak {
+                failed_reads: 62,
+                lasted: Duration::from_secs(62)
+            })
+        );
+        assert_eq!(failures.succeeded(at(64)), None, "said once");
+        // The next outage is new: said at once.
+        assert_eq!(failures.failed(at(65)), Say::First);
+    }
 
     fn hold(tenant: i64, operation: Option<&str>, seconds: i64) -> Hold {
         Hold {
