@@ -181,7 +181,7 @@ func TestALostLeaseIsAnsweredFromTheRecordNeverRedone(t *testing.T) {
 	eachStore(t, func(t *testing.T, srv *idemdtest.Server) {
 		client := connect(t, srv.Addr, srv.Token)
 		proxy := idemdtest.StartProxy(t, srv.Addr)
-		proxied := connect(t, proxy.Addr, srv.Token, fastRetries())
+		proxied := connect(t, proxy.Addr, srv.Token, reconnectingRetries())
 		provider := idemdtest.NewProvider()
 		key := idemdtest.Key()
 		bDone := make(chan struct{})
