@@ -16,8 +16,10 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use tracing::Dispatch;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -74,52 +76,102 @@ impl Telemetry {
 /// Installs the global subscriber. Must run inside the Tokio runtime when
 /// traces are exported. A second call (tests) keeps the first subscriber.
 pub fn init(format: LogFormat, export: TraceExport) -> Result<Telemetry, BoxError> {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let tracer_provider = match &export {
         TraceExport::Off => None,
         TraceExport::FromEnvironment => Some(tracer_provider(None)?),
         TraceExport::Endpoint(endpoint) => Some(tracer_provider(Some(endpoint))?),
     };
-    let otel_layer = tracer_provider
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("idemd")));
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-
-    // The MCP SDK (`idemd mcp`) logs whole requests and results at debug and
-    // trace: tool arguments and answers, which may carry payloads and
-    // evidence. Never those, whatever RUST_LOG asks for.
-    let quiet_mcp_sdk = tracing_subscriber::filter::filter_fn(|metadata| {
-        !(metadata.target().starts_with("rmcp") && *metadata.level() > tracing::Level::INFO)
-    });
-    let registry = tracing_subscriber::registry()
-        .with(filter)
-        .with(quiet_mcp_sdk)
-        .with(otel_layer);
-    let installed = match format {
-        LogFormat::Json => registry
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .json()
-                    .with_ansi(false)
-                    .flatten_event(true)
-                    .with_current_span(false)
-                    .with_writer(std::io::stderr),
-            )
-            .try_init(),
-        LogFormat::Text => registry
-            .with(
-                tracing_subscriber::fmt::layer()
-                    .with_ansi(std::io::stderr().is_terminal())
-                    .with_writer(std::io::stderr),
-            )
-            .try_init(),
+    let tracer = tracer_provider
+        .as_ref()
+        .map(|provider| provider.tracer("idemd"));
+    let logs = Logs {
+        format,
+        ansi: std::io::stderr().is_terminal(),
+        level: std::env::var("RUST_LOG").ok(),
     };
+    let installed = subscriber(&logs, tracer, std::io::stderr).try_init();
     if installed.is_err() {
         return Ok(Telemetry {
             tracer_provider: None,
         });
     }
     Ok(Telemetry { tracer_provider })
+}
+
+/// How log lines are written.
+struct Logs {
+    format: LogFormat,
+    ansi: bool,
+    /// `RUST_LOG`'s directives; INFO when unset or unreadable.
+    level: Option<String>,
+}
+
+impl Logs {
+    fn level(&self) -> EnvFilter {
+        self.level
+            .as_deref()
+            .and_then(|directives| EnvFilter::try_new(directives).ok())
+            .unwrap_or_else(|| EnvFilter::new("info"))
+    }
+}
+
+/// The log lines (to `writer`) and, with a tracer, the exported spans,
+/// behind one filter: the level asked for, minus what must never be logged,
+/// and with no tracer minus the store's spans. A store call's, a statement's
+/// and a batch's spans are for traces: on a log line they would add only the
+/// database's name, and built for every call at INFO they cost a few per
+/// cent of the server's CPU (bench/README.md, "Where the time goes").
+///
+/// One filter in front of every layer, not one per layer: per-layer filters
+/// lost whole spans here (a refused Claim's, on Postgres) when their
+/// thread-local state was left over from an earlier callsite.
+fn subscriber<W>(
+    logs: &Logs,
+    tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
+    writer: W,
+) -> Dispatch
+where
+    W: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
+    let exporting = tracer.is_some();
+    let wanted = filter_fn(move |metadata| {
+        never_secret(metadata)
+            && (exporting || !(metadata.is_span() && metadata.target().starts_with(STORE_TARGET)))
+    });
+    let registry = tracing_subscriber::registry()
+        .with(logs.level())
+        .with(wanted)
+        .with(tracer.map(|tracer| tracing_opentelemetry::layer().with_tracer(tracer)));
+    match logs.format {
+        LogFormat::Json => Dispatch::new(
+            registry.with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_ansi(false)
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_writer(writer),
+            ),
+        ),
+        LogFormat::Text => Dispatch::new(
+            registry.with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(logs.ansi)
+                    .with_writer(writer),
+            ),
+        ),
+    }
+}
+
+/// Where the store's spans come from: its modules.
+const STORE_TARGET: &str = "idemd::store";
+
+/// The MCP SDK (`idemd mcp`) logs whole requests and results at debug and
+/// trace: tool arguments and answers, which may carry payloads and evidence.
+/// Never those, whatever RUST_LOG asks for.
+fn never_secret(metadata: &tracing::Metadata<'_>) -> bool {
+    !(metadata.target().starts_with("rmcp") && *metadata.level() > tracing::Level::INFO)
 }
 
 fn tracer_provider(endpoint: Option<&str>) -> Result<SdkTracerProvider, BoxError> {
@@ -197,9 +249,130 @@ impl LogLimiter {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    use super::LogLimiter;
+    use super::{LogLimiter, Logs, subscriber};
+    use crate::config::LogFormat;
+    use crate::store::statement_span;
+
+    /// A log line written inside a request's span and a store statement's,
+    /// with no trace exporter, and whether the statement's span was built.
+    fn logged_inside_a_statement(format: LogFormat) -> (String, bool) {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let writer = {
+            let written = Arc::clone(&written);
+            move || Written(Arc::clone(&written))
+        };
+        let logs = Logs {
+            format,
+            ansi: false,
+            level: Some("info".to_owned()),
+        };
+        let statement_built =
+            tracing::dispatcher::with_default(&subscriber(&logs, None, writer), || {
+                let request = tracing::info_span!("grpc.server", rpc.method = "Claim");
+                let _request = request.enter();
+                let statement = statement_span("postgresql", "INSERT operations");
+                let _statement = statement.enter();
+                tracing::warn!(operation_id = "op-1", "stale write refused");
+                !statement.is_disabled()
+            });
+        let line = String::from_utf8(written.lock().expect("log").clone()).expect("utf-8");
+        (line, statement_built)
+    }
+
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("log").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Keeps the names of the spans it is given.
+    #[derive(Debug, Clone, Default)]
+    struct Exported(Arc<Mutex<Vec<String>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Exported {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            let mut names = self.0.lock().expect("spans");
+            names.extend(batch.into_iter().map(|span| span.name.into_owned()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn with_an_exporter_the_stores_spans_are_exported_and_log_lines_name_the_trace() {
+        use opentelemetry::trace::TracerProvider as _;
+        let exported = Exported::default();
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_simple_exporter(exported.clone())
+            .build();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let writer = {
+            let written = Arc::clone(&written);
+            move || Written(Arc::clone(&written))
+        };
+        let logs = Logs {
+            format: LogFormat::Json,
+            ansi: false,
+            level: Some("info".to_owned()),
+        };
+        let dispatch = subscriber(&logs, Some(provider.tracer("test")), writer);
+        tracing::dispatcher::with_default(&dispatch, || {
+            let request = tracing::info_span!("grpc.server", otel.name = "Claim");
+            let _request = request.enter();
+            {
+                let call =
+                    tracing::info_span!(target: "idemd::store::paths", "store.insert_or_find");
+                let _call = call.enter();
+                let statement = statement_span("postgresql", "INSERT operations");
+                let _statement = statement.enter();
+            }
+            tracing::info!(
+                trace_id = super::current_trace_id().as_deref(),
+                "claim refused"
+            );
+        });
+        let names = exported.0.lock().expect("spans").clone();
+        let line = String::from_utf8(written.lock().expect("log").clone()).expect("utf-8");
+        assert!(names.contains(&"Claim".to_owned()), "{names:?}");
+        assert!(
+            names.contains(&"store.insert_or_find".to_owned()),
+            "{names:?}"
+        );
+        assert!(names.contains(&"INSERT operations".to_owned()), "{names:?}");
+        assert!(line.contains("\"trace_id\""), "{line}");
+    }
+
+    #[test]
+    fn without_an_exporter_the_stores_spans_are_not_built_and_log_lines_keep_the_requests() {
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let (line, statement_built) = logged_inside_a_statement(format);
+            assert!(
+                !statement_built,
+                "{format:?}: the statement's span was built"
+            );
+            assert!(line.contains("stale write refused"), "{format:?}: {line}");
+            assert!(line.contains("op-1"), "{format:?}: {line}");
+            assert!(!line.contains("db.statement"), "{format:?}: {line}");
+            assert!(!line.contains("postgresql"), "{format:?}: {line}");
+        }
+        let (text, _) = logged_inside_a_statement(LogFormat::Text);
+        assert!(text.contains("grpc.server"), "{text}");
+        assert!(text.contains("rpc.method=\"Claim\""), "{text}");
+        let (json, _) = logged_inside_a_statement(LogFormat::Json);
+        assert!(json.contains("\"grpc.server\""), "{json}");
+    }
 
     #[test]
     fn the_limiter_admits_one_event_per_interval_and_counts_the_others() {

@@ -96,6 +96,10 @@ mod sql;
 pub mod sqlite;
 mod statements;
 
+/// The span of one statement, for the logs' test (`telemetry.rs`).
+#[cfg(test)]
+pub(crate) use dialect::statement_span;
+
 pub use access::{
     Actor, AuditEntry, Converged, Credentials, DeclaredTenant, DeclaredToken, NewToken, TenantInfo,
     TokenCreated, TokenGrant, TokenInfo,
