@@ -78,18 +78,20 @@ impl StoreError {
         match self {
             StoreError::Domain(error) => error,
             StoreError::Database(error) => match classify(&error) {
-                ErrorClass::Conflict | ErrorClass::Unavailable => {
-                    // Every call sees it during an outage: one line a
-                    // second, counting the others.
-                    if let Some(suppressed) = UNAVAILABLE_LOG.admit(std::time::Instant::now()) {
-                        warn!(error = %error, suppressed, "database unavailable");
-                    }
-                    Error::unavailable("the database is unavailable")
-                }
+                ErrorClass::Conflict | ErrorClass::Unavailable => unavailable_database(&error),
                 ErrorClass::Internal => Error::Internal(format!("database error: {error}")),
             },
         }
     }
+}
+
+/// A database that cannot answer now: UNAVAILABLE (retry). Every call sees
+/// it during an outage, so it is logged once a second, counting the others.
+pub(crate) fn unavailable_database(error: &dyn std::fmt::Display) -> Error {
+    if let Some(suppressed) = UNAVAILABLE_LOG.admit(std::time::Instant::now()) {
+        warn!(error = %error, suppressed, "database unavailable");
+    }
+    Error::unavailable("the database is unavailable")
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod due;
 mod first_claim;
 mod guarded;
 mod history;
+mod point_read;
 
 /// Random inputs per test: each runs a handful of statements, on a machine
 /// shared with other builds.

@@ -46,8 +46,10 @@ use crate::domain::{
 
 mod group;
 mod lock;
+mod point_reads;
 
 use self::group::{GroupWriter, Member, OpenedStatement, Opening, with_savepoint};
+use self::point_reads::{PointReaderOptions, PointReaders, PointStatements};
 
 /// SQLite's clock, in the form timestamps are read back in (RFC 3339).
 macro_rules! now_sql {
@@ -120,6 +122,9 @@ pub struct SqliteStore {
     group: Arc<GroupWriter>,
     /// Read-only connections for lookups, lists and authentication.
     readers: SqlitePool,
+    /// Read-only connections of their own for a Claim's read of its scope
+    /// (replays, pending answers), the hottest read: see [`point_reads`].
+    point_reads: PointReaders,
     /// Waits for a reader. Writes wait for the group writer instead, which
     /// `idemd_store_duration_seconds` times.
     reader_waits: Arc<AcquireWaits>,
@@ -209,11 +214,22 @@ impl SqliteStore {
                 return Err(open_error(&options.path, error));
             }
         };
+        let point_reads = PointReaders::new(PointReaderOptions {
+            path: options.path.clone(),
+            max_connections: options.max_read_connections,
+            acquire_timeout: options.acquire_timeout,
+            cache_size: READER_CACHE_SIZE,
+            statements: PointStatements {
+                by_scope: Self::READ_BY_SCOPE,
+                by_id: Self::READ_BY_ID,
+            },
+        });
         Ok(Self {
             path: options.path.clone(),
             group: Arc::new(GroupWriter::new(writer.clone(), options.acquire_timeout)),
             writer,
             readers,
+            point_reads,
             reader_waits: Arc::default(),
             lock: Arc::new(Mutex::new(lock)),
             pause_before_write: None,
@@ -236,6 +252,29 @@ impl SqliteStore {
             history_cap: cap,
             ..self.clone()
         }
+    }
+
+    /// A scope's record and the clock by the point readers (what a Claim
+    /// reads), for the test that holds them equal to the sqlx readers'.
+    #[cfg(test)]
+    pub(crate) async fn point_read(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> Result<Option<(OperationRecord, DateTime<Utc>)>> {
+        self.point_reads
+            .read_with_clock(&self.reader_waits, tenant, target)
+            .await
+    }
+
+    /// The same read by the sqlx readers, as every other read runs.
+    #[cfg(test)]
+    pub(crate) async fn pooled_read(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<(OperationRecord, DateTime<Utc>)>> {
+        Self::read_with_clock(&self.readers, tenant, target).await
     }
 
     /// The database file.
@@ -286,7 +325,10 @@ impl SqliteStore {
         tenant: TenantId,
         target: &Target,
     ) -> StoreResult<Option<ClaimStart>> {
-        let found = Self::read_with_clock(&self.readers, tenant, target).await?;
+        let found = self
+            .point_reads
+            .read_with_clock(&self.reader_waits, tenant, target)
+            .await?;
         Ok(found.map(|(record, now)| {
             ClaimStart::Existing(Found {
                 record,
@@ -531,11 +573,15 @@ impl Dialect for SqliteStore {
 
     fn pool_usage(&self) -> PoolUsage {
         let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        let (point_size, point_idle, point_max) = self.point_reads.usage();
         PoolUsage {
-            size: self.writer.size() + self.readers.size(),
-            idle: count(self.writer.num_idle()).saturating_add(count(self.readers.num_idle())),
+            size: self.writer.size() + self.readers.size() + point_size,
+            idle: count(self.writer.num_idle())
+                .saturating_add(count(self.readers.num_idle()))
+                .saturating_add(count(point_idle)),
             max: self.writer.options().get_max_connections()
-                + self.readers.options().get_max_connections(),
+                + self.readers.options().get_max_connections()
+                + point_max,
             waits: self.reader_waits.totals(),
         }
     }
@@ -544,6 +590,7 @@ impl Dialect for SqliteStore {
         self.group.close().await;
         self.writer.close().await;
         self.readers.close().await;
+        self.point_reads.close().await;
         // No connection of this process touches the file any more: another
         // process may own it now.
         if let Ok(mut lock) = self.lock.lock() {

@@ -1,0 +1,573 @@
+//! The embedded store's read of one operation for a Claim (a replay, a
+//! pending answer, the look before a first claim), on read connections of
+//! its own, driven directly through rusqlite. rusqlite links sqlx's own
+//! SQLite library (one `libsqlite3-sys` in the build), so SQLite's file
+//! locks know every connection of the process.
+//!
+//! Why not sqlx's reader pool, which every other read uses: a statement on a
+//! sqlx SQLite connection is a round trip to that connection's own thread,
+//! and sqlx 0.9 pings each connection it takes back into the pool, another
+//! round trip. For a replay that misses the result cache those hand-offs
+//! were most of the server's CPU (bench/README.md, "Where the time goes").
+//! Here the whole read (the statement from the connection's cache, its
+//! step, the row decoded) runs where the Claim runs, on its tokio worker,
+//! without a hand-off: a point read of a local file takes microseconds, and
+//! a read through a blocking task cost a third more CPU per replay
+//! (bench/README.md). It never waits there: its connection has no busy
+//! timeout, and a read SQLite would make wait for a lock (a WAL being
+//! recovered, a checkpoint restarting the log) runs again on a blocking
+//! thread, with the busy timeout every other connection has.
+//!
+//! The statement is the one the sqlx path runs (`Dialect::READ_BY_SCOPE`,
+//! `READ_BY_ID`), decoded into the same [`OperationRow`] and converted as
+//! every read is; a mirror test (`store::mirror_tests::point_read`) holds the
+//! two reads' records equal.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::FromSql;
+use rusqlite::{Connection, OpenFlags, Row, ToSql};
+use sqlx::types::Json;
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use super::super::acquire::AcquireWaits;
+use super::super::error::unavailable_database;
+use super::super::row::OperationRow;
+use crate::domain::{Error, OperationRecord, Target, TenantId};
+
+/// The statements a point read runs: an operation and the database clock,
+/// by scope (`$1` tenant, `$2` operation, `$3` key) or by id (`$1` tenant,
+/// `$2` operation id), the columns in [`OperationRow`]'s order, the clock
+/// last.
+#[derive(Clone, Copy)]
+pub(super) struct PointStatements {
+    pub(super) by_scope: &'static str,
+    pub(super) by_id: &'static str,
+}
+
+/// How the point readers open their connections.
+pub(super) struct PointReaderOptions {
+    pub(super) path: PathBuf,
+    /// Connections at most (each opened when first needed).
+    pub(super) max_connections: u32,
+    /// How long a read waits for a connection, and SQLite's busy timeout.
+    pub(super) acquire_timeout: Duration,
+    /// `PRAGMA cache_size`, as the sqlx readers have it.
+    pub(super) cache_size: &'static str,
+    pub(super) statements: PointStatements,
+}
+
+#[derive(Clone)]
+pub(super) struct PointReaders {
+    readers: Arc<Readers>,
+    /// One permit per connection: a read holds one from before it takes a
+    /// connection until after it gives the connection back.
+    permits: Arc<Semaphore>,
+    acquire_timeout: Duration,
+}
+
+struct Readers {
+    options: PointReaderOptions,
+    idle: Mutex<Vec<Connection>>,
+    opened: AtomicU32,
+    closed: AtomicBool,
+}
+
+/// What a read looks up, owned: it travels to the blocking task.
+enum Lookup {
+    Scope {
+        tenant: i64,
+        operation: String,
+        key: String,
+    },
+    Id {
+        tenant: i64,
+        operation_id: Uuid,
+    },
+}
+
+impl PointReaders {
+    pub(super) fn new(options: PointReaderOptions) -> Self {
+        let connections = options.max_connections.max(1);
+        let acquire_timeout = options.acquire_timeout;
+        Self {
+            readers: Arc::new(Readers {
+                options,
+                idle: Mutex::new(Vec::new()),
+                opened: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
+            }),
+            permits: Arc::new(Semaphore::new(connections as usize)),
+            acquire_timeout,
+        }
+    }
+
+    /// The operation of `target` and the database clock, read in one
+    /// statement (its own snapshot), or `None` when the tenant has no such
+    /// operation. Waits for a connection at most the acquire timeout
+    /// (counted in `waits`); a busy or closed database is UNAVAILABLE.
+    pub(super) async fn read_with_clock(
+        &self,
+        waits: &AcquireWaits,
+        tenant: TenantId,
+        target: &Target,
+    ) -> Result<Option<(OperationRecord, DateTime<Utc>)>, Error> {
+        let permit = waits
+            .time(tokio::time::timeout(
+                self.acquire_timeout,
+                Arc::clone(&self.permits).acquire_owned(),
+            ))
+            .await
+            .map_err(|_| Error::unavailable("the embedded store's readers are busy"))?
+            .map_err(|_| Error::unavailable("the embedded store is closed"))?;
+        let lookup = match target {
+            Target::Scope(scope) => Lookup::Scope {
+                tenant: tenant.0,
+                operation: scope.operation.clone(),
+                key: scope.key.clone(),
+            },
+            Target::Id(operation_id) => Lookup::Id {
+                tenant: tenant.0,
+                operation_id: operation_id.0,
+            },
+        };
+        match self.readers.read(&lookup, Wait::Never) {
+            Err(Failure::Database(error)) if is_busy(&error) => {}
+            read => return read.map_err(Failure::into_domain),
+        }
+        let readers = Arc::clone(&self.readers);
+        // The task owns the permit and gives the connection back itself, so
+        // a caller that goes away leaves nothing behind.
+        tokio::task::spawn_blocking(move || {
+            let read = readers.read(&lookup, Wait::UpTo(readers.options.acquire_timeout));
+            drop(permit);
+            read.map_err(Failure::into_domain)
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("a point read failed: {error}")))?
+    }
+
+    /// Connections open now, idle now, and at most.
+    pub(super) fn usage(&self) -> (u32, usize, u32) {
+        let idle = self.readers.idle.lock().map_or(0, |idle| idle.len());
+        (
+            self.readers.opened.load(Ordering::Relaxed),
+            idle,
+            self.readers.options.max_connections.max(1),
+        )
+    }
+
+    /// Waits for the reads under way (at most the acquire timeout), then
+    /// refuses new ones and closes every connection.
+    pub(super) async fn close(&self) {
+        let every_permit = self.readers.options.max_connections.max(1);
+        let _ = tokio::time::timeout(
+            self.acquire_timeout,
+            self.permits.acquire_many(every_permit),
+        )
+        .await;
+        self.permits.close();
+        self.readers.closed.store(true, Ordering::Release);
+        let idle = self
+            .readers
+            .idle
+            .lock()
+            .map(|mut idle| std::mem::take(&mut *idle))
+            .unwrap_or_default();
+        self.readers
+            .opened
+            .fetch_sub(u32::try_from(idle.len()).unwrap_or(0), Ordering::Relaxed);
+        drop(idle);
+    }
+}
+
+/// How long a read may wait for a lock SQLite holds elsewhere.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// On a tokio worker: not at all (SQLITE_BUSY at once).
+    Never,
+    /// On a blocking thread: SQLite's busy timeout.
+    UpTo(Duration),
+}
+
+/// Why a read failed: SQLite said so, or the row did not decode.
+enum Failure {
+    Database(rusqlite::Error),
+    Domain(Error),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(error: rusqlite::Error) -> Self {
+        Failure::Database(error)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure::Domain(error)
+    }
+}
+
+impl Failure {
+    /// A busy, locked or unreachable database is UNAVAILABLE, as the sqlx
+    /// path's errors are (`is_unavailable_code`); anything else INTERNAL.
+    fn into_domain(self) -> Error {
+        match self {
+            Failure::Domain(error) => error,
+            Failure::Database(error) => match error.sqlite_error() {
+                Some(failure) if super::is_unavailable_code(i64::from(failure.extended_code)) => {
+                    unavailable_database(&error)
+                }
+                _ => Error::Internal(format!("database error: {error}")),
+            },
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+}
+
+type Read = Result<Option<(OperationRecord, DateTime<Utc>)>, Failure>;
+
+impl Wait {
+    fn busy_timeout(self) -> Duration {
+        match self {
+            Wait::Never => Duration::ZERO,
+            Wait::UpTo(timeout) => timeout,
+        }
+    }
+}
+
+impl Readers {
+    fn read(&self, lookup: &Lookup, wait: Wait) -> Read {
+        let connection = self.take(wait.busy_timeout())?;
+        let read = self.read_on(&connection, lookup);
+        self.give_back(connection);
+        read
+    }
+
+    /// An idle connection, or a new one, that waits up to `busy_timeout`
+    /// for a lock.
+    fn take(&self, busy_timeout: Duration) -> rusqlite::Result<Connection> {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let Some(connection) = idle else {
+            let connection = self.open(busy_timeout)?;
+            self.opened.fetch_add(1, Ordering::Relaxed);
+            return Ok(connection);
+        };
+        if let Err(error) = connection.busy_timeout(busy_timeout) {
+            self.opened.fetch_sub(1, Ordering::Relaxed);
+            return Err(error);
+        }
+        Ok(connection)
+    }
+
+    /// Keeps the connection for the next read, without a busy timeout; a
+    /// store that closed meanwhile closes it.
+    fn give_back(&self, connection: Connection) {
+        if !self.closed.load(Ordering::Acquire)
+            && connection.busy_timeout(Duration::ZERO).is_ok()
+            && let Ok(mut idle) = self.idle.lock()
+        {
+            idle.push(connection);
+            return;
+        }
+        self.opened.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A connection as the sqlx readers have theirs: the file the writer
+    /// created (and switched to WAL, which the file keeps), read only;
+    /// waiting up to `busy_timeout` for a lock (see [`Wait`]).
+    fn open(&self, busy_timeout: Duration) -> rusqlite::Result<Connection> {
+        let options = &self.options;
+        let connection = Connection::open_with_flags(
+            &options.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        connection.busy_timeout(busy_timeout)?;
+        connection.pragma_update(None, "query_only", true)?;
+        connection.execute_batch(&format!("PRAGMA cache_size = {}", options.cache_size))?;
+        Ok(connection)
+    }
+
+    fn read_on(&self, connection: &Connection, lookup: &Lookup) -> Read {
+        let statements = self.options.statements;
+        let found = match lookup {
+            Lookup::Scope {
+                tenant,
+                operation,
+                key,
+            } => query_one(
+                connection,
+                statements.by_scope,
+                &[("$1", tenant), ("$2", operation), ("$3", key)],
+            ),
+            Lookup::Id {
+                tenant,
+                operation_id,
+            } => query_one(
+                connection,
+                statements.by_id,
+                &[("$1", tenant), ("$2", &operation_id.as_bytes().as_slice())],
+            ),
+        }?;
+        found
+            .map(|(row, now)| Ok((OperationRecord::try_from(row)?, now)))
+            .transpose()
+    }
+}
+
+/// Runs `sql` (named parameters, as sqlx's `$N` are to SQLite) and decodes
+/// its row, if any.
+fn query_one(
+    connection: &Connection,
+    sql: &str,
+    parameters: &[(&str, &dyn ToSql)],
+) -> Result<Option<(OperationRow, DateTime<Utc>)>, Failure> {
+    let mut statement = connection.prepare_cached(sql)?;
+    let mut rows = statement.query(parameters)?;
+    match rows.next()? {
+        Some(row) => Ok(Some(decode(row)?)),
+        None => Ok(None),
+    }
+}
+
+/// The row, its columns in [`OperationRow`]'s order (`operation_columns!`),
+/// then the clock. Stored as idemd writes them: ids and bytes as BLOBs,
+/// moments as RFC 3339 text (`stamp`, `now_sql!`), metadata as JSON text.
+fn decode(row: &Row<'_>) -> Result<(OperationRow, DateTime<Utc>), Error> {
+    let decoded = OperationRow {
+        operation_id: uuid(row, 0)?,
+        tenant_id: column(row, 1)?,
+        operation: column(row, 2)?,
+        idempotency_key: column(row, 3)?,
+        fingerprint: column(row, 4)?,
+        state: column(row, 5)?,
+        fence: column(row, 6)?,
+        attempt: column(row, 7)?,
+        max_attempts: column(row, 8)?,
+        claim_token: column(row, 9)?,
+        taken_over_state: column(row, 10)?,
+        taken_over_fence: column(row, 11)?,
+        lease_ms: column(row, 12)?,
+        max_attempt_duration_ms: column(row, 13)?,
+        retention_ms: column(row, 14)?,
+        lease_expires_at: moment(row, 15)?,
+        attempt_deadline_at: moment(row, 16)?,
+        retry_at: moment(row, 17)?,
+        operation_deadline_at: moment(row, 18)?,
+        outcome_state: column(row, 19)?,
+        result_body: column(row, 20)?,
+        result_content_type: column(row, 21)?,
+        result_metadata: json(row, 22)?,
+        failure_reason: column(row, 23)?,
+        error_code: column(row, 24)?,
+        error_message: column(row, 25)?,
+        error_metadata: json(row, 26)?,
+        last_write_fence: column(row, 27)?,
+        last_write_digest: column(row, 28)?,
+        last_write_by: column(row, 29)?,
+        created_at: required_moment(row, 30)?,
+        updated_at: required_moment(row, 31)?,
+        completed_at: moment(row, 32)?,
+        retain_until: moment(row, 33)?,
+        last_write_state: column(row, 34)?,
+        last_write_failure: column(row, 35)?,
+        last_write_retry_at: moment(row, 36)?,
+        last_write_answer_fence: column(row, 37)?,
+        taken_over_deadline_at: moment(row, 38)?,
+        failed_gets_new_attempt: column(row, 39)?,
+        conflicts: column(row, 40)?,
+        last_conflict_at: moment(row, 41)?,
+        replays: column(row, 42)?,
+        pendings: column(row, 43)?,
+        last_replay_at: moment(row, 44)?,
+        renewed_under_fence: column(row, 45)?,
+    };
+    Ok((decoded, required_moment(row, 46)?))
+}
+
+fn undecodable(index: usize, error: impl std::fmt::Display) -> Error {
+    Error::Internal(format!(
+        "stored operation has an invalid column {index}: {error}"
+    ))
+}
+
+fn column<T: FromSql>(row: &Row<'_>, index: usize) -> Result<T, Error> {
+    row.get(index).map_err(|error| undecodable(index, error))
+}
+
+fn uuid(row: &Row<'_>, index: usize) -> Result<Uuid, Error> {
+    let bytes: Vec<u8> = column(row, index)?;
+    Uuid::from_slice(&bytes).map_err(|error| undecodable(index, error))
+}
+
+fn moment(row: &Row<'_>, index: usize) -> Result<Option<DateTime<Utc>>, Error> {
+    let text: Option<String> = column(row, index)?;
+    text.map(|text| {
+        DateTime::parse_from_rfc3339(&text)
+            .map(|moment| moment.with_timezone(&Utc))
+            .map_err(|error| undecodable(index, error))
+    })
+    .transpose()
+}
+
+fn required_moment(row: &Row<'_>, index: usize) -> Result<DateTime<Utc>, Error> {
+    moment(row, index)?.ok_or_else(|| undecodable(index, "NULL"))
+}
+
+fn json<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    index: usize,
+) -> Result<Option<Json<T>>, Error> {
+    let text: Option<String> = column(row, index)?;
+    text.map(|text| {
+        serde_json::from_str(&text)
+            .map(Json)
+            .map_err(|error| undecodable(index, error))
+    })
+    .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
+
+    use super::super::super::dialect::Dialect as _;
+    use super::super::{MIGRATOR, SqliteStore};
+    use super::*;
+    use crate::domain::Scope;
+
+    /// A directory of the test's own, removed when it ends.
+    struct Directory(PathBuf);
+
+    impl Directory {
+        fn new() -> Self {
+            let path = std::env::temp_dir().join(format!("idemd-point-{}", Uuid::new_v4()));
+            std::fs::create_dir_all(&path).expect("a directory");
+            Self(path)
+        }
+    }
+
+    impl Drop for Directory {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A WAL reader seldom has to wait for a lock; in a rollback-journal
+    /// file, a writer holding its exclusive lock makes every reader wait.
+    /// So the waiting is tested on such a file, with idemd's schema.
+    async fn journal_database(directory: &Path) -> PathBuf {
+        let path = directory.join("journal.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Delete);
+        let pool = SqlitePool::connect_with(options).await.expect("opens");
+        MIGRATOR.run(&pool).await.expect("migrates");
+        pool.close().await;
+        path
+    }
+
+    fn readers(path: PathBuf, acquire_timeout: Duration) -> PointReaders {
+        PointReaders::new(PointReaderOptions {
+            path,
+            max_connections: 2,
+            acquire_timeout,
+            cache_size: "-512",
+            statements: PointStatements {
+                by_scope: SqliteStore::READ_BY_SCOPE,
+                by_id: SqliteStore::READ_BY_ID,
+            },
+        })
+    }
+
+    /// Holds the file's exclusive lock for `held`, from a connection of its
+    /// own; returns once the lock is taken.
+    fn hold_exclusive_lock(path: &Path, held: Duration) -> std::thread::JoinHandle<()> {
+        let path = path.to_owned();
+        let (taken, is_taken) = mpsc::channel();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a thread of its own, not a tokio worker"
+        )]
+        let holder = std::thread::spawn(move || {
+            let connection = Connection::open(&path).expect("opens");
+            connection
+                .execute_batch("BEGIN EXCLUSIVE")
+                .expect("the lock");
+            taken.send(()).expect("told");
+            std::thread::sleep(held);
+            connection.execute_batch("COMMIT").expect("released");
+        });
+        is_taken.recv().expect("the lock is taken");
+        holder
+    }
+
+    fn scope() -> Target {
+        Target::Scope(Scope {
+            operation: "charge".into(),
+            key: "k-1".into(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_that_must_wait_for_a_lock_waits_for_it_off_the_worker() {
+        let directory = Directory::new();
+        let path = journal_database(&directory.0).await;
+        let readers = readers(path.clone(), Duration::from_secs(10));
+        let waits = AcquireWaits::default();
+        let holder = hold_exclusive_lock(&path, Duration::from_millis(300));
+        let started = Instant::now();
+        let read = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        assert!(
+            matches!(read, Ok(None)),
+            "the read waited for the lock and found nothing: {read:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(200), "it waited");
+        holder.join().expect("the holder ends");
+        readers.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lock_held_past_the_acquire_timeout_is_unavailable() {
+        let directory = Directory::new();
+        let path = journal_database(&directory.0).await;
+        let readers = readers(path.clone(), Duration::from_millis(200));
+        let waits = AcquireWaits::default();
+        let holder = hold_exclusive_lock(&path, Duration::from_secs(2));
+        let started = Instant::now();
+        let read = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        assert!(
+            matches!(read, Err(Error::Unavailable { .. })),
+            "a busy database is UNAVAILABLE: {read:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(1_500),
+            "within the timeout"
+        );
+        holder.join().expect("the holder ends");
+        let after = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        assert!(
+            matches!(after, Ok(None)),
+            "reads again once it is free: {after:?}"
+        );
+        readers.close().await;
+        let closed = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        assert!(
+            matches!(closed, Err(Error::Unavailable { .. })),
+            "closed: {closed:?}"
+        );
+    }
+}
