@@ -87,6 +87,15 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// the wire), the dialect decides what becomes of it.
     fn release_read(read: Self::Read);
 
+    /// One operation and the clock, by one statement outside a transaction:
+    /// a Claim's look at its scope, a waiting Claim's poll, a lookup without
+    /// history.
+    fn read_alone(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> impl Future<Output = StoreResult<Option<(OperationRecord, DateTime<Utc>)>>> + Send;
+
     /// A read transaction; it derefs to the connection it runs on.
     type ReadTransaction: DerefMut<Target = <Self::Db as Database>::Connection> + Send;
 

@@ -88,10 +88,8 @@ impl<D: Sql> Store for D {
     ) -> Result<Option<Found>> {
         let found = async {
             let Some(page) = history else {
-                let mut connection = self.acquire_read().await?;
-                let found = D::read_with_clock_in(&mut connection, tenant, target).await;
-                D::release_read(connection);
-                return Ok(found?.map(|(record, now)| Found {
+                let found = self.read_alone(tenant, target).await?;
+                return Ok(found.map(|(record, now)| Found {
                     record,
                     history: Vec::new(),
                     more_history: false,

@@ -35,7 +35,8 @@ use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::backoff::Backoff;
 use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, Result, Target, TenantId,
+    ClaimCommand, Error, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result, Target,
+    TenantId,
 };
 
 mod batched;
@@ -490,6 +491,17 @@ impl Dialect for PostgresStore {
 
     fn release_read(read: Held) {
         read.release();
+    }
+
+    async fn read_alone(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<(OperationRecord, DateTime<Utc>)>> {
+        let mut connection = self.acquire_read().await?;
+        let found = Self::read_with_clock_in(&mut connection, tenant, target).await;
+        Self::release_read(connection);
+        found
     }
 
     /// On a [`Held`] connection too ([`HeldTransaction`]): a BEGIN dropped

@@ -122,8 +122,9 @@ pub struct SqliteStore {
     group: Arc<GroupWriter>,
     /// Read-only connections for lookups, lists and authentication.
     readers: SqlitePool,
-    /// Read-only connections of their own for a Claim's read of its scope
-    /// (replays, pending answers), the hottest read: see [`point_reads`].
+    /// Read-only connections of their own for a record read alone (a
+    /// Claim's look at its scope: replays, pending answers), the hottest
+    /// read: see [`point_reads`].
     point_reads: PointReaders,
     /// Waits for a reader. Writes wait for the group writer instead, which
     /// `idemd_store_duration_seconds` times.
@@ -325,10 +326,7 @@ impl SqliteStore {
         tenant: TenantId,
         target: &Target,
     ) -> StoreResult<Option<ClaimStart>> {
-        let found = self
-            .point_reads
-            .read_with_clock(&self.reader_waits, tenant, target)
-            .await?;
+        let found = self.read_alone(tenant, target).await?;
         Ok(found.map(|(record, now)| {
             ClaimStart::Existing(Found {
                 record,
@@ -468,6 +466,18 @@ impl Dialect for SqliteStore {
 
     fn release_read(read: PoolConnection<Sqlite>) {
         drop(read);
+    }
+
+    /// On the point readers ([`point_reads`]), not the pool.
+    async fn read_alone(
+        &self,
+        tenant: TenantId,
+        target: &Target,
+    ) -> StoreResult<Option<(OperationRecord, DateTime<Utc>)>> {
+        Ok(self
+            .point_reads
+            .read_with_clock(&self.reader_waits, tenant, target)
+            .await?)
     }
 
     type ReadTransaction = sqlx::Transaction<'static, Sqlite>;

@@ -1,8 +1,10 @@
-//! The embedded store's read of one operation for a Claim (a replay, a
-//! pending answer, the look before a first claim), on read connections of
-//! its own, driven directly through rusqlite. rusqlite links sqlx's own
-//! SQLite library (one `libsqlite3-sys` in the build), so SQLite's file
-//! locks know every connection of the process.
+//! The embedded store's reads of one operation and the clock outside a
+//! transaction (`Dialect::read_alone`: a Claim's look at its scope, so every
+//! replay and pending answer, a waiting Claim's poll, a lookup without
+//! history), on read connections of their own, driven directly through
+//! rusqlite. rusqlite links sqlx's own SQLite library (one `libsqlite3-sys`
+//! in the build), so SQLite's file locks know every connection of the
+//! process.
 //!
 //! Why not sqlx's reader pool, which every other read uses: a statement on a
 //! sqlx SQLite connection is a round trip to that connection's own thread,
