@@ -524,49 +524,69 @@ mod tests {
         })
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_read_that_must_wait_for_a_lock_waits_for_it_off_the_worker() {
+    /// A read of the point readers (waiting at most `acquire_timeout`)
+    /// started while another connection holds the file's lock for `held`.
+    struct UnderLock {
+        readers: PointReaders,
+        waits: AcquireWaits,
+        holder: std::thread::JoinHandle<()>,
+        read: Result<Option<(OperationRecord, DateTime<Utc>)>, Error>,
+        took: Duration,
+        _directory: Directory,
+    }
+
+    async fn read_under_lock(acquire_timeout: Duration, held: Duration) -> UnderLock {
         let directory = Directory::new();
         let path = journal_database(&directory.0).await;
-        let readers = readers(path.clone(), Duration::from_secs(10));
+        let readers = readers(path.clone(), acquire_timeout);
         let waits = AcquireWaits::default();
-        let holder = hold_exclusive_lock(&path, Duration::from_millis(300));
+        let holder = hold_exclusive_lock(&path, held);
         let started = Instant::now();
         let read = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        UnderLock {
+            readers,
+            waits,
+            holder,
+            read,
+            took: started.elapsed(),
+            _directory: directory,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_that_must_wait_for_a_lock_waits_for_it_off_the_worker() {
+        let ran = read_under_lock(Duration::from_secs(10), Duration::from_millis(300)).await;
+        let read = &ran.read;
         assert!(
             matches!(read, Ok(None)),
             "the read waited for the lock and found nothing: {read:?}"
         );
-        assert!(started.elapsed() >= Duration::from_millis(200), "it waited");
-        holder.join().expect("the holder ends");
-        readers.close().await;
+        assert!(ran.took >= Duration::from_millis(200), "it waited");
+        ran.holder.join().expect("the holder ends");
+        ran.readers.close().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lock_held_past_the_acquire_timeout_is_unavailable() {
-        let directory = Directory::new();
-        let path = journal_database(&directory.0).await;
-        let readers = readers(path.clone(), Duration::from_millis(200));
-        let waits = AcquireWaits::default();
-        let holder = hold_exclusive_lock(&path, Duration::from_secs(2));
-        let started = Instant::now();
-        let read = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        let ran = read_under_lock(Duration::from_millis(200), Duration::from_secs(2)).await;
+        let read = &ran.read;
         assert!(
             matches!(read, Err(Error::Unavailable { .. })),
             "a busy database is UNAVAILABLE: {read:?}"
         );
         assert!(
-            started.elapsed() < Duration::from_millis(1_500),
+            ran.took < Duration::from_millis(1_500),
             "within the timeout"
         );
-        holder.join().expect("the holder ends");
-        let after = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        ran.holder.join().expect("the holder ends");
+        let (readers, waits) = (&ran.readers, &ran.waits);
+        let after = readers.read_with_clock(waits, TenantId(1), &scope()).await;
         assert!(
             matches!(after, Ok(None)),
             "reads again once it is free: {after:?}"
         );
         readers.close().await;
-        let closed = readers.read_with_clock(&waits, TenantId(1), &scope()).await;
+        let closed = readers.read_with_clock(waits, TenantId(1), &scope()).await;
         assert!(
             matches!(closed, Err(Error::Unavailable { .. })),
             "closed: {closed:?}"
