@@ -174,12 +174,16 @@ impl PointReaders {
         )
         .await;
         self.permits.close();
-        self.readers.closed.store(true, Ordering::Release);
+        // Marked closed under the idle list's lock, which a connection given
+        // back holds while it reads the mark: none is kept after this.
         let idle = self
             .readers
             .idle
             .lock()
-            .map(|mut idle| std::mem::take(&mut *idle))
+            .map(|mut idle| {
+                self.readers.closed.store(true, Ordering::Release);
+                std::mem::take(&mut *idle)
+            })
             .unwrap_or_default();
         self.readers
             .opened
@@ -273,9 +277,9 @@ impl Readers {
     /// Keeps the connection for the next read, without a busy timeout; a
     /// store that closed meanwhile closes it.
     fn give_back(&self, connection: Connection) {
-        if !self.closed.load(Ordering::Acquire)
-            && connection.busy_timeout(Duration::ZERO).is_ok()
+        if connection.busy_timeout(Duration::ZERO).is_ok()
             && let Ok(mut idle) = self.idle.lock()
+            && !self.closed.load(Ordering::Acquire)
         {
             idle.push(connection);
             return;
