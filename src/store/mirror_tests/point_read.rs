@@ -1,8 +1,8 @@
-//! The embedded store's point read (sqlite/point_reads.rs: rusqlite, and its
-//! own decoding of the row) against the read every other path runs (sqlx's
-//! reader pool, sqlx's decoding of [`OperationRow`]): for records of every
-//! shape, by scope and by id, the two read the same record, and neither
-//! reads another tenant's.
+//! The embedded store's point read (`Dialect::read_alone`,
+//! sqlite/point_reads.rs: rusqlite, and its own decoding of the row) against
+//! the read every other path runs (sqlx's reader pool, sqlx's decoding of
+//! [`OperationRow`]): for records of every shape, by scope and by id, the
+//! two read the same record, and neither reads another tenant's.
 //!
 //! [`OperationRow`]: crate::store::row::OperationRow
 
@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use super::{CASES, Fixture, TempSqlite, any_state, claim_command, failed, for_random, millis};
 use super::{offset, shape};
 use crate::domain::{HistoryCap, Scope, Target, TenantId};
+use crate::store::dialect::Dialect as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_point_read_is_the_pooled_read() {
@@ -41,7 +42,7 @@ async fn sqlite_point_read_is_the_pooled_read() {
                     Target::Id(claimed.operation_id),
                 ];
                 for target in &targets {
-                    let point = store.point_read(fixture.tenant, target).await;
+                    let point = store.read_alone(fixture.tenant, target).await;
                     let (point, point_now) =
                         point.map_err(failed)?.ok_or_else(|| failed("no record"))?;
                     let pooled = store.pooled_read(fixture.tenant, target).await;
@@ -52,7 +53,7 @@ async fn sqlite_point_read_is_the_pooled_read() {
                     let apart = (point_now - pooled_now).abs();
                     prop_assert!(apart < TimeDelta::seconds(5), "clocks {apart} apart");
                     let stranger = TenantId(fixture.tenant.0 + 1_000_000);
-                    let foreign = store.point_read(stranger, target).await.map_err(failed)?;
+                    let foreign = store.read_alone(stranger, target).await.map_err(failed)?;
                     prop_assert!(foreign.is_none(), "read another tenant's record");
                 }
                 let unused = Target::Scope(Scope {
@@ -60,7 +61,7 @@ async fn sqlite_point_read_is_the_pooled_read() {
                     key: format!("{}-unused", command.scope.key),
                 });
                 let nothing = store
-                    .point_read(fixture.tenant, &unused)
+                    .read_alone(fixture.tenant, &unused)
                     .await
                     .map_err(failed)?;
                 prop_assert!(nothing.is_none(), "read a record of a scope nobody claimed");

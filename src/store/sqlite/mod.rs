@@ -255,20 +255,9 @@ impl SqliteStore {
         }
     }
 
-    /// A scope's record and the clock by the point readers (what a Claim
-    /// reads), for the test that holds them equal to the sqlx readers'.
-    #[cfg(test)]
-    pub(crate) async fn point_read(
-        &self,
-        tenant: TenantId,
-        target: &Target,
-    ) -> Result<Option<(OperationRecord, DateTime<Utc>)>> {
-        self.point_reads
-            .read_with_clock(&self.reader_waits, tenant, target)
-            .await
-    }
-
-    /// The same read by the sqlx readers, as every other read runs.
+    /// A record read alone by the sqlx readers, as every other read runs:
+    /// for the test that holds [`Dialect::read_alone`] (the point readers)
+    /// equal to it.
     #[cfg(test)]
     pub(crate) async fn pooled_read(
         &self,

@@ -26,7 +26,6 @@
 //! two reads' records equal.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,42 +69,36 @@ pub(super) struct PointReaders {
     /// One permit per connection: a read holds one from before it takes a
     /// connection until after it gives the connection back.
     permits: Arc<Semaphore>,
-    acquire_timeout: Duration,
+    /// Connections at most, the permits' number.
+    connections: u32,
 }
 
 struct Readers {
     options: PointReaderOptions,
-    idle: Mutex<Vec<Connection>>,
-    opened: AtomicU32,
-    closed: AtomicBool,
+    idle: Mutex<Idle>,
 }
 
-/// What a read looks up, owned: it travels to the blocking task.
-enum Lookup {
-    Scope {
-        tenant: i64,
-        operation: String,
-        key: String,
-    },
-    Id {
-        tenant: i64,
-        operation_id: Uuid,
-    },
+/// The connections no read holds, and whether the store closed (read under
+/// the same lock that keeps a connection, so none is kept after the close).
+#[derive(Default)]
+struct Idle {
+    connections: Vec<Connection>,
+    closed: bool,
 }
+
+/// A read on a tokio worker never waits for a lock: SQLITE_BUSY at once.
+const NO_WAIT: Duration = Duration::ZERO;
 
 impl PointReaders {
     pub(super) fn new(options: PointReaderOptions) -> Self {
         let connections = options.max_connections.max(1);
-        let acquire_timeout = options.acquire_timeout;
         Self {
             readers: Arc::new(Readers {
                 options,
-                idle: Mutex::new(Vec::new()),
-                opened: AtomicU32::new(0),
-                closed: AtomicBool::new(false),
+                idle: Mutex::default(),
             }),
             permits: Arc::new(Semaphore::new(connections as usize)),
-            acquire_timeout,
+            connections,
         }
     }
 
@@ -119,34 +112,25 @@ impl PointReaders {
         tenant: TenantId,
         target: &Target,
     ) -> Result<Option<(OperationRecord, DateTime<Utc>)>, Error> {
+        let acquire_timeout = self.readers.options.acquire_timeout;
         let permit = waits
             .time(tokio::time::timeout(
-                self.acquire_timeout,
+                acquire_timeout,
                 Arc::clone(&self.permits).acquire_owned(),
             ))
             .await
             .map_err(|_| Error::unavailable("the embedded store's readers are busy"))?
             .map_err(|_| Error::unavailable("the embedded store is closed"))?;
-        let lookup = match target {
-            Target::Scope(scope) => Lookup::Scope {
-                tenant: tenant.0,
-                operation: scope.operation.clone(),
-                key: scope.key.clone(),
-            },
-            Target::Id(operation_id) => Lookup::Id {
-                tenant: tenant.0,
-                operation_id: operation_id.0,
-            },
-        };
-        match self.readers.read(&lookup, Wait::Never) {
+        match self.readers.read(tenant, target, NO_WAIT) {
             Err(Failure::Database(error)) if is_busy(&error) => {}
             read => return read.map_err(Failure::into_domain),
         }
         let readers = Arc::clone(&self.readers);
+        let target = target.clone();
         // The task owns the permit and gives the connection back itself, so
         // a caller that goes away leaves nothing behind.
         tokio::task::spawn_blocking(move || {
-            let read = readers.read(&lookup, Wait::UpTo(readers.options.acquire_timeout));
+            let read = readers.read(tenant, &target, acquire_timeout);
             drop(permit);
             read.map_err(Failure::into_domain)
         })
@@ -154,51 +138,40 @@ impl PointReaders {
         .map_err(|error| Error::Internal(format!("a point read failed: {error}")))?
     }
 
-    /// Connections open now, idle now, and at most.
+    /// Connections open now (idle, or held by a read), idle now, and at most.
     pub(super) fn usage(&self) -> (u32, usize, u32) {
-        let idle = self.readers.idle.lock().map_or(0, |idle| idle.len());
-        (
-            self.readers.opened.load(Ordering::Relaxed),
-            idle,
-            self.readers.options.max_connections.max(1),
-        )
+        let idle = self
+            .readers
+            .idle
+            .lock()
+            .map_or(0, |idle| idle.connections.len());
+        let held = self
+            .connections
+            .saturating_sub(u32::try_from(self.permits.available_permits()).unwrap_or(0));
+        let open = u32::try_from(idle).unwrap_or(u32::MAX).saturating_add(held);
+        (open, idle, self.connections)
     }
 
     /// Waits for the reads under way (at most the acquire timeout), then
     /// refuses new ones and closes every connection.
     pub(super) async fn close(&self) {
-        let every_permit = self.readers.options.max_connections.max(1);
         let _ = tokio::time::timeout(
-            self.acquire_timeout,
-            self.permits.acquire_many(every_permit),
+            self.readers.options.acquire_timeout,
+            self.permits.acquire_many(self.connections),
         )
         .await;
         self.permits.close();
-        // Marked closed under the idle list's lock, which a connection given
-        // back holds while it reads the mark: none is kept after this.
         let idle = self
             .readers
             .idle
             .lock()
             .map(|mut idle| {
-                self.readers.closed.store(true, Ordering::Release);
-                std::mem::take(&mut *idle)
+                idle.closed = true;
+                std::mem::take(&mut idle.connections)
             })
             .unwrap_or_default();
-        self.readers
-            .opened
-            .fetch_sub(u32::try_from(idle.len()).unwrap_or(0), Ordering::Relaxed);
         drop(idle);
     }
-}
-
-/// How long a read may wait for a lock SQLite holds elsewhere.
-#[derive(Clone, Copy)]
-enum Wait {
-    /// On a tokio worker: not at all (SQLITE_BUSY at once).
-    Never,
-    /// On a blocking thread: SQLite's busy timeout.
-    UpTo(Duration),
 }
 
 /// Why a read failed: SQLite said so, or the row did not decode.
@@ -241,19 +214,12 @@ fn is_busy(error: &rusqlite::Error) -> bool {
 
 type Read = Result<Option<(OperationRecord, DateTime<Utc>)>, Failure>;
 
-impl Wait {
-    fn busy_timeout(self) -> Duration {
-        match self {
-            Wait::Never => Duration::ZERO,
-            Wait::UpTo(timeout) => timeout,
-        }
-    }
-}
-
 impl Readers {
-    fn read(&self, lookup: &Lookup, wait: Wait) -> Read {
-        let connection = self.take(wait.busy_timeout())?;
-        let read = self.read_on(&connection, lookup);
+    /// One read on a connection that waits up to `busy_timeout` for a lock
+    /// ([`NO_WAIT`] on a tokio worker).
+    fn read(&self, tenant: TenantId, target: &Target, busy_timeout: Duration) -> Read {
+        let connection = self.take(busy_timeout)?;
+        let read = self.read_on(&connection, tenant, target);
         self.give_back(connection);
         read
     }
@@ -261,35 +227,32 @@ impl Readers {
     /// An idle connection, or a new one, that waits up to `busy_timeout`
     /// for a lock.
     fn take(&self, busy_timeout: Duration) -> rusqlite::Result<Connection> {
-        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let idle = self
+            .idle
+            .lock()
+            .ok()
+            .and_then(|mut idle| idle.connections.pop());
         let Some(connection) = idle else {
-            let connection = self.open(busy_timeout)?;
-            self.opened.fetch_add(1, Ordering::Relaxed);
-            return Ok(connection);
+            return self.open(busy_timeout);
         };
-        if let Err(error) = connection.busy_timeout(busy_timeout) {
-            self.opened.fetch_sub(1, Ordering::Relaxed);
-            return Err(error);
-        }
+        connection.busy_timeout(busy_timeout)?;
         Ok(connection)
     }
 
     /// Keeps the connection for the next read, without a busy timeout; a
     /// store that closed meanwhile closes it.
     fn give_back(&self, connection: Connection) {
-        if connection.busy_timeout(Duration::ZERO).is_ok()
+        if connection.busy_timeout(NO_WAIT).is_ok()
             && let Ok(mut idle) = self.idle.lock()
-            && !self.closed.load(Ordering::Acquire)
+            && !idle.closed
         {
-            idle.push(connection);
-            return;
+            idle.connections.push(connection);
         }
-        self.opened.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A connection as the sqlx readers have theirs: the file the writer
     /// created (and switched to WAL, which the file keeps), read only;
-    /// waiting up to `busy_timeout` for a lock (see [`Wait`]).
+    /// waiting up to `busy_timeout` for a lock.
     fn open(&self, busy_timeout: Duration) -> rusqlite::Result<Connection> {
         let options = &self.options;
         let connection = Connection::open_with_flags(
@@ -302,25 +265,25 @@ impl Readers {
         Ok(connection)
     }
 
-    fn read_on(&self, connection: &Connection, lookup: &Lookup) -> Read {
+    fn read_on(&self, connection: &Connection, tenant: TenantId, target: &Target) -> Read {
         let statements = self.options.statements;
-        let found = match lookup {
-            Lookup::Scope {
-                tenant,
-                operation,
-                key,
-            } => query_one(
+        let found = match target {
+            Target::Scope(scope) => query_one(
                 connection,
                 statements.by_scope,
-                &[("$1", tenant), ("$2", operation), ("$3", key)],
+                &[
+                    ("$1", &tenant.0),
+                    ("$2", &scope.operation),
+                    ("$3", &scope.key),
+                ],
             ),
-            Lookup::Id {
-                tenant,
-                operation_id,
-            } => query_one(
+            Target::Id(operation_id) => query_one(
                 connection,
                 statements.by_id,
-                &[("$1", tenant), ("$2", &operation_id.as_bytes().as_slice())],
+                &[
+                    ("$1", &tenant.0),
+                    ("$2", &operation_id.0.as_bytes().as_slice()),
+                ],
             ),
         }?;
         found
