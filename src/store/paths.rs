@@ -89,12 +89,7 @@ impl<D: Sql> Store for D {
         let found = async {
             let Some(page) = history else {
                 let found = self.read_alone(tenant, target).await?;
-                return Ok(found.map(|(record, now)| Found {
-                    record,
-                    history: Vec::new(),
-                    more_history: false,
-                    now,
-                }));
+                return Ok(found.map(|(record, now)| Found::without_history(record, now)));
             };
             let mut transaction = self.begin_snapshot().await?;
             let Some((record, now)) =

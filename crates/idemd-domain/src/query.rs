@@ -25,6 +25,18 @@ pub struct Found {
     pub now: DateTime<Utc>,
 }
 
+impl Found {
+    /// A record read without its history, at the database clock `now`.
+    pub fn without_history(record: OperationRecord, now: DateTime<Utc>) -> Self {
+        Self {
+            record,
+            history: Vec::new(),
+            more_history: false,
+            now,
+        }
+    }
+}
+
 /// Which page of an operation's history a read returns: the entries after
 /// sequence `after` (0: from the first), at most `limit` of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

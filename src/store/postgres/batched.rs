@@ -238,12 +238,7 @@ pub(super) async fn insert_or_find_on(
         started[index] = Some(if inserted {
             ClaimStart::Inserted(record)
         } else {
-            ClaimStart::Existing(Found {
-                record,
-                history: Vec::new(),
-                more_history: false,
-                now: db_now,
-            })
+            ClaimStart::Existing(Found::without_history(record, db_now))
         });
     }
     Ok(started)

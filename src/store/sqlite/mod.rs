@@ -316,14 +316,7 @@ impl SqliteStore {
         target: &Target,
     ) -> StoreResult<Option<ClaimStart>> {
         let found = self.read_alone(tenant, target).await?;
-        Ok(found.map(|(record, now)| {
-            ClaimStart::Existing(Found {
-                record,
-                history: Vec::new(),
-                more_history: false,
-                now,
-            })
-        }))
+        Ok(found.map(|(record, now)| ClaimStart::Existing(Found::without_history(record, now))))
     }
 
     /// The first claim of a scope: the fence drawn and the row inserted in
@@ -370,14 +363,8 @@ impl SqliteStore {
             let target = Target::Scope(command.scope.clone());
             let found = Self::read_with_clock(&mut *transaction, tenant, &target).await?;
             self.rollback(transaction).await?;
-            return Ok(found.map(|(record, now)| {
-                ClaimStart::Existing(Found {
-                    record,
-                    history: Vec::new(),
-                    more_history: false,
-                    now,
-                })
-            }));
+            return Ok(found
+                .map(|(record, now)| ClaimStart::Existing(Found::without_history(record, now))));
         };
         let record = OperationRecord::try_from(row)?;
         let history = first.history_with_fence(record.fence);
