@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::Sqlite;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
@@ -40,8 +40,8 @@ use super::sql::{
 use super::statements::Sql;
 use super::{AnswerTally, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::{
-    ClaimCommand, Error, Found, HistoryCap, NewHistoryEntry, OperationId, OperationRecord, Result,
-    Target, TenantId, decide_first_claim,
+    ClaimCommand, Error, FirstClaim, Found, HistoryCap, NewHistoryEntry, OperationId,
+    OperationRecord, Result, Target, TenantId, decide_first_claim,
 };
 
 mod group;
@@ -80,13 +80,11 @@ macro_rules! sqlite_guarded_update_sql {
 const LOCK_BY_SCOPE_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_scope));
 const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_id));
 
-/// A first claim's first statement, behind its savepoint statements: the
-/// next fence drawn and the clock read ([`Dialect::advance_fence`] and the
-/// clock, under the write lock `BEGIN IMMEDIATE` took).
-const ADVANCE_FENCE_AT_CLOCK_OPENED: OpenedStatement = with_savepoint!(
-    "UPDATE operation_fence SET last_fence = last_fence + 1 WHERE singleton = 1 RETURNING ",
-    now_sql!()
-);
+/// A first claim, behind its savepoint statements: the fence drawn, the
+/// record inserted at the statement's clock and its CLAIMED entry, in one
+/// hand-off.
+const FIRST_CLAIM_OPENED: OpenedStatement =
+    with_savepoint!(include_str!("sql/insert_first_claim.sql"));
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -296,19 +294,6 @@ impl SqliteStore {
             .count())
     }
 
-    /// Opens a member's savepoint, draws the next fence and reads the
-    /// clock, by one query: how a first claim starts.
-    async fn advance_fence_at_clock(
-        connection: &mut SqliteConnection,
-        opening: Opening,
-    ) -> StoreResult<DateTime<Utc>> {
-        let (now,): (DateTime<Utc>,) = sqlx::query_as(opening.pick(&ADVANCE_FENCE_AT_CLOCK_OPENED))
-            .fetch_one(&mut *connection)
-            .instrument(Self::statement("UPDATE operation_fence"))
-            .await?;
-        Ok(now)
-    }
-
     /// A scope's record as the readers see it, for a Claim.
     async fn read_existing(
         &self,
@@ -319,9 +304,11 @@ impl SqliteStore {
         Ok(found.map(|(record, now)| ClaimStart::Existing(Found::without_history(record, now))))
     }
 
-    /// The first claim of a scope: the fence drawn and the row inserted in
-    /// one write transaction; the unique scope settles it, and a scope that
-    /// has a record inserts nothing (and gives its fence back by rolling back).
+    /// The first claim of a scope: the fence drawn, the row inserted and
+    /// its CLAIMED entry written by one query (insert_first_claim.sql) in
+    /// the writer's transaction; the unique scope settles it, and a scope
+    /// that has a record inserts nothing (and gives its fence back by
+    /// rolling back).
     async fn insert_first_claim(
         &self,
         tenant: TenantId,
@@ -329,37 +316,15 @@ impl SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
-        let (mut transaction, now) = self
+        let claim = FirstClaimValues::of(tenant, operation_id, command, &first);
+        let (transaction, rows) = self
             .group
-            .begin_with(|connection, opening| {
-                Box::pin(Self::advance_fence_at_clock(connection, opening))
-            })
+            .begin_with(move |connection, opening| Box::pin(claim.insert(connection, opening)))
             .await?;
-        let after = |offset: TimeDelta| stamp(now + offset);
-        let row: Option<OperationRow> = sqlx::query_as(include_str!("sql/insert_first_claim.sql"))
-            .bind(operation_id.0)
-            .bind(tenant.0)
-            .bind(&command.scope.operation)
-            .bind(&command.scope.key)
-            .bind(&command.fingerprint.0[..])
-            .bind(first.history.to_state.as_str())
-            .bind(i32::try_from(first.history.attempt).unwrap_or(i32::MAX))
-            .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
-            .bind(&command.claim_token)
-            .bind(command.lease.num_milliseconds())
-            .bind(command.max_attempt_duration.num_milliseconds())
-            .bind(command.retention.num_milliseconds())
-            .bind(after(first.lease_expires_in))
-            .bind(after(first.attempt_deadline_in))
-            .bind(first.operation_deadline_in.map(after))
-            .bind(stamp(now))
-            .bind(command.on_failed.gets_new_attempt())
-            .fetch_optional(&mut *transaction)
-            .instrument(Self::statement("INSERT operations"))
-            .await?;
-        let Some(row) = row else {
+        let Some(row) = rows.into_iter().next() else {
             // Another write of this group may have inserted it: read it
             // here, where it is visible, and answer only once it is durable.
+            let mut transaction = transaction;
             let target = Target::Scope(command.scope.clone());
             let found = Self::read_with_clock(&mut *transaction, tenant, &target).await?;
             self.rollback(transaction).await?;
@@ -367,19 +332,97 @@ impl SqliteStore {
                 .map(|(record, now)| ClaimStart::Existing(Found::without_history(record, now))));
         };
         let record = OperationRecord::try_from(row)?;
-        let history = first.history_with_fence(record.fence);
-        // Its first entry: nothing before it to count into.
-        Self::append_history_entry(
-            &mut transaction,
-            operation_id,
-            &history,
-            None,
-            self.history_cap,
-            now,
-        )
-        .await?;
         self.commit(transaction).await?;
         Ok(Some(ClaimStart::Inserted(record)))
+    }
+}
+
+/// What insert_first_claim.sql binds, owned: the query runs on a step of
+/// the writer's own (see `GroupWriter::begin_with`).
+struct FirstClaimValues {
+    operation_id: OperationId,
+    tenant: TenantId,
+    operation: String,
+    key: String,
+    fingerprint: Vec<u8>,
+    state: &'static str,
+    attempt: i32,
+    max_attempts: i32,
+    claim_token: Vec<u8>,
+    lease_ms: i64,
+    max_attempt_duration_ms: i64,
+    retention_ms: i64,
+    lease_expires_in_ms: i64,
+    attempt_deadline_in_ms: i64,
+    operation_deadline_in_ms: Option<i64>,
+    failed_gets_new_attempt: bool,
+    event: &'static str,
+    detail: String,
+    coalesce_key: Option<String>,
+}
+
+impl FirstClaimValues {
+    fn of(
+        tenant: TenantId,
+        operation_id: OperationId,
+        command: &ClaimCommand,
+        first: &FirstClaim,
+    ) -> Self {
+        let history = &first.history;
+        Self {
+            operation_id,
+            tenant,
+            operation: command.scope.operation.clone(),
+            key: command.scope.key.clone(),
+            fingerprint: command.fingerprint.0.to_vec(),
+            state: history.to_state.as_str(),
+            attempt: i32::try_from(history.attempt).unwrap_or(i32::MAX),
+            max_attempts: i32::try_from(command.max_attempts).unwrap_or(i32::MAX),
+            claim_token: command.claim_token.clone(),
+            lease_ms: command.lease.num_milliseconds(),
+            max_attempt_duration_ms: command.max_attempt_duration.num_milliseconds(),
+            retention_ms: command.retention.num_milliseconds(),
+            lease_expires_in_ms: first.lease_expires_in.num_milliseconds(),
+            attempt_deadline_in_ms: first.attempt_deadline_in.num_milliseconds(),
+            operation_deadline_in_ms: first.operation_deadline_in.map(|d| d.num_milliseconds()),
+            failed_gets_new_attempt: command.on_failed.gets_new_attempt(),
+            event: history.event.as_str(),
+            detail: history.detail.clone(),
+            coalesce_key: history.coalesce_key(),
+        }
+    }
+
+    /// The inserted row, or none when the scope has a record. Every row is
+    /// fetched, not the first only: the query's last statement (the entry)
+    /// runs only once the INSERT's rows are read to their end.
+    async fn insert(
+        self,
+        connection: &mut SqliteConnection,
+        opening: Opening,
+    ) -> StoreResult<Vec<OperationRow>> {
+        Ok(sqlx::query_as(opening.pick(&FIRST_CLAIM_OPENED))
+            .bind(self.operation_id.0)
+            .bind(self.tenant.0)
+            .bind(self.operation)
+            .bind(self.key)
+            .bind(self.fingerprint)
+            .bind(self.state)
+            .bind(self.attempt)
+            .bind(self.max_attempts)
+            .bind(self.claim_token)
+            .bind(self.lease_ms)
+            .bind(self.max_attempt_duration_ms)
+            .bind(self.retention_ms)
+            .bind(self.lease_expires_in_ms)
+            .bind(self.attempt_deadline_in_ms)
+            .bind(self.operation_deadline_in_ms)
+            .bind(self.failed_gets_new_attempt)
+            .bind(self.event)
+            .bind(self.detail)
+            .bind(self.coalesce_key)
+            .fetch_all(&mut *connection)
+            .instrument(SqliteStore::statement("INSERT operations"))
+            .await?)
     }
 }
 
@@ -705,6 +748,8 @@ fn is_unavailable_code(code: i64) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use chrono::TimeDelta;
+
     use super::*;
 
     #[test]

@@ -16,9 +16,8 @@ use crate::model::{
 
 /// The `(none) → Claim` row: what a store inserts when the scope has no
 /// record yet. Deadlines are offsets from the database clock of the insert,
-/// so a store that reads its clock inside the statement (Postgres) and one
-/// that reads it first (SQLite) bind the same values. The fence is drawn by
-/// the store and stamped into the history entry as it is written.
+/// which each store's statement reads and adds them to itself. The fence is
+/// drawn by the store and stamped into the history entry as it is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirstClaim {
     /// The first lease, capped at the attempt deadline.
