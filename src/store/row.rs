@@ -363,3 +363,48 @@ impl TryFrom<HistoryRow> for HistoryEntry {
         })
     }
 }
+
+/// The columns an outcome is stored in, for one guarded write (`None`:
+/// each NULL).
+pub(crate) struct OutcomeColumns<'a> {
+    pub(crate) state: Option<&'static str>,
+    pub(crate) body: Option<&'a [u8]>,
+    pub(crate) content_type: Option<&'a str>,
+    pub(crate) result_metadata: Option<Json<&'a Metadata>>,
+    pub(crate) failure_reason: Option<&'static str>,
+    pub(crate) code: Option<&'a str>,
+    pub(crate) message: Option<&'a str>,
+    pub(crate) error_metadata: Option<Json<&'a Metadata>>,
+}
+
+impl<'a> OutcomeColumns<'a> {
+    pub(crate) fn of(outcome: Option<&'a Outcome>) -> Self {
+        let mut columns = Self {
+            state: None,
+            body: None,
+            content_type: None,
+            result_metadata: None,
+            failure_reason: None,
+            code: None,
+            message: None,
+            error_metadata: None,
+        };
+        match outcome {
+            Some(Outcome::Succeeded(result)) => {
+                columns.state = Some("succeeded");
+                columns.body = Some(&result.body);
+                columns.content_type = Some(&result.content_type);
+                columns.result_metadata = Some(Json(&result.metadata));
+            }
+            Some(Outcome::Failed { reason, error }) => {
+                columns.state = Some("failed");
+                columns.failure_reason = Some(reason.as_str());
+                columns.code = Some(&error.code);
+                columns.message = Some(&error.message);
+                columns.error_metadata = Some(Json(&error.metadata));
+            }
+            None => {}
+        }
+        columns
+    }
+}

@@ -1,4 +1,5 @@
-//! The one-statement owner write, Postgres's write_guarded.sql: its WHERE
+//! The one-statement owner write, Postgres's write_guarded.sql and SQLite's
+//! write_guarded_finish.sql (the writes that end their operation): its WHERE
 //! against [`Guard::holds`], its SET against [`Write::apply`] (the lease cap
 //! too, against [`decide_renew`]).
 //!
@@ -10,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use sqlx::PgPool;
 
-use super::{Backend, CASES, Fixture, Shape, claim_command, for_random, millis, shape};
+use super::{Backend, CASES, Fixture, Shape, TempSqlite, claim_command, for_random, millis, shape};
 use crate::domain::guarded::{GuardedWrite, complete_write, fail_write, renew_write};
 use crate::domain::transition::decide_renew;
 use crate::domain::{
@@ -28,6 +29,14 @@ pub(super) enum WriteInput {
     Complete,
     /// With the retry delay, in milliseconds.
     Fail(FailDisposition, i64),
+}
+
+/// The writes that end their operation: the ones SQLite's statement runs.
+pub(super) fn finishing_write_input() -> impl Strategy<Value = WriteInput> {
+    prop_oneof![
+        Just(WriteInput::Complete),
+        (0i64..120_000).prop_map(|retry_ms| WriteInput::Fail(FailDisposition::Terminal, retry_ms)),
+    ]
 }
 
 pub(super) fn write_input() -> impl Strategy<Value = WriteInput> {
@@ -111,9 +120,9 @@ struct GuardInput {
 /// Records whose owner's write the guard lets through: IN_PROGRESS, before
 /// the attempt deadline, with no receipt of that owner, a retry within the
 /// budget and the operation deadline.
-fn holding_guard() -> impl Strategy<Value = GuardInput> {
+fn holding_guard(writes: impl Strategy<Value = WriteInput>) -> impl Strategy<Value = GuardInput> {
     let shape = shape(Just(State::InProgress));
-    (shape, write_input(), 30_000i64..600_000, 2u32..5).prop_map(
+    (shape, writes, 30_000i64..600_000, 2u32..5).prop_map(
         |(mut shape, write, deadline, max_attempts)| {
             shape.attempt = max_attempts - 1;
             shape.max_attempts = max_attempts;
@@ -148,7 +157,9 @@ enum Breach {
     OperationDeadline(i64),
 }
 
-fn breach() -> impl Strategy<Value = Breach> {
+/// Each condition broken; `retries`: those of a retry too (which switch the
+/// write to a RETRYABLE Fail).
+fn breach(retries: bool) -> impl Strategy<Value = Breach> {
     let other_state = prop_oneof![
         Just(State::Succeeded),
         Just(State::Failed),
@@ -162,32 +173,37 @@ fn breach() -> impl Strategy<Value = Breach> {
         1 => other_state.prop_map(Breach::State),
         1 => proptest::option::of(-120_000i64..=0).prop_map(Breach::AttemptDeadline),
         1 => Just(Breach::OwnerReceipt),
-        1 => Just(Breach::BudgetSpent),
-        1 => (-60_000i64..60_000).prop_map(Breach::OperationDeadline),
+        u32::from(retries) => Just(Breach::BudgetSpent),
+        u32::from(retries) => (-60_000i64..60_000).prop_map(Breach::OperationDeadline),
     ]
 }
 
 /// Writes that the guard lets through, and the same with each of its
 /// conditions broken in turn.
-fn any_guard() -> impl Strategy<Value = (GuardInput, Breach)> {
-    (holding_guard(), breach(), 0i64..120_000).prop_map(|(mut input, breach, retry_ms)| {
-        match breach {
-            Breach::None => {}
-            Breach::Fence(offset) => input.fence_offset = offset,
-            Breach::State(state) => input.shape.state = state,
-            Breach::AttemptDeadline(deadline) => input.shape.attempt_deadline = deadline,
-            Breach::OwnerReceipt => input.shape.receipt = Some((Writer::Owner, 0, true)),
-            Breach::BudgetSpent => {
-                input.shape.attempt = input.shape.max_attempts;
-                input.write = WriteInput::Fail(FailDisposition::Retryable, retry_ms);
+fn any_guard(
+    writes: impl Strategy<Value = WriteInput>,
+    retries: bool,
+) -> impl Strategy<Value = (GuardInput, Breach)> {
+    (holding_guard(writes), breach(retries), 0i64..120_000).prop_map(
+        |(mut input, breach, retry_ms)| {
+            match breach {
+                Breach::None => {}
+                Breach::Fence(offset) => input.fence_offset = offset,
+                Breach::State(state) => input.shape.state = state,
+                Breach::AttemptDeadline(deadline) => input.shape.attempt_deadline = deadline,
+                Breach::OwnerReceipt => input.shape.receipt = Some((Writer::Owner, 0, true)),
+                Breach::BudgetSpent => {
+                    input.shape.attempt = input.shape.max_attempts;
+                    input.write = WriteInput::Fail(FailDisposition::Retryable, retry_ms);
+                }
+                Breach::OperationDeadline(beyond) => {
+                    input.operation_deadline = Some(retry_ms + beyond);
+                    input.write = WriteInput::Fail(FailDisposition::Retryable, retry_ms);
+                }
             }
-            Breach::OperationDeadline(beyond) => {
-                input.operation_deadline = Some(retry_ms + beyond);
-                input.write = WriteInput::Fail(FailDisposition::Retryable, retry_ms);
-            }
-        }
-        (input, breach)
-    })
+            (input, breach)
+        },
+    )
 }
 
 /// What one guarded write did to the record `before`, read at `read_at`.
@@ -222,9 +238,8 @@ async fn run(fixture: &Fixture, input: &GuardInput) -> Result<Ran, TestCaseError
     })
 }
 
-async fn fixture(pool: PgPool) -> Fixture {
-    let backend = Backend::Postgres(PostgresStore::from_pool(pool));
-    Fixture::new(&backend, HistoryCap::default()).await
+fn postgres(pool: PgPool) -> Backend {
+    Backend::Postgres(PostgresStore::from_pool(pool))
 }
 
 /// The statement writes exactly when [`Guard::holds`] at its clock. The
@@ -232,10 +247,12 @@ async fn fixture(pool: PgPool) -> Fixture {
 /// at the locked path's clock, which comes after the statement's.
 ///
 /// [`Guard::holds`]: crate::domain::guarded::Guard::holds
-#[sqlx::test(migrator = "MIGRATOR")]
-async fn postgres_write_guarded_where_is_guard_holds(pool: PgPool) {
-    let fixture = fixture(pool).await;
-    for_random(CASES * 2, any_guard(), move |(input, _)| {
+async fn written_exactly_when_the_guard_holds(
+    backend: Backend,
+    guards: impl Strategy<Value = (GuardInput, Breach)> + Send + 'static,
+) {
+    let fixture = Fixture::new(&backend, HistoryCap::default()).await;
+    for_random(CASES * 2, guards, move |(input, _)| {
         let fixture = fixture.clone();
         Box::pin(async move {
             let ran = run(&fixture, &input).await?;
@@ -257,14 +274,31 @@ async fn postgres_write_guarded_where_is_guard_holds(pool: PgPool) {
     .await;
 }
 
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn postgres_write_guarded_where_is_guard_holds(pool: PgPool) {
+    written_exactly_when_the_guard_holds(postgres(pool), any_guard(write_input(), true)).await;
+}
+
+#[tokio::test]
+async fn sqlite_write_guarded_finish_where_is_guard_holds() {
+    let sqlite = TempSqlite::open().await;
+    // SQLite's statement runs no retry: a RETRYABLE Fail always takes the
+    // locked path, so its conditions are not the statement's.
+    let guards = any_guard(finishing_write_input(), false);
+    written_exactly_when_the_guard_holds(sqlite.backend(), guards).await;
+    sqlite.close().await;
+}
+
 /// What the statement writes is [`Write::apply`] at its clock, the lease
 /// capped at the attempt deadline as [`decide_renew`] caps it.
 ///
 /// [`Write::apply`]: crate::domain::guarded::Write::apply
-#[sqlx::test(migrator = "MIGRATOR")]
-async fn postgres_write_guarded_set_is_write_apply(pool: PgPool) {
-    let fixture = fixture(pool).await;
-    for_random(CASES, holding_guard(), move |input| {
+async fn written_as_write_apply(
+    backend: Backend,
+    writes: impl Strategy<Value = WriteInput> + Send + 'static,
+) {
+    let fixture = Fixture::new(&backend, HistoryCap::default()).await;
+    for_random(CASES, holding_guard(writes), move |input| {
         let fixture = fixture.clone();
         Box::pin(async move {
             let ran = run(&fixture, &input).await?;
@@ -283,4 +317,16 @@ async fn postgres_write_guarded_set_is_write_apply(pool: PgPool) {
         })
     })
     .await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn postgres_write_guarded_set_is_write_apply(pool: PgPool) {
+    written_as_write_apply(postgres(pool), write_input()).await;
+}
+
+#[tokio::test]
+async fn sqlite_write_guarded_finish_set_is_write_apply() {
+    let sqlite = TempSqlite::open().await;
+    written_as_write_apply(sqlite.backend(), finishing_write_input()).await;
+    sqlite.close().await;
 }

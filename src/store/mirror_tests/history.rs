@@ -1,11 +1,12 @@
 //! History placement: Postgres's append_history.sql, SQLite's
-//! count_into_last_history_entry.sql with append_history.sql, and the
-//! `last` CTE of Postgres's write_guarded.sql, against [`HistoryCap::place`].
+//! count_into_last_history_entry.sql with append_history.sql, the `last`
+//! CTE of Postgres's write_guarded.sql and the entry of SQLite's
+//! write_guarded_finish.sql, against [`HistoryCap::place`].
 
 use proptest::prelude::*;
 use sqlx::PgPool;
 
-use super::guarded::{WriteInput, write_input};
+use super::guarded::{WriteInput, finishing_write_input, write_input};
 use super::{Backend, CASES, Fixture, HistoryModel, TempSqlite, claim_command, for_random, millis};
 use crate::domain::{
     Effects, Fence, HistoryCap, HistoryEvent, NewHistoryEntry, OperationRecord, State, Update,
@@ -193,12 +194,14 @@ async fn sqlite_entry_written_with_its_update_is_history_cap_place() {
     sqlite.close().await;
 }
 
-/// The entry of a guarded write (Renew, Complete, Fail in one statement)
-/// lands where [`HistoryCap::place`] puts it, after any history.
-#[sqlx::test(migrator = "MIGRATOR")]
-async fn postgres_write_guarded_history_is_history_cap_place(pool: PgPool) {
-    let backend = Backend::Postgres(PostgresStore::from_pool(pool));
-    let strategy = (inputs(), write_input());
+/// The entry of a guarded write (one statement: on Postgres Renew, Complete
+/// and Fail, on SQLite the writes that end their operation) lands where
+/// [`HistoryCap::place`] puts it, after any history.
+async fn guarded_history_is_history_cap_place(
+    backend: Backend,
+    writes: impl Strategy<Value = WriteInput> + Send + 'static,
+) {
+    let strategy = (inputs(), writes);
     for_random(
         CASES,
         strategy,
@@ -224,4 +227,17 @@ async fn postgres_write_guarded_history_is_history_cap_place(pool: PgPool) {
         },
     )
     .await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn postgres_write_guarded_history_is_history_cap_place(pool: PgPool) {
+    let backend = Backend::Postgres(PostgresStore::from_pool(pool));
+    guarded_history_is_history_cap_place(backend, write_input()).await;
+}
+
+#[tokio::test]
+async fn sqlite_write_guarded_finish_history_is_history_cap_place() {
+    let sqlite = TempSqlite::open().await;
+    guarded_history_is_history_cap_place(sqlite.backend(), finishing_write_input()).await;
+    sqlite.close().await;
 }

@@ -7,12 +7,11 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgConnection;
-use sqlx::types::Json;
 use tracing::Instrument;
 
 use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
-use super::super::row::OperationRow;
+use super::super::row::{OperationRow, OutcomeColumns};
 use super::super::{Applied, ClaimStart};
 use super::held::{Connections, Held};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
@@ -242,50 +241,6 @@ pub(super) async fn insert_or_find_on(
         });
     }
     Ok(started)
-}
-
-/// The columns an outcome is stored in, for one member.
-struct OutcomeColumns<'a> {
-    state: Option<&'static str>,
-    body: Option<&'a [u8]>,
-    content_type: Option<&'a str>,
-    result_metadata: Option<Json<&'a Metadata>>,
-    failure_reason: Option<&'static str>,
-    code: Option<&'a str>,
-    message: Option<&'a str>,
-    error_metadata: Option<Json<&'a Metadata>>,
-}
-
-impl<'a> OutcomeColumns<'a> {
-    fn of(outcome: Option<&'a Outcome>) -> Self {
-        let mut columns = Self {
-            state: None,
-            body: None,
-            content_type: None,
-            result_metadata: None,
-            failure_reason: None,
-            code: None,
-            message: None,
-            error_metadata: None,
-        };
-        match outcome {
-            Some(Outcome::Succeeded(result)) => {
-                columns.state = Some("succeeded");
-                columns.body = Some(&result.body);
-                columns.content_type = Some(&result.content_type);
-                columns.result_metadata = Some(Json(&result.metadata));
-            }
-            Some(Outcome::Failed { reason, error }) => {
-                columns.state = Some("failed");
-                columns.failure_reason = Some(reason.as_str());
-                columns.code = Some(&error.code);
-                columns.message = Some(&error.message);
-                columns.error_metadata = Some(Json(&error.metadata));
-            }
-            None => {}
-        }
-        columns
-    }
 }
 
 /// A statement that waited for a row lock past `lock_timeout`.

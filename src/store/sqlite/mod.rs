@@ -32,16 +32,17 @@ use super::acquire::AcquireWaits;
 use super::dialect::{AtClock, Dialect};
 use super::error::{ErrorClass, StoreError, StoreResult};
 use super::one_at_a_time::OneAtATime;
-use super::row::{OperationRow, signed};
+use super::row::{OperationRow, OutcomeColumns, RowWithClock, signed};
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
 use super::statements::Sql;
-use super::{AnswerTally, ClaimStart, PauseHook, PoolUsage};
+use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
+use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
-    ClaimCommand, Error, FirstClaim, Found, HistoryCap, NewHistoryEntry, OperationId,
-    OperationRecord, Result, Target, TenantId, decide_first_claim,
+    Answer, ClaimCommand, Error, FirstClaim, Found, HistoryCap, NewHistoryEntry, OperationId,
+    OperationRecord, Result, Target, TenantId, Writer, decide_first_claim,
 };
 
 mod group;
@@ -85,6 +86,12 @@ const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(
 /// hand-off.
 const FIRST_CLAIM_OPENED: OpenedStatement =
     with_savepoint!(include_str!("sql/insert_first_claim.sql"));
+
+/// A finishing owner write's common case, behind its savepoint statements:
+/// the guarded UPDATE and its history entry, in one hand-off
+/// ([`finishes_in_one_query`]).
+const WRITE_GUARDED_FINISH_OPENED: OpenedStatement =
+    with_savepoint!(include_str!("sql/write_guarded_finish.sql"));
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -600,6 +607,37 @@ impl Dialect for SqliteStore {
         Ok(counted.rows_affected() > 0)
     }
 
+    /// A write that ends its operation (Complete, a TERMINAL Fail) runs as
+    /// one query, its entry with it ([`finishes_in_one_query`]); the others,
+    /// and a write whose guard does not hold, take the locked path.
+    async fn write_guarded(
+        &self,
+        tenant: TenantId,
+        guarded: GuardedWrite,
+    ) -> StoreResult<Option<Applied>> {
+        if !finishes_in_one_query(&guarded) {
+            return Ok(None);
+        }
+        let (transaction, rows) = self
+            .group
+            .begin_with(move |connection, opening| {
+                Box::pin(write_guarded_finish(connection, opening, tenant, guarded))
+            })
+            .await?;
+        let Some(RowWithClock { row, db_now }) = rows.into_iter().next() else {
+            self.rollback(transaction).await?;
+            return Ok(None);
+        };
+        let record = OperationRecord::try_from(row)?;
+        self.commit(transaction).await?;
+        Ok(Some(Applied {
+            record,
+            answer: Ok(Answer::Written),
+            now: db_now,
+            record_changed: true,
+        }))
+    }
+
     fn pool_usage(&self) -> PoolUsage {
         let count = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
         let (point_size, point_idle, point_max) = self.point_reads.usage();
@@ -684,6 +722,63 @@ impl Dialect for SqliteStore {
         }
         self.insert_first_claim(tenant, operation_id, command).await
     }
+}
+
+/// Whether write_guarded_finish.sql states this guarded write whole: an
+/// owner's first write under its fence that ends the operation (an outcome,
+/// no lease, no retry), whose guard has no attempt-budget or
+/// operation-deadline term, and whose entry the history cap appends
+/// whatever the last entry is.
+fn finishes_in_one_query(guarded: &GuardedWrite) -> bool {
+    let (guard, write) = (&guarded.guard, &guarded.write);
+    write.finishes
+        && write.outcome.is_some()
+        && write.lease == LeaseWrite::Clear
+        && write.retry_after.is_none()
+        && write
+            .receipt
+            .as_ref()
+            .is_some_and(|receipt| receipt.writer == Writer::Owner && receipt.fence == guard.fence)
+        && guard.no_receipt_for_fence
+        && !guard.attempt_budget_left
+        && guard.operation_deadline_beyond.is_none()
+        && guarded.coalesce_key().is_none()
+        && guarded.kept_past_cap()
+}
+
+/// Runs write_guarded_finish.sql: the written row and the clock, or none
+/// when the guard does not hold. Every row is fetched, not the first only:
+/// the entry's statement runs only once the UPDATE's rows are read to their
+/// end.
+async fn write_guarded_finish(
+    connection: &mut SqliteConnection,
+    opening: Opening,
+    tenant: TenantId,
+    guarded: GuardedWrite,
+) -> StoreResult<Vec<RowWithClock>> {
+    let outcome = OutcomeColumns::of(guarded.write.outcome.as_ref());
+    let receipt = guarded.write.receipt.as_ref();
+    Ok(sqlx::query_as(opening.pick(&WRITE_GUARDED_FINISH_OPENED))
+        .bind(guarded.operation_id.0)
+        .bind(tenant.0)
+        .bind(signed(guarded.guard.fence)?)
+        .bind(guarded.guard.from.as_str())
+        .bind(guarded.write.state.as_str())
+        .bind(outcome.state)
+        .bind(outcome.body)
+        .bind(outcome.content_type)
+        .bind(outcome.result_metadata)
+        .bind(outcome.failure_reason)
+        .bind(outcome.code)
+        .bind(outcome.message)
+        .bind(outcome.error_metadata)
+        .bind(receipt.map(|receipt| signed(receipt.fence)).transpose()?)
+        .bind(receipt.map(|receipt| receipt.digest.0.to_vec()))
+        .bind(guarded.event.as_str())
+        .bind(guarded.detail.as_str())
+        .fetch_all(&mut *connection)
+        .instrument(SqliteStore::statement("UPDATE operations"))
+        .await?)
 }
 
 /// Refuses a connection that does not have the settings durability and
