@@ -20,6 +20,14 @@
 //! sends its savepoint statements in front of that statement, in one hand-off
 //! (sqlx runs a `;`-separated query as its statements in turn, on the
 //! connection's thread).
+//!
+//! A write that is one query and nothing else (a first claim, a finishing
+//! owner write: [`GroupWriter::write_one`]) is not a member at all: it is
+//! queued, and the committer runs every queued query in the open
+//! transaction, each in its savepoint, then commits them together. Such a
+//! write hands the writer over to no task of its own: between two of them
+//! the writer waits for nothing but the connection's thread, where a member
+//! waits for its task to be woken for each of its steps.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -28,7 +36,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{Sqlite, SqliteConnection, SqlitePool};
-use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
@@ -73,8 +81,30 @@ impl Epoch {
     }
 }
 
+/// The most one-query writes one group runs before it commits, so that a
+/// stream of them cannot keep a transaction open (and its writes
+/// unanswered) without end.
+const MOST_QUEUED_PER_GROUP: usize = 256;
+
+/// A one-query write's query, as the committer runs it; it sends its own
+/// answer (see [`GroupWriter::write_one`]).
+type QueuedQuery = Box<
+    dyn for<'c> FnOnce(&'c mut SqliteConnection, Opening) -> BoxFuture<'c, StoreResult<()>> + Send,
+>;
+
+/// A one-query write waiting for the committer, and where to tell it how
+/// its group's commit went.
+struct Queued {
+    query: QueuedQuery,
+    committed: oneshot::Sender<StoreResult<()>>,
+}
+
+type Queue = Arc<StdMutex<std::collections::VecDeque<Queued>>>;
+
 pub(super) struct GroupWriter {
     pool: SqlitePool,
+    /// One-query writes waiting for the committer.
+    queue: Queue,
     state: Arc<Mutex<WriterState>>,
     commit_wanted: Arc<Notify>,
     acquire_timeout: Duration,
@@ -88,6 +118,8 @@ pub(super) struct GroupWriter {
 
 struct Committer {
     state: Arc<Mutex<WriterState>>,
+    pool: SqlitePool,
+    queue: Queue,
     commit_wanted: Arc<Notify>,
     closed: CancellationToken,
 }
@@ -166,13 +198,17 @@ impl GroupWriter {
         }));
         let commit_wanted = Arc::new(Notify::new());
         let closed = CancellationToken::new();
+        let queue = Queue::default();
         Self {
-            pool,
             committer: StdMutex::new(Some(Committer {
                 state: Arc::clone(&state),
+                pool: pool.clone(),
+                queue: Arc::clone(&queue),
                 commit_wanted: Arc::clone(&commit_wanted),
                 closed: closed.clone(),
             })),
+            pool,
+            queue,
             state,
             commit_wanted,
             acquire_timeout,
@@ -238,6 +274,60 @@ impl GroupWriter {
         .await
     }
 
+    /// A write that is one query: `query` runs on the committer, behind
+    /// the savepoint statements its text starts with ([`with_savepoint!`],
+    /// [`Opening::pick`]), in the group's transaction; its answer is given
+    /// once the commit that holds it is on disk. Waits at most the acquire
+    /// timeout for all of it.
+    ///
+    /// The query runs once queued, whether or not its caller still waits
+    /// (as a statement does once sent): a write whose caller went away may
+    /// still be committed, and is answered again to a re-sent call. Should it
+    /// fail, which of its statements ran is not known, so its whole group is
+    /// rolled back, as with [`GroupWriter::begin_with`].
+    pub(super) async fn write_one<T, Query>(&self, query: Query) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        Query: for<'c> FnOnce(&'c mut SqliteConnection, Opening) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        if self.closed.is_cancelled() {
+            return Err(Error::unavailable("the embedded store is closed").into());
+        }
+        self.start_committer_once();
+        let (answer, answered) = oneshot::channel();
+        let (committed_sender, committed) = oneshot::channel();
+        // The query's spans stay children of the caller's, on the committer.
+        let caller = tracing::Span::current();
+        let queued = Queued {
+            query: Box::new(move |connection, opening| {
+                Box::pin(
+                    async move {
+                        let value = query(connection, opening).await?;
+                        // The caller may have gone: the write stands anyway.
+                        let _ = answer.send(value);
+                        Ok(())
+                    }
+                    .instrument(caller),
+                )
+            }),
+            committed: committed_sender,
+        };
+        self.queue
+            .lock()
+            .map_err(|_| Error::Internal("the writer's queue is poisoned".into()))?
+            .push_back(queued);
+        self.commit_wanted.notify_one();
+        tokio::time::timeout(self.acquire_timeout, committed)
+            .await
+            .map_err(|_| Error::unavailable("the embedded store's writer is busy"))?
+            .map_err(|_| Error::unavailable("the embedded store's writer stopped"))??;
+        answered
+            .await
+            .map_err(|_| Error::Internal("a committed write left no answer".into()).into())
+    }
+
     /// Waits for the writer (at most the acquire timeout).
     async fn place(&self) -> StoreResult<Member> {
         self.start_committer_once();
@@ -298,8 +388,13 @@ impl GroupWriter {
     /// then close) and stops the committer.
     pub(super) async fn close(&self) {
         let mut state = self.state.lock().await;
-        commit_open(&mut state).await;
         self.closed.cancel();
+        // Its members hear how it went from their epoch.
+        let _ = commit_open(&mut state).await;
+        // Queued writes that will never run hear so now (their senders go).
+        if let Ok(mut queue) = self.queue.lock() {
+            queue.clear();
+        }
     }
 
     fn start_committer_once(&self) {
@@ -333,7 +428,55 @@ impl Committer {
             }
             // Writes queued on the writer before this lock join the commit.
             let mut state = self.state.lock().await;
-            commit_open(&mut state).await;
+            let mut ran = Vec::new();
+            while ran.len() < MOST_QUEUED_PER_GROUP && !self.closed.is_cancelled() {
+                let Some(queued) = self.next_queued() else {
+                    break;
+                };
+                match run_queued(&mut state, &self.pool, queued.query).await {
+                    Ok(()) => ran.push(queued.committed),
+                    Err(error) => {
+                        let _ = queued.committed.send(Err(error));
+                    }
+                }
+            }
+            let outcome = commit_open(&mut state).await;
+            for committed in ran {
+                let _ = committed.send(outcome.clone().map_err(StoreError::Domain));
+            }
+            drop(state);
+            if self.queue.lock().is_ok_and(|queue| !queue.is_empty()) {
+                self.commit_wanted.notify_one();
+            }
+        }
+    }
+
+    fn next_queued(&self) -> Option<Queued> {
+        self.queue.lock().ok()?.pop_front()
+    }
+}
+
+/// Runs a queued one-query write in the open transaction (opened first if
+/// none is), as a member that keeps its writes: the next savepoint
+/// statement or the COMMIT releases its savepoint. A failure poisons the
+/// group (see [`GroupWriter::begin_with`]).
+async fn run_queued(
+    state: &mut WriterState,
+    pool: &SqlitePool,
+    query: QueuedQuery,
+) -> StoreResult<()> {
+    let opening = prepare_member(state, pool).await?;
+    let Some(connection) = state.connection.as_deref_mut() else {
+        return Err(Error::Internal("the writer has no connection".into()).into());
+    };
+    match query(connection, opening).await {
+        Ok(()) => {
+            state.kept = true;
+            Ok(())
+        }
+        Err(error) => {
+            state.poisoned = true;
+            Err(error)
         }
     }
 }
@@ -352,7 +495,8 @@ impl Committer {
 async fn detached<T: Send + 'static>(
     step: impl Future<Output = StoreResult<T>> + Send + 'static,
 ) -> StoreResult<T> {
-    match tokio::spawn(step).await {
+    // Its statements' spans stay children of the caller's.
+    match tokio::spawn(step.instrument(tracing::Span::current())).await {
         Ok(outcome) => outcome,
         Err(error) if error.is_cancelled() => {
             Err(Error::unavailable("the embedded store's writer is shutting down").into())
@@ -451,13 +595,14 @@ async fn undo_stopped_member(
 }
 
 /// Commits the open transaction, if any, tells its epoch how it went, starts
-/// the next epoch and gives the connection back to the pool.
-async fn commit_open(state: &mut WriterState) {
+/// the next epoch and gives the connection back to the pool; says how it
+/// went (with nothing open, nothing to tell: Ok).
+async fn commit_open(state: &mut WriterState) -> Result<(), Error> {
     if !state.open {
-        return;
+        return Ok(());
     }
     let Some(connection) = state.connection.as_deref_mut() else {
-        return;
+        return Ok(());
     };
     let committed = match undo_stopped_member(&mut state.member_open, connection).await {
         Ok(()) if std::mem::take(&mut state.poisoned) => {
@@ -488,7 +633,8 @@ async fn commit_open(state: &mut WriterState) {
         connection.close_on_drop();
     }
     let finished = std::mem::replace(&mut state.epoch, Epoch::new());
-    finished.outcome.send_replace(Some(outcome));
+    finished.outcome.send_replace(Some(outcome.clone()));
+    outcome
 }
 
 #[cfg(test)]
@@ -730,6 +876,96 @@ mod tests {
         writer.commit(after).await.expect("committed");
         writer.close().await;
         assert_eq!(names(&pool).await, ["after", "kept"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A one-query write of `name`, queued for the committer.
+    async fn queued_insert(writer: &GroupWriter, name: &str) -> StoreResult<()> {
+        let name = name.to_owned();
+        writer
+            .write_one(move |connection, opening| {
+                Box::pin(async move {
+                    sqlx::query(opening.pick(&INSERT_OPENED))
+                        .bind(name)
+                        .execute(&mut *connection)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    /// Queued one-query writes and members share groups: each hears of
+    /// its commit only, and every acknowledged write is there.
+    #[tokio::test]
+    async fn queued_writes_and_members_commit_together() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let writer = Arc::new(writer);
+        let mut tasks = Vec::new();
+        for index in 0..40 {
+            let writer = Arc::clone(&writer);
+            tasks.push(tokio::spawn(async move {
+                let name = format!("effect-{index:02}");
+                if index % 4 == 0 {
+                    let member = write_of(&writer, &name, index % 8 == 0).await?;
+                    writer.commit(member).await
+                } else {
+                    queued_insert(&writer, &name).await
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("joined").expect("committed");
+        }
+        writer.close().await;
+        let expected: Vec<String> = (0..40).map(|index| format!("effect-{index:02}")).collect();
+        assert_eq!(names(&pool).await, expected);
+        let after = queued_insert(&writer, "after close").await;
+        assert!(
+            matches!(after, Err(StoreError::Domain(Error::Unavailable { .. }))),
+            "a closed writer takes no write: {after:?}"
+        );
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
+    /// A queued write that fails rolls back its whole group, as a failed
+    /// opened statement does: the member and the queued write beside it
+    /// hear UNAVAILABLE; the writer goes on.
+    #[tokio::test]
+    async fn a_failed_queued_write_fails_its_whole_group() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let writer = Arc::new(writer);
+        let mut member = writer.begin().await.expect("a place");
+        insert(&mut member, "member").await;
+        // Queued while the member holds the writer: the member's group.
+        let queued = ["queued", "member"].map(|name| {
+            let writer = Arc::clone(&writer);
+            tokio::spawn(async move { queued_insert(&writer, name).await })
+        });
+        while writer.queue.lock().map(|queue| queue.len()).unwrap_or(0) < 2 {
+            tokio::task::yield_now().await;
+        }
+        let member_commit = writer.commit(member).await;
+        let [kept, duplicate] = queued;
+        let duplicate = duplicate.await.expect("joined");
+        assert!(
+            matches!(duplicate, Err(StoreError::Database(_))),
+            "the duplicate fails: {duplicate:?}"
+        );
+        for (name, outcome) in [
+            ("the member", member_commit),
+            ("the queued write", kept.await.expect("joined")),
+        ] {
+            assert!(
+                matches!(outcome, Err(StoreError::Domain(Error::Unavailable { .. }))),
+                "{name}'s group is not committed: {outcome:?}"
+            );
+        }
+        queued_insert(&writer, "after").await.expect("committed");
+        writer.close().await;
+        assert_eq!(names(&pool).await, ["after"]);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }

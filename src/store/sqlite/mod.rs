@@ -312,10 +312,11 @@ impl SqliteStore {
     }
 
     /// The first claim of a scope: the fence drawn, the row inserted and
-    /// its CLAIMED entry written by one query (insert_first_claim.sql) in
-    /// the writer's transaction; the unique scope settles it, and a scope
-    /// that has a record inserts nothing (and gives its fence back by
-    /// rolling back).
+    /// its CLAIMED entry written by one query (insert_first_claim.sql), run
+    /// by the writer's committer in its group ([`GroupWriter::write_one`]);
+    /// the unique scope settles it. A scope that has a record inserts
+    /// nothing; that record is committed by the time the answer comes (an
+    /// earlier group's or this one's), so the readers read it.
     async fn insert_first_claim(
         &self,
         tenant: TenantId,
@@ -324,23 +325,17 @@ impl SqliteStore {
     ) -> StoreResult<Option<ClaimStart>> {
         let first = decide_first_claim(command);
         let claim = FirstClaimValues::of(tenant, operation_id, command, &first);
-        let (transaction, rows) = self
+        let rows = self
             .group
-            .begin_with(move |connection, opening| Box::pin(claim.insert(connection, opening)))
+            .write_one(move |connection, opening| Box::pin(claim.insert(connection, opening)))
             .await?;
-        let Some(row) = rows.into_iter().next() else {
-            // Another write of this group may have inserted it: read it
-            // here, where it is visible, and answer only once it is durable.
-            let mut transaction = transaction;
-            let target = Target::Scope(command.scope.clone());
-            let found = Self::read_with_clock(&mut *transaction, tenant, &target).await?;
-            self.rollback(transaction).await?;
-            return Ok(found
-                .map(|(record, now)| ClaimStart::Existing(Found::without_history(record, now))));
-        };
-        let record = OperationRecord::try_from(row)?;
-        self.commit(transaction).await?;
-        Ok(Some(ClaimStart::Inserted(record)))
+        match rows.into_iter().next() {
+            Some(row) => Ok(Some(ClaimStart::Inserted(OperationRecord::try_from(row)?))),
+            None => {
+                self.read_existing(tenant, &Target::Scope(command.scope.clone()))
+                    .await
+            }
+        }
     }
 }
 
@@ -615,23 +610,22 @@ impl Dialect for SqliteStore {
         tenant: TenantId,
         guarded: GuardedWrite,
     ) -> StoreResult<Option<Applied>> {
-        if !finishes_in_one_query(&guarded) {
+        // A fence past i64 is no row's: the locked path answers it.
+        if !finishes_in_one_query(&guarded) || i64::try_from(guarded.guard.fence).is_err() {
             return Ok(None);
         }
-        let (transaction, rows) = self
+        let rows = self
             .group
-            .begin_with(move |connection, opening| {
+            .write_one(move |connection, opening| {
                 Box::pin(write_guarded_finish(connection, opening, tenant, guarded))
             })
             .await?;
+        // Refused, it wrote nothing.
         let Some(RowWithClock { row, db_now }) = rows.into_iter().next() else {
-            self.rollback(transaction).await?;
             return Ok(None);
         };
-        let record = OperationRecord::try_from(row)?;
-        self.commit(transaction).await?;
         Ok(Some(Applied {
-            record,
+            record: OperationRecord::try_from(row)?,
             answer: Ok(Answer::Written),
             now: db_now,
             record_changed: true,

@@ -2,8 +2,8 @@
 -- to the writer's thread as one query behind the member's savepoint
 -- statements (one hand-off): the next fence drawn, the record inserted with
 -- it at the statement's clock, and the entry written from the inserted row.
--- A scope that has a record inserts nothing, hence no entry; the caller then
--- rolls the member back, which gives the fence back.
+-- A scope that has a record inserts nothing, hence no entry; the fence drawn
+-- stays spent (a gap, as a Postgres sequence leaves: fences only grow).
 --
 -- Mirror of decide_first_claim (crates/idemd-domain/src/transition/claim.rs), as
 -- Postgres's insert_or_find.sql is: the row inserted is FirstClaim::record at
