@@ -1,12 +1,12 @@
 //! History placement: Postgres's append_history.sql, SQLite's
 //! count_into_last_history_entry.sql with append_history.sql, the `last`
-//! CTE of Postgres's write_guarded.sql and the entry of SQLite's
-//! write_guarded_finish.sql, against [`HistoryCap::place`].
+//! CTE of Postgres's write_guarded.sql and the `placed` subquery of SQLite's,
+//! against [`HistoryCap::place`].
 
 use proptest::prelude::*;
 use sqlx::PgPool;
 
-use super::guarded::{WriteInput, finishing_write_input, write_input};
+use super::guarded::{WriteInput, write_input};
 use super::{Backend, CASES, Fixture, HistoryModel, TempSqlite, claim_command, for_random, millis};
 use crate::domain::{
     Effects, Fence, HistoryCap, HistoryEvent, NewHistoryEntry, OperationRecord, State, Update,
@@ -194,9 +194,8 @@ async fn sqlite_entry_written_with_its_update_is_history_cap_place() {
     sqlite.close().await;
 }
 
-/// The entry of a guarded write (one statement: on Postgres Renew, Complete
-/// and Fail, on SQLite the writes that end their operation) lands where
-/// [`HistoryCap::place`] puts it, after any history.
+/// The entry of a guarded write (Renew, Complete, Fail in one statement)
+/// lands where [`HistoryCap::place`] puts it, after any history.
 async fn guarded_history_is_history_cap_place(
     backend: Backend,
     writes: impl Strategy<Value = WriteInput> + Send + 'static,
@@ -236,8 +235,8 @@ async fn postgres_write_guarded_history_is_history_cap_place(pool: PgPool) {
 }
 
 #[tokio::test]
-async fn sqlite_write_guarded_finish_history_is_history_cap_place() {
+async fn sqlite_write_guarded_history_is_history_cap_place() {
     let sqlite = TempSqlite::open().await;
-    guarded_history_is_history_cap_place(sqlite.backend(), finishing_write_input()).await;
+    guarded_history_is_history_cap_place(sqlite.backend(), write_input()).await;
     sqlite.close().await;
 }

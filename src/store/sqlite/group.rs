@@ -21,8 +21,8 @@
 //! (sqlx runs a `;`-separated query as its statements in turn, on the
 //! connection's thread).
 //!
-//! A write that is one query and nothing else (a first claim, a finishing
-//! owner write: [`GroupWriter::write_one`]) is not a member at all: it is
+//! A write that is one query and nothing else (a first claim, an owner
+//! write's common case: [`GroupWriter::write_one`]) is not a member at all: it is
 //! queued, and the committer runs every queued query in the open
 //! transaction, each in its savepoint, then commits them together. Such a
 //! write hands the writer over to no task of its own: between two of them

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::Sqlite;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
@@ -41,8 +41,8 @@ use super::statements::Sql;
 use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
-    Answer, ClaimCommand, Error, FirstClaim, Found, HistoryCap, NewHistoryEntry, OperationId,
-    OperationRecord, Result, Target, TenantId, Writer, decide_first_claim,
+    Answer, ClaimCommand, Error, FirstClaim, Found, HistoryCap, HistoryEvent, NewHistoryEntry,
+    OperationId, OperationRecord, Result, Target, TenantId, decide_first_claim,
 };
 
 mod group;
@@ -87,11 +87,10 @@ const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(
 const FIRST_CLAIM_OPENED: OpenedStatement =
     with_savepoint!(include_str!("sql/insert_first_claim.sql"));
 
-/// A finishing owner write's common case, behind its savepoint statements:
-/// the guarded UPDATE and its history entry, in one hand-off
-/// ([`finishes_in_one_query`]).
-const WRITE_GUARDED_FINISH_OPENED: OpenedStatement =
-    with_savepoint!(include_str!("sql/write_guarded_finish.sql"));
+/// An owner write's common case, behind its savepoint statements: the
+/// guarded UPDATE and its history entry, in one hand-off.
+const WRITE_GUARDED_OPENED: OpenedStatement =
+    with_savepoint!(include_str!("sql/write_guarded.sql"));
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -602,22 +601,23 @@ impl Dialect for SqliteStore {
         Ok(counted.rows_affected() > 0)
     }
 
-    /// A write that ends its operation (Complete, a TERMINAL Fail) runs as
-    /// one query, its entry with it ([`finishes_in_one_query`]); the others,
-    /// and a write whose guard does not hold, take the locked path.
+    /// The common case of Renew, Complete and Fail as one query
+    /// (write_guarded.sql), queued for the writer's committer; a write whose
+    /// guard does not hold writes nothing, and the locked path decides.
     async fn write_guarded(
         &self,
         tenant: TenantId,
         guarded: GuardedWrite,
     ) -> StoreResult<Option<Applied>> {
         // A fence past i64 is no row's: the locked path answers it.
-        if !finishes_in_one_query(&guarded) || i64::try_from(guarded.guard.fence).is_err() {
+        if i64::try_from(guarded.guard.fence).is_err() {
             return Ok(None);
         }
+        let cap = self.history_cap;
         let rows = self
             .group
             .write_one(move |connection, opening| {
-                Box::pin(write_guarded_finish(connection, opening, tenant, guarded))
+                Box::pin(write_guarded(connection, opening, tenant, guarded, cap))
             })
             .await?;
         // Refused, it wrote nothing.
@@ -718,46 +718,29 @@ impl Dialect for SqliteStore {
     }
 }
 
-/// Whether write_guarded_finish.sql states this guarded write whole: an
-/// owner's first write under its fence that ends the operation (an outcome,
-/// no lease, no retry), whose guard has no attempt-budget or
-/// operation-deadline term, and whose entry the history cap appends
-/// whatever the last entry is.
-fn finishes_in_one_query(guarded: &GuardedWrite) -> bool {
-    let (guard, write) = (&guarded.guard, &guarded.write);
-    write.finishes
-        && write.outcome.is_some()
-        && write.lease == LeaseWrite::Clear
-        && write.retry_after.is_none()
-        && write
-            .receipt
-            .as_ref()
-            .is_some_and(|receipt| receipt.writer == Writer::Owner && receipt.fence == guard.fence)
-        && guard.no_receipt_for_fence
-        && !guard.attempt_budget_left
-        && guard.operation_deadline_beyond.is_none()
-        && guarded.coalesce_key().is_none()
-        && guarded.kept_past_cap()
-}
-
-/// Runs write_guarded_finish.sql: the written row and the clock, or none
-/// when the guard does not hold. Every row is fetched, not the first only:
-/// the entry's statement runs only once the UPDATE's rows are read to their
-/// end.
-async fn write_guarded_finish(
+/// Runs write_guarded.sql: the written row and the clock, or none when the
+/// guard does not hold. Every row is fetched, not the first only: the
+/// entry's statement runs only once the UPDATE's rows are read to their end.
+async fn write_guarded(
     connection: &mut SqliteConnection,
     opening: Opening,
     tenant: TenantId,
     guarded: GuardedWrite,
+    cap: HistoryCap,
 ) -> StoreResult<Vec<RowWithClock>> {
-    let outcome = OutcomeColumns::of(guarded.write.outcome.as_ref());
-    let receipt = guarded.write.receipt.as_ref();
-    Ok(sqlx::query_as(opening.pick(&WRITE_GUARDED_FINISH_OPENED))
+    let millis = |delta: TimeDelta| delta.num_milliseconds();
+    let (guard, write) = (&guarded.guard, &guarded.write);
+    let outcome = OutcomeColumns::of(write.outcome.as_ref());
+    Ok(sqlx::query_as(opening.pick(&WRITE_GUARDED_OPENED))
         .bind(guarded.operation_id.0)
         .bind(tenant.0)
-        .bind(signed(guarded.guard.fence)?)
-        .bind(guarded.guard.from.as_str())
-        .bind(guarded.write.state.as_str())
+        .bind(signed(guard.fence)?)
+        .bind(guard.from.as_str())
+        .bind(guard.no_receipt_for_fence)
+        .bind(guard.attempt_budget_left)
+        .bind(guard.operation_deadline_beyond.map(millis))
+        .bind(write.state.as_str())
+        .bind(write.outcome.is_some())
         .bind(outcome.state)
         .bind(outcome.body)
         .bind(outcome.content_type)
@@ -766,10 +749,28 @@ async fn write_guarded_finish(
         .bind(outcome.code)
         .bind(outcome.message)
         .bind(outcome.error_metadata)
-        .bind(receipt.map(|receipt| signed(receipt.fence)).transpose()?)
-        .bind(receipt.map(|receipt| receipt.digest.0.to_vec()))
+        .bind(write.lease == LeaseWrite::Clear)
+        .bind(match write.lease {
+            LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
+            LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
+        })
+        .bind(write.retry_after.map(millis))
+        .bind(write.finishes)
+        .bind(write.receipt.is_some())
+        .bind(
+            write
+                .receipt
+                .as_ref()
+                .map(|receipt| receipt.digest.0.to_vec()),
+        )
         .bind(guarded.event.as_str())
         .bind(guarded.detail.as_str())
+        .bind(guarded.coalesce_key())
+        .bind(guarded.kept_past_cap())
+        .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
+        .bind(HistoryEvent::HistoryTruncated.as_str())
+        .bind(HistoryCap::TRUNCATED_DETAIL)
+        .bind(HistoryCap::TRUNCATED_KEY)
         .fetch_all(&mut *connection)
         .instrument(SqliteStore::statement("UPDATE operations"))
         .await?)
@@ -837,8 +838,6 @@ fn is_unavailable_code(code: i64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use chrono::TimeDelta;
-
     use super::*;
 
     #[test]

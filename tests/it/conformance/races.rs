@@ -34,10 +34,9 @@ fn relative(record: &OperationRecord) -> impl PartialEq + std::fmt::Debug {
     )
 }
 
-/// Every owner write's common case, written once through `Store::write` (on
-/// Postgres, and on SQLite for a Complete or TERMINAL Fail: one guarded
-/// statement, which never stops at the pause hook of the locked path) and
-/// once through the locked `Store::transition`, from
+/// Every owner write's common case, written once through `Store::write` (one
+/// guarded statement, which never stops at the pause hook of the locked
+/// path) and once through the locked `Store::transition`, from
 /// the same record at the same age: the two must store the same thing.
 async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decides(
     backend: Backend,
@@ -153,13 +152,7 @@ async fn owner_writes_on_the_one_statement_path_store_what_the_locked_path_decid
             .expect("the store answers")
             .expect("the operation exists");
         let entered = locked_path_entered.load(std::sync::atomic::Ordering::SeqCst) - before;
-        // SQLite writes in one statement the writes that end their operation.
-        let finishes = *name == "complete" || *name == FailDisposition::Terminal.as_str();
-        if matches!(fixture.backend, Backend::Postgres { .. }) || finishes {
-            assert_eq!(entered, 0, "{name}: written in one statement");
-        } else {
-            assert_eq!(entered, 1, "{name}: SQLite decides it on the locked path");
-        }
+        assert_eq!(entered, 0, "{name}: written in one statement");
         let locked = fixture
             .store
             .transition(
