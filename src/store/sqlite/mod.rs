@@ -41,8 +41,8 @@ use super::statements::Sql;
 use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
 use crate::domain::guarded::{GuardedWrite, LeaseWrite};
 use crate::domain::{
-    Answer, ClaimCommand, Error, FirstClaim, Found, HistoryCap, HistoryEvent, NewHistoryEntry,
-    OperationId, OperationRecord, Result, Target, TenantId, decide_first_claim,
+    Answer, ClaimCommand, Error, Found, HistoryCap, HistoryEvent, NewHistoryEntry, OperationId,
+    OperationRecord, Result, Target, TenantId, decide_first_claim,
 };
 
 mod group;
@@ -322,11 +322,18 @@ impl SqliteStore {
         operation_id: OperationId,
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
-        let first = decide_first_claim(command);
-        let claim = FirstClaimValues::of(tenant, operation_id, command, &first);
+        let owned = command.clone();
         let rows = self
             .group
-            .write_one(move |connection, opening| Box::pin(claim.insert(connection, opening)))
+            .write_one(move |connection, opening| {
+                Box::pin(insert_first_claim(
+                    connection,
+                    opening,
+                    tenant,
+                    operation_id,
+                    owned,
+                ))
+            })
             .await?;
         match rows.into_iter().next() {
             Some(row) => Ok(Some(ClaimStart::Inserted(OperationRecord::try_from(row)?))),
@@ -338,93 +345,46 @@ impl SqliteStore {
     }
 }
 
-/// What insert_first_claim.sql binds, owned: the query runs on a step of
-/// the writer's own (see `GroupWriter::begin_with`).
-struct FirstClaimValues {
-    operation_id: OperationId,
+/// Runs insert_first_claim.sql with [`decide_first_claim`]'s values: the
+/// inserted row, or none when the scope has a record. Every row is fetched,
+/// not the first only: the query's last statement (the entry) runs only
+/// once the INSERT's rows are read to their end.
+async fn insert_first_claim(
+    connection: &mut SqliteConnection,
+    opening: Opening,
     tenant: TenantId,
-    operation: String,
-    key: String,
-    fingerprint: Vec<u8>,
-    state: &'static str,
-    attempt: i32,
-    max_attempts: i32,
-    claim_token: Vec<u8>,
-    lease_ms: i64,
-    max_attempt_duration_ms: i64,
-    retention_ms: i64,
-    lease_expires_in_ms: i64,
-    attempt_deadline_in_ms: i64,
-    operation_deadline_in_ms: Option<i64>,
-    failed_gets_new_attempt: bool,
-    event: &'static str,
-    detail: String,
-    coalesce_key: Option<String>,
-}
-
-impl FirstClaimValues {
-    fn of(
-        tenant: TenantId,
-        operation_id: OperationId,
-        command: &ClaimCommand,
-        first: &FirstClaim,
-    ) -> Self {
-        let history = &first.history;
-        Self {
-            operation_id,
-            tenant,
-            operation: command.scope.operation.clone(),
-            key: command.scope.key.clone(),
-            fingerprint: command.fingerprint.0.to_vec(),
-            state: history.to_state.as_str(),
-            attempt: i32::try_from(history.attempt).unwrap_or(i32::MAX),
-            max_attempts: i32::try_from(command.max_attempts).unwrap_or(i32::MAX),
-            claim_token: command.claim_token.clone(),
-            lease_ms: command.lease.num_milliseconds(),
-            max_attempt_duration_ms: command.max_attempt_duration.num_milliseconds(),
-            retention_ms: command.retention.num_milliseconds(),
-            lease_expires_in_ms: first.lease_expires_in.num_milliseconds(),
-            attempt_deadline_in_ms: first.attempt_deadline_in.num_milliseconds(),
-            operation_deadline_in_ms: first.operation_deadline_in.map(|d| d.num_milliseconds()),
-            failed_gets_new_attempt: command.on_failed.gets_new_attempt(),
-            event: history.event.as_str(),
-            detail: history.detail.clone(),
-            coalesce_key: history.coalesce_key(),
-        }
-    }
-
-    /// The inserted row, or none when the scope has a record. Every row is
-    /// fetched, not the first only: the query's last statement (the entry)
-    /// runs only once the INSERT's rows are read to their end.
-    async fn insert(
-        self,
-        connection: &mut SqliteConnection,
-        opening: Opening,
-    ) -> StoreResult<Vec<OperationRow>> {
-        Ok(sqlx::query_as(opening.pick(&FIRST_CLAIM_OPENED))
-            .bind(self.operation_id.0)
-            .bind(self.tenant.0)
-            .bind(self.operation)
-            .bind(self.key)
-            .bind(self.fingerprint)
-            .bind(self.state)
-            .bind(self.attempt)
-            .bind(self.max_attempts)
-            .bind(self.claim_token)
-            .bind(self.lease_ms)
-            .bind(self.max_attempt_duration_ms)
-            .bind(self.retention_ms)
-            .bind(self.lease_expires_in_ms)
-            .bind(self.attempt_deadline_in_ms)
-            .bind(self.operation_deadline_in_ms)
-            .bind(self.failed_gets_new_attempt)
-            .bind(self.event)
-            .bind(self.detail)
-            .bind(self.coalesce_key)
-            .fetch_all(&mut *connection)
-            .instrument(SqliteStore::statement("INSERT operations"))
-            .await?)
-    }
+    operation_id: OperationId,
+    command: ClaimCommand,
+) -> StoreResult<Vec<OperationRow>> {
+    let first = decide_first_claim(&command);
+    let history = &first.history;
+    Ok(sqlx::query_as(opening.pick(&FIRST_CLAIM_OPENED))
+        .bind(operation_id.0)
+        .bind(tenant.0)
+        .bind(&command.scope.operation)
+        .bind(&command.scope.key)
+        .bind(&command.fingerprint.0[..])
+        .bind(history.to_state.as_str())
+        .bind(i32::try_from(history.attempt).unwrap_or(i32::MAX))
+        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
+        .bind(&command.claim_token)
+        .bind(command.lease.num_milliseconds())
+        .bind(command.max_attempt_duration.num_milliseconds())
+        .bind(command.retention.num_milliseconds())
+        .bind(first.lease_expires_in.num_milliseconds())
+        .bind(first.attempt_deadline_in.num_milliseconds())
+        .bind(
+            first
+                .operation_deadline_in
+                .map(|offset| offset.num_milliseconds()),
+        )
+        .bind(command.on_failed.gets_new_attempt())
+        .bind(history.event.as_str())
+        .bind(history.detail.as_str())
+        .bind(history.coalesce_key())
+        .fetch_all(&mut *connection)
+        .instrument(SqliteStore::statement("INSERT operations"))
+        .await?)
 }
 
 impl Dialect for SqliteStore {
@@ -610,14 +570,16 @@ impl Dialect for SqliteStore {
         guarded: GuardedWrite,
     ) -> StoreResult<Option<Applied>> {
         // A fence past i64 is no row's: the locked path answers it.
-        if i64::try_from(guarded.guard.fence).is_err() {
+        let Ok(fence) = i64::try_from(guarded.guard.fence) else {
             return Ok(None);
-        }
+        };
         let cap = self.history_cap;
         let rows = self
             .group
             .write_one(move |connection, opening| {
-                Box::pin(write_guarded(connection, opening, tenant, guarded, cap))
+                Box::pin(write_guarded(
+                    connection, opening, tenant, fence, guarded, cap,
+                ))
             })
             .await?;
         // Refused, it wrote nothing.
@@ -718,13 +680,15 @@ impl Dialect for SqliteStore {
     }
 }
 
-/// Runs write_guarded.sql: the written row and the clock, or none when the
-/// guard does not hold. Every row is fetched, not the first only: the
-/// entry's statement runs only once the UPDATE's rows are read to their end.
+/// Runs write_guarded.sql (`fence`: the guard's, as stored): the written
+/// row and the clock, or none when the guard does not hold. Every row is
+/// fetched, not the first only: the entry's statement runs only once the
+/// UPDATE's rows are read to their end.
 async fn write_guarded(
     connection: &mut SqliteConnection,
     opening: Opening,
     tenant: TenantId,
+    fence: i64,
     guarded: GuardedWrite,
     cap: HistoryCap,
 ) -> StoreResult<Vec<RowWithClock>> {
@@ -734,7 +698,7 @@ async fn write_guarded(
     Ok(sqlx::query_as(opening.pick(&WRITE_GUARDED_OPENED))
         .bind(guarded.operation_id.0)
         .bind(tenant.0)
-        .bind(signed(guard.fence)?)
+        .bind(fence)
         .bind(guard.from.as_str())
         .bind(guard.no_receipt_for_fence)
         .bind(guard.attempt_budget_left)
