@@ -22,14 +22,16 @@
 //! connection's thread).
 //!
 //! A write that is one query and nothing else (a first claim, an owner
-//! write's common case: [`GroupWriter::write_one`]) is not a member at all: it is
-//! queued, and the committer runs every queued query in the open
-//! transaction, each in its savepoint, then commits them together. Such a
-//! write hands the writer over to no task of its own: between two of them
-//! the writer waits for nothing but the connection's thread, where a member
-//! waits for its task to be woken for each of its steps.
+//! write's common case: [`GroupWriter::write_one`]) is not a member at all:
+//! it is queued, and the committer, holding the writer (so that the members'
+//! transaction is not open meanwhile), hands every queued one to the queued
+//! writer ([`super::queued`]), which runs them in one transaction of its own
+//! on a connection and thread of its own, commits them together and answers
+//! each: one hand-off for the whole group, where a member pays one (or its
+//! task's wake-up) for each of its steps.
 
 use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -43,6 +45,7 @@ use tracing::{Instrument, warn};
 use super::super::acquire::AcquireWaits;
 use super::super::dialect::statement_span;
 use super::super::error::{StoreError, StoreResult};
+use super::queued::{Queued, QueuedWriter};
 use crate::domain::Error;
 
 /// The writer's state: its connection while a transaction is open (given
@@ -86,25 +89,14 @@ impl Epoch {
 /// unanswered) without end.
 const MOST_QUEUED_PER_GROUP: usize = 256;
 
-/// A one-query write's query, as the committer runs it; it sends its own
-/// answer (see [`GroupWriter::write_one`]).
-type QueuedQuery = Box<
-    dyn for<'c> FnOnce(&'c mut SqliteConnection, Opening) -> BoxFuture<'c, StoreResult<()>> + Send,
->;
-
-/// A one-query write waiting for the committer, and where to tell it how
-/// its group's commit went.
-struct Queued {
-    query: QueuedQuery,
-    committed: oneshot::Sender<StoreResult<()>>,
-}
-
 type Queue = Arc<StdMutex<std::collections::VecDeque<Queued>>>;
 
 pub(super) struct GroupWriter {
     pool: SqlitePool,
     /// One-query writes waiting for the committer.
     queue: Queue,
+    /// Runs them, a group at a time.
+    queued_writer: Arc<QueuedWriter>,
     state: Arc<Mutex<WriterState>>,
     commit_wanted: Arc<Notify>,
     acquire_timeout: Duration,
@@ -118,8 +110,8 @@ pub(super) struct GroupWriter {
 
 struct Committer {
     state: Arc<Mutex<WriterState>>,
-    pool: SqlitePool,
     queue: Queue,
+    queued_writer: Arc<QueuedWriter>,
     commit_wanted: Arc<Notify>,
     closed: CancellationToken,
 }
@@ -187,7 +179,17 @@ async fn execute_script(connection: &mut SqliteConnection, sql: &'static str) ->
 const UNDO_MEMBER: &str = "ROLLBACK TO member; RELEASE member";
 
 impl GroupWriter {
-    pub(super) fn new(pool: SqlitePool, acquire_timeout: Duration) -> Self {
+    /// The writer of the database at `path`, whose connection `pool` gives.
+    pub(super) fn new(
+        pool: SqlitePool,
+        path: PathBuf,
+        acquire_timeout: Duration,
+    ) -> Result<Self, Error> {
+        let queued_writer = QueuedWriter::start(path, acquire_timeout)
+            .map(Arc::new)
+            .map_err(|error| {
+                Error::Internal(format!("cannot start the writer's thread: {error}"))
+            })?;
         let state = Arc::new(Mutex::new(WriterState {
             connection: None,
             open: false,
@@ -199,22 +201,23 @@ impl GroupWriter {
         let commit_wanted = Arc::new(Notify::new());
         let closed = CancellationToken::new();
         let queue = Queue::default();
-        Self {
+        Ok(Self {
             committer: StdMutex::new(Some(Committer {
                 state: Arc::clone(&state),
-                pool: pool.clone(),
                 queue: Arc::clone(&queue),
+                queued_writer: Arc::clone(&queued_writer),
                 commit_wanted: Arc::clone(&commit_wanted),
                 closed: closed.clone(),
             })),
             pool,
             queue,
+            queued_writer,
             state,
             commit_wanted,
             acquire_timeout,
             closed,
             waits: AcquireWaits::default(),
-        }
+        })
     }
 
     /// Writes waiting for their place on the writer now.
@@ -274,23 +277,21 @@ impl GroupWriter {
         .await
     }
 
-    /// A write that is one query: `query` runs on the committer, behind
-    /// the savepoint statements its text starts with ([`with_savepoint!`],
-    /// [`Opening::pick`]), in the group's transaction; its answer is given
-    /// once the commit that holds it is on disk. Waits at most the acquire
-    /// timeout for all of it.
+    /// A write that is one query: queued, it runs with the other queued
+    /// writes of its group on the queued writer's connection, in one
+    /// transaction ([`QueuedWriter`]); its answer is given once the commit
+    /// that holds it is on disk. Waits at most the acquire timeout for all
+    /// of it.
     ///
     /// The query runs once queued, whether or not its caller still waits
     /// (as a statement does once sent): a write whose caller went away may
     /// still be committed, and is answered again to a re-sent call. Should it
     /// fail, which of its statements ran is not known, so its whole group is
-    /// rolled back, as with [`GroupWriter::begin_with`].
+    /// rolled back.
     pub(super) async fn write_one<T, Query>(&self, query: Query) -> StoreResult<T>
     where
         T: Send + 'static,
-        Query: for<'c> FnOnce(&'c mut SqliteConnection, Opening) -> BoxFuture<'c, StoreResult<T>>
-            + Send
-            + 'static,
+        Query: FnOnce(&rusqlite::Connection) -> Result<T, Error> + Send + 'static,
     {
         if self.closed.is_cancelled() {
             return Err(Error::unavailable("the embedded store is closed").into());
@@ -298,19 +299,15 @@ impl GroupWriter {
         self.start_committer_once();
         let (answer, answered) = oneshot::channel();
         let (committed_sender, committed) = oneshot::channel();
-        // The query's spans stay children of the caller's, on the committer.
+        // The query's spans stay children of the caller's, on the writer's
+        // thread.
         let caller = tracing::Span::current();
         let queued = Queued {
-            query: Box::new(move |connection, opening| {
-                Box::pin(
-                    async move {
-                        let value = query(connection, opening).await?;
-                        // The caller may have gone: the write stands anyway.
-                        let _ = answer.send(value);
-                        Ok(())
-                    }
-                    .instrument(caller),
-                )
+            query: Box::new(move |connection| {
+                let value = caller.in_scope(|| query(connection))?;
+                // The caller may have gone: the write stands anyway.
+                let _ = answer.send(value);
+                Ok(())
             }),
             committed: committed_sender,
         };
@@ -395,6 +392,7 @@ impl GroupWriter {
         if let Ok(mut queue) = self.queue.lock() {
             queue.clear();
         }
+        self.queued_writer.stop().await;
     }
 
     fn start_committer_once(&self) {
@@ -426,23 +424,20 @@ impl Committer {
                 () = self.commit_wanted.notified() => {}
                 () = self.closed.cancelled() => return,
             }
-            // Writes queued on the writer before this lock join the commit.
+            // The members' transaction is committed first (they hear how
+            // it went from their epoch): one transaction at a time.
             let mut state = self.state.lock().await;
-            let mut ran = Vec::new();
-            while ran.len() < MOST_QUEUED_PER_GROUP && !self.closed.is_cancelled() {
+            let _ = commit_open(&mut state).await;
+            // Writes queued before this lock form the next group.
+            let mut group = Vec::new();
+            while group.len() < MOST_QUEUED_PER_GROUP && !self.closed.is_cancelled() {
                 let Some(queued) = self.next_queued() else {
                     break;
                 };
-                match run_queued(&mut state, &self.pool, queued.query).await {
-                    Ok(()) => ran.push(queued.committed),
-                    Err(error) => {
-                        let _ = queued.committed.send(Err(error));
-                    }
-                }
+                group.push(queued);
             }
-            let outcome = commit_open(&mut state).await;
-            for committed in ran {
-                let _ = committed.send(outcome.clone().map_err(StoreError::Domain));
+            if !group.is_empty() {
+                self.queued_writer.run(group).await;
             }
             drop(state);
             if self.queue.lock().is_ok_and(|queue| !queue.is_empty()) {
@@ -453,31 +448,6 @@ impl Committer {
 
     fn next_queued(&self) -> Option<Queued> {
         self.queue.lock().ok()?.pop_front()
-    }
-}
-
-/// Runs a queued one-query write in the open transaction (opened first if
-/// none is), as a member that keeps its writes: the next savepoint
-/// statement or the COMMIT releases its savepoint. A failure poisons the
-/// group (see [`GroupWriter::begin_with`]).
-async fn run_queued(
-    state: &mut WriterState,
-    pool: &SqlitePool,
-    query: QueuedQuery,
-) -> StoreResult<()> {
-    let opening = prepare_member(state, pool).await?;
-    let Some(connection) = state.connection.as_deref_mut() else {
-        return Err(Error::Internal("the writer has no connection".into()).into());
-    };
-    match query(connection, opening).await {
-        Ok(()) => {
-            state.kept = true;
-            Ok(())
-        }
-        Err(error) => {
-            state.poisoned = true;
-            Err(error)
-        }
     }
 }
 
@@ -665,7 +635,12 @@ mod tests {
             .await
             .expect("creates");
         (
-            GroupWriter::new(pool.clone(), Duration::from_secs(5)),
+            GroupWriter::new(
+                pool.clone(),
+                directory.join("group.db"),
+                Duration::from_secs(5),
+            )
+            .expect("starts"),
             pool,
             directory,
         )
@@ -884,22 +859,21 @@ mod tests {
     async fn queued_insert(writer: &GroupWriter, name: &str) -> StoreResult<()> {
         let name = name.to_owned();
         writer
-            .write_one(move |connection, opening| {
-                Box::pin(async move {
-                    sqlx::query(opening.pick(&INSERT_OPENED))
-                        .bind(name)
-                        .execute(&mut *connection)
-                        .await?;
-                    Ok(())
-                })
+            .write_one(move |connection| {
+                connection
+                    .execute("INSERT INTO effects (name) VALUES ($1)", [name])
+                    .map_err(|error| Error::Internal(format!("database error: {error}")))?;
+                Ok(())
             })
             .await
     }
 
-    /// Queued one-query writes and members share groups: each hears of
-    /// its commit only, and every acknowledged write is there.
+    /// Queued one-query writes and members, interleaved, take turns on the
+    /// file (a members' transaction is committed before a queued group
+    /// runs): each hears of its commit only, and every acknowledged write is
+    /// there.
     #[tokio::test]
-    async fn queued_writes_and_members_commit_together() {
+    async fn queued_writes_and_members_take_turns() {
         let (writer, pool, directory) = writer_on_a_fresh_file().await;
         let writer = Arc::new(writer);
         let mut tasks = Vec::new();
@@ -930,33 +904,34 @@ mod tests {
         let _ = std::fs::remove_dir_all(directory);
     }
 
-    /// A queued write that fails rolls back its whole group, as a failed
-    /// opened statement does: the member and the queued write beside it
-    /// hear UNAVAILABLE; the writer goes on.
+    /// A queued write that fails rolls back its whole group: the queued
+    /// write before it hears UNAVAILABLE, the one after it is not run; the
+    /// member that held the writer meanwhile commits on its own; the writer
+    /// goes on.
     #[tokio::test]
     async fn a_failed_queued_write_fails_its_whole_group() {
         let (writer, pool, directory) = writer_on_a_fresh_file().await;
         let writer = Arc::new(writer);
         let mut member = writer.begin().await.expect("a place");
         insert(&mut member, "member").await;
-        // Queued while the member holds the writer: the member's group.
-        let queued = ["queued", "member"].map(|name| {
+        // Queued while the member holds the writer: one group after it.
+        let queued = ["queued", "member", "not run"].map(|name| {
             let writer = Arc::clone(&writer);
             tokio::spawn(async move { queued_insert(&writer, name).await })
         });
-        while writer.queue.lock().map(|queue| queue.len()).unwrap_or(0) < 2 {
+        while writer.queue.lock().map(|queue| queue.len()).unwrap_or(0) < 3 {
             tokio::task::yield_now().await;
         }
-        let member_commit = writer.commit(member).await;
-        let [kept, duplicate] = queued;
+        writer.commit(member).await.expect("the member commits");
+        let [kept, duplicate, after_it] = queued;
         let duplicate = duplicate.await.expect("joined");
         assert!(
-            matches!(duplicate, Err(StoreError::Database(_))),
+            matches!(duplicate, Err(StoreError::Domain(Error::Internal(_)))),
             "the duplicate fails: {duplicate:?}"
         );
         for (name, outcome) in [
-            ("the member", member_commit),
-            ("the queued write", kept.await.expect("joined")),
+            ("the queued write before it", kept.await.expect("joined")),
+            ("the queued write after it", after_it.await.expect("joined")),
         ] {
             assert!(
                 matches!(outcome, Err(StoreError::Domain(Error::Unavailable { .. }))),
@@ -965,7 +940,7 @@ mod tests {
         }
         queued_insert(&writer, "after").await.expect("committed");
         writer.close().await;
-        assert_eq!(names(&pool).await, ["after"]);
+        assert_eq!(names(&pool).await, ["after", "member"]);
         pool.close().await;
         let _ = std::fs::remove_dir_all(directory);
     }

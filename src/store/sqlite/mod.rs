@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::Sqlite;
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
@@ -32,24 +32,27 @@ use super::acquire::AcquireWaits;
 use super::dialect::{AtClock, Dialect};
 use super::error::{ErrorClass, StoreError, StoreResult};
 use super::one_at_a_time::OneAtATime;
-use super::row::{OperationRow, OutcomeColumns, RowWithClock, signed};
+use super::row::signed;
 use super::sql::{
     delete_expired_tombstones_sql, due_for_deadline_sql, due_for_tombstone_sql, guarded_update_sql,
     select_history_sql, select_operation_sql,
 };
 use super::statements::Sql;
 use super::{AnswerTally, Applied, ClaimStart, PauseHook, PoolUsage};
-use crate::domain::guarded::{GuardedWrite, LeaseWrite};
+use crate::domain::guarded::GuardedWrite;
 use crate::domain::{
-    Answer, ClaimCommand, Error, Found, HistoryCap, HistoryEvent, NewHistoryEntry, OperationId,
-    OperationRecord, Result, Target, TenantId, decide_first_claim,
+    Answer, ClaimCommand, Error, Found, HistoryCap, NewHistoryEntry, OperationId, OperationRecord,
+    Result, Target, TenantId,
 };
 
 mod group;
 mod lock;
+mod one_query;
 mod point_reads;
+mod queued;
+mod rusqlite_rows;
 
-use self::group::{GroupWriter, Member, OpenedStatement, Opening, with_savepoint};
+use self::group::{GroupWriter, Member, OpenedStatement, with_savepoint};
 use self::point_reads::{PointReaderOptions, PointReaders, PointStatements};
 
 /// SQLite's clock, in the form timestamps are read back in (RFC 3339).
@@ -80,17 +83,6 @@ macro_rules! sqlite_guarded_update_sql {
 /// The locked path's first statement, behind its savepoint statements.
 const LOCK_BY_SCOPE_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_scope));
 const LOCK_BY_ID_OPENED: OpenedStatement = with_savepoint!(read_with_clock_sql!(by_id));
-
-/// A first claim, behind its savepoint statements: the fence drawn, the
-/// record inserted at the statement's clock and its CLAIMED entry, in one
-/// hand-off.
-const FIRST_CLAIM_OPENED: OpenedStatement =
-    with_savepoint!(include_str!("sql/insert_first_claim.sql"));
-
-/// An owner write's common case, behind its savepoint statements: the
-/// guarded UPDATE and its history entry, in one hand-off.
-const WRITE_GUARDED_OPENED: OpenedStatement =
-    with_savepoint!(include_str!("sql/write_guarded.sql"));
 
 pub use lock::{DatabaseLock, create_data_directory};
 
@@ -231,7 +223,11 @@ impl SqliteStore {
         });
         Ok(Self {
             path: options.path.clone(),
-            group: Arc::new(GroupWriter::new(writer.clone(), options.acquire_timeout)),
+            group: Arc::new(GroupWriter::new(
+                writer.clone(),
+                options.path.clone(),
+                options.acquire_timeout,
+            )?),
             writer,
             readers,
             point_reads,
@@ -323,19 +319,13 @@ impl SqliteStore {
         command: &ClaimCommand,
     ) -> StoreResult<Option<ClaimStart>> {
         let owned = command.clone();
-        let rows = self
+        let inserted = self
             .group
-            .write_one(move |connection, opening| {
-                Box::pin(insert_first_claim(
-                    connection,
-                    opening,
-                    tenant,
-                    operation_id,
-                    owned,
-                ))
+            .write_one(move |connection| {
+                one_query::insert_first_claim(connection, tenant, operation_id, &owned)
             })
             .await?;
-        match rows.into_iter().next() {
+        match inserted {
             Some(row) => Ok(Some(ClaimStart::Inserted(OperationRecord::try_from(row)?))),
             None => {
                 self.read_existing(tenant, &Target::Scope(command.scope.clone()))
@@ -343,48 +333,6 @@ impl SqliteStore {
             }
         }
     }
-}
-
-/// Runs insert_first_claim.sql with [`decide_first_claim`]'s values: the
-/// inserted row, or none when the scope has a record. Every row is fetched,
-/// not the first only: the query's last statement (the entry) runs only
-/// once the INSERT's rows are read to their end.
-async fn insert_first_claim(
-    connection: &mut SqliteConnection,
-    opening: Opening,
-    tenant: TenantId,
-    operation_id: OperationId,
-    command: ClaimCommand,
-) -> StoreResult<Vec<OperationRow>> {
-    let first = decide_first_claim(&command);
-    let history = &first.history;
-    Ok(sqlx::query_as(opening.pick(&FIRST_CLAIM_OPENED))
-        .bind(operation_id.0)
-        .bind(tenant.0)
-        .bind(&command.scope.operation)
-        .bind(&command.scope.key)
-        .bind(&command.fingerprint.0[..])
-        .bind(history.to_state.as_str())
-        .bind(i32::try_from(history.attempt).unwrap_or(i32::MAX))
-        .bind(i32::try_from(command.max_attempts).unwrap_or(i32::MAX))
-        .bind(&command.claim_token)
-        .bind(command.lease.num_milliseconds())
-        .bind(command.max_attempt_duration.num_milliseconds())
-        .bind(command.retention.num_milliseconds())
-        .bind(first.lease_expires_in.num_milliseconds())
-        .bind(first.attempt_deadline_in.num_milliseconds())
-        .bind(
-            first
-                .operation_deadline_in
-                .map(|offset| offset.num_milliseconds()),
-        )
-        .bind(command.on_failed.gets_new_attempt())
-        .bind(history.event.as_str())
-        .bind(history.detail.as_str())
-        .bind(history.coalesce_key())
-        .fetch_all(&mut *connection)
-        .instrument(SqliteStore::statement("INSERT operations"))
-        .await?)
 }
 
 impl Dialect for SqliteStore {
@@ -574,16 +522,14 @@ impl Dialect for SqliteStore {
             return Ok(None);
         };
         let cap = self.history_cap;
-        let rows = self
+        let written = self
             .group
-            .write_one(move |connection, opening| {
-                Box::pin(write_guarded(
-                    connection, opening, tenant, fence, guarded, cap,
-                ))
+            .write_one(move |connection| {
+                one_query::write_guarded(connection, tenant, fence, &guarded, cap)
             })
             .await?;
         // Refused, it wrote nothing.
-        let Some(RowWithClock { row, db_now }) = rows.into_iter().next() else {
+        let Some((row, db_now)) = written else {
             return Ok(None);
         };
         Ok(Some(Applied {
@@ -680,66 +626,6 @@ impl Dialect for SqliteStore {
     }
 }
 
-/// Runs write_guarded.sql (`fence`: the guard's, as stored): the written
-/// row and the clock, or none when the guard does not hold. Every row is
-/// fetched, not the first only: the entry's statement runs only once the
-/// UPDATE's rows are read to their end.
-async fn write_guarded(
-    connection: &mut SqliteConnection,
-    opening: Opening,
-    tenant: TenantId,
-    fence: i64,
-    guarded: GuardedWrite,
-    cap: HistoryCap,
-) -> StoreResult<Vec<RowWithClock>> {
-    let millis = |delta: TimeDelta| delta.num_milliseconds();
-    let (guard, write) = (&guarded.guard, &guarded.write);
-    let outcome = OutcomeColumns::of(write.outcome.as_ref());
-    Ok(sqlx::query_as(opening.pick(&WRITE_GUARDED_OPENED))
-        .bind(guarded.operation_id.0)
-        .bind(tenant.0)
-        .bind(fence)
-        .bind(guard.from.as_str())
-        .bind(guard.no_receipt_for_fence)
-        .bind(guard.attempt_budget_left)
-        .bind(guard.operation_deadline_beyond.map(millis))
-        .bind(write.state.as_str())
-        .bind(write.outcome.is_some())
-        .bind(outcome.state)
-        .bind(outcome.body)
-        .bind(outcome.content_type)
-        .bind(outcome.result_metadata)
-        .bind(outcome.failure_reason)
-        .bind(outcome.code)
-        .bind(outcome.message)
-        .bind(outcome.error_metadata)
-        .bind(write.lease == LeaseWrite::Clear)
-        .bind(match write.lease {
-            LeaseWrite::Extend(Some(lease)) => Some(millis(lease)),
-            LeaseWrite::Extend(None) | LeaseWrite::Clear => None,
-        })
-        .bind(write.retry_after.map(millis))
-        .bind(write.finishes)
-        .bind(write.receipt.is_some())
-        .bind(
-            write
-                .receipt
-                .as_ref()
-                .map(|receipt| receipt.digest.0.to_vec()),
-        )
-        .bind(guarded.event.as_str())
-        .bind(guarded.detail.as_str())
-        .bind(guarded.coalesce_key())
-        .bind(guarded.kept_past_cap())
-        .bind(i32::try_from(cap.max_entries).unwrap_or(i32::MAX))
-        .bind(HistoryEvent::HistoryTruncated.as_str())
-        .bind(HistoryCap::TRUNCATED_DETAIL)
-        .bind(HistoryCap::TRUNCATED_KEY)
-        .fetch_all(&mut *connection)
-        .instrument(SqliteStore::statement("UPDATE operations"))
-        .await?)
-}
-
 /// Refuses a connection that does not have the settings durability and
 /// integrity rest on; SQLite ignores a pragma it cannot apply silently.
 async fn verify_connection(connection: &mut SqliteConnection) -> Result<(), sqlx::Error> {
@@ -755,17 +641,26 @@ async fn verify_connection(connection: &mut SqliteConnection) -> Result<(), sqlx
         .fetch_one(&mut *connection)
         .instrument(SqliteStore::statement("PRAGMA foreign_keys"))
         .await?;
+    required_settings(&journal_mode, synchronous, foreign_keys)
+        .map_err(|refused| sqlx::Error::Configuration(refused.into()))
+}
+
+/// Why a connection with these settings is refused, if it is: WAL,
+/// `synchronous=FULL` or more and foreign keys on, which durability and
+/// integrity rest on. Every connection to the file is checked by it.
+fn required_settings(
+    journal_mode: &str,
+    synchronous: i64,
+    foreign_keys: i64,
+) -> Result<(), String> {
     if !journal_mode.eq_ignore_ascii_case("wal")
         || synchronous < SYNCHRONOUS_FULL
         || foreign_keys != 1
     {
-        return Err(sqlx::Error::Configuration(
-            format!(
-                "sqlite connection has journal_mode={journal_mode}, synchronous={synchronous}, \
-                 foreign_keys={foreign_keys}; idemd needs journal_mode=wal, synchronous=2 (FULL) \
-                 and foreign_keys=1"
-            )
-            .into(),
+        return Err(format!(
+            "sqlite connection has journal_mode={journal_mode}, synchronous={synchronous}, \
+             foreign_keys={foreign_keys}; idemd needs journal_mode=wal, synchronous=2 (FULL) \
+             and foreign_keys=1"
         ));
     }
     Ok(())
@@ -802,6 +697,8 @@ fn is_unavailable_code(code: i64) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use chrono::TimeDelta;
+
     use super::*;
 
     #[test]

@@ -1,7 +1,8 @@
--- The first record of a scope and its CLAIMED entry, three statements sent
--- to the writer's thread as one query behind the member's savepoint
--- statements (one hand-off): the next fence drawn, the record inserted with
--- it at the statement's clock, and the entry written from the inserted row.
+-- The first record of a scope and its CLAIMED entry, three statements run in
+-- turn by the queued writer (sqlite/one_query.rs) in its group's transaction:
+-- the next fence drawn, the record inserted with it at the statement's clock,
+-- and the entry written from the inserted row. `RETURNING *` returns the
+-- operation's columns in OperationRow's order (one_query.rs puts them there).
 -- A scope that has a record inserts nothing, hence no entry; the fence drawn
 -- stays spent (a gap, as a Postgres sequence leaves: fences only grow).
 --
@@ -33,7 +34,7 @@ SELECT $1, $2, $3, $4, $5, $6, last_fence, $7, $8, $9, $10, $11, $12,
 FROM operation_fence, (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now') AS now) AS clock
 WHERE singleton = 1
 ON CONFLICT (tenant_id, operation, idempotency_key) DO NOTHING
-RETURNING *;
+RETURNING *, updated_at AS db_now;
 INSERT INTO operation_history (operation_id, sequence, event, from_state, to_state,
     fence, attempt, detail, count, first_at, last_at, coalesce_key)
 SELECT operation_id, 1, $17, NULL, state, fence, attempt, $18, 1, created_at, created_at, $19

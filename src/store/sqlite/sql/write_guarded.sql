@@ -1,7 +1,8 @@
--- The common case of owner writes (Renew, Complete, Fail), two statements sent
--- to the writer's thread as one query behind the member's savepoint statements
--- (one hand-off): the row updated when the whole guard holds, and its history
--- entry placed. When the guard does not hold, the UPDATE changes and returns
+-- The common case of owner writes (Renew, Complete, Fail), two statements run
+-- in turn by the queued writer (sqlite/one_query.rs) in its group's
+-- transaction: the row updated when the whole guard holds, and its history
+-- entry placed. `RETURNING *` returns the operation's columns in
+-- OperationRow's order (one_query.rs puts them there). When the guard does not hold, the UPDATE changes and returns
 -- nothing, and so the entry's statement writes nothing (`changes()`: the rows
 -- the UPDATE changed); the locked path then decides.
 --
