@@ -945,6 +945,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(directory);
     }
 
+    /// A queued write that panics rolls back its group (each of its writes
+    /// hears UNAVAILABLE); the queued writer's thread survives it and the
+    /// next write commits.
+    #[tokio::test]
+    async fn a_panicking_queued_write_fails_its_group_and_the_writer_goes_on() {
+        let (writer, pool, directory) = writer_on_a_fresh_file().await;
+        let panicked = writer
+            .write_one(|connection| -> Result<(), Error> {
+                connection
+                    .execute("INSERT INTO effects (name) VALUES ('rolled back')", [])
+                    .map_err(|error| Error::Internal(format!("database error: {error}")))?;
+                panic!("a write that panics after its statement");
+            })
+            .await;
+        assert!(
+            matches!(panicked, Err(StoreError::Domain(Error::Unavailable { .. }))),
+            "the panicking write hears UNAVAILABLE: {panicked:?}"
+        );
+        queued_insert(&writer, "after").await.expect("committed");
+        writer.close().await;
+        assert_eq!(names(&pool).await, ["after"]);
+        pool.close().await;
+        let _ = std::fs::remove_dir_all(directory);
+    }
+
     /// A write whose first statement, sent with its savepoint statements,
     /// fails: which of them ran is not known, so its whole group is rolled
     /// back and every write of it hears UNAVAILABLE; the writer goes on.

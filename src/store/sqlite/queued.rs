@@ -20,13 +20,14 @@
 //! timeout) and checked the same way; it is opened when the first group
 //! comes (after the migrations), and again after a group that failed.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::super::error::{StoreError, StoreResult};
 use super::required_settings;
@@ -118,7 +119,15 @@ impl Thread {
         while let Ok(job) = jobs.recv() {
             match job {
                 Job::Group(group, done) => {
-                    self.run_group(group);
+                    let ran = catch_unwind(AssertUnwindSafe(|| self.run_group(group)));
+                    if ran.is_err() {
+                        // A write panicked: the rest of its group went with the
+                        // unwinding (each hears that the writer stopped:
+                        // UNAVAILABLE), and its transaction goes with the
+                        // connection (closed, so rolled back). The thread goes on.
+                        self.connection = None;
+                        error!("a queued write panicked; its group was rolled back");
+                    }
                     let _ = done.send(());
                 }
                 Job::Stop(done) => {
