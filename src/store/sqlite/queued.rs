@@ -79,17 +79,10 @@ impl QueuedWriter {
     /// hears UNAVAILABLE.
     pub(super) async fn run(&self, group: Vec<Queued>) {
         let (done, finished) = oneshot::channel();
-        match self.jobs.send(Job::Group(group, done)) {
-            // Its writes' senders went with the job: each hears so.
-            Ok(()) => {
-                let _ = finished.await;
-            }
-            Err(mpsc::SendError(Job::Group(group, _))) => {
-                for queued in group {
-                    let _ = queued.committed.send(Err(stopped().into()));
-                }
-            }
-            Err(_) => {}
+        // Had the thread stopped, the group is dropped with the job: each
+        // write's sender goes, and it hears that the writer stopped.
+        if self.jobs.send(Job::Group(group, done)).is_ok() {
+            let _ = finished.await;
         }
     }
 
@@ -101,10 +94,6 @@ impl QueuedWriter {
             let _ = stopped.await;
         }
     }
-}
-
-fn stopped() -> Error {
-    Error::unavailable("the embedded store's writer stopped")
 }
 
 struct Thread {
@@ -152,6 +141,7 @@ impl Thread {
                 for queued in group {
                     let _ = queued.committed.send(Err(error.clone().into()));
                 }
+                // Not trusted again: the next group opens a new one.
                 self.connection = None;
                 return;
             }
