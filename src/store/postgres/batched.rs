@@ -181,7 +181,7 @@ pub(super) async fn insert_or_find(
 ) -> StoreResult<Vec<Option<ClaimStart>>> {
     let mut connection = Held::acquire(pool).await?;
     let started = insert_or_find_on(&mut connection, members).await;
-    connection.release();
+    connection.keep_if(started.is_ok(), pool);
     started
 }
 
@@ -342,7 +342,7 @@ pub(super) async fn write_guarded(
         .fetch_all(&mut *connection)
         .instrument(statement("UPDATE operations"))
         .await;
-    connection.release();
+    connection.keep_if(rows.is_ok(), pool);
     let rows = rows?;
     let mut written: Vec<Option<Applied>> = vec![None; members.len()];
     for WrittenRow {

@@ -30,6 +30,10 @@
 //!   trip on a socket that may never answer (Postgres rolls back a session
 //!   whose socket closed).
 //!
+//! The batched statements keep their connections instead ([`Held::keep_if`],
+//! `warm`): sqlx's ping is a round trip per statement, paid now only by a
+//! connection that goes back to the pool.
+//!
 //! A released connection pays sqlx's ping and nothing more: the pool's
 //! `after_release` ([`check_on_release`]) lets it through without a
 //! statement. The check runs only on a connection returned some other way
@@ -48,12 +52,13 @@ use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::pool::{PoolConnection, PoolConnectionMetadata};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Row};
 
+use super::warm::{Taken, Warm};
 use crate::store::acquire::AcquireWaits;
 
 /// How long returning a connection to the pool may take (sqlx's ping, or
@@ -96,20 +101,53 @@ fn in_poll() -> bool {
     IN_POLL.get()
 }
 
-/// The store's pool, and the count of waits for its connections: every
-/// [`Held`] comes from here.
+/// The store's pool, the count of waits for its connections, and the
+/// connections the shared statements keep ([`Warm`]): every [`Held`] comes
+/// from here.
 #[derive(Clone)]
 pub(crate) struct Connections {
     pub(super) pool: PgPool,
     pub(super) waits: Arc<AcquireWaits>,
+    pub(super) warm: Arc<Warm>,
 }
 
 impl Connections {
+    /// `warm`: no connection is kept unless it is given room
+    /// ([`Connections::keeping`]).
     pub(crate) fn new(pool: PgPool) -> Self {
         Self {
             pool,
             waits: Arc::default(),
+            warm: Arc::new(Warm::new(0, Duration::ZERO, None)),
         }
+    }
+
+    /// The same connections, keeping `warm`'s between shared statements.
+    pub(crate) fn keeping(self, warm: Warm) -> Self {
+        Self {
+            warm: Arc::new(warm),
+            ..self
+        }
+    }
+
+    /// Once the pool closes (its `close`, or its last handle dropped), keeps
+    /// nothing and releases what was kept: `close` waits for every
+    /// connection out of the pool, whoever closes it (the store, or code
+    /// holding the pool). Started by the first connection kept.
+    fn hand_back_when_the_pool_closes(&self) {
+        self.warm.watch_once(|| {
+            let closed = self.pool.close_event();
+            // Weak: a store dropped without closing drops what it kept.
+            let warm = Arc::downgrade(&self.warm);
+            tokio::spawn(async move {
+                closed.await;
+                if let Some(warm) = warm.upgrade() {
+                    for connection in warm.close() {
+                        Held::from_pool(connection, Instant::now()).release();
+                    }
+                }
+            });
+        });
     }
 }
 
@@ -117,14 +155,52 @@ impl Connections {
 /// with it, abandoned (closed at once, its permit freed) when dropped.
 pub(crate) struct Held {
     connection: Option<PoolConnection<Postgres>>,
+    /// When it was taken from the pool (and so checked by its
+    /// `before_acquire`), or before: a switch of primary after this moment
+    /// makes a kept connection stale.
+    vetted: Instant,
 }
 
 impl Held {
+    /// A connection a shared statement kept ([`Held::keep`]) if one is
+    /// ready, else one from the pool.
     pub(super) async fn acquire(connections: &Connections) -> Result<Self, sqlx::Error> {
+        loop {
+            match connections.warm.take() {
+                Taken::Ready(connection, vetted) => return Ok(Self::from_pool(connection, vetted)),
+                Taken::Idle(connection) => Self::from_pool(connection, Instant::now()).release(),
+                Taken::Stale(connection) => abandon(connection),
+                Taken::Nothing => break,
+            }
+        }
+        // Read before asking: a switch while the pool vets it counts as after.
+        let vetted = Instant::now();
         let connection = connections.waits.time(connections.pool.acquire()).await?;
-        Ok(Self {
+        Ok(Self::from_pool(connection, vetted))
+    }
+
+    fn from_pool(connection: PoolConnection<Postgres>, vetted: Instant) -> Self {
+        Self {
             connection: Some(connection),
-        })
+            vetted,
+        }
+    }
+
+    /// Done with, its statements ended: kept for the next shared statement
+    /// if they succeeded and there is room, else back to the pool
+    /// ([`Held::release`]): after an error, the pool's ping finds out whether
+    /// the connection still works, instead of the next statement.
+    pub(super) fn keep_if(mut self, succeeded: bool, connections: &Connections) {
+        if !succeeded || connections.pool.is_closed() {
+            return self.release();
+        }
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        connections.hand_back_when_the_pool_closes();
+        if let Err(connection) = connections.warm.keep(connection, self.vetted) {
+            Self::from_pool(connection, self.vetted).release();
+        }
     }
 
     /// Back to the pool through sqlx's ping, bounded by [`RELEASE_BOUND`].

@@ -24,6 +24,7 @@ use self::session::checked_settings;
 pub use self::session::{PLANNER_SETTINGS, SessionTimeouts, session_settings};
 pub(crate) use self::topology::explain_connect_error;
 use self::topology::{DatabaseTargets, PrimaryTracker};
+use self::warm::{KEPT_IDLE, SwitchedAfter, Warm};
 use super::dialect::{AtClock, Dialect, retry_on_conflict};
 use super::error::{ErrorClass, StoreResult};
 use super::sql::{
@@ -47,6 +48,7 @@ mod keepalive;
 mod notifier;
 mod session;
 mod topology;
+mod warm;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -85,6 +87,15 @@ const DEFAULT_CALL_BOUND: Duration = Duration::from_secs(10);
 /// 3.8k–4.1k ops/s with 1 or 2, 2.8k with 4 and 2.1k with 8. Two keep one
 /// slow statement (a row lock waited for) from holding up every call.
 const STATEMENTS_IN_FLIGHT: usize = 2;
+
+/// How many connections the shared statements keep between statements
+/// (`warm`): one per statement slot of both batchers, and never more than
+/// a quarter of the pool, which everything else shares (none in a pool of
+/// fewer than four).
+fn kept_connections(max_connections: u32) -> usize {
+    let quarter = usize::try_from(max_connections / 4).unwrap_or(usize::MAX);
+    (2 * STATEMENTS_IN_FLIGHT).min(quarter)
+}
 
 /// How long migrations at start-up may take.
 const MIGRATION_BOUND: Duration = Duration::from_secs(300);
@@ -193,10 +204,16 @@ impl PostgresStore {
                 Some(explained) => Error::Internal(explained),
                 None => Self::translate(error.into()),
             })?;
+        let switched_after = tracker.as_ref().map(|tracker| {
+            let tracker = Arc::clone(tracker);
+            let switched_after: SwitchedAfter =
+                Arc::new(move |moment| tracker.switched_after(moment));
+            switched_after
+        });
         if let Some(tracker) = tracker {
             tokio::spawn(tracker.follow(pool.clone()));
         }
-        Ok(Self::from_pool_with(pool, sockets))
+        Ok(Self::from_pool_with(pool, sockets, switched_after))
     }
 
     /// Refuses a pooler that would lose idemd's session state (see
@@ -212,12 +229,22 @@ impl PostgresStore {
     /// get no client-side keepalive (the server's end is in the pool's
     /// connect options, if they carry it).
     pub fn from_pool(pool: PgPool) -> Self {
-        Self::from_pool_with(pool, None)
+        Self::from_pool_with(pool, None, None)
     }
 
-    fn from_pool_with(pool: PgPool, sockets: Option<Arc<DatabaseSockets>>) -> Self {
+    /// `switched_after`: with several hosts, whether the primary moved after
+    /// a moment (a kept connection vetted before is not used again).
+    fn from_pool_with(
+        pool: PgPool,
+        sockets: Option<Arc<DatabaseSockets>>,
+        switched_after: Option<SwitchedAfter>,
+    ) -> Self {
         let notifier = Notifier::new(pool.clone(), sockets.clone());
-        let connections = Connections::new(pool.clone());
+        let connections = Connections::new(pool.clone()).keeping(Warm::new(
+            kept_connections(pool.options().get_max_connections()),
+            KEPT_IDLE,
+            switched_after,
+        ));
         let (claims, writes) = Self::batchers(&connections, DEFAULT_CALL_BOUND);
         Self {
             pool,

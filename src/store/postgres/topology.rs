@@ -237,6 +237,12 @@ impl PrimaryTracker {
     }
 
     /// Whether a pool connection `age` old was opened to the current target.
+    /// Whether the primary moved after `moment`: a connection the pool
+    /// vetted then may be on the old one.
+    pub(crate) fn switched_after(&self, moment: Instant) -> bool {
+        self.state.lock().expect("tracker state").switched_at > moment
+    }
+
     pub(crate) fn is_current(&self, age: Duration) -> bool {
         let switched_at = self.state.lock().expect("tracker state").switched_at;
         Instant::now()
