@@ -322,6 +322,16 @@ mod tests {
             writer,
         );
         tracing::dispatcher::with_default(&dispatch, || {
+            // The statement's callsite is shared with the store tests that
+            // run beside this one without a subscriber. With one dispatcher
+            // alive, tracing-core computes a newly hit callsite's interest
+            // from the hitting thread's default alone: a store test hitting
+            // it first cached "never" and this test's statement span was not
+            // built (seen once in CI). Rebuilt here, under this dispatcher,
+            // after the callsite is surely registered.
+            drop(statement_span("postgresql", "INSERT operations"));
+            tracing::callsite::rebuild_interest_cache();
+            exported.0.lock().expect("spans").clear();
             let request = tracing::info_span!("grpc.server", otel.name = "Claim");
             let _request = request.enter();
             {
