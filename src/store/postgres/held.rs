@@ -162,7 +162,7 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// A connection a shared statement kept ([`Held::keep`]) if one is
+    /// A connection a shared statement kept ([`Held::keep_if`]) if one is
     /// ready, else one from the pool.
     pub(super) async fn acquire(connections: &Connections) -> Result<Self, sqlx::Error> {
         loop {

@@ -107,7 +107,7 @@ impl Warm {
     }
 
     /// Keeps a connection whose statements ended, or hands it back (full,
-    /// or the store closing) for the caller to release to the pool.
+    /// or the pool closed) for the caller to release to the pool.
     pub(super) fn keep(
         &self,
         connection: PoolConnection<Postgres>,
