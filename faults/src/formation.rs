@@ -119,18 +119,32 @@ impl Formation {
             formation.run(node)?;
             formation.wait_until_settled(formation.nodes_running(), Duration::from_secs(90))?;
         }
-        formation.checked(&mut formation.autoctl(&[
-            "set",
-            "formation",
-            "number-sync-standbys",
-            "--pgdata",
-            &formation.nodes[0].pgdata.to_string_lossy(),
-            "1",
-        ]))?;
+        // The roles have settled, but the monitor may still report the
+        // primary as "wait_primary" (its last standby not yet caught up), and
+        // refuses the setting until it reports "primary".
+        formation.autoctl_once_the_monitor_agrees(
+            &[
+                "set",
+                "formation",
+                "number-sync-standbys",
+                "--pgdata",
+                &formation.nodes[0].pgdata.to_string_lossy(),
+                "1",
+            ],
+            "current reported state is",
+        )?;
         // What idemd's start-up check reads too: commits wait for a standby.
-        let names = formation.synchronous_standby_names()?;
-        if names.is_empty() {
-            return Err("the formation's primary names no synchronous standby".into());
+        // The primary's keeper applies the monitor's setting a moment later.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while formation.synchronous_standby_names()?.is_empty() {
+            if Instant::now() > deadline {
+                return Err("the formation's primary names no synchronous standby".into());
+            }
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the campaign calls this on a blocking thread (spawn_blocking)"
+            )]
+            std::thread::sleep(Duration::from_millis(500));
         }
         Ok(formation)
     }
@@ -346,7 +360,7 @@ impl Formation {
     /// starts it again (crash recovery); meanwhile no node accepts writes.
     /// Returns once the formation is settled again.
     pub(crate) fn kill_primary(&self) -> Result<(), String> {
-        let primary = self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
+        let primary = self.settle_after_fault()?;
         let pid_file = self.nodes[primary].pgdata.join("postmaster.pid");
         let contents = std::fs::read_to_string(&pid_file)
             .map_err(|error| format!("{}: {error}", pid_file.display()))?;
@@ -360,34 +374,42 @@ impl Formation {
             return Err(format!("{}: no pid", pid_file.display()));
         }
         self.checked(Command::new("kill").args(["-KILL", &pid]))?;
-        self.settle_after_fault()
+        self.settle_after_fault().map(|_| ())
     }
 
     /// A planned switchover (`pg_autoctl perform switchover`): the primary
     /// is drained and demoted, a secondary promoted. Returns once the
     /// formation is settled again.
     pub(crate) fn switchover(&self) -> Result<(), String> {
-        self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
-        // Every node answering in its role is not yet the monitor's view: right
-        // after a failover it may still hold the new primary in a transition
-        // state and refuse a switchover ("couldn't find the primary node").
+        self.settle_after_fault()?;
+        // Right after a failover the monitor may still hold the new primary
+        // in a transition state and refuse a switchover.
+        self.autoctl_once_the_monitor_agrees(
+            &[
+                "perform",
+                "switchover",
+                "--pgdata",
+                &self.nodes[0].pgdata.to_string_lossy(),
+            ],
+            "couldn't find the primary node",
+        )?;
+        self.settle_after_fault().map(|_| ())
+    }
+
+    /// `pg_autoctl ARGS`, repeated for up to a minute while it fails with
+    /// `transient` in its error. Every node answering in its role is not
+    /// yet the monitor's view of them, and the monitor refuses some
+    /// commands until its view has caught up.
+    fn autoctl_once_the_monitor_agrees(
+        &self,
+        args: &[&str],
+        transient: &str,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let switched = self.checked(
-                self.autoctl(&[
-                    "perform",
-                    "switchover",
-                    "--pgdata",
-                    &self.nodes[0].pgdata.to_string_lossy(),
-                ])
-                .stdout(Stdio::null()),
-            );
-            match switched {
-                Ok(_) => break,
-                Err(error)
-                    if error.contains("couldn't find the primary node")
-                        && Instant::now() < deadline =>
-                {
+            match self.checked(self.autoctl(args).stdout(Stdio::null())) {
+                Ok(_) => return Ok(()),
+                Err(error) if error.contains(transient) && Instant::now() < deadline => {
                     #[allow(
                         clippy::disallowed_methods,
                         reason = "the campaign calls this on a blocking thread (spawn_blocking)"
@@ -397,17 +419,19 @@ impl Formation {
                 Err(error) => return Err(error),
             }
         }
-        self.settle_after_fault()
     }
 
-    /// Waits for the formation to settle after a fault. A node that cannot
-    /// follow the new primary because its timeline diverged is rewound.
-    fn settle_after_fault(&self) -> Result<(), String> {
+    /// Waits for the formation to settle after a fault, and returns the
+    /// primary's index. A node that cannot follow the new primary because
+    /// its timeline diverged is rewound. Also called before a fault: a
+    /// node may diverge only after the last fault seemed settled (its
+    /// keeper restarts it later), and is then rewound there.
+    fn settle_after_fault(&self) -> Result<usize, String> {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let settled = self.wait_until_settled(DATA_NODES, Duration::from_secs(30));
             let error = match settled {
-                Ok(_) => return Ok(()),
+                Ok(primary) => return Ok(primary),
                 Err(error) => error,
             };
             match self.diverged_node() {
@@ -578,7 +602,7 @@ impl Formation {
     /// The primary's synchronous_standby_names: non-empty once a commit
     /// waits for a standby.
     fn synchronous_standby_names(&self) -> Result<String, String> {
-        let primary = self.wait_until_settled(DATA_NODES, Duration::from_secs(60))?;
+        let primary = self.settle_after_fault()?;
         let output = self.checked(
             Command::new(self.binaries.join("psql"))
                 .args(["-X", "-q", "-t", "-A", "-h", "127.0.0.1", "-U", "postgres"])
