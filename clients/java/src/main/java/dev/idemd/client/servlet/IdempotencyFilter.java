@@ -196,7 +196,7 @@ public final class IdempotencyFilter implements Filter {
     String raw = request.getHeader(header);
     if (raw == null) {
       if (required) {
-        send(response, HttpMapping.MISSING_KEY);
+        refuseUnread(request, response, HttpMapping.MISSING_KEY);
       } else {
         chain.doFilter(req, res);
       }
@@ -204,13 +204,13 @@ public final class IdempotencyFilter implements Filter {
     }
     String key = HttpMapping.parseKey(raw);
     if (!HttpMapping.validKey(key, maxKeyBytes)) {
-      send(response, invalidKey);
+      refuseUnread(request, response, invalidKey);
       return;
     }
     if (!sharedKeys) {
       String caller = principal.apply(request);
       if (caller == null || caller.isEmpty()) {
-        send(response, HttpMapping.NO_PRINCIPAL);
+        refuseUnread(request, response, HttpMapping.NO_PRINCIPAL);
         return;
       }
       key = HttpMapping.scopedKey(caller, key);
@@ -350,6 +350,23 @@ public final class IdempotencyFilter implements Filter {
   /** The request body was larger than {@code maxRequestBytes}. */
   private static final class RequestTooLarge extends IOException {
     private static final long serialVersionUID = 1L;
+  }
+
+  /**
+   * A refusal before the body was read. The body is read first and dropped (up to the size limit):
+   * a container that finds it unread when the response is done may close the connection, and a
+   * client that has already taken that connection for its next request sees that request fail. Past
+   * the limit, or if reading fails, the refusal is sent anyway.
+   */
+  private void refuseUnread(
+      HttpServletRequest request, HttpServletResponse response, HttpMapping.Response answer)
+      throws IOException {
+    try {
+      readBody(request);
+    } catch (IOException unreadOrTooLarge) {
+      // The refusal stands; the container decides what becomes of the connection.
+    }
+    send(response, answer);
   }
 
   private byte[] readBody(HttpServletRequest request) throws IOException {
