@@ -294,14 +294,12 @@ impl<D: Sql> Store for D {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use chrono::{DateTime, Utc};
 
     use super::*;
     use crate::domain::guarded::renew_write;
     use crate::domain::{Decision, OperationRecord, RenewCommand};
-    use crate::store::sqlite::{DatabaseLock, SqliteOptions, SqliteStore};
+    use crate::store::mirror_tests::TempSqlite;
 
     /// Every owner write's future is allocated and moved whole (the trait
     /// boxes it), so the locked path, which the common case never takes,
@@ -309,18 +307,7 @@ mod tests {
     /// Postgres, in a release build).
     #[tokio::test]
     async fn a_writes_future_does_not_carry_the_locked_paths_size() {
-        #[expect(clippy::disallowed_methods, reason = "a test names its own directory")]
-        let directory = std::env::temp_dir().join(format!("idemd-unit-{}", uuid::Uuid::now_v7()));
-        let path = directory.join("paths.db");
-        let lock = DatabaseLock::try_acquire(&path)
-            .expect("lockable")
-            .expect("free");
-        let options = SqliteOptions {
-            path,
-            max_read_connections: 1,
-            acquire_timeout: Duration::from_secs(10),
-        };
-        let store = SqliteStore::open(&options, lock).await.expect("opens");
+        let sqlite = TempSqlite::open().await;
         let command = RenewCommand {
             operation_id: OperationId(uuid::Uuid::nil()),
             fence: 1,
@@ -329,11 +316,10 @@ mod tests {
         let decide = |_: &OperationRecord, _: DateTime<Utc>| -> Decision {
             unreachable!("the future is measured, never run")
         };
-        let write = Store::write(&store, TenantId(1), renew_write(&command), &decide);
+        let write = Store::write(&sqlite.store, TenantId(1), renew_write(&command), &decide);
         let size = std::mem::size_of_val(&*write);
         drop(write);
-        Store::close(&store).await;
-        let _ = std::fs::remove_dir_all(&directory);
+        sqlite.close().await;
         assert!(size < 4096, "a write's future takes {size} bytes");
     }
 }

@@ -88,14 +88,15 @@ impl Backend {
     }
 }
 
-/// A SQLite store in a directory of its own, removed by [`TempSqlite::close`].
-struct TempSqlite {
-    store: SqliteStore,
+/// A SQLite store in a directory of its own, removed by [`TempSqlite::close`]
+/// (also the store of `paths`' unit test).
+pub(super) struct TempSqlite {
+    pub(super) store: SqliteStore,
     directory: PathBuf,
 }
 
 impl TempSqlite {
-    async fn open() -> Self {
+    pub(super) async fn open() -> Self {
         let directory = std::env::temp_dir().join(format!("idemd-mirror-{}", uuid::Uuid::new_v4()));
         let path = directory.join("mirror.db");
         let lock = DatabaseLock::try_acquire(&path)
@@ -114,7 +115,7 @@ impl TempSqlite {
         Backend::Sqlite(self.store.clone())
     }
 
-    async fn close(self) {
+    pub(super) async fn close(self) {
         self.store.close().await;
         let _ = std::fs::remove_dir_all(&self.directory);
     }
